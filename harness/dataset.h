@@ -1,0 +1,74 @@
+// Synthetic smallNORB: five 3D point-set classes rendered as 32x32 images
+// (SPEC section 1), and the train / familiar / held-out / circle splits.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vg {
+
+inline constexpr int kImageSide = 32;
+inline constexpr int kImagePixels = kImageSide * kImageSide;
+inline constexpr int kNumClasses = 5;
+inline constexpr const char* kClassNames[kNumClasses] = {"cross", "L", "T", "frame", "tripod"};
+
+// K evenly spaced angles from `from` to `to` inclusive, in degrees; values wrap
+// modulo 360 (300:420 crosses 0). K == 1 gives just `from`.
+struct AngleRange {
+  double from = 0, to = 0;
+  int count = 1;
+  std::vector<double> values() const;  // each in [0, 360)
+};
+
+// Smallest circular distance in degrees between two angles (in [0, 180]).
+double circular_distance(double a_deg, double b_deg);
+// Smallest circular distance between any test and any train azimuth.
+double azimuth_gap(const std::vector<double>& train_az, const std::vector<double>& test_az);
+
+using Point3 = std::array<float, 3>;
+// The points of class `cls` (0..4), exactly as SPEC section 1 lists them.
+std::vector<Point3> shape_points(int cls);
+
+// Noise-free render of class `cls` at (azimuth, elevation) into img[32*32]
+// (row-major, row v then column u), values in [0, 1].
+void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img);
+
+// One split: N images of 32x32 floats, labels and the viewpoint of each.
+struct Split {
+  std::vector<float> images;  // N x 1024
+  std::vector<int> labels;    // N
+  std::vector<float> azimuth, elevation;  // N, degrees in [0, 360)
+  int size() const { return int(labels.size()); }
+  const float* image(int i) const { return images.data() + size_t(i) * kImagePixels; }
+};
+
+struct DataConfig {
+  uint64_t seed = 0;
+  AngleRange train_azimuths{0, 150, 6};
+  AngleRange test_azimuths{200, 330, 6};
+  AngleRange elevations{10, 50, 3};
+  int n_per_combo = 5;       // train samples per (class, azimuth, elevation)
+  int n_eval_per_combo = 2;  // familiar, held-out and circle samples per combo
+  double noise_std = 0.04;
+};
+
+// Split ids key the noise streams, so every split has its own fresh noise.
+enum class SplitId : uint32_t { Train = 0, Familiar = 1, HeldOut = 2, Circle = 3 };
+
+// Images ordered by (class, azimuth index, elevation index, sample); the pixel
+// noise of sample n of split s is the stream (seed, Noise, s, n), so the bytes
+// do not depend on the number of threads.
+Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& azimuths,
+                 int per_combo);
+
+struct Dataset {
+  Split train, familiar, heldout, circle;
+  std::vector<double> train_az, test_az, circle_az, elevations;
+  double gap_deg = 0;  // circular gap between train and test azimuths
+};
+
+// Builds all four splits. The circle split is every 10 degrees from 0 to 350.
+Dataset make_dataset(const DataConfig& cfg);
+
+}  // namespace vg

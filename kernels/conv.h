@@ -1,0 +1,54 @@
+// 2-D convolution (conv1 of both models) on oneDNN, with a direct-loop reference.
+#pragma once
+#include <map>
+#include <memory>
+
+namespace vg {
+
+struct ConvShape {
+  int in_channels = 1, height = 32, width = 32;
+  int out_channels = 16, kernel = 5, stride = 2, pad = 2;
+  int out_height() const { return (height + 2 * pad - kernel) / stride + 1; }
+  int out_width() const { return (width + 2 * pad - kernel) / stride + 1; }
+  int in_size() const { return in_channels * height * width; }   // per image
+  int out_size() const { return out_channels * out_height() * out_width(); }
+  int weight_size() const { return out_channels * in_channels * kernel * kernel; }
+};
+
+// Layouts, fixed for the life of the weights:
+//   src     B x C x H x W            (nchw)
+//   weights O x C x K x K            (oihw)
+//   bias    O
+//   dst     B x OH x OW x O          (nhwc: channel-last, what the dense layer flattens)
+// Primitives are created once per batch size and reused; execution allocates nothing.
+class Conv2d {
+ public:
+  Conv2d(const ConvShape& shape, bool relu);
+  ~Conv2d();
+  Conv2d(const Conv2d&) = delete;
+  Conv2d& operator=(const Conv2d&) = delete;
+
+  // dst = act(conv(src, weights) + bias); act is ReLU if `relu`, else identity.
+  void forward(float* dst, const float* src, const float* weights, const float* bias, int batch);
+  // diff_weights = d/dW, diff_bias = d/db given diff_dst, the gradient wrt the
+  // pre-activation output (the caller applies the ReLU mask). Overwrites both.
+  void backward_weights(float* diff_weights, float* diff_bias, const float* diff_dst,
+                        const float* src, int batch);
+
+  const ConvShape& shape() const { return shape_; }
+
+ private:
+  struct Impl;
+  Impl& impl(int batch);
+  ConvShape shape_;
+  bool relu_;
+  std::map<int, std::unique_ptr<Impl>> per_batch_;
+};
+
+// Direct-loop references with the same layouts (tests and benchmarks only).
+void conv2d_forward_ref(float* dst, const float* src, const float* weights, const float* bias,
+                        const ConvShape& s, int batch, bool relu);
+void conv2d_backward_weights_ref(float* diff_weights, float* diff_bias, const float* diff_dst,
+                                 const float* src, const ConvShape& s, int batch);
+
+}  // namespace vg
