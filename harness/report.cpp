@@ -1,0 +1,217 @@
+#include "harness/report.h"
+
+#include <fcntl.h>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <spdlog/version.h>
+#include <tbb/version.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "kernels/isa.h"
+
+#ifndef VIEWGAP_GIT_COMMIT
+#define VIEWGAP_GIT_COMMIT "unknown"
+#endif
+#ifndef VIEWGAP_CXX_FLAGS
+#define VIEWGAP_CXX_FLAGS ""
+#endif
+#ifndef VIEWGAP_BUILD_TYPE
+#define VIEWGAP_BUILD_TYPE ""
+#endif
+
+namespace vg {
+
+namespace {
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0 || line.rfind("Model", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "unknown";
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+nlohmann::json range_json(const AngleRange& r) {
+  return {{"from", r.from}, {"to", r.to}, {"count", r.count}, {"values", r.values()}};
+}
+}  // namespace
+
+nlohmann::json build_meta(int threads) {
+  const dnnl_version_t* dv = dnnl_version();
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  return {
+      {"git_commit", VIEWGAP_GIT_COMMIT},
+      {"compiler", std::string("GCC ") + __VERSION__},
+      {"cxx_flags", VIEWGAP_CXX_FLAGS},
+      {"build_type", VIEWGAP_BUILD_TYPE},
+      {"cpu", cpu_model()},
+      {"cores", sysconf(_SC_NPROCESSORS_ONLN)},
+      {"isa", isa_name(selected_isa())},
+      {"threads", threads},
+      {"onednn", std::to_string(dv->major) + "." + std::to_string(dv->minor) + "." +
+                     std::to_string(dv->patch)},
+      {"tbb", TBB_VERSION_STRING},
+      {"spdlog", std::to_string(SPDLOG_VER_MAJOR) + "." + std::to_string(SPDLOG_VER_MINOR) + "." +
+                     std::to_string(SPDLOG_VER_PATCH)},
+      {"host", host},
+      {"utc", utc_now()},
+  };
+}
+
+nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int threads) {
+  using nlohmann::json;
+  const TrainConfig& t = opt.train;
+  json cfg = {
+      {"seed", t.seed},
+      {"n_epochs", t.n_epochs},
+      {"lr", t.lr},
+      {"batch_size", t.batch_size},
+      {"threads", threads},
+      {"models", opt.models},
+      {"cnn_hidden", t.cnn_hidden},
+      {"train_azimuths", range_json(opt.data.train_azimuths)},
+      {"test_azimuths", range_json(opt.data.test_azimuths)},
+      {"elevations", range_json(opt.data.elevations)},
+      {"n_per_combo", opt.data.n_per_combo},
+      {"n_eval_per_combo", opt.data.n_eval_per_combo},
+      {"em", {{"iters", t.em.iters}, {"lambda", t.em.lambda}, {"eps", t.em.eps},
+              {"sigma2_min", t.em.sigma2_min}}},
+  };
+  std::vector<double> dist;
+  for (double a : r.data.circle_az) dist.push_back(azimuth_gap(r.data.train_az, {a}));
+  json data = {
+      {"gap_deg", r.data.gap_deg},
+      {"sizes", {{"train", r.data.train.size()}, {"familiar", r.data.familiar.size()},
+                 {"heldout", r.data.heldout.size()}, {"circle", r.data.circle.size()}}},
+      {"classes", std::vector<std::string>(kClassNames, kClassNames + kNumClasses)},
+      {"circle_azimuths", r.data.circle_az},
+      {"circle_distance_deg", dist},
+  };
+  json models = json::array();
+  for (const ModelResult& m : r.models) {
+    json hist = json::array();
+    for (const EpochStats& e : m.history)
+      hist.push_back({{"epoch", e.epoch}, {"loss", e.loss}, {"familiar", e.familiar},
+                      {"heldout", e.heldout}, {"seconds", e.seconds}});
+    json per_class;
+    for (int c = 0; c < kNumClasses; ++c) per_class[kClassNames[c]] = m.heldout_per_class[c];
+    models.push_back({{"name", m.name},
+                      {"n_params", m.n_params},
+                      {"familiar", m.familiar},
+                      {"heldout", m.heldout},
+                      {"drop", m.drop},
+                      {"heldout_per_class", per_class},
+                      {"circle_accuracy", m.circle_acc},
+                      {"history", hist},
+                      {"timing_s", {{"train", m.train_s}, {"eval", m.eval_s}, {"circle", m.circle_s}}}});
+  }
+  return {{"schema_version", kRunSchemaVersion},
+          {"kind", "viewgap-run"},
+          {"config", cfg},
+          {"dataset", data},
+          {"models", models},
+          {"timing_s", {{"dataset", r.dataset_s}, {"total", r.total_s}}},
+          {"meta", build_meta(threads)}};
+}
+
+std::string format_run_table(const RunOptions& opt, const RunResult& r) {
+  std::ostringstream o;
+  char line[256];
+  const auto& d = opt.data;
+  std::snprintf(line, sizeof line,
+                "seed %llu, %d epochs; train azimuths %g:%g (%d views), held-out %g:%g (%d views); "
+                "gap %g deg\n",
+                (unsigned long long)opt.train.seed, opt.train.n_epochs, d.train_azimuths.from,
+                d.train_azimuths.to, d.train_azimuths.count, d.test_azimuths.from,
+                d.test_azimuths.to, d.test_azimuths.count, r.data.gap_deg);
+  o << line;
+  std::snprintf(line, sizeof line, "%-8s %9s %9s %9s %7s %9s\n", "model", "params", "familiar",
+                "held-out", "drop", "time (s)");
+  o << line;
+  for (const ModelResult& m : r.models) {
+    std::snprintf(line, sizeof line, "%-8s %9zu %9.3f %9.3f %7.3f %9.3f\n", m.name.c_str(),
+                  m.n_params, m.familiar, m.heldout, m.drop, m.train_s + m.eval_s + m.circle_s);
+    o << line;
+  }
+  std::snprintf(line, sizeof line, "%-8s %9s %9.3f %9.3f %7.3f\n", "chance", "", 1.0 / kNumClasses,
+                1.0 / kNumClasses, 0.0);
+  o << line;
+  std::snprintf(line, sizeof line, "wall time %.3f s (dataset %.3f s)\n", r.total_s, r.dataset_s);
+  o << line;
+  return o.str();
+}
+
+namespace {
+std::string temp_name(const std::string& path) { return path + ".tmp." + std::to_string(getpid()); }
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const std::string tmp = temp_name(path);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error("cannot write '" + path + "': " + std::strerror(err));
+    }
+    done += size_t(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot write '" + path + "': " + std::strerror(err));
+  }
+}
+
+void check_writable(const std::string& path) {
+  if (path.empty()) throw std::runtime_error("empty path");
+  const std::string tmp = temp_name(path);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
+std::pair<double, double> parse_angle_range(const std::string& text) {
+  const auto colon = text.find(':');
+  auto number = [&](const std::string& s) {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (s.empty() || used != s.size() || !std::isfinite(v))
+      throw std::invalid_argument("expected A:B in degrees, got '" + text + "'");
+    return v;
+  };
+  if (colon == std::string::npos || text.find(':', colon + 1) != std::string::npos)
+    throw std::invalid_argument("expected A:B in degrees, got '" + text + "'");
+  return {number(text.substr(0, colon)), number(text.substr(colon + 1))};
+}
+
+}  // namespace vg

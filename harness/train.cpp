@@ -1,0 +1,170 @@
+#include "harness/train.h"
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/rng.h"
+#include "models/capsnet.h"
+#include "models/cnn.h"
+
+namespace vg {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int cnn_width(const std::string& name, int default_width) {
+  if (name == "cnn") return default_width;
+  if (name.size() <= 3 || name.compare(0, 3, "cnn") != 0 || name.size() > 8) return -1;
+  int w = 0;
+  for (size_t k = 3; k < name.size(); ++k) {
+    if (name[k] < '0' || name[k] > '9') return -1;
+    w = w * 10 + (name[k] - '0');
+  }
+  return w >= 1 ? w : -1;
+}
+}  // namespace
+
+bool is_model_name(const std::string& name) { return name == "caps" || cnn_width(name, 64) > 0; }
+
+std::unique_ptr<Model> make_model(const std::string& name, const TrainConfig& cfg, int max_batch) {
+  if (name == "caps") {
+    CapsConfig c;
+    c.em = cfg.em;
+    return std::make_unique<CapsNet>(c, max_batch);
+  }
+  const int w = cnn_width(name, cfg.cnn_hidden);
+  if (w <= 0) throw std::invalid_argument("unknown model '" + name + "'");
+  CnnConfig c;
+  c.hidden = w;
+  return std::make_unique<Cnn>(c, max_batch);
+}
+
+double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct) {
+  if (correct) correct->assign(split.size(), 0);
+  int right = 0;
+  for (int start = 0; start < split.size(); start += kEvalBatch) {
+    const int B = std::min(kEvalBatch, split.size() - start);
+    const float* logits = model.forward(split.image(start), B);
+    for (int b = 0; b < B; ++b) {
+      const float* l = logits + size_t(b) * kNumClasses;
+      const int pred = int(std::max_element(l, l + kNumClasses) - l);
+      const bool ok = pred == split.labels[start + b];
+      right += ok;
+      if (correct) (*correct)[start + b] = ok;
+    }
+  }
+  return split.size() ? double(right) / split.size() : 0.0;
+}
+
+ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
+                               const TrainConfig& cfg, const EpochCallback& on_epoch) {
+  if (cfg.n_epochs < 1 || cfg.batch_size < 1) throw std::invalid_argument("n_epochs and batch_size must be >= 1");
+  const int max_batch = std::max(cfg.batch_size, kEvalBatch);
+  std::unique_ptr<Model> model = make_model(name, cfg, max_batch);
+  model->init(cfg.seed);
+  ModelResult res;
+  res.name = name;
+  res.n_params = model->params().count();
+  AdamConfig ac;
+  ac.lr = cfg.lr;
+  Adam adam(model->params().count(), ac);
+
+  const Split& train = data.train;
+  const int N = train.size();
+  std::vector<int> order(N);
+  std::vector<float> batch_x(size_t(cfg.batch_size) * kImagePixels);
+  std::vector<int> batch_y(cfg.batch_size);
+  std::vector<float> d_logits(size_t(cfg.batch_size) * kNumClasses);
+  std::vector<uint8_t> correct;  // per held-out sample, from the latest evaluation
+
+  auto fail = [&](const std::string& what, int epoch) {
+    std::string where = model->params().first_non_finite(false);
+    std::string kind = "weights";
+    if (where.empty()) { where = model->params().first_non_finite(true); kind = "gradient"; }
+    throw NonFiniteError(name + ": " + what + " at epoch " + std::to_string(epoch) +
+                         (where.empty() ? "" : "; first non-finite " + kind + ": " + where));
+  };
+
+  for (int epoch = 1; epoch <= cfg.n_epochs; ++epoch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    // Fisher-Yates from a stream keyed by the epoch: both models see the same order.
+    std::iota(order.begin(), order.end(), 0);
+    Stream shuffle(cfg.seed, Purpose::Shuffle, uint64_t(epoch));
+    for (int k = N - 1; k > 0; --k) std::swap(order[k], order[shuffle.below(uint32_t(k + 1))]);
+
+    double loss_sum = 0;
+    for (int start = 0; start < N; start += cfg.batch_size) {
+      const int B = std::min(cfg.batch_size, N - start);
+      for (int b = 0; b < B; ++b) {
+        std::copy_n(train.image(order[start + b]), kImagePixels,
+                    batch_x.data() + size_t(b) * kImagePixels);
+        batch_y[b] = train.labels[order[start + b]];
+      }
+      const float* logits = model->forward(batch_x.data(), B);
+      const double loss = softmax_xent(d_logits.data(), logits, batch_y.data(), B, kNumClasses);
+      if (!std::isfinite(loss)) fail("non-finite loss", epoch);
+      model->backward(d_logits.data(), B);
+      adam.step(model->params());
+      loss_sum += loss * B;
+    }
+    if (!model->params().first_non_finite(false).empty()) fail("non-finite weights", epoch);
+    res.train_s += seconds_since(t0);
+
+    const auto t1 = std::chrono::steady_clock::now();
+    EpochStats st;
+    st.epoch = epoch;
+    st.loss = loss_sum / N;
+    st.familiar = accuracy(*model, data.familiar);
+    st.heldout = accuracy(*model, data.heldout, &correct);
+    res.eval_s += seconds_since(t1);
+    st.seconds = seconds_since(t0);
+    res.history.push_back(st);
+    if (on_epoch) on_epoch(name, st);
+  }
+
+  const auto t2 = std::chrono::steady_clock::now();
+  res.familiar = res.history.back().familiar;
+  res.heldout = res.history.back().heldout;
+  res.drop = res.familiar - res.heldout;
+  std::vector<int> n_cls(kNumClasses, 0), ok_cls(kNumClasses, 0);
+  for (int k = 0; k < data.heldout.size(); ++k) {
+    ++n_cls[data.heldout.labels[k]];
+    ok_cls[data.heldout.labels[k]] += correct[k];
+  }
+  for (int c = 0; c < kNumClasses; ++c)
+    res.heldout_per_class.push_back(n_cls[c] ? double(ok_cls[c]) / n_cls[c] : 0.0);
+
+  accuracy(*model, data.circle, &correct);
+  const size_t n_az = data.circle_az.size();
+  std::vector<int> n_az_k(n_az, 0), ok_az(n_az, 0);
+  for (int k = 0; k < data.circle.size(); ++k) {
+    // Circle azimuths are multiples of 10 degrees.
+    const size_t a = size_t(std::lround(data.circle.azimuth[k] / 10.0)) % n_az;
+    ++n_az_k[a];
+    ok_az[a] += correct[k];
+  }
+  for (size_t a = 0; a < n_az; ++a) res.circle_acc.push_back(n_az_k[a] ? double(ok_az[a]) / n_az_k[a] : 0.0);
+  res.circle_s = seconds_since(t2);
+  return res;
+}
+
+}  // namespace vg
+
+namespace vg {
+
+RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RunResult r;
+  DataConfig dc = opt.data;
+  dc.seed = opt.train.seed;
+  r.data = make_dataset(dc);
+  r.dataset_s = seconds_since(t0);
+  for (const std::string& m : opt.models) r.models.push_back(train_and_evaluate(m, r.data, opt.train, on_epoch));
+  r.total_s = seconds_since(t0);
+  return r;
+}
+
+}  // namespace vg

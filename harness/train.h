@@ -1,0 +1,82 @@
+// Training loop and evaluation of one model on one dataset.
+#pragma once
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/dataset.h"
+#include "kernels/em_routing.h"
+#include "models/model.h"
+
+namespace vg {
+
+struct TrainConfig {
+  uint64_t seed = 0;
+  int n_epochs = 10;
+  int batch_size = 32;
+  float lr = 2e-3f;
+  int cnn_hidden = 64;  // hidden width of the model named "cnn"
+  EmConfig em;
+};
+
+struct EpochStats {
+  int epoch = 0;
+  double loss = 0, familiar = 0, heldout = 0, seconds = 0;
+};
+
+struct ModelResult {
+  std::string name;
+  size_t n_params = 0;
+  std::vector<EpochStats> history;
+  double familiar = 0, heldout = 0, drop = 0;
+  std::vector<double> heldout_per_class;  // accuracy per class on the held-out split
+  std::vector<double> circle_acc;         // accuracy per circle azimuth (Dataset::circle_az)
+  double train_s = 0, eval_s = 0, circle_s = 0;
+};
+
+// A NaN or Inf in the loss or the weights: names model, layer and epoch.
+struct NonFiniteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// "caps", "cnn" (hidden width cfg.cnn_hidden) or "cnnN" (hidden width N).
+// Throws std::invalid_argument for any other name.
+std::unique_ptr<Model> make_model(const std::string& name, const TrainConfig& cfg, int max_batch);
+bool is_model_name(const std::string& name);
+
+// Largest batch evaluated at once; also the models' max_batch.
+inline constexpr int kEvalBatch = 256;
+
+using EpochCallback = std::function<void(const std::string& model, const EpochStats&)>;
+
+// Trains `name` from its seeded initialisation (Adam, softmax cross-entropy,
+// reshuffling each epoch from the stream (seed, Shuffle, epoch)), evaluating
+// familiar and held-out accuracy after every epoch and the circle split at the end.
+ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
+                               const TrainConfig& cfg, const EpochCallback& on_epoch = {});
+
+// Fraction of `split` classified correctly; per-sample correctness into `correct` if given.
+double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct = nullptr);
+
+}  // namespace vg
+
+namespace vg {
+
+// One configuration, every requested model trained on the same data.
+struct RunOptions {
+  DataConfig data;
+  TrainConfig train;
+  std::vector<std::string> models{"caps", "cnn"};
+};
+
+struct RunResult {
+  Dataset data;
+  std::vector<ModelResult> models;
+  double dataset_s = 0, total_s = 0;
+};
+
+RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch = {});
+
+}  // namespace vg

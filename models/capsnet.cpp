@@ -1,0 +1,129 @@
+#include "models/capsnet.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/pose_matmul.h"
+
+namespace vg {
+
+CapsNet::CapsNet(const CapsConfig& cfg, int max_batch)
+    : cfg_(cfg),
+      max_batch_(max_batch),
+      conv_shape_{1, 32, 32, cfg.conv_channels, 5, 2, 2},
+      conv1_(conv_shape_, /*relu=*/true),
+      primary_(conv_shape_.out_size(), cfg.n_primary * (kPoseDim + 1), /*relu=*/false) {
+  const int C = conv_shape_.out_size(), P = cfg.n_primary, J = cfg.n_classes;
+  if (J > 64) throw std::invalid_argument("CapsNet: at most 64 class capsules");
+  conv_w = params_.add("conv1.weight", conv_shape_.weight_size());
+  conv_b = params_.add("conv1.bias", conv_shape_.out_channels);
+  prim_w = params_.add("primary.weight", size_t(C) * P * (kPoseDim + 1));
+  prim_b = params_.add("primary.bias", P * (kPoseDim + 1));
+  route_w = params_.add("class.W", size_t(P) * J * kPoseDim);
+  beta_a = params_.add("class.beta_a", J);
+  beta_v = params_.add("class.beta_v", J);
+  params_.allocate();
+
+  const size_t B = max_batch;
+  conv_out_.resize(B * C);
+  prim_.resize(B * P * (kPoseDim + 1));
+  poses_.resize(B * P * kPoseDim);
+  a_in_logit_.resize(B * P);
+  votes_.resize(B * P * J * kPoseDim);
+  mu_.resize(B * J * kPoseDim);
+  a_.resize(B * J);
+  logits_.resize(B * J);
+  em_.resize(max_batch, P, J);
+  d_mu_.resize(mu_.size());
+  d_a_.resize(a_.size());
+  d_votes_.resize(votes_.size());
+  d_poses_.resize(poses_.size());
+  d_prim_.resize(prim_.size());
+  d_conv_.resize(conv_out_.size());
+}
+
+void CapsNet::init(uint64_t seed) {
+  // He-normal conv and dense weights, N(0, 0.5^2) routing W, zero biases and betas.
+  auto he = [&](int t, float fan_in) {
+    init_normal(params_.value(t), params_.tensor(t).size, std::sqrt(2.f / fan_in), seed,
+                params_.tensor(t).name);
+  };
+  std::fill(params_.values().begin(), params_.values().end(), 0.f);
+  he(conv_w, float(conv_shape_.in_channels * conv_shape_.kernel * conv_shape_.kernel));
+  he(prim_w, float(conv_shape_.out_size()));
+  init_normal(params_.value(route_w), params_.tensor(route_w).size, cfg_.route_init_std, seed,
+              params_.tensor(route_w).name);
+}
+
+// Primary capsules: row b of prim holds 8 poses (8 x 16) then 8 activation logits.
+static void primary_split(float* poses, float* a_logit, const float* prim, int B, int P) {
+  const int row = P * (kPoseDim + 1);
+  for (int b = 0; b < B; ++b) {
+    std::copy_n(prim + size_t(b) * row, P * kPoseDim, poses + size_t(b) * P * kPoseDim);
+    std::copy_n(prim + size_t(b) * row + P * kPoseDim, P, a_logit + size_t(b) * P);
+  }
+}
+// The activation logits get no gradient (the seed's stop-gradient scheme).
+static void primary_split_backward(float* d_prim, const float* d_poses, int B, int P) {
+  const int row = P * (kPoseDim + 1);
+  for (int b = 0; b < B; ++b) {
+    std::copy_n(d_poses + size_t(b) * P * kPoseDim, P * kPoseDim, d_prim + size_t(b) * row);
+    std::fill_n(d_prim + size_t(b) * row + P * kPoseDim, P, 0.f);
+  }
+}
+
+// logits_j = |mu_j|^2 / 16 + 4 (a_j - 0.5)
+static void caps_logits_forward(float* logits, const float* mu, const float* a, int B, int J) {
+  for (int n = 0; n < B * J; ++n) {
+    float s = 0.f;
+    for (int h = 0; h < kPoseDim; ++h) s += mu[size_t(n) * kPoseDim + h] * mu[size_t(n) * kPoseDim + h];
+    logits[n] = s / kPoseDim + 4.f * (a[n] - 0.5f);
+  }
+}
+static void caps_logits_backward(float* d_mu, float* d_a, const float* d_logits, const float* mu,
+                                 int B, int J) {
+  for (int n = 0; n < B * J; ++n) {
+    for (int h = 0; h < kPoseDim; ++h)
+      d_mu[size_t(n) * kPoseDim + h] = d_logits[n] * 2.f * mu[size_t(n) * kPoseDim + h] / kPoseDim;
+    d_a[n] = 4.f * d_logits[n];
+  }
+}
+
+const float* CapsNet::forward(const float* images, int B) {
+  if (B > max_batch_) throw std::invalid_argument("CapsNet::forward: batch > max_batch");
+  const int P = cfg_.n_primary, J = cfg_.n_classes;
+  images_ = images;
+  conv1_.forward(conv_out_.data(), images, params_.value(conv_w), params_.value(conv_b), B);
+  primary_.forward(prim_.data(), conv_out_.data(), params_.value(prim_w), params_.value(prim_b), B);
+  primary_split(poses_.data(), a_in_logit_.data(), prim_.data(), B, P);
+  pose_matmul().forward(votes_.data(), poses_.data(), params_.value(route_w), B, P, J);
+  em_routing_forward(mu_.data(), a_.data(), em_, votes_.data(), a_in_logit_.data(),
+                     params_.value(beta_a), params_.value(beta_v), B, P, J, cfg_.em);
+  caps_logits_forward(logits_.data(), mu_.data(), a_.data(), B, J);
+  return logits_.data();
+}
+
+void CapsNet::backward(const float* d_logits, int B) {
+  const int P = cfg_.n_primary, J = cfg_.n_classes;
+  // oneDNN layers overwrite their gradients; the routing ones accumulate.
+  for (int t : {route_w, beta_a, beta_v})
+    std::fill_n(params_.grad(t), params_.tensor(t).size, 0.f);
+  caps_logits_backward(d_mu_.data(), d_a_.data(), d_logits, mu_.data(), B, J);
+  std::fill_n(d_votes_.begin(), size_t(B) * P * J * kPoseDim, 0.f);
+  em_routing_backward(d_votes_.data(), params_.grad(beta_a), params_.grad(beta_v), d_mu_.data(),
+                      d_a_.data(), votes_.data(), mu_.data(), a_.data(), em_, B, P, J, cfg_.em);
+  std::fill_n(d_poses_.begin(), size_t(B) * P * kPoseDim, 0.f);
+  pose_matmul().backward(d_poses_.data(), params_.grad(route_w), d_votes_.data(), poses_.data(),
+                         params_.value(route_w), B, P, J);
+  primary_split_backward(d_prim_.data(), d_poses_.data(), B, P);
+  primary_.backward_weights(params_.grad(prim_w), params_.grad(prim_b), d_prim_.data(),
+                            conv_out_.data(), B);
+  primary_.backward_data(d_conv_.data(), d_prim_.data(), params_.value(prim_w), B);
+  // ReLU of conv1: the gradient passes where the output is positive.
+  for (size_t n = 0; n < size_t(B) * conv_shape_.out_size(); ++n)
+    if (conv_out_[n] <= 0.f) d_conv_[n] = 0.f;
+  conv1_.backward_weights(params_.grad(conv_w), params_.grad(conv_b), d_conv_.data(), images_, B);
+}
+
+}  // namespace vg

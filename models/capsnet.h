@@ -1,0 +1,56 @@
+// Matrix capsule network of the seed (SPEC section 2):
+//   conv1    5x5/2 conv, 1 -> 16 channels, ReLU       B x 16 x 16 x 16
+//   primary  dense 4096 -> 8 x (16 pose + 1 logit)    B x 136
+//   votes    V_ij = M_i W_ij                          B x 8 x 5 x 16
+//   class    EM routing                               mu B x 5 x 16, a B x 5
+//   logits   |mu_j|^2 / 16 + 4 (a_j - 0.5)            B x 5
+#pragma once
+#include <memory>
+
+#include "kernels/conv.h"
+#include "kernels/dense.h"
+#include "kernels/em_routing.h"
+#include "models/model.h"
+
+namespace vg {
+
+struct CapsConfig {
+  int conv_channels = 16;
+  int n_primary = 8;
+  int n_classes = 5;
+  float route_init_std = 0.5f;
+  EmConfig em;
+};
+
+class CapsNet final : public Model {
+ public:
+  CapsNet(const CapsConfig& cfg, int max_batch);
+  std::string name() const override { return "caps"; }
+  void init(uint64_t seed) override;
+  const float* forward(const float* images, int batch) override;
+  void backward(const float* dlogits, int batch) override;
+
+  // Read-only views of the last forward pass (tests, figures).
+  const float* class_poses() const { return mu_.data(); }        // B x 5 x 16
+  const float* class_activations() const { return a_.data(); }   // B x 5
+  const float* votes() const { return votes_.data(); }           // B x 8 x 5 x 16
+  const EmState& em_state() const { return em_; }
+  const CapsConfig& config() const { return cfg_; }
+
+  // Tensor indices into params().
+  int conv_w, conv_b, prim_w, prim_b, route_w, beta_a, beta_v;
+
+ private:
+  CapsConfig cfg_;
+  int max_batch_;
+  ConvShape conv_shape_;
+  Conv2d conv1_;
+  Dense primary_;
+  EmState em_;
+  const float* images_ = nullptr;  // input of the last forward (owned by the caller)
+  // Activations and their gradients, sized once for max_batch.
+  std::vector<float> conv_out_, prim_, poses_, a_in_logit_, votes_, mu_, a_, logits_;
+  std::vector<float> d_mu_, d_a_, d_votes_, d_poses_, d_prim_, d_conv_;
+};
+
+}  // namespace vg

@@ -1,0 +1,65 @@
+#include "models/cnn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace vg {
+
+Cnn::Cnn(const CnnConfig& cfg, int max_batch)
+    : cfg_(cfg),
+      max_batch_(max_batch),
+      conv_shape_{1, 32, 32, cfg.conv_channels, 5, 2, 2},
+      conv1_(conv_shape_, /*relu=*/true),
+      hidden_(conv_shape_.out_size(), cfg.hidden, /*relu=*/true),
+      out_(cfg.hidden, cfg.n_classes, /*relu=*/false) {
+  const int C = conv_shape_.out_size(), H = cfg.hidden, K = cfg.n_classes;
+  conv_w = params_.add("conv1.weight", conv_shape_.weight_size());
+  conv_b = params_.add("conv1.bias", conv_shape_.out_channels);
+  hid_w = params_.add("hidden.weight", size_t(C) * H);
+  hid_b = params_.add("hidden.bias", H);
+  out_w = params_.add("out.weight", size_t(H) * K);
+  out_b = params_.add("out.bias", K);
+  params_.allocate();
+  conv_out_.resize(size_t(max_batch) * C);
+  hid_.resize(size_t(max_batch) * H);
+  logits_.resize(size_t(max_batch) * K);
+  d_hid_.resize(hid_.size());
+  d_conv_.resize(conv_out_.size());
+}
+
+void Cnn::init(uint64_t seed) {
+  // He-normal weights (std sqrt(2 / fan_in)), zero biases.
+  auto he = [&](int t, float fan_in) {
+    init_normal(params_.value(t), params_.tensor(t).size, std::sqrt(2.f / fan_in), seed,
+                params_.tensor(t).name);
+  };
+  std::fill(params_.values().begin(), params_.values().end(), 0.f);
+  he(conv_w, float(conv_shape_.in_channels * conv_shape_.kernel * conv_shape_.kernel));
+  he(hid_w, float(conv_shape_.out_size()));
+  he(out_w, float(cfg_.hidden));
+}
+
+const float* Cnn::forward(const float* images, int B) {
+  if (B > max_batch_) throw std::invalid_argument("Cnn::forward: batch > max_batch");
+  images_ = images;
+  conv1_.forward(conv_out_.data(), images, params_.value(conv_w), params_.value(conv_b), B);
+  hidden_.forward(hid_.data(), conv_out_.data(), params_.value(hid_w), params_.value(hid_b), B);
+  out_.forward(logits_.data(), hid_.data(), params_.value(out_w), params_.value(out_b), B);
+  return logits_.data();
+}
+
+void Cnn::backward(const float* d_logits, int B) {
+  out_.backward_weights(params_.grad(out_w), params_.grad(out_b), d_logits, hid_.data(), B);
+  out_.backward_data(d_hid_.data(), d_logits, params_.value(out_w), B);
+  for (size_t n = 0; n < size_t(B) * cfg_.hidden; ++n)
+    if (hid_[n] <= 0.f) d_hid_[n] = 0.f;
+  hidden_.backward_weights(params_.grad(hid_w), params_.grad(hid_b), d_hid_.data(),
+                           conv_out_.data(), B);
+  hidden_.backward_data(d_conv_.data(), d_hid_.data(), params_.value(hid_w), B);
+  for (size_t n = 0; n < size_t(B) * conv_shape_.out_size(); ++n)
+    if (conv_out_[n] <= 0.f) d_conv_[n] = 0.f;
+  conv1_.backward_weights(params_.grad(conv_w), params_.grad(conv_b), d_conv_.data(), images_, B);
+}
+
+}  // namespace vg

@@ -1,0 +1,71 @@
+#include "models/model.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/rng.h"
+
+namespace vg {
+
+int ParamSet::add(const std::string& name, size_t size) {
+  if (!values_.empty()) throw std::logic_error("ParamSet::add after allocate");
+  const size_t offset = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size;
+  tensors_.push_back({name, offset, size});
+  return int(tensors_.size()) - 1;
+}
+
+void ParamSet::allocate() {
+  const size_t n = tensors_.empty() ? 0 : tensors_.back().offset + tensors_.back().size;
+  values_.assign(n, 0.f);
+  grads_.assign(n, 0.f);
+}
+
+void ParamSet::zero_grad() { std::fill(grads_.begin(), grads_.end(), 0.f); }
+
+std::string ParamSet::first_non_finite(bool gradients) const {
+  const std::vector<float>& x = gradients ? grads_ : values_;
+  for (const Tensor& t : tensors_)
+    for (size_t k = 0; k < t.size; ++k)
+      if (!std::isfinite(x[t.offset + k])) return t.name;
+  return "";
+}
+
+void init_normal(float* p, size_t n, float std, uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the tensor name
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  Stream s(seed, Purpose::Init, h);
+  for (size_t k = 0; k < n; ++k) p[k] = float(std * s.normal());
+}
+
+void Adam::step(ParamSet& p) {
+  ++t_;
+  const float c1 = 1.f - std::pow(cfg_.beta1, float(t_));
+  const float c2 = 1.f - std::pow(cfg_.beta2, float(t_));
+  float* w = p.values().data();
+  const float* g = p.grads().data();
+  const size_t n = p.count();
+  for (size_t k = 0; k < n; ++k) {
+    m_[k] = cfg_.beta1 * m_[k] + (1.f - cfg_.beta1) * g[k];
+    v_[k] = cfg_.beta2 * v_[k] + (1.f - cfg_.beta2) * g[k] * g[k];
+    w[k] -= cfg_.lr * (m_[k] / c1) / (std::sqrt(v_[k] / c2) + cfg_.eps);
+  }
+}
+
+double softmax_xent(float* dlogits, const float* logits, const int* labels, int B, int C) {
+  double loss = 0.0;
+  for (int b = 0; b < B; ++b) {
+    const float* l = logits + size_t(b) * C;
+    float mx = l[0];
+    for (int c = 1; c < C; ++c) mx = std::max(mx, l[c]);
+    double z = 0.0;
+    for (int c = 0; c < C; ++c) z += std::exp(double(l[c] - mx));
+    const double log_z = std::log(z) + mx;
+    loss += log_z - l[labels[b]];
+    for (int c = 0; c < C; ++c)
+      dlogits[size_t(b) * C + c] =
+          float((std::exp(double(l[c]) - log_z) - (c == labels[b] ? 1.0 : 0.0)) / B);
+  }
+  return loss / B;
+}
+
+}  // namespace vg

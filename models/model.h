@@ -1,0 +1,81 @@
+// What every model shares: one flat parameter/gradient allocation with named
+// views, Adam over that flat memory, softmax cross-entropy, and the Model
+// interface the harness trains through.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vg {
+
+// Parameters and gradients each live in one allocation; tensors are named
+// views, so the optimizer is one loop over memory.
+class ParamSet {
+ public:
+  struct Tensor {
+    std::string name;
+    size_t offset, size;
+  };
+  // Declare before allocate(); returns the tensor's index.
+  int add(const std::string& name, size_t size);
+  void allocate();
+  float* value(int t) { return values_.data() + tensors_[t].offset; }
+  float* grad(int t) { return grads_.data() + tensors_[t].offset; }
+  const float* value(int t) const { return values_.data() + tensors_[t].offset; }
+  const Tensor& tensor(int t) const { return tensors_[t]; }
+  int num_tensors() const { return int(tensors_.size()); }
+  size_t count() const { return values_.size(); }
+  std::vector<float>& values() { return values_; }
+  std::vector<float>& grads() { return grads_; }
+  const std::vector<float>& values() const { return values_; }
+  void zero_grad();
+  // Name of the first tensor whose value (or gradient) is NaN/Inf, or "".
+  std::string first_non_finite(bool gradients) const;
+
+ private:
+  std::vector<Tensor> tensors_;
+  std::vector<float> values_, grads_;
+};
+
+// Fills p[0..n) with N(0, std^2) from the stream (seed, Init, hash(name)):
+// a tensor of the same name gets the same values in every model of a run.
+void init_normal(float* p, size_t n, float std, uint64_t seed, const std::string& name);
+
+struct AdamConfig {
+  float lr = 2e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+};
+
+class Adam {
+ public:
+  Adam(size_t n, const AdamConfig& cfg) : cfg_(cfg), m_(n, 0.f), v_(n, 0.f) {}
+  void step(ParamSet& p);  // bias-corrected Adam (Kingma & Ba, Alg. 1)
+
+ private:
+  AdamConfig cfg_;
+  std::vector<float> m_, v_;
+  long t_ = 0;
+};
+
+// Mean softmax cross-entropy over the batch; writes dlogits = (softmax - onehot) / B.
+// logits, dlogits: B x C.
+double softmax_xent(float* dlogits, const float* logits, const int* labels, int B, int C);
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string name() const = 0;
+  virtual void init(uint64_t seed) = 0;
+  // Logits (batch x 5) of images (batch x 32 x 32); keeps what backward needs
+  // (images must stay alive until backward). batch <= max_batch given at construction.
+  virtual const float* forward(const float* images, int batch) = 0;
+  // Gradients of all parameters from dlogits of the last forward. Overwrites
+  // params().grads() (each parameter is used once per step).
+  virtual void backward(const float* dlogits, int batch) = 0;
+  ParamSet& params() { return params_; }
+  const ParamSet& params() const { return params_; }
+
+ protected:
+  ParamSet params_;
+};
+
+}  // namespace vg
