@@ -80,12 +80,14 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   std::vector<float> d_logits(size_t(cfg.batch_size) * kNumClasses);
   std::vector<uint8_t> correct;  // per held-out sample, from the latest evaluation
 
-  auto fail = [&](const std::string& what, int epoch) {
-    std::string where = model->params().first_non_finite(false);
-    std::string kind = "weights";
-    if (where.empty()) { where = model->params().first_non_finite(true); kind = "gradient"; }
-    throw NonFiniteError(name + ": " + what + " at epoch " + std::to_string(epoch) +
-                         (where.empty() ? "" : "; first non-finite " + kind + ": " + where));
+  // Names the first layer whose weights, output or gradient went non-finite.
+  auto fail = [&](const std::string& what, int epoch, int batch) {
+    std::string where;
+    if (auto t = model->params().first_non_finite(false); !t.empty()) where = "weights of " + t;
+    else if (auto l = model->first_non_finite_layer(batch); !l.empty()) where = "output of " + l;
+    else if (auto g = model->params().first_non_finite(true); !g.empty()) where = "gradient of " + g;
+    throw NonFiniteError(name + ": " + what + " in epoch " + std::to_string(epoch) +
+                         (where.empty() ? "" : " (first non-finite: " + where + ")"));
   };
 
   for (int epoch = 1; epoch <= cfg.n_epochs; ++epoch) {
@@ -105,12 +107,13 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
       }
       const float* logits = model->forward(batch_x.data(), B);
       const double loss = softmax_xent(d_logits.data(), logits, batch_y.data(), B, kNumClasses);
-      if (!std::isfinite(loss)) fail("non-finite loss", epoch);
+      if (!std::isfinite(loss)) fail("non-finite loss", epoch, B);
       model->backward(d_logits.data(), B);
       adam.step(model->params());
       loss_sum += loss * B;
     }
-    if (!model->params().first_non_finite(false).empty()) fail("non-finite weights", epoch);
+    if (!all_finite(model->params().values().data(), model->params().count()))
+      fail("non-finite weights", epoch, 0);
     res.train_s += seconds_since(t0);
 
     const auto t1 = std::chrono::steady_clock::now();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace vg {
 
@@ -42,6 +43,11 @@ const EmRoutingKernels& em_routing_kernels() {
 void em_routing_forward(float* mu, float* a_out, EmState& st, const float* V,
                         const float* a_in_logit, const float* beta_a, const float* beta_v,
                         int B, int I, int J, const EmConfig& cfg, const EmRoutingKernels& k) {
+  if (J > 64) throw std::invalid_argument("em_routing: at most 64 upper capsules");
+  if (st.frozen) {
+    k.m_step(mu, a_out, st, V, beta_a, beta_v, B, I, J, cfg);
+    return;
+  }
   for (size_t n = 0; n < size_t(B) * I; ++n) {
     const float z = a_in_logit[n];
     st.log_a_in[n] = std::min(z, 0.f) - std::log1p(std::exp(-std::fabs(z)));

@@ -28,6 +28,10 @@ struct EmState {
   std::vector<float> sum_ra;    // B x J       last M-step sum_i R a
   std::vector<float> sigma2;    // B x J x 16  last M-step variance, clamped
   std::vector<float> log_a_out; // B x J
+  // The stop-gradient backward is the exact gradient of the last M-step with
+  // w and sum_ra held fixed. Frozen, forward reuses them (one M-step, no
+  // E-step), so finite differences can check backward (tests only).
+  bool frozen = false;
   void resize(int B, int I, int J);
 };
 

@@ -22,7 +22,9 @@ void em_m_step_f32__scalar(float* mu, float* a_out, EmState& st, const float* V,
       const float* log_r = st.log_r.data() + size_t(b) * I * J;
       const float* log_a = st.log_a_in.data() + size_t(b) * I;
       float S;
-      if (cfg.eps == 0.f) {
+      if (st.frozen) {
+        S = st.sum_ra[size_t(b) * J + j];
+      } else if (cfg.eps == 0.f) {
         // Normalise in the log domain: the largest term is exp(0) = 1, so the
         // denominator is >= 1 even when every R a underflows.
         float m = -INFINITY;

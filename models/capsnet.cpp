@@ -104,6 +104,17 @@ const float* CapsNet::forward(const float* images, int B) {
   return logits_.data();
 }
 
+std::string CapsNet::first_non_finite_layer(int B) const {
+  const size_t b = size_t(B);
+  if (!all_finite(conv_out_.data(), b * conv_shape_.out_size())) return "conv1";
+  if (!all_finite(prim_.data(), b * cfg_.n_primary * (kPoseDim + 1))) return "primary";
+  if (!all_finite(votes_.data(), b * cfg_.n_primary * cfg_.n_classes * kPoseDim)) return "votes";
+  if (!all_finite(mu_.data(), b * cfg_.n_classes * kPoseDim) ||
+      !all_finite(a_.data(), b * cfg_.n_classes)) return "class (EM routing)";
+  if (!all_finite(logits_.data(), b * cfg_.n_classes)) return "logits";
+  return "";
+}
+
 void CapsNet::backward(const float* d_logits, int B) {
   const int P = cfg_.n_primary, J = cfg_.n_classes;
   // oneDNN layers overwrite their gradients; the routing ones accumulate.

@@ -36,6 +36,9 @@ class CapsNet final : public Model {
   const float* votes() const { return votes_.data(); }           // B x 8 x 5 x 16
   const EmState& em_state() const { return em_; }
   const CapsConfig& config() const { return cfg_; }
+  // Hold the routing weights of the last forward fixed (finite-difference tests).
+  void freeze_routing(bool frozen) { em_.frozen = frozen; }
+  std::string first_non_finite_layer(int batch) const override;
 
   // Tensor indices into params().
   int conv_w, conv_b, prim_w, prim_b, route_w, beta_a, beta_v;

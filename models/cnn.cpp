@@ -49,6 +49,13 @@ const float* Cnn::forward(const float* images, int B) {
   return logits_.data();
 }
 
+std::string Cnn::first_non_finite_layer(int B) const {
+  if (!all_finite(conv_out_.data(), size_t(B) * conv_shape_.out_size())) return "conv1";
+  if (!all_finite(hid_.data(), size_t(B) * cfg_.hidden)) return "hidden";
+  if (!all_finite(logits_.data(), size_t(B) * cfg_.n_classes)) return "out";
+  return "";
+}
+
 void Cnn::backward(const float* d_logits, int B) {
   out_.backward_weights(params_.grad(out_w), params_.grad(out_b), d_logits, hid_.data(), B);
   out_.backward_data(d_hid_.data(), d_logits, params_.value(out_w), B);

@@ -1,5 +1,6 @@
 #include "models/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -28,6 +29,12 @@ std::string ParamSet::first_non_finite(bool gradients) const {
     for (size_t k = 0; k < t.size; ++k)
       if (!std::isfinite(x[t.offset + k])) return t.name;
   return "";
+}
+
+bool all_finite(const float* x, size_t n) {
+  for (size_t k = 0; k < n; ++k)
+    if (!std::isfinite(x[k])) return false;
+  return true;
 }
 
 void init_normal(float* p, size_t n, float std, uint64_t seed, const std::string& name) {

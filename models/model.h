@@ -58,6 +58,9 @@ class Adam {
 
 // Mean softmax cross-entropy over the batch; writes dlogits = (softmax - onehot) / B.
 // logits, dlogits: B x C.
+// True if x[0..n) is all finite.
+bool all_finite(const float* x, size_t n);
+
 double softmax_xent(float* dlogits, const float* logits, const int* labels, int B, int C);
 
 class Model {
@@ -71,6 +74,8 @@ class Model {
   // Gradients of all parameters from dlogits of the last forward. Overwrites
   // params().grads() (each parameter is used once per step).
   virtual void backward(const float* dlogits, int batch) = 0;
+  // Name of the first layer whose output in the last forward holds NaN/Inf, or "".
+  virtual std::string first_non_finite_layer(int batch) const = 0;
   ParamSet& params() { return params_; }
   const ParamSet& params() const { return params_; }
 

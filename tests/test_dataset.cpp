@@ -147,7 +147,6 @@ TEST(Dataset, AzimuthGap) {
                                    vg::AngleRange{90, 150, 3}.values()), 30);
   EXPECT_DOUBLE_EQ(vg::azimuth_gap(vg::AngleRange{0, 150, 6}.values(),
                                    vg::AngleRange{150, 300, 6}.values()), 0);
-  EXPECT_DOUBLE_EQ(vg::make_dataset(cfg).gap_deg, 30);
 }
 
 TEST(Dataset, DefaultSplitSizesAndBalance) {
@@ -156,7 +155,11 @@ TEST(Dataset, DefaultSplitSizesAndBalance) {
   EXPECT_EQ(d.familiar.size(), 180);
   EXPECT_EQ(d.heldout.size(), 180);
   EXPECT_EQ(d.circle.size(), 1080);
+  EXPECT_EQ(d.train_az, (std::vector<double>{0, 30, 60, 90, 120, 150}));
+  EXPECT_EQ(d.test_az, (std::vector<double>{200, 226, 252, 278, 304, 330}));
   EXPECT_EQ(d.circle_az.size(), 36u);
+  EXPECT_DOUBLE_EQ(d.circle_az.back(), 350);
+  EXPECT_DOUBLE_EQ(d.gap_deg, 30);
   EXPECT_EQ(d.elevations, (std::vector<double>{10, 30, 50}));
   for (const vg::Split* s : {&d.train, &d.familiar, &d.heldout, &d.circle}) {
     ASSERT_EQ(s->images.size(), size_t(s->size()) * kImagePixels);

@@ -1,0 +1,116 @@
+// Every pose-matmul and EM-routing variant side by side, with FLOPS counters.
+#include <benchmark/benchmark.h>
+
+#include "kernels/em_routing.h"
+#include "kernels/pose_matmul.h"
+#include "kernels/rng.h"
+
+namespace vg {
+namespace {
+
+constexpr int I = 8, J = 5;
+
+std::vector<float> randn(size_t n, uint64_t tag) {
+  Stream s(1, Purpose::Test, tag);
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(s.normal());
+  return v;
+}
+
+void BM_pose_matmul_forward(benchmark::State& state, const PoseMatmulKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  const int B = int(state.range(0));
+  auto M = randn(size_t(B) * I * 16, 1), W = randn(I * J * 16, 2);
+  std::vector<float> V(size_t(B) * I * J * 16);
+  for (auto _ : state) {
+    k->forward(V.data(), M.data(), W.data(), B, I, J);
+    benchmark::DoNotOptimize(V.data());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * 64 * B * I * J;  // 64 multiply-adds per 4x4 product
+  state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * int64_t(B) * I * J);
+}
+
+void BM_pose_matmul_backward(benchmark::State& state, const PoseMatmulKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  const int B = int(state.range(0));
+  auto M = randn(size_t(B) * I * 16, 1), W = randn(I * J * 16, 2), dV = randn(size_t(B) * I * J * 16, 3);
+  std::vector<float> dM(M.size()), dW(W.size());
+  for (auto _ : state) {
+    k->backward(dM.data(), dW.data(), dV.data(), M.data(), W.data(), B, I, J);
+    benchmark::DoNotOptimize(dM.data());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * 2 * 64 * B * I * J;  // dM and dW
+  state.counters["FLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * int64_t(B) * I * J);
+}
+
+// FLOPs of one EM routing call, counted from the loops of the scalar reference
+// (M-step: weights, mean, variance; E-step: quadratic form, softmax).
+double em_flops(int B, int iters) {
+  const double m_step = double(B) * J * (3.0 * I + kPoseDim * (2.0 * I + 3.0 * I) + 2 * kPoseDim + 6);
+  const double e_step = double(B) * I * J * (3.0 * kPoseDim + 4);
+  return iters * m_step + (iters - 1) * e_step;
+}
+
+void BM_em_routing_forward(benchmark::State& state, const EmRoutingKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  const int B = int(state.range(0));
+  EmConfig cfg;
+  auto V = randn(size_t(B) * I * J * 16, 4), a = randn(size_t(B) * I, 5), ba = randn(J, 6), bv = randn(J, 7);
+  std::vector<float> mu(size_t(B) * J * 16), ao(size_t(B) * J);
+  EmState st;
+  st.resize(B, I, J);
+  for (auto _ : state) {
+    em_routing_forward(mu.data(), ao.data(), st, V.data(), a.data(), ba.data(), bv.data(), B, I, J, cfg, *k);
+    benchmark::DoNotOptimize(mu.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(em_flops(B, cfg.iters), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * B);
+}
+
+void BM_em_routing_backward(benchmark::State& state, const EmRoutingKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  const int B = int(state.range(0));
+  EmConfig cfg;
+  auto V = randn(size_t(B) * I * J * 16, 4), a = randn(size_t(B) * I, 5), ba = randn(J, 6), bv = randn(J, 7);
+  auto dmu = randn(size_t(B) * J * 16, 8), da = randn(size_t(B) * J, 9);
+  std::vector<float> mu(size_t(B) * J * 16), ao(size_t(B) * J), dV(V.size()), dba(J), dbv(J);
+  EmState st;
+  st.resize(B, I, J);
+  em_routing_forward(mu.data(), ao.data(), st, V.data(), a.data(), ba.data(), bv.data(), B, I, J, cfg, *k);
+  for (auto _ : state) {
+    em_routing_backward(dV.data(), dba.data(), dbv.data(), dmu.data(), da.data(), V.data(), mu.data(), ao.data(), st, B, I, J, cfg, *k);
+    benchmark::DoNotOptimize(dV.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(double(B) * I * J * kPoseDim * 5, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * B);
+}
+
+// One registration per variant in the kernel lists: adding a kernel adds its benchmark.
+const int registered = [] {
+  int n = 0;
+  const PoseMatmulKernels* pk = pose_matmul_variants(&n);
+  for (int v = 0; v < n; ++v) {
+    const std::string isa = isa_name(pk[v].isa);
+    benchmark::RegisterBenchmark(("BM_pose_matmul_forward/" + isa).c_str(), BM_pose_matmul_forward, &pk[v])
+        ->ArgName("batch")->Arg(32)->Arg(256)->Arg(1024);
+    benchmark::RegisterBenchmark(("BM_pose_matmul_backward/" + isa).c_str(), BM_pose_matmul_backward, &pk[v])
+        ->ArgName("batch")->Arg(32)->Arg(256)->Arg(1024);
+  }
+  const EmRoutingKernels* ek = em_routing_variants(&n);
+  for (int v = 0; v < n; ++v) {
+    const std::string isa = isa_name(ek[v].isa);
+    benchmark::RegisterBenchmark(("BM_em_routing_forward/" + isa).c_str(), BM_em_routing_forward, &ek[v])
+        ->ArgName("batch")->Arg(32)->Arg(256);
+    benchmark::RegisterBenchmark(("BM_em_routing_backward/" + isa).c_str(), BM_em_routing_backward, &ek[v])
+        ->ArgName("batch")->Arg(32)->Arg(256);
+  }
+  benchmark::AddCustomContext("viewgap_isa", isa_name(selected_isa()));
+  return n;
+}();
+
+}  // namespace
+}  // namespace vg

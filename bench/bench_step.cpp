@@ -1,0 +1,69 @@
+// One whole training step (forward, loss, backward, Adam) and one evaluation
+// batch per model, on real images.
+#include <benchmark/benchmark.h>
+
+#include "harness/dataset.h"
+#include "harness/train.h"
+
+namespace vg {
+namespace {
+
+// FLOPs of the dense/conv arithmetic per image (forward); backward is twice
+// that for the dense layers and once for conv1 (no backward-data to the image).
+double model_flops_per_image(const std::string& name, bool train) {
+  const double conv = 2.0 * 16 * 16 * 16 * 25;
+  const int out = name == "caps" ? 136 : (name == "cnn" ? 64 : std::stoi(name.substr(3)));
+  const double dense = 2.0 * 4096 * out + (name == "caps" ? 2.0 * 64 * 40 : 2.0 * out * 5);
+  return train ? 2 * conv + 3 * dense : conv + dense;
+}
+
+const Dataset& data() {
+  static const Dataset d = make_dataset(DataConfig{});
+  return d;
+}
+
+void BM_train_step(benchmark::State& state, std::string name) {
+  const int B = int(state.range(0));
+  TrainConfig tc;
+  auto model = make_model(name, tc, B);
+  model->init(0);
+  Adam adam(model->params().count(), AdamConfig{});
+  std::vector<float> x(data().train.images.begin(), data().train.images.begin() + size_t(B) * kImagePixels);
+  std::vector<int> y(data().train.labels.begin(), data().train.labels.begin() + B);
+  std::vector<float> d(size_t(B) * kNumClasses);
+  for (auto _ : state) {
+    const float* logits = model->forward(x.data(), B);
+    benchmark::DoNotOptimize(softmax_xent(d.data(), logits, y.data(), B, kNumClasses));
+    model->backward(d.data(), B);
+    adam.step(model->params());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(B * model_flops_per_image(name, true),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * B);
+}
+
+void BM_eval_batch(benchmark::State& state, std::string name) {
+  const int B = int(state.range(0));
+  TrainConfig tc;
+  auto model = make_model(name, tc, B);
+  model->init(0);
+  for (auto _ : state) benchmark::DoNotOptimize(model->forward(data().circle.images.data(), B));
+  state.counters["FLOPS"] = benchmark::Counter(B * model_flops_per_image(name, false),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * B);
+}
+
+BENCHMARK_CAPTURE(BM_train_step, caps, std::string("caps"))->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_train_step, cnn, std::string("cnn"))->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_train_step, cnn136, std::string("cnn136"))->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_eval_batch, caps, std::string("caps"))->ArgName("batch")->Arg(180)->Arg(256);
+BENCHMARK_CAPTURE(BM_eval_batch, cnn, std::string("cnn"))->ArgName("batch")->Arg(180)->Arg(256);
+
+void BM_make_dataset(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(make_dataset(DataConfig{}).train.images.data());
+  state.SetItemsProcessed(state.iterations() * 1890);
+}
+BENCHMARK(BM_make_dataset)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace vg

@@ -1,0 +1,110 @@
+// The viewgap binary: bad input exits 2 with one line naming the flag and the
+// value before any work; a good run prints the table and writes valid JSON.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Outcome {
+  int code;
+  std::string out, err;
+};
+
+Outcome run(const std::string& args, const std::string& env = "") {
+  const std::string dir = testing::TempDir();
+  const std::string out = dir + "viewgap_cli_out.txt", err = dir + "viewgap_cli_err.txt";
+  const std::string cmd = env + " " + VIEWGAP_EXE + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+struct BadCase {
+  std::string args, env, must_mention;
+};
+
+TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
+  const BadCase cases[] = {
+      {"run --train-azimuths 0-150", "", "--train-azimuths '0-150'"},
+      {"run --test-azimuths a:b", "", "--test-azimuths 'a:b'"},
+      {"run --train-azimuths 0:150:3", "", "--train-azimuths '0:150:3'"},
+      {"run --n-epochs 0", "", "--n-epochs '0'"},
+      {"run --n-epochs 2.5", "", "--n-epochs '2.5'"},
+      {"run --n-per-combo -3", "", "--n-per-combo '-3'"},
+      {"run --n-per-combo abc", "", "--n-per-combo 'abc'"},
+      {"run --n-train-views 0", "", "--n-train-views '0'"},
+      {"run --batch-size 0", "", "--batch-size '0'"},
+      {"run --threads 0", "", "--threads '0'"},
+      {"run --lr -1", "", "--lr '-1'"},
+      {"run --lr nan", "", "--lr 'nan'"},
+      {"run --em-iters 0", "", "--em-iters '0'"},
+      {"run --em-lambda 0", "", "--em-lambda '0'"},
+      {"run --seed -1", "", "--seed '-1'"},
+      {"run --test-azimuths 150:300", "", "--test-azimuths '150:300'"},
+      {"run --train-azimuths 300:420 --test-azimuths 60:120 --n-test-views 2", "", "--test-azimuths '60:120'"},
+      {"run --models caps,foo", "", "--models 'caps,foo'"},
+      {"run --models caps,caps", "", "--models 'caps,caps'"},
+      {"run --out-json /nonexistent-dir/x.json", "", "--out-json '/nonexistent-dir/x.json'"},
+      {"run --no-such-flag", "", "--no-such-flag"},
+      {"frobnicate", "", "frobnicate"},
+      {"run", "VIEWGAP_ISA=bogus", "bogus"},
+  };
+  for (const BadCase& c : cases) {
+    const Outcome o = run(c.args, c.env);
+    EXPECT_EQ(o.code, 2) << c.args << "\n" << o.err;
+    EXPECT_EQ(lines(o.err), 1) << c.args << "\n" << o.err;
+    EXPECT_NE(o.err.find(c.must_mention), std::string::npos) << c.args << "\n" << o.err;
+    EXPECT_EQ(o.out, "") << c.args;
+  }
+}
+
+TEST(Cli, HelpExitsZero) {
+  const Outcome o = run("run --help");
+  EXPECT_EQ(o.code, 0);
+  EXPECT_NE(o.out.find("--train-azimuths"), std::string::npos);
+}
+
+TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
+  const std::string dir = testing::TempDir() + "viewgap_cli_run/";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string json_path = dir + "run.json";
+  const Outcome o = run("run --n-epochs 1 --n-per-combo 1 --models caps,cnn136 --quiet --out-json " + json_path);
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(o.err, "");  // --quiet
+  EXPECT_NE(o.out.find("caps"), std::string::npos);
+  EXPECT_NE(o.out.find("cnn136"), std::string::npos);
+  EXPECT_NE(o.out.find("chance"), std::string::npos);
+  std::ifstream f(json_path);
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["config"]["n_epochs"], 1);
+  EXPECT_EQ(j["dataset"]["gap_deg"], 30.0);
+  ASSERT_EQ(j["models"].size(), 2u);
+  EXPECT_EQ(j["models"][0]["name"], "caps");
+  EXPECT_EQ(j["models"][0]["n_params"], 558258);
+  EXPECT_EQ(j["models"][1]["n_params"], 558293);
+  EXPECT_EQ(j["models"][0]["history"].size(), 1u);
+  EXPECT_EQ(j["models"][0]["circle_accuracy"].size(), 36u);
+  EXPECT_TRUE(j["meta"].contains("git_commit"));
+  EXPECT_TRUE(j["meta"].contains("cpu"));
+  // Nothing but the result is left in the directory.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += 1 + 0 * e.path().size();
+  EXPECT_EQ(files, 1);
+}
+
+}  // namespace
