@@ -160,8 +160,8 @@ Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& a
     Stream rng(cfg.seed, Purpose::Noise, uint32_t(id), uint64_t(i));
     const float* src = clean.data() + size_t(k) * kImagePixels;
     float* dst = s.images.data() + size_t(i) * kImagePixels;
-    for (int p = 0; p < kImagePixels; ++p)
-      dst[p] = float(std::clamp(double(src[p]) + cfg.noise_std * rng.normal(), 0.0, 1.0));
+    rng.fill_normal(dst, kImagePixels, float(cfg.noise_std));
+    for (int p = 0; p < kImagePixels; ++p) dst[p] = std::clamp(src[p] + dst[p], 0.f, 1.f);
   }
   return s;
 }

@@ -87,3 +87,32 @@ TEST(Rng, BelowInRangeAndUniform) {
 }
 
 }  // namespace
+
+namespace vg {
+namespace {
+
+TEST(Rng, FillNormalMomentsAndDeterminism) {
+  const size_t n = 200001;  // odd: the last value comes from a half-used pair
+  std::vector<float> a(n), b(n);
+  Stream(3, Purpose::Noise, 1, 2).fill_normal(a.data(), n, 2.f);
+  Stream(3, Purpose::Noise, 1, 2).fill_normal(b.data(), n, 2.f);
+  EXPECT_EQ(a, b);
+  double m = 0, v = 0, k4 = 0;
+  for (float x : a) m += x / 2.0;
+  m /= n;
+  for (float x : a) {
+    const double z = x / 2.0 - m;
+    v += z * z;
+    k4 += z * z * z * z;
+  }
+  v /= n;
+  k4 /= n;
+  // Standard errors: mean 1/sqrt(n), variance sqrt(2/n); 6 of each.
+  EXPECT_NEAR(m, 0.0, 6.0 / std::sqrt(double(n)));
+  EXPECT_NEAR(v, 1.0, 6.0 * std::sqrt(2.0 / n));
+  // Gaussian kurtosis is 3 (se ~ sqrt(96/n)).
+  EXPECT_NEAR(k4 / (v * v), 3.0, 6.0 * std::sqrt(96.0 / n));
+}
+
+}  // namespace
+}  // namespace vg
