@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -186,6 +187,13 @@ int cli_main(int argc, char** argv) {
   run->add_option("--out-json", rf.out_json, "Write the full results as JSON (atomically)");
   run->add_flag("--quiet,-q", rf.quiet, "No progress on stderr");
 
+  // CLI11 says only "A subcommand is required" for a mistyped one: name it.
+  const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
+  if (argc > 1 && argv[1][0] != '-' &&
+      std::none_of(subs.begin(), subs.end(), [&](const CLI::App* a) { return a->get_name() == argv[1]; })) {
+    std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run)\n", argv[1]);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

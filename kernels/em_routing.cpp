@@ -18,6 +18,13 @@ void EmState::resize(int B, int I, int J) {
 namespace {
 const EmRoutingKernels kVariants[] = {
     {Isa::scalar, em_m_step_f32__scalar, em_e_step_f32__scalar, em_backward_f32__scalar},
+#if defined(__x86_64__)
+    {Isa::avx2, em_m_step_f32__avx2, em_e_step_f32__avx2, em_backward_f32__avx2},
+    {Isa::avx512, em_m_step_f32__avx512, em_e_step_f32__avx512, em_backward_f32__avx512},
+#endif
+#if defined(__aarch64__)
+    {Isa::neon, em_m_step_f32__neon, em_e_step_f32__neon, em_backward_f32__neon},
+#endif
 };
 }  // namespace
 

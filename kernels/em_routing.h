@@ -65,6 +65,37 @@ void em_backward_f32__scalar(float* dV, float* dbeta_a, float* dbeta_v, const fl
                              const float* a_out, const EmState& st, int B, int I, int J,
                              const EmConfig& cfg);
 
+// ISA variants (same contracts, J <= 64); each exists only in builds for its
+// architecture. Only rounding differs from the scalar reference.
+#if defined(__x86_64__)
+void em_m_step_f32__avx2(float* mu, float* a_out, EmState& st, const float* V,
+                         const float* beta_a, const float* beta_v, int B, int I, int J,
+                         const EmConfig& cfg);
+void em_e_step_f32__avx2(EmState& st, const float* V, const float* mu, int B, int I, int J);
+void em_backward_f32__avx2(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
+                           const float* da_out, const float* V, const float* mu,
+                           const float* a_out, const EmState& st, int B, int I, int J,
+                           const EmConfig& cfg);
+void em_m_step_f32__avx512(float* mu, float* a_out, EmState& st, const float* V,
+                         const float* beta_a, const float* beta_v, int B, int I, int J,
+                         const EmConfig& cfg);
+void em_e_step_f32__avx512(EmState& st, const float* V, const float* mu, int B, int I, int J);
+void em_backward_f32__avx512(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
+                           const float* da_out, const float* V, const float* mu,
+                           const float* a_out, const EmState& st, int B, int I, int J,
+                           const EmConfig& cfg);
+#endif
+#if defined(__aarch64__)
+void em_m_step_f32__neon(float* mu, float* a_out, EmState& st, const float* V,
+                         const float* beta_a, const float* beta_v, int B, int I, int J,
+                         const EmConfig& cfg);
+void em_e_step_f32__neon(EmState& st, const float* V, const float* mu, int B, int I, int J);
+void em_backward_f32__neon(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
+                           const float* da_out, const float* V, const float* mu,
+                           const float* a_out, const EmState& st, int B, int I, int J,
+                           const EmConfig& cfg);
+#endif
+
 struct EmRoutingKernels {
   Isa isa;
   EmMStepFn m_step;

@@ -6,6 +6,13 @@ namespace {
 // The kernel list: one line per variant this build has.
 const PoseMatmulKernels kVariants[] = {
     {Isa::scalar, pose_matmul_f32__scalar, pose_matmul_backward_f32__scalar},
+#if defined(__x86_64__)
+    {Isa::avx2, pose_matmul_f32__avx2, pose_matmul_backward_f32__avx2},
+    {Isa::avx512, pose_matmul_f32__avx512, pose_matmul_backward_f32__avx512},
+#endif
+#if defined(__aarch64__)
+    {Isa::neon, pose_matmul_f32__neon, pose_matmul_backward_f32__neon},
+#endif
 };
 }  // namespace
 

@@ -18,6 +18,21 @@ void pose_matmul_f32__scalar(float* V, const float* M, const float* W, int B, in
 void pose_matmul_backward_f32__scalar(float* dM, float* dW, const float* dV, const float* M,
                                       const float* W, int B, int I, int J);
 
+// ISA variants (same contracts); each exists only in builds for its architecture.
+#if defined(__x86_64__)
+void pose_matmul_f32__avx2(float* V, const float* M, const float* W, int B, int I, int J);
+void pose_matmul_backward_f32__avx2(float* dM, float* dW, const float* dV, const float* M,
+                                    const float* W, int B, int I, int J);
+void pose_matmul_f32__avx512(float* V, const float* M, const float* W, int B, int I, int J);
+void pose_matmul_backward_f32__avx512(float* dM, float* dW, const float* dV, const float* M,
+                                      const float* W, int B, int I, int J);
+#endif
+#if defined(__aarch64__)
+void pose_matmul_f32__neon(float* V, const float* M, const float* W, int B, int I, int J);
+void pose_matmul_backward_f32__neon(float* dM, float* dW, const float* dV, const float* M,
+                                    const float* W, int B, int I, int J);
+#endif
+
 struct PoseMatmulKernels {
   Isa isa;
   PoseMatmulFn forward;

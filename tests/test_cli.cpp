@@ -20,7 +20,9 @@ struct Outcome {
 
 Outcome run(const std::string& args, const std::string& env = "") {
   const std::string dir = testing::TempDir();
-  const std::string out = dir + "viewgap_cli_out.txt", err = dir + "viewgap_cli_err.txt";
+  // Per-process names: ctest runs tests of this file in parallel processes.
+  const std::string tag = std::to_string(getpid());
+  const std::string out = dir + "viewgap_cli_out." + tag, err = dir + "viewgap_cli_err." + tag;
   const std::string cmd = env + " " + VIEWGAP_EXE + " " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   auto slurp = [](const std::string& p) {
@@ -78,7 +80,7 @@ TEST(Cli, HelpExitsZero) {
 }
 
 TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
-  const std::string dir = testing::TempDir() + "viewgap_cli_run/";
+  const std::string dir = testing::TempDir() + "viewgap_cli_run." + std::to_string(getpid()) + "/";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string json_path = dir + "run.json";
@@ -103,7 +105,7 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   EXPECT_TRUE(j["meta"].contains("cpu"));
   // Nothing but the result is left in the directory.
   int files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) files += 1 + 0 * e.path().size();
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
   EXPECT_EQ(files, 1);
 }
 

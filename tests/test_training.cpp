@@ -34,22 +34,39 @@ TEST(Training, BothModelsLearnWellAboveChance) {
   EXPECT_EQ(r.data.gap_deg, 30.0);
 }
 
-TEST(Training, SameSeedSameResultsWhateverTheThreadCount) {
+TEST(Training, SameSeedAndThreadsGiveIdenticalResults) {
   RunOptions o = small_run();
   o.train.n_epochs = 2;
+  const int saved = omp_get_max_threads();
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    const RunResult a = run_experiment(o), b = run_experiment(o);
+    for (size_t k = 0; k < a.models.size(); ++k) {
+      for (size_t e = 0; e < a.models[k].history.size(); ++e) {
+        EXPECT_EQ(a.models[k].history[e].loss, b.models[k].history[e].loss) << a.models[k].name;
+        EXPECT_EQ(a.models[k].history[e].heldout, b.models[k].history[e].heldout);
+      }
+      EXPECT_EQ(a.models[k].circle_acc, b.models[k].circle_acc);
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
+TEST(Training, ThreadCountChangesOnlyRounding) {
+  // oneDNN splits reductions by thread count, so results agree to rounding,
+  // not bit for bit (sweep cells run single-threaded for bitwise equality).
+  RunOptions o = small_run();
+  o.train.n_epochs = 1;
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
   const RunResult a = run_experiment(o);
   omp_set_num_threads(2);
   const RunResult b = run_experiment(o);
   omp_set_num_threads(saved);
-  for (size_t k = 0; k < a.models.size(); ++k) {
-    for (size_t e = 0; e < a.models[k].history.size(); ++e) {
-      EXPECT_EQ(a.models[k].history[e].loss, b.models[k].history[e].loss) << a.models[k].name;
-      EXPECT_EQ(a.models[k].history[e].heldout, b.models[k].history[e].heldout);
-    }
-    EXPECT_EQ(a.models[k].circle_acc, b.models[k].circle_acc);
-  }
+  EXPECT_EQ(a.data.train.images, b.data.train.images);  // the data is bitwise equal
+  for (size_t k = 0; k < a.models.size(); ++k)
+    EXPECT_NEAR(a.models[k].history[0].loss, b.models[k].history[0].loss,
+                1e-4 * a.models[k].history[0].loss) << a.models[k].name;
 }
 
 TEST(Training, DifferentSeedsGiveDifferentRuns) {

@@ -1,0 +1,272 @@
+// AVX2 + FMA EM-routing steps (built with -mavx2 -mfma). The vector axis is
+// the pose dimension h: 16 floats, two ymm registers. exp and log are vector
+// polynomials (below) over contiguous runs, with a std:: tail.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <numbers>
+
+#include "kernels/em_routing.h"
+
+namespace vg {
+
+namespace {
+
+constexpr int H = kPoseDim;
+
+// exp(x) within ~1 ulp (Cephes expf). Range reduction: x = n ln2 + r with
+// n = round(x / ln2), |r| <= ln2/2, ln2 split in two (Cody-Waite) so n ln2 is
+// exact; e^r = 1 + r + r^2 P(r), P of degree 5. 2^n is applied as 2^(n>>1) then
+// 2^(n - n>>1), both normal, so results in the denormal range round once and
+// x > ln(FLT_MAX) gives inf. x < -104 gives 0; NaN passes through the clamps.
+inline __m256 exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_set1_ps(88.8f), _mm256_max_ps(_mm256_set1_ps(-104.f), x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.f));
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+// log(x) within ~1 ulp (Cephes logf). Range reduction: x = m 2^e with m in
+// [sqrt(1/2), sqrt(2)) (denormals scaled by 2^23 first), f = m - 1 exact;
+// log(1+f) = f - f^2/2 + f^3 P(f), P of degree 8; e ln2 added with ln2 split in
+// two. log(0) = -inf, log(<0) = NaN, log(inf) = inf, NaN stays NaN.
+inline __m256 log8(__m256 x) {
+  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(FLT_MIN), _CMP_LT_OQ);
+  const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.f)), tiny);
+  const __m256i bits = _mm256_castps_si256(xs);
+  __m256 e = _mm256_cvtepi32_ps(_mm256_sub_epi32(
+      _mm256_and_si256(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(0xff)), _mm256_set1_epi32(126)));
+  e = _mm256_sub_ps(e, _mm256_and_ps(tiny, _mm256_set1_ps(23.f)));
+  __m256 m = _mm256_castsi256_ps(_mm256_or_si256(
+      _mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x3f000000)));  // [0.5, 1)
+  const __m256 small = _mm256_cmp_ps(m, _mm256_set1_ps(0.707106781186547524f), _CMP_LT_OQ);
+  e = _mm256_sub_ps(e, _mm256_and_ps(small, _mm256_set1_ps(1.f)));
+  m = _mm256_add_ps(m, _mm256_and_ps(small, m));
+  const __m256 f = _mm256_sub_ps(m, _mm256_set1_ps(1.f));
+  const __m256 z = _mm256_mul_ps(f, f);
+  __m256 p = _mm256_set1_ps(7.0376836292e-2f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-1.1514610310e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.1676998740e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-1.2420140846e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.4249322787e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-1.6668057665e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.0000714765e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-2.4999993993e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(3.3333331174e-1f));
+  __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, f), z);
+  y = _mm256_fmadd_ps(e, _mm256_set1_ps(-2.12194440e-4f), y);
+  y = _mm256_fmadd_ps(_mm256_set1_ps(-0.5f), z, y);
+  __m256 r = _mm256_fmadd_ps(e, _mm256_set1_ps(0.693359375f), _mm256_add_ps(f, y));
+  r = _mm256_blendv_ps(r, _mm256_set1_ps(-INFINITY), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ));
+  r = _mm256_blendv_ps(r, _mm256_set1_ps(NAN), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  const __m256 keep = _mm256_or_ps(_mm256_cmp_ps(x, _mm256_set1_ps(INFINITY), _CMP_EQ_OQ),
+                                   _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(r, x, keep);
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// x[k] = exp(x[k]) / log(x[k]) for k < n, eight at a time, then a scalar tail.
+void exp_n(float* x, size_t n) {
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8) _mm256_storeu_ps(x + k, exp8(_mm256_loadu_ps(x + k)));
+  for (; k < n; ++k) x[k] = std::exp(x[k]);
+}
+void log_n(float* x, size_t n) {
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8) _mm256_storeu_ps(x + k, log8(_mm256_loadu_ps(x + k)));
+  for (; k < n; ++k) x[k] = std::log(x[k]);
+}
+
+inline float log_sigmoid(float z) { return std::min(z, 0.f) - std::log1p(std::exp(-std::fabs(z))); }
+
+// Softmax rows of the E-step handled per exp/log batch (bounded stack use).
+constexpr int kRowBuf = 512;
+
+}  // namespace
+
+void em_m_step_f32__avx2(float* mu, float* a_out, EmState& st, const float* V,
+                         const float* beta_a, const float* beta_v, int B, int I, int J,
+                         const EmConfig& cfg) {
+  // Formulas as in em_m_step_f32__scalar (see em_routing.h); w's
+  // normalisation multiplies by the reciprocal of its sum.
+  const __m256 s2_min = _mm256_set1_ps(cfg.sigma2_min);
+  const size_t n = size_t(I) * J;
+  for (int b = 0; b < B; ++b) {
+    float* w = st.w.data() + size_t(b) * n;  // w[i*J + j]
+    const float* log_r = st.log_r.data() + size_t(b) * n;
+    const float* log_a = st.log_a_in.data() + size_t(b) * I;
+    float* S = st.sum_ra.data() + size_t(b) * J;
+    if (!st.frozen) {
+      float inv[64];
+      if (cfg.eps == 0.f) {
+        // Log-domain normalisation: the largest term is exp(0) = 1.
+        float m[64], z[64];
+        std::fill_n(m, J, -INFINITY);
+        for (int i = 0; i < I; ++i)
+          for (int j = 0; j < J; ++j) m[j] = std::max(m[j], log_r[i * J + j] + log_a[i]);
+        for (int i = 0; i < I; ++i)
+          for (int j = 0; j < J; ++j) w[i * J + j] = log_r[i * J + j] + log_a[i] - m[j];
+        exp_n(w, n);
+        std::fill_n(z, J, 0.f);
+        for (int i = 0; i < I; ++i)
+          for (int j = 0; j < J; ++j) z[j] += w[i * J + j];
+        for (int j = 0; j < J; ++j) {
+          inv[j] = 1.f / z[j];
+          S[j] = std::exp(m[j]) * z[j];
+        }
+      } else {
+        for (int i = 0; i < I; ++i)
+          for (int j = 0; j < J; ++j) w[i * J + j] = log_r[i * J + j] + log_a[i];
+        exp_n(w, n);
+        std::fill_n(S, J, 0.f);
+        for (int i = 0; i < I; ++i)
+          for (int j = 0; j < J; ++j) S[j] += w[i * J + j];
+        for (int j = 0; j < J; ++j) inv[j] = 1.f / (S[j] + cfg.eps);
+      }
+      for (int i = 0; i < I; ++i)
+        for (int j = 0; j < J; ++j) w[i * J + j] *= inv[j];
+    }
+
+    for (int j = 0; j < J; ++j) {
+      const float* v = V + (size_t(b) * I * J + j) * H;  // v + i*J*H: vote of capsule i
+      const size_t stride = size_t(J) * H;
+      __m256 m0 = _mm256_setzero_ps(), m1 = m0;
+      for (int i = 0; i < I; ++i) {
+        const __m256 wi = _mm256_set1_ps(w[i * J + j]);
+        m0 = _mm256_fmadd_ps(wi, _mm256_loadu_ps(v + i * stride), m0);
+        m1 = _mm256_fmadd_ps(wi, _mm256_loadu_ps(v + i * stride + 8), m1);
+      }
+      __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+      for (int i = 0; i < I; ++i) {
+        const __m256 wi = _mm256_set1_ps(w[i * J + j]);
+        const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(v + i * stride), m0);
+        const __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(v + i * stride + 8), m1);
+        s0 = _mm256_fmadd_ps(_mm256_mul_ps(wi, d0), d0, s0);
+        s1 = _mm256_fmadd_ps(_mm256_mul_ps(wi, d1), d1, s1);
+      }
+      // max(floor, s2) keeps a NaN s2, as std::max(s2, floor) does.
+      s0 = _mm256_max_ps(s2_min, s0);
+      s1 = _mm256_max_ps(s2_min, s1);
+      const size_t bj = size_t(b) * J + j;
+      _mm256_storeu_ps(mu + bj * H, m0);
+      _mm256_storeu_ps(mu + bj * H + 8, m1);
+      _mm256_storeu_ps(st.sigma2.data() + bj * H, s0);
+      _mm256_storeu_ps(st.sigma2.data() + bj * H + 8, s1);
+      const float log_s2_sum = hsum(_mm256_add_ps(log8(s0), log8(s1)));
+      const float cost = (float(H) * beta_v[j] + 0.5f * log_s2_sum) * S[j];
+      const float z = cfg.lambda * (beta_a[j] - cost);
+      st.log_a_out[bj] = log_sigmoid(z);
+      a_out[bj] = 1.f / (1.f + std::exp(-z));
+    }
+  }
+}
+
+void em_e_step_f32__avx2(EmState& st, const float* V, const float* mu, int B, int I, int J) {
+  // Formulas as in em_e_step_f32__scalar; d^2 / sigma2 multiplies by 1/sigma2.
+  const __m256 log_2pi = _mm256_set1_ps(float(std::log(2.0 * std::numbers::pi)));
+  alignas(32) float inv_s2[64 * H];
+  float norm[64], t[kRowBuf], mx[kRowBuf], lse[kRowBuf];
+  const int rows = std::max(1, kRowBuf / J);  // rows i per exp batch
+  for (int b = 0; b < B; ++b) {
+    for (int j = 0; j < J; ++j) {
+      const size_t bj = size_t(b) * J + j;
+      const __m256 x0 = _mm256_loadu_ps(st.sigma2.data() + bj * H);
+      const __m256 x1 = _mm256_loadu_ps(st.sigma2.data() + bj * H + 8);
+      const __m256 l = _mm256_add_ps(_mm256_add_ps(log8(x0), log_2pi), _mm256_add_ps(log8(x1), log_2pi));
+      norm[j] = -0.5f * hsum(l) + st.log_a_out[bj];
+      _mm256_store_ps(inv_s2 + j * H, _mm256_div_ps(_mm256_set1_ps(1.f), x0));
+      _mm256_store_ps(inv_s2 + j * H + 8, _mm256_div_ps(_mm256_set1_ps(1.f), x1));
+    }
+    for (int i0 = 0; i0 < I; i0 += rows) {
+      const int i1 = std::min(I, i0 + rows);
+      for (int i = i0; i < i1; ++i) {
+        float* lr = st.log_r.data() + (size_t(b) * I + i) * J;
+        const float* v = V + (size_t(b) * I + i) * J * H;
+        float m = -INFINITY;
+        for (int j = 0; j < J; ++j) {
+          const float* u = mu + (size_t(b) * J + j) * H;
+          const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(v + j * H), _mm256_loadu_ps(u));
+          const __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(v + j * H + 8), _mm256_loadu_ps(u + 8));
+          const __m256 q = _mm256_fmadd_ps(_mm256_mul_ps(d0, _mm256_load_ps(inv_s2 + j * H)), d0,
+                                           _mm256_mul_ps(_mm256_mul_ps(d1, _mm256_load_ps(inv_s2 + j * H + 8)), d1));
+          lr[j] = -0.5f * hsum(q) + norm[j];
+          m = std::max(m, lr[j]);
+        }
+        mx[i - i0] = m;
+        for (int j = 0; j < J; ++j) t[(i - i0) * J + j] = lr[j] - m;
+      }
+      // Softmax over j, shifted by its max: lse = max + log(sum_j exp(lr - max)).
+      exp_n(t, size_t(i1 - i0) * J);
+      for (int i = i0; i < i1; ++i) {
+        float z = 0.f;
+        for (int j = 0; j < J; ++j) z += t[(i - i0) * J + j];
+        lse[i - i0] = z;
+      }
+      log_n(lse, size_t(i1 - i0));
+      for (int i = i0; i < i1; ++i) {
+        float* lr = st.log_r.data() + (size_t(b) * I + i) * J;
+        const float l = mx[i - i0] + lse[i - i0];
+        for (int j = 0; j < J; ++j) lr[j] -= l;
+      }
+    }
+  }
+}
+
+void em_backward_f32__avx2(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
+                           const float* da_out, const float* V, const float* mu,
+                           const float* a_out, const EmState& st, int B, int I, int J,
+                           const EmConfig& cfg) {
+  // Formulas as in em_backward_f32__scalar.
+  const __m256 s2_min = _mm256_set1_ps(cfg.sigma2_min);
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < J; ++j) {
+      const size_t bj = size_t(b) * J + j;
+      const float a = a_out[bj];
+      const float dz = da_out[bj] * a * (1.f - a);
+      dbeta_a[j] += cfg.lambda * dz;
+      const float dcost = -cfg.lambda * dz;
+      const float S = st.sum_ra[bj];
+      dbeta_v[j] += float(H) * S * dcost;
+      // 2 dsigma2 = 2 (dcost S / 2) / sigma2, 0 where sigma2 sits at its floor.
+      const __m256 c = _mm256_set1_ps(dcost * S * 0.5f);
+      const __m256 x0 = _mm256_loadu_ps(st.sigma2.data() + bj * H);
+      const __m256 x1 = _mm256_loadu_ps(st.sigma2.data() + bj * H + 8);
+      const __m256 g0 = _mm256_and_ps(_mm256_cmp_ps(x0, s2_min, _CMP_GT_OQ), _mm256_div_ps(c, x0));
+      const __m256 g1 = _mm256_and_ps(_mm256_cmp_ps(x1, s2_min, _CMP_GT_OQ), _mm256_div_ps(c, x1));
+      const __m256 t0 = _mm256_add_ps(g0, g0), t1 = _mm256_add_ps(g1, g1);
+      const __m256 u0 = _mm256_loadu_ps(mu + bj * H), u1 = _mm256_loadu_ps(mu + bj * H + 8);
+      const __m256 e0 = _mm256_loadu_ps(dmu + bj * H), e1 = _mm256_loadu_ps(dmu + bj * H + 8);
+      for (int i = 0; i < I; ++i) {
+        const __m256 wi = _mm256_set1_ps(st.w[(size_t(b) * I + i) * J + j]);
+        const size_t off = ((size_t(b) * I + i) * J + j) * H;
+        const __m256 r0 = _mm256_fmadd_ps(t0, _mm256_sub_ps(_mm256_loadu_ps(V + off), u0), e0);
+        const __m256 r1 = _mm256_fmadd_ps(t1, _mm256_sub_ps(_mm256_loadu_ps(V + off + 8), u1), e1);
+        _mm256_storeu_ps(dV + off, _mm256_fmadd_ps(wi, r0, _mm256_loadu_ps(dV + off)));
+        _mm256_storeu_ps(dV + off + 8, _mm256_fmadd_ps(wi, r1, _mm256_loadu_ps(dV + off + 8)));
+      }
+    }
+}
+
+}  // namespace vg

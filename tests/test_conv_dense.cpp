@@ -1,0 +1,262 @@
+// Conv2d and Dense (oneDNN) against their direct-loop references, and the references
+// against hand-computed values.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "kernels/dense.h"
+#include "kernels/rng.h"
+
+namespace vg {
+namespace {
+
+using Vec = std::vector<float>;
+constexpr uint64_t kSeed = 2024;
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+Vec normal(size_t n, float scale, uint64_t a, uint64_t b) {
+  Stream s(kSeed, Purpose::Test, a, b);
+  Vec v(n);
+  for (float& x : v) x = float(scale * s.normal());
+  return v;
+}
+Vec uniform01(size_t n, uint64_t a, uint64_t b) {  // image-like pixels
+  Stream s(kSeed, Purpose::Test, a, b);
+  Vec v(n);
+  for (float& x : v) x = float(s.uniform());
+  return v;
+}
+Vec abs_of(const Vec& v) {
+  Vec r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = std::fabs(v[i]);
+  return r;
+}
+
+// Compares a oneDNN result with the reference. Both are float sums of `terms` products
+// in different orders, whose rounding errors grow like sqrt(terms) * eps * sum|a||b|;
+// the tolerance is that times 4. `mag` holds sum|a||b| (+|bias|) per output, computed
+// by running the reference on absolute values. The worst error seen per quantity, in
+// units of eps * sqrt(terms) * mag, goes to the XML report to show the margin.
+class Checker {
+ public:
+  static constexpr double kSafety = 4.0;
+
+  void expect_close(const std::string& what, const Vec& got, const Vec& want, const Vec& mag,
+                    int terms) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    const double unit = std::numeric_limits<float>::epsilon() * std::sqrt(double(terms));
+    int bad = 0;
+    double& worst = worst_[what];
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double err = std::fabs(double(got[i]) - double(want[i]));
+      const double tol = kSafety * unit * mag[i];
+      if (mag[i] > 0) worst = std::max(worst, err / (unit * mag[i]));
+      if (!(err <= tol) && bad++ < 5)
+        ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i]
+                      << ", tolerance " << tol;
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " outside tolerance";
+  }
+
+  ~Checker() {
+    for (const auto& [what, e] : worst_)
+      ::testing::Test::RecordProperty(what + "_worst_err_in_eps_sqrt_n", std::to_string(e));
+  }
+
+ private:
+  std::map<std::string, double> worst_;
+};
+
+// Batch sizes in the order they are used: new sizes, then sizes seen before, so a
+// cached per-batch primitive is reused after another size ran in between.
+const int kBatches[] = {1, 2, 32, 33, 2, 32, 1};
+
+// ---- references on hand-computable cases ----------------------------------------
+
+// 3x3 image 1..9; channel 0 sums the 3x3 neighbourhood (all-ones kernel), channel 1
+// is the identity tap with bias -5 (so ReLU clips the first five pixels).
+const Vec kImage = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+ConvShape hand_shape(int stride) {
+  ConvShape s;
+  s.height = s.width = 3;
+  s.out_channels = 2;
+  s.kernel = 3;
+  s.stride = stride;
+  s.pad = 1;
+  return s;
+}
+Vec hand_weights() {
+  Vec w(2 * 9, 0.f);
+  for (int i = 0; i < 9; ++i) w[i] = 1.f;
+  w[9 + 4] = 1.f;
+  return w;
+}
+
+TEST(ConvReference, HandComputedStride1) {
+  const ConvShape s = hand_shape(1);
+  const Vec w = hand_weights(), bias = {0.f, -5.f};
+  Vec dst(2 * 9);
+  conv2d_forward_ref(dst.data(), kImage.data(), w.data(), bias.data(), s, 1, /*relu=*/true);
+  // nhwc: (pixel, channel) pairs.
+  const Vec sums = {12, 21, 16, 27, 45, 33, 24, 39, 28};
+  for (int p = 0; p < 9; ++p) {
+    EXPECT_EQ(dst[2 * p], sums[p]) << "pixel " << p;
+    EXPECT_EQ(dst[2 * p + 1], std::max(kImage[p] - 5.f, 0.f)) << "pixel " << p;
+  }
+
+  // diff_dst = 1 on channel 0, 0 on channel 1: each tap's gradient is the sum of the
+  // pixels it touches; the bias gradient counts the outputs.
+  Vec diff_dst(2 * 9, 0.f);
+  for (int p = 0; p < 9; ++p) diff_dst[2 * p] = 1.f;
+  Vec dw(18, kNaN), db(2, kNaN);
+  conv2d_backward_weights_ref(dw.data(), db.data(), diff_dst.data(), kImage.data(), s, 1);
+  // Tap (kh,kw) sees the image shifted by (kh-1,kw-1), the same window as the output
+  // pixel (kh,kw) sums above.
+  for (int t = 0; t < 9; ++t) {
+    EXPECT_EQ(dw[t], sums[t]) << "tap " << t;
+    EXPECT_EQ(dw[9 + t], 0.f);
+  }
+  EXPECT_EQ(db[0], 9.f);
+  EXPECT_EQ(db[1], 0.f);
+}
+
+TEST(ConvReference, HandComputedStride2) {
+  const ConvShape s = hand_shape(2);
+  ASSERT_EQ(s.out_height(), 2);
+  const Vec w = hand_weights(), bias = {0.f, -5.f};
+  Vec dst(2 * 4);
+  conv2d_forward_ref(dst.data(), kImage.data(), w.data(), bias.data(), s, 1, /*relu=*/false);
+  // Outputs are centred on the corner pixels 1, 3, 7, 9.
+  const Vec want = {12, -4, 16, -2, 24, 2, 28, 4};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(dst[i], want[i]) << i;
+}
+
+TEST(DenseReference, HandComputed) {
+  // src 2x2, weights 2x3, bias 3.
+  const Vec src = {1, 2, 3, 4}, w = {1, 0, -1, 2, 1, 0}, bias = {0.5f, -10.f, 1.f};
+  Vec dst(6);
+  dense_forward_ref(dst.data(), src.data(), w.data(), bias.data(), 2, 2, 3, false);
+  EXPECT_EQ(dst, (Vec{5.5f, -8.f, 0.f, 11.5f, -6.f, -2.f}));
+  dense_forward_ref(dst.data(), src.data(), w.data(), bias.data(), 2, 2, 3, true);
+  EXPECT_EQ(dst, (Vec{5.5f, 0.f, 0.f, 11.5f, 0.f, 0.f}));
+
+  const Vec diff_dst = {1, 0, 0, 0, 1, 1};
+  Vec diff_src(4, kNaN);
+  dense_backward_data_ref(diff_src.data(), diff_dst.data(), w.data(), 2, 2, 3);
+  EXPECT_EQ(diff_src, (Vec{1, 2, -1, 1}));
+
+  Vec dw(6, kNaN), db(3, kNaN);
+  dense_backward_weights_ref(dw.data(), db.data(), diff_dst.data(), src.data(), 2, 2, 3);
+  EXPECT_EQ(dw, (Vec{1, 3, 3, 2, 4, 4}));
+  EXPECT_EQ(db, (Vec{1, 1, 1}));
+}
+
+// ---- oneDNN against the references ----------------------------------------------
+
+class Conv2dVsReference : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Conv2dVsReference, ForwardAndBackwardWeights) {
+  const bool relu = GetParam();
+  const ConvShape s;  // conv1: 1->16, 5x5, stride 2, pad 2, 32x32
+  Conv2d conv(s, relu);
+  const Vec w = normal(s.weight_size(), std::sqrt(2.f / 25.f), 1, 0);
+  const Vec bias = normal(s.out_channels, 0.1f, 2, 0);
+  const Vec w_abs = abs_of(w), bias_abs = abs_of(bias);
+  Checker check;
+  int call = 0;
+  for (const int batch : kBatches) {
+    SCOPED_TRACE("batch " + std::to_string(batch) + ", call " + std::to_string(call));
+    const Vec src = uniform01(size_t(batch) * s.in_size(), 3, call);
+    const Vec diff_dst = normal(size_t(batch) * s.out_size(), 1.f, 4, call);
+    ++call;
+
+    Vec dst(size_t(batch) * s.out_size(), kNaN), want(dst.size()), mag(dst.size());
+    conv.forward(dst.data(), src.data(), w.data(), bias.data(), batch);
+    conv2d_forward_ref(want.data(), src.data(), w.data(), bias.data(), s, batch, relu);
+    conv2d_forward_ref(mag.data(), abs_of(src).data(), w_abs.data(), bias_abs.data(), s, batch,
+                       false);
+    check.expect_close("conv_dst", dst, want, mag, s.in_channels * s.kernel * s.kernel + 1);
+
+    Vec dw(s.weight_size(), kNaN), db(s.out_channels, kNaN);
+    Vec dw_want(dw.size()), db_want(db.size()), dw_mag(dw.size()), db_mag(db.size());
+    conv.backward_weights(dw.data(), db.data(), diff_dst.data(), src.data(), batch);
+    conv2d_backward_weights_ref(dw_want.data(), db_want.data(), diff_dst.data(), src.data(), s,
+                                batch);
+    conv2d_backward_weights_ref(dw_mag.data(), db_mag.data(), abs_of(diff_dst).data(),
+                                abs_of(src).data(), s, batch);
+    const int terms = batch * s.out_height() * s.out_width();
+    check.expect_close("conv_diff_weights", dw, dw_want, dw_mag, terms);
+    check.expect_close("conv_diff_bias", db, db_want, db_mag, terms);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Conv1, Conv2dVsReference, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "relu" : "linear"; });
+
+struct DenseCase {
+  int in, out;
+  bool relu;
+};
+
+class DenseVsReference : public ::testing::TestWithParam<DenseCase> {};
+
+TEST_P(DenseVsReference, ForwardAndBackward) {
+  const auto [K, N, relu] = GetParam();
+  Dense dense(K, N, relu);
+  const Vec w = normal(size_t(K) * N, std::sqrt(2.f / K), 10, 0);
+  const Vec bias = normal(N, 0.1f, 11, 0);
+  const Vec w_abs = abs_of(w), bias_abs = abs_of(bias);
+  Checker check;
+  int call = 0;
+  for (const int B : kBatches) {
+    SCOPED_TRACE("batch " + std::to_string(B) + ", call " + std::to_string(call));
+    const Vec src = normal(size_t(B) * K, 1.f, 12, call);
+    const Vec diff_dst = normal(size_t(B) * N, 1.f, 13, call);
+    const Vec src_abs = abs_of(src), diff_dst_abs = abs_of(diff_dst);
+    ++call;
+
+    Vec dst(size_t(B) * N, kNaN), want(dst.size()), mag(dst.size());
+    dense.forward(dst.data(), src.data(), w.data(), bias.data(), B);
+    dense_forward_ref(want.data(), src.data(), w.data(), bias.data(), B, K, N, relu);
+    dense_forward_ref(mag.data(), src_abs.data(), w_abs.data(), bias_abs.data(), B, K, N, false);
+    check.expect_close("dense_dst", dst, want, mag, K + 1);
+
+    Vec diff_src(size_t(B) * K, kNaN), ds_want(diff_src.size()), ds_mag(diff_src.size());
+    dense.backward_data(diff_src.data(), diff_dst.data(), w.data(), B);
+    dense_backward_data_ref(ds_want.data(), diff_dst.data(), w.data(), B, K, N);
+    dense_backward_data_ref(ds_mag.data(), diff_dst_abs.data(), w_abs.data(), B, K, N);
+    check.expect_close("dense_diff_src", diff_src, ds_want, ds_mag, N);
+
+    Vec dw(size_t(K) * N, kNaN), db(N, kNaN);
+    Vec dw_want(dw.size()), db_want(db.size()), dw_mag(dw.size()), db_mag(db.size());
+    dense.backward_weights(dw.data(), db.data(), diff_dst.data(), src.data(), B);
+    dense_backward_weights_ref(dw_want.data(), db_want.data(), diff_dst.data(), src.data(), B, K,
+                               N);
+    dense_backward_weights_ref(dw_mag.data(), db_mag.data(), diff_dst_abs.data(), src_abs.data(),
+                               B, K, N);
+    check.expect_close("dense_diff_weights", dw, dw_want, dw_mag, B);
+    check.expect_close("dense_diff_bias", db, db_want, db_mag, B);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, DenseVsReference,
+                         ::testing::Values(DenseCase{4096, 136, false},  // capsule primary
+                                           DenseCase{4096, 136, true},   // CNN --cnn-hidden 136
+                                           DenseCase{4096, 64, true},    // CNN hidden
+                                           DenseCase{64, 5, false},      // CNN logits
+                                           DenseCase{136, 5, false}),
+                         [](const auto& info) {
+                           const DenseCase& c = info.param;
+                           return std::to_string(c.in) + "x" + std::to_string(c.out) +
+                                  (c.relu ? "_relu" : "_linear");
+                         });
+
+}  // namespace
+}  // namespace vg
