@@ -131,9 +131,7 @@ void CapsNet::backward(const float* d_logits, int B) {
   primary_.backward_weights(params_.grad(prim_w), params_.grad(prim_b), d_prim_.data(),
                             conv_out_.data(), B);
   primary_.backward_data(d_conv_.data(), d_prim_.data(), params_.value(prim_w), B);
-  // ReLU of conv1: the gradient passes where the output is positive.
-  for (size_t n = 0; n < size_t(B) * conv_shape_.out_size(); ++n)
-    if (conv_out_[n] <= 0.f) d_conv_[n] = 0.f;
+  relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());
   conv1_.backward_weights(params_.grad(conv_w), params_.grad(conv_b), d_conv_.data(), images_, B);
 }
 

@@ -59,13 +59,11 @@ std::string Cnn::first_non_finite_layer(int B) const {
 void Cnn::backward(const float* d_logits, int B) {
   out_.backward_weights(params_.grad(out_w), params_.grad(out_b), d_logits, hid_.data(), B);
   out_.backward_data(d_hid_.data(), d_logits, params_.value(out_w), B);
-  for (size_t n = 0; n < size_t(B) * cfg_.hidden; ++n)
-    if (hid_[n] <= 0.f) d_hid_[n] = 0.f;
+  relu_backward(d_hid_.data(), hid_.data(), size_t(B) * cfg_.hidden);
   hidden_.backward_weights(params_.grad(hid_w), params_.grad(hid_b), d_hid_.data(),
                            conv_out_.data(), B);
   hidden_.backward_data(d_conv_.data(), d_hid_.data(), params_.value(hid_w), B);
-  for (size_t n = 0; n < size_t(B) * conv_shape_.out_size(); ++n)
-    if (conv_out_[n] <= 0.f) d_conv_[n] = 0.f;
+  relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());
   conv1_.backward_weights(params_.grad(conv_w), params_.grad(conv_b), d_conv_.data(), images_, B);
 }
 

@@ -58,6 +58,9 @@ class Adam {
 
 // Mean softmax cross-entropy over the batch; writes dlogits = (softmax - onehot) / B.
 // logits, dlogits: B x C.
+// ReLU backward in place: d = 0 where the ReLU output y is not positive.
+void relu_backward(float* d, const float* y, size_t n);
+
 // True if x[0..n) is all finite.
 bool all_finite(const float* x, size_t n);
 
