@@ -40,8 +40,7 @@ bool all_finite(const float* x, size_t n) {
 void init_normal(float* p, size_t n, float std, uint64_t seed, const std::string& name) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a of the tensor name
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  Stream s(seed, Purpose::Init, h);
-  for (size_t k = 0; k < n; ++k) p[k] = float(std * s.normal());
+  Stream(seed, Purpose::Init, h).fill_normal(p, n, std);
 }
 
 // Elementwise loops of the training step, cloned by GCC for AVX-512/AVX2 and
