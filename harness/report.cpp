@@ -18,9 +18,7 @@
 
 #include "kernels/isa.h"
 
-#ifndef VIEWGAP_GIT_COMMIT
-#define VIEWGAP_GIT_COMMIT "unknown"
-#endif
+#include "git_version.h"  // generated at build time
 #ifndef VIEWGAP_CXX_FLAGS
 #define VIEWGAP_CXX_FLAGS ""
 #endif
