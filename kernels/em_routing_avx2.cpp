@@ -87,6 +87,32 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2), so
+// sum log x = log(prod m) + e_sum ln2, and prod m < 2^16 cannot overflow
+// (15 products: ~8 ulp of the product, i.e. ~1e-6 absolute, the size of the
+// rounding of 16 summed logs). Lanes not normal, positive and finite (0, inf,
+// NaN, denormals) take the lane-wise log8.
+inline float sum_log16(__m256 x0, __m256 x1) {
+  const __m256 lo = _mm256_set1_ps(FLT_MIN), hi = _mm256_set1_ps(FLT_MAX);
+  const __m256 ok = _mm256_and_ps(
+      _mm256_and_ps(_mm256_cmp_ps(x0, lo, _CMP_GE_OQ), _mm256_cmp_ps(x0, hi, _CMP_LE_OQ)),
+      _mm256_and_ps(_mm256_cmp_ps(x1, lo, _CMP_GE_OQ), _mm256_cmp_ps(x1, hi, _CMP_LE_OQ)));
+  if (_mm256_movemask_ps(ok) != 0xff) return hsum(_mm256_add_ps(log8(x0), log8(x1)));
+  const __m256i b0 = _mm256_castps_si256(x0), b1 = _mm256_castps_si256(x1);
+  const __m256i mant = _mm256_set1_epi32(0x007fffff), one = _mm256_set1_epi32(0x3f800000);
+  const __m256 p8 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(b0, mant), one)),
+                                  _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(b1, mant), one)));
+  const __m256i e8 = _mm256_add_epi32(_mm256_srli_epi32(b0, 23), _mm256_srli_epi32(b1, 23));  // biased
+  __m128 p = _mm_mul_ps(_mm256_castps256_ps128(p8), _mm256_extractf128_ps(p8, 1));
+  p = _mm_mul_ps(p, _mm_movehl_ps(p, p));
+  p = _mm_mul_ss(p, _mm_movehdup_ps(p));
+  __m128i e = _mm_add_epi32(_mm256_castsi256_si128(e8), _mm256_extracti128_si256(e8, 1));
+  e = _mm_add_epi32(e, _mm_shuffle_epi32(e, 0x4E));
+  e = _mm_add_epi32(e, _mm_shuffle_epi32(e, 0xB1));
+  const int e_sum = _mm_cvtsi128_si32(e) - 16 * 127;
+  return float(double(std::log(_mm_cvtss_f32(p))) + e_sum * std::numbers::ln2);
+}
+
 // x[k] = exp(x[k]) / log(x[k]) for k < n, eight at a time, then a scalar tail.
 void exp_n(float* x, size_t n) {
   size_t k = 0;
@@ -99,9 +125,75 @@ void log_n(float* x, size_t n) {
   for (; k < n; ++k) x[k] = std::log(x[k]);
 }
 
-inline float log_sigmoid(float z) { return std::min(z, 0.f) - std::log1p(std::exp(-std::fabs(z))); }
+// a = 1 / (1 + exp(-z)) and log a = min(z, 0) - log1p(exp(-|z|)) for n
+// contiguous logits z, read from a (the M-step parks them there). log1p(u) for
+// u in [0, 1] is log(w) u / (w - 1) with w = 1 + u (w - 1 exact): the rounding
+// of 1 + u cancels (Goldberg), leaving ~3 ulp; u itself where w == 1.
+void activations(float* a, float* log_a, size_t n) {
+  const __m256 one = _mm256_set1_ps(1.f), zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.f);
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 z = _mm256_loadu_ps(a + k);
+    const __m256 u = exp8(_mm256_or_ps(z, sign));  // exp(-|z|)
+    const __m256 w = _mm256_add_ps(one, u), wm1 = _mm256_sub_ps(w, one);
+    const __m256 l1p = _mm256_blendv_ps(_mm256_mul_ps(log8(w), _mm256_div_ps(u, wm1)), u,
+                                        _mm256_cmp_ps(wm1, zero, _CMP_EQ_OQ));
+    _mm256_storeu_ps(log_a + k, _mm256_sub_ps(_mm256_min_ps(zero, z), l1p));  // min keeps a NaN z
+    _mm256_storeu_ps(a + k, _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_xor_ps(z, sign)))));
+  }
+  for (; k < n; ++k) {
+    const float z = a[k];
+    log_a[k] = std::min(z, 0.f) - std::log1p(std::exp(-std::fabs(z)));
+    a[k] = 1.f / (1.f + std::exp(-z));
+  }
+}
 
-// Softmax rows of the E-step handled per exp/log batch (bounded stack use).
+// The M-step's moments of upper capsules j0 .. j0+NJ-1 (NJ independent
+// accumulator chains): mu = sum_i w V, sigma2 = max(sum_i w (V - mu)^2, floor),
+// and lsum[q] = sum_h log sigma2. v, w, mu, s2: this b's votes, weights, outputs.
+template <int NJ>
+inline void moments(float* mu, float* s2, float* lsum, const float* v, const float* w, int j0,
+                    int I, int J, __m256 s2_min) {
+  const size_t stride = size_t(J) * H;  // from capsule i to i+1
+  __m256 m[NJ][2], s[NJ][2];
+  for (int q = 0; q < NJ; ++q) m[q][0] = m[q][1] = s[q][0] = s[q][1] = _mm256_setzero_ps();
+  for (int i = 0; i < I; ++i)
+    for (int q = 0; q < NJ; ++q) {
+      const __m256 wi = _mm256_set1_ps(w[i * J + j0 + q]);
+      const float* x = v + i * stride + (j0 + q) * H;
+      m[q][0] = _mm256_fmadd_ps(wi, _mm256_loadu_ps(x), m[q][0]);
+      m[q][1] = _mm256_fmadd_ps(wi, _mm256_loadu_ps(x + 8), m[q][1]);
+    }
+  for (int i = 0; i < I; ++i)
+    for (int q = 0; q < NJ; ++q) {
+      const __m256 wi = _mm256_set1_ps(w[i * J + j0 + q]);
+      const float* x = v + i * stride + (j0 + q) * H;
+      const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(x), m[q][0]);
+      const __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(x + 8), m[q][1]);
+      s[q][0] = _mm256_fmadd_ps(_mm256_mul_ps(wi, d0), d0, s[q][0]);
+      s[q][1] = _mm256_fmadd_ps(_mm256_mul_ps(wi, d1), d1, s[q][1]);
+    }
+  for (int q = 0; q < NJ; ++q) {
+    // max(floor, s2) keeps a NaN s2, as std::max(s2, floor) does.
+    s[q][0] = _mm256_max_ps(s2_min, s[q][0]);
+    s[q][1] = _mm256_max_ps(s2_min, s[q][1]);
+    float* mq = mu + (j0 + q) * H;
+    float* sq = s2 + (j0 + q) * H;
+    _mm256_storeu_ps(mq, m[q][0]);
+    _mm256_storeu_ps(mq + 8, m[q][1]);
+    _mm256_storeu_ps(sq, s[q][0]);
+    _mm256_storeu_ps(sq + 8, s[q][1]);
+    lsum[q] = sum_log16(s[q][0], s[q][1]);
+  }
+}
+
+// z = lambda (beta_a - cost), cost = (16 beta_v + sum_h log(sigma2) / 2) S.
+inline float logit(float lsum, float S, float beta_a, float beta_v, const EmConfig& cfg) {
+  const float cost = (float(H) * beta_v + 0.5f * lsum) * S;
+  return cfg.lambda * (beta_a - cost);
+}
+
+// Rows i of the E-step's softmax per exp/log batch (bounded stack use).
 constexpr int kRowBuf = 512;
 
 }  // namespace
@@ -119,6 +211,7 @@ void em_m_step_f32__avx2(float* mu, float* a_out, EmState& st, const float* V,
     const float* log_a = st.log_a_in.data() + size_t(b) * I;
     float* S = st.sum_ra.data() + size_t(b) * J;
     if (!st.frozen) {
+      // Scalar loops over (i, j); the exps run over the contiguous block.
       float inv[64];
       if (cfg.eps == 0.f) {
         // Log-domain normalisation: the largest term is exp(0) = 1.
@@ -132,11 +225,13 @@ void em_m_step_f32__avx2(float* mu, float* a_out, EmState& st, const float* V,
         std::fill_n(z, J, 0.f);
         for (int i = 0; i < I; ++i)
           for (int j = 0; j < J; ++j) z[j] += w[i * J + j];
+        exp_n(m, J);
         for (int j = 0; j < J; ++j) {
           inv[j] = 1.f / z[j];
-          S[j] = std::exp(m[j]) * z[j];
+          S[j] = m[j] * z[j];  // exp(max) z
         }
       } else {
+        // The seed's form: R a / (sum R a + eps).
         for (int i = 0; i < I; ++i)
           for (int j = 0; j < J; ++j) w[i * J + j] = log_r[i * J + j] + log_a[i];
         exp_n(w, n);
@@ -149,43 +244,27 @@ void em_m_step_f32__avx2(float* mu, float* a_out, EmState& st, const float* V,
         for (int j = 0; j < J; ++j) w[i * J + j] *= inv[j];
     }
 
-    for (int j = 0; j < J; ++j) {
-      const float* v = V + (size_t(b) * I * J + j) * H;  // v + i*J*H: vote of capsule i
-      const size_t stride = size_t(J) * H;
-      __m256 m0 = _mm256_setzero_ps(), m1 = m0;
-      for (int i = 0; i < I; ++i) {
-        const __m256 wi = _mm256_set1_ps(w[i * J + j]);
-        m0 = _mm256_fmadd_ps(wi, _mm256_loadu_ps(v + i * stride), m0);
-        m1 = _mm256_fmadd_ps(wi, _mm256_loadu_ps(v + i * stride + 8), m1);
-      }
-      __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-      for (int i = 0; i < I; ++i) {
-        const __m256 wi = _mm256_set1_ps(w[i * J + j]);
-        const __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(v + i * stride), m0);
-        const __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(v + i * stride + 8), m1);
-        s0 = _mm256_fmadd_ps(_mm256_mul_ps(wi, d0), d0, s0);
-        s1 = _mm256_fmadd_ps(_mm256_mul_ps(wi, d1), d1, s1);
-      }
-      // max(floor, s2) keeps a NaN s2, as std::max(s2, floor) does.
-      s0 = _mm256_max_ps(s2_min, s0);
-      s1 = _mm256_max_ps(s2_min, s1);
-      const size_t bj = size_t(b) * J + j;
-      _mm256_storeu_ps(mu + bj * H, m0);
-      _mm256_storeu_ps(mu + bj * H + 8, m1);
-      _mm256_storeu_ps(st.sigma2.data() + bj * H, s0);
-      _mm256_storeu_ps(st.sigma2.data() + bj * H + 8, s1);
-      const float log_s2_sum = hsum(_mm256_add_ps(log8(s0), log8(s1)));
-      const float cost = (float(H) * beta_v[j] + 0.5f * log_s2_sum) * S[j];
-      const float z = cfg.lambda * (beta_a[j] - cost);
-      st.log_a_out[bj] = log_sigmoid(z);
-      a_out[bj] = 1.f / (1.f + std::exp(-z));
+    // Two upper capsules at a time: four independent FMA chains hide latency.
+    const float* v = V + size_t(b) * n * H;
+    float* mu_b = mu + size_t(b) * J * H;
+    float* s2_b = st.sigma2.data() + size_t(b) * J * H;
+    float lsum[2];
+    int j = 0;
+    for (; j + 2 <= J; j += 2) {
+      moments<2>(mu_b, s2_b, lsum, v, w, j, I, J, s2_min);
+      for (int q = 0; q < 2; ++q) a_out[size_t(b) * J + j + q] = logit(lsum[q], S[j + q], beta_a[j + q], beta_v[j + q], cfg);
+    }
+    for (; j < J; ++j) {
+      moments<1>(mu_b, s2_b, lsum, v, w, j, I, J, s2_min);
+      a_out[size_t(b) * J + j] = logit(lsum[0], S[j], beta_a[j], beta_v[j], cfg);
     }
   }
+  activations(a_out, st.log_a_out.data(), size_t(B) * J);
 }
 
 void em_e_step_f32__avx2(EmState& st, const float* V, const float* mu, int B, int I, int J) {
   // Formulas as in em_e_step_f32__scalar; d^2 / sigma2 multiplies by 1/sigma2.
-  const __m256 log_2pi = _mm256_set1_ps(float(std::log(2.0 * std::numbers::pi)));
+  const float log_2pi_16 = float(16 * std::log(2.0 * std::numbers::pi));
   alignas(32) float inv_s2[64 * H];
   float norm[64], t[kRowBuf], mx[kRowBuf], lse[kRowBuf];
   const int rows = std::max(1, kRowBuf / J);  // rows i per exp batch
@@ -194,8 +273,7 @@ void em_e_step_f32__avx2(EmState& st, const float* V, const float* mu, int B, in
       const size_t bj = size_t(b) * J + j;
       const __m256 x0 = _mm256_loadu_ps(st.sigma2.data() + bj * H);
       const __m256 x1 = _mm256_loadu_ps(st.sigma2.data() + bj * H + 8);
-      const __m256 l = _mm256_add_ps(_mm256_add_ps(log8(x0), log_2pi), _mm256_add_ps(log8(x1), log_2pi));
-      norm[j] = -0.5f * hsum(l) + st.log_a_out[bj];
+      norm[j] = -0.5f * (sum_log16(x0, x1) + log_2pi_16) + st.log_a_out[bj];
       _mm256_store_ps(inv_s2 + j * H, _mm256_div_ps(_mm256_set1_ps(1.f), x0));
       _mm256_store_ps(inv_s2 + j * H + 8, _mm256_div_ps(_mm256_set1_ps(1.f), x1));
     }

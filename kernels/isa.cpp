@@ -22,11 +22,26 @@ Isa parse_isa(const std::string& name) {
                               "' (expected scalar, avx2, avx512 or neon)");
 }
 
+// This build has the avx2/avx512 kernels on x86-64 and the NEON ones on
+// aarch64 (CMakeLists.txt adds those files per architecture). The CPU check is
+// libgcc's CPUID reading, which also checks that the OS saves the ymm/zmm state.
+// The AVX-512 files are compiled with -mavx512f -mavx512vl -mavx512dq, so the
+// compiler may use all three: all three are required.
 bool isa_supported(Isa isa) {
   switch (isa) {
     case Isa::scalar: return true;
-    // SIMD variants are added kernel family by kernel family; until a family
-    // has one, only the scalar reference is offered.
+#if defined(__x86_64__)
+    case Isa::avx2:
+      __builtin_cpu_init();
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::avx512:
+      __builtin_cpu_init();
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+#endif
+#if defined(__aarch64__)
+    case Isa::neon: return true;  // Advanced SIMD is mandatory on AArch64
+#endif
     default: return false;
   }
 }

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
+#include <numbers>
+#include <string>
 
 #include "kernels/em_routing.h"
 #include "tests/test_util.h"
@@ -272,6 +275,203 @@ TEST(EmRouting, BackwardAccumulatesAndInputActivationsGetNoGradient) {
   for (size_t k = 0; k < dV1.size(); ++k) EXPECT_NEAR(dV2[k], dV1[k] + 0.5f, 1e-5);
   for (int j = 0; j < J; ++j) EXPECT_NEAR(e2[j], e1[j] + 1.f, 1e-5);
 }
+
+}  // namespace
+}  // namespace vg
+
+namespace vg {
+namespace {
+
+// Every EM-routing variant against the scalar reference, one step at a time:
+// each step gets identical inputs (a state made by the scalar routing), so only
+// that step's rounding differs. Tolerances are bounds derived per element from
+// the magnitudes of the terms the step sums (eps = FLT_EPSILON; the vector
+// exp/log are within ~1 ulp, std:: within 1 ulp).
+class EmRoutingVariant : public ::testing::TestWithParam<int> {};
+
+TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
+  int nv = 0;
+  const EmRoutingKernels& k = em_routing_variants(&nv)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  const EmRoutingKernels& ref = *em_routing_for(Isa::scalar);
+  const double eps = FLT_EPSILON;
+  struct Case { int B, I, J; float eps, lambda, a_shift; bool frozen; };
+  // The model's shape at batch 1, 2, 32; shapes whose I*J, J and I leave
+  // partial vectors (tails); J = 64 splits the E-step's softmax batches; the
+  // seed's eps; underflowing activations (sum R a = 0); the frozen M-step.
+  const Case cases[] = {{1, 8, 5, 0.f, 1.f, 0.f, false},  {2, 8, 5, 0.f, 0.7f, 0.f, false},
+                        {32, 8, 5, 0.f, 1.f, 0.f, false}, {3, 11, 7, 0.f, 3.f, 0.f, false},
+                        {5, 3, 1, 0.f, 1.f, 0.f, false},  {2, 9, 64, 0.f, 1.f, 0.f, false},
+                        {4, 8, 5, 1e-9f, 1.f, 0.f, false}, {3, 11, 7, 1e-9f, 0.3f, 0.f, false},
+                        {2, 8, 5, 1e-9f, 1.f, -30.f, false},
+                        {2, 8, 5, 0.f, 1.f, -200.f, false}, {3, 8, 5, 0.f, 1.f, 0.f, true}};
+  uint64_t tag = 2000;
+  for (const Case& c : cases) {
+    const int B = c.B, I = c.I, J = c.J;
+    const std::string where = std::string(isa_name(k.isa)) + " B=" + std::to_string(B) + " I=" +
+                              std::to_string(I) + " J=" + std::to_string(J) + " eps=" +
+                              std::to_string(c.eps) + (c.frozen ? " frozen" : "");
+    EmConfig cfg;
+    cfg.eps = c.eps;
+    cfg.lambda = c.lambda;
+    // Votes that agree loosely (a common pose per class plus noise), so
+    // sigma2 is off its floor and the routing is not degenerate.
+    auto V = test::randn(size_t(B) * I * J * H, tag++);
+    const auto common = test::randn(size_t(B) * J * H, tag++);
+    for (size_t n = 0; n < V.size(); ++n) V[n] = common[(n / (size_t(I) * J * H)) * J * H + n % (J * H)] + 0.5f * V[n];
+    auto a_logit = test::randn(size_t(B) * I, tag++);
+    for (float& x : a_logit) x += c.a_shift;
+    const auto beta_a = test::randn(J, tag++, 0.3f), beta_v = test::randn(J, tag++, 0.3f);
+    std::vector<float> mu0(size_t(B) * J * H), a0(size_t(B) * J);
+    EmState st0;
+    st0.resize(B, I, J);
+    em_routing_forward(mu0.data(), a0.data(), st0, V.data(), a_logit.data(), beta_a.data(),
+                       beta_v.data(), B, I, J, cfg, ref);
+    st0.frozen = c.frozen;
+
+    // M-step. w: exp, a sum of I positive terms and a division, in each of the
+    // two implementations: |dw| <= kw eps w.
+    {
+      EmState sr = st0, sv = st0;
+      std::vector<float> mr(mu0.size()), mv(mu0.size()), ar(a0.size()), av(a0.size());
+      ref.m_step(mr.data(), ar.data(), sr, V.data(), beta_a.data(), beta_v.data(), B, I, J, cfg);
+      k.m_step(mv.data(), av.data(), sv, V.data(), beta_a.data(), beta_v.data(), B, I, J, cfg);
+      const double kw = c.frozen ? 0.0 : 2.0 * I + 8;
+      for (size_t n = 0; n < sr.w.size(); ++n)
+        ASSERT_NEAR(sv.w[n], sr.w[n], kw * eps * std::fabs(sr.w[n])) << "w " << where;
+      for (int b = 0; b < B; ++b)
+        for (int j = 0; j < J; ++j) {
+          const size_t bj = size_t(b) * J + j;
+          const double S = sr.sum_ra[bj], tol_S = kw * eps * S;
+          ASSERT_NEAR(sv.sum_ra[bj], S, tol_S) << "sum_ra " << where;
+          double dL = 0, sum_abs_log = 0, sum_log = 0;
+          for (int h = 0; h < H; ++h) {
+            // mu = sum_i w V: I rounded terms plus w's error.
+            double wv = 0, wd = 0, wdd = 0;
+            const double m = mr[bj * H + h];
+            for (int i = 0; i < I; ++i) {
+              const double w = sr.w[(size_t(b) * I + i) * J + j];
+              const double x = V[((size_t(b) * I + i) * J + j) * H + h];
+              wv += std::fabs(w * x);
+              wd += w * std::fabs(x - m);
+              wdd += w * (x - m) * (x - m);
+            }
+            const double tol_mu = (kw + 2.0 * I + 2) * eps * wv;
+            ASSERT_NEAR(mv[bj * H + h], m, tol_mu) << "mu h=" << h << " " << where;
+            // sigma2 = sum_i w (V - mu)^2: mu's error moves each d by at most
+            // tol_mu, and the products and sum round (clamping is 1-Lipschitz).
+            const double s2 = sr.sigma2[bj * H + h];
+            const double tol_s2 = 2 * tol_mu * wd + tol_mu * tol_mu + (kw + 2.0 * I + 8) * eps * wdd;
+            ASSERT_NEAR(sv.sigma2[bj * H + h], s2, tol_s2) << "sigma2 h=" << h << " " << where;
+            dL += tol_s2 / std::max(s2 - tol_s2, double(cfg.sigma2_min));
+            sum_abs_log += std::fabs(std::log(s2));
+            sum_log += std::log(s2);
+          }
+          // cost = (16 beta_v + sum_h log(sigma2) / 2) S: the logs (1 ulp each
+          // side) and their sum of 16 round; then z = lambda (beta_a - cost).
+          dL += 20 * eps * sum_abs_log;
+          const double cost = (H * beta_v[j] + 0.5 * sum_log) * S;
+          const double tol_cost = S * (0.5 * dL + 4 * eps * (H * std::fabs(beta_v[j]) + 0.5 * sum_abs_log)) +
+                                  std::fabs(cost) * kw * eps;
+          const double z = cfg.lambda * (beta_a[j] - cost);
+          const double tol_z = cfg.lambda * (tol_cost + 2 * eps * (std::fabs(beta_a[j]) + std::fabs(cost))) + eps * std::fabs(z);
+          const double a = ar[bj];
+          ASSERT_NEAR(av[bj], a, a * (1 - a) * tol_z + 4 * eps * a) << "a_out " << where;
+          ASSERT_NEAR(sv.log_a_out[bj], sr.log_a_out[bj],
+                      (1 - a) * tol_z + 4 * eps * (std::fabs(z) + std::fabs(sr.log_a_out[bj])))
+              << "log_a_out " << where;
+        }
+    }
+    if (c.frozen) continue;  // E-step and backward do not depend on the flag
+
+    // E-step: log R = -q/2 + norm_j - lse_i with q = sum_h d^2 / sigma2.
+    {
+      EmState sr = st0, sv = st0;
+      ref.e_step(sr, V.data(), mu0.data(), B, I, J);
+      k.e_step(sv, V.data(), mu0.data(), B, I, J);
+      const double log_2pi = std::log(2.0 * std::numbers::pi);
+      for (int b = 0; b < B; ++b) {
+        std::vector<double> tol_norm(J);
+        for (int j = 0; j < J; ++j) {
+          double sl = 0, nrm = 0;
+          for (int h = 0; h < H; ++h) {
+            const double l = std::log(double(st0.sigma2[(size_t(b) * J + j) * H + h]));
+            sl += std::fabs(l) + log_2pi;
+            nrm += l + log_2pi;
+          }
+          const double la = st0.log_a_out[size_t(b) * J + j];
+          tol_norm[j] = 20 * eps * sl + 4 * eps * (0.5 * std::fabs(nrm) + std::fabs(la));
+        }
+        for (int i = 0; i < I; ++i) {
+          std::vector<double> e(J);
+          double e_max = 0, lse = 0;
+          for (int j = 0; j < J; ++j) {
+            double q = 0;
+            for (int h = 0; h < H; ++h) {
+              const double d = double(V[((size_t(b) * I + i) * J + j) * H + h]) - mu0[(size_t(b) * J + j) * H + h];
+              q += d * d / st0.sigma2[(size_t(b) * J + j) * H + h];
+            }
+            // 16 terms of 3 roundings each, summed: 38 eps q each side.
+            e[j] = 0.5 * 38 * eps * q + tol_norm[j] + 4 * eps * 0.5 * q;
+            e_max = std::max(e_max, e[j]);
+          }
+          for (int j = 0; j < J; ++j) lse = std::max(lse, std::fabs(double(sr.log_r[(size_t(b) * I + i) * J + j])));
+          for (int j = 0; j < J; ++j) {
+            const size_t n = (size_t(b) * I + i) * J + j;
+            // lse is 1-Lipschitz in the max norm of its inputs; its own exp,
+            // sum of J terms and log round on both sides.
+            const double tol = e[j] + e_max + 4 * eps * (lse + J) + 2 * eps * std::fabs(sr.log_r[n]);
+            ASSERT_NEAR(sv.log_r[n], sr.log_r[n], tol) << "log_r " << where;
+          }
+        }
+      }
+    }
+
+    // Backward: dV += w (dmu + 2 dsigma2 (V - mu)), dsigma2 = dcost S / (2 sigma2).
+    {
+      const auto dmu = test::randn(mu0.size(), tag++), da = test::randn(a0.size(), tag++);
+      const auto dV0 = test::randn(V.size(), tag++);
+      std::vector<float> dVr = dV0, dVv = dV0, dbar(J, 0.5f), dbav(J, 0.5f), dbvr(J, -0.5f), dbvv(J, -0.5f);
+      ref.backward(dVr.data(), dbar.data(), dbvr.data(), dmu.data(), da.data(), V.data(), mu0.data(),
+                   a0.data(), st0, B, I, J, cfg);
+      k.backward(dVv.data(), dbav.data(), dbvv.data(), dmu.data(), da.data(), V.data(), mu0.data(),
+                 a0.data(), st0, B, I, J, cfg);
+      std::vector<double> mag_a(J, 0.5), mag_v(J, 0.5);
+      for (int b = 0; b < B; ++b)
+        for (int j = 0; j < J; ++j) {
+          const size_t bj = size_t(b) * J + j;
+          const double a = a0[bj], dz = da[bj] * a * (1 - a), S = st0.sum_ra[bj];
+          mag_a[j] += std::fabs(cfg.lambda * dz);
+          mag_v[j] += std::fabs(H * S * cfg.lambda * dz);
+          for (int h = 0; h < H; ++h) {
+            const double s2 = st0.sigma2[bj * H + h];
+            const double ds2 = s2 > cfg.sigma2_min ? std::fabs(cfg.lambda * dz * S * 0.5 / s2) : 0.0;
+            for (int i = 0; i < I; ++i) {
+              const size_t n = ((size_t(b) * I + i) * J + j) * H + h;
+              const double w = st0.w[(size_t(b) * I + i) * J + j];
+              const double term = w * (std::fabs(dmu[bj * H + h]) + 2 * ds2 * std::fabs(V[n] - mu0[bj * H + h]));
+              ASSERT_NEAR(dVv[n], dVr[n], 8 * eps * term + 2 * eps * std::fabs(dVr[n])) << "dV " << where;
+            }
+          }
+        }
+      for (int j = 0; j < J; ++j) {
+        // B terms, each of a few roundings, summed in b order.
+        ASSERT_NEAR(dbav[j], dbar[j], (B + 4) * eps * mag_a[j]) << "dbeta_a " << where;
+        ASSERT_NEAR(dbvv[j], dbvr[j], (B + 6) * eps * mag_v[j]) << "dbeta_v " << where;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, EmRoutingVariant, ::testing::Range(0, [] {
+                           int n = 0;
+                           em_routing_variants(&n);
+                           return n;
+                         }()),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           int n = 0;
+                           return std::string(isa_name(em_routing_variants(&n)[p.param].isa));
+                         });
 
 }  // namespace
 }  // namespace vg
