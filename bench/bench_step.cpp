@@ -67,3 +67,23 @@ BENCHMARK(BM_make_dataset)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace vg
+
+namespace vg {
+namespace {
+
+// Adam over all parameters of a model: memory-bound (reads w, m, v, g; writes w, m, v).
+void BM_adam_step(benchmark::State& state) {
+  const size_t n = size_t(state.range(0));
+  ParamSet p;
+  p.add("w", n);
+  p.allocate();
+  std::fill(p.grads().begin(), p.grads().end(), 1e-3f);
+  Adam adam(n, AdamConfig{});
+  for (auto _ : state) adam.step(p);
+  state.counters["bytes_per_second"] = benchmark::Counter(7.0 * 4 * n, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * int64_t(n));
+}
+BENCHMARK(BM_adam_step)->ArgName("params")->Arg(262949)->Arg(558258);
+
+}  // namespace
+}  // namespace vg

@@ -11,8 +11,10 @@
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "harness/report.h"
+#include "harness/sweep.h"
 #include "harness/train.h"
 #include "kernels/isa.h"
 
@@ -34,9 +36,50 @@ struct RunFlags {
   std::string n_per_combo = "5", n_eval_per_combo = "2";
   std::string em_iters = "3", em_lambda = "1", em_eps = "0";
   std::string models = "caps,cnn", cnn_hidden = "64";
-  std::string out_json;
+  std::string out_json, dump;
   bool quiet = false;
 };
+
+// The run flags that take a value, once: `run` and `sweep` register them from
+// here, and `sweep --grid NAME=...` finds its axis here.
+struct FlagSpec {
+  const char* name;
+  std::string RunFlags::*field;
+  const char* help;
+};
+const FlagSpec kRunFlags[] = {
+    {"seed", &RunFlags::seed, "Seed of data, initialisation and shuffling"},
+    {"n-epochs", &RunFlags::n_epochs, "Training epochs"},
+    {"lr", &RunFlags::lr, "Adam learning rate"},
+    {"batch-size", &RunFlags::batch_size, "Training batch size"},
+    {"threads", &RunFlags::threads, "Threads of the oneDNN kernels and data synthesis"},
+    {"train-azimuths", &RunFlags::train_az, "Training azimuth range A:B in degrees (wraps mod 360)"},
+    {"test-azimuths", &RunFlags::test_az, "Held-out azimuth range A:B in degrees"},
+    {"n-train-views", &RunFlags::n_train_views, "Evenly spaced training azimuths"},
+    {"n-test-views", &RunFlags::n_test_views, "Evenly spaced held-out azimuths"},
+    {"elevations", &RunFlags::elevations, "Elevation range A:B in degrees"},
+    {"n-elev", &RunFlags::n_elev, "Evenly spaced elevations"},
+    {"n-per-combo", &RunFlags::n_per_combo, "Training images per (class, azimuth, elevation)"},
+    {"n-eval-per-combo", &RunFlags::n_eval_per_combo, "Evaluation images per combination"},
+    {"em-iters", &RunFlags::em_iters, "EM routing iterations"},
+    {"em-lambda", &RunFlags::em_lambda, "Inverse temperature of the EM activation"},
+    {"em-eps", &RunFlags::em_eps, "Added to sum(R a) in the M-step (the seed used 1e-9)"},
+    {"models", &RunFlags::models, "Comma-separated: caps, cnn, cnnN (hidden width N)"},
+    {"cnn-hidden", &RunFlags::cnn_hidden, "Hidden width of the model 'cnn' (136 matches the capsules)"},
+};
+
+// Registers every run flag except those in `skip`.
+void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& skip) {
+  for (const FlagSpec& s : kRunFlags)
+    if (std::find(skip.begin(), skip.end(), s.name) == skip.end())
+      app->add_option(std::string("--") + s.name, f.*(s.field), s.help)->capture_default_str();
+}
+
+std::string* run_flag(RunFlags& f, const std::string& name) {
+  for (const FlagSpec& s : kRunFlags)
+    if (name == s.name) return &(f.*(s.field));
+  return nullptr;
+}
 
 long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi) {
   size_t used = 0;
@@ -82,7 +125,10 @@ AngleRange parse_range(const std::string& flag, const std::string& v, const std:
   return r;
 }
 
-RunOptions validate_run(const RunFlags& f, int* threads) {
+// Validates every flag into RunOptions, throwing UsageError naming the first
+// bad one. `check_shared` rejects held-out azimuths equal to training ones
+// (a sweep's gap-0 window touches the training range on purpose).
+RunOptions validate_run(const RunFlags& f, int* threads, bool check_shared = true) {
   RunOptions o;
   o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
   o.train.n_epochs = int(parse_int("--n-epochs", f.n_epochs, 1, 100000));
@@ -101,6 +147,7 @@ RunOptions validate_run(const RunFlags& f, int* threads) {
 
   // Shared azimuths make "held-out" a lie.
   const auto train = o.data.train_azimuths.values(), test = o.data.test_azimuths.values();
+  if (check_shared)
   for (double t : test)
     for (double a : train)
       if (circular_distance(a, t) < 1e-9) {
@@ -133,6 +180,13 @@ RunOptions validate_run(const RunFlags& f, int* threads) {
       throw UsageError("--out-json", f.out_json, e.what());
     }
   }
+  if (!f.dump.empty()) {
+    try {
+      make_output_dir(f.dump);
+    } catch (const std::runtime_error& e) {
+      throw UsageError("--dump", f.dump, e.what());
+    }
+  }
   return o;
 }
 
@@ -157,6 +211,151 @@ int do_run(const RunFlags& f) {
   return 0;
 }
 
+struct SweepFlags {
+  RunFlags run;
+  std::string seeds = "0:29", gaps = "0,30,60,90,120", test_width = "60", jobs, out;
+  std::vector<std::string> grid;
+  bool resume = false, quiet = false;
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  if (!s.empty() && s.back() == sep) out.push_back("");
+  return out;
+}
+
+std::string fmt_deg(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+std::vector<uint64_t> parse_seeds(const std::string& v) {
+  std::vector<uint64_t> seeds;
+  const auto colon = v.find(':');
+  if (colon != std::string::npos) {
+    const long long a = parse_int("--seeds", v.substr(0, colon), 0, 1ll << 53);
+    const long long b = parse_int("--seeds", v.substr(colon + 1), 0, 1ll << 53);
+    if (b < a) throw UsageError("--seeds", v, "empty range (B < A)");
+    if (b - a >= 100000) throw UsageError("--seeds", v, "more than 100000 seeds");
+    for (long long s = a; s <= b; ++s) seeds.push_back(uint64_t(s));
+  } else {
+    for (const std::string& x : split(v, ','))
+      seeds.push_back(uint64_t(parse_int("--seeds", x, 0, 1ll << 53)));
+  }
+  if (seeds.empty()) throw UsageError("--seeds", v, "no seed given");
+  std::vector<uint64_t> sorted = seeds;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw UsageError("--seeds", v, "a seed is listed twice");
+  return seeds;
+}
+
+int do_sweep(const SweepFlags& f) {
+  const std::vector<uint64_t> seeds = parse_seeds(f.seeds);
+  std::vector<double> gaps;
+  for (const std::string& g : split(f.gaps, ',')) {
+    const double v = parse_real("--gaps", g, 0, 359, false);
+    if (std::find(gaps.begin(), gaps.end(), v) != gaps.end()) throw UsageError("--gaps", f.gaps, "gap listed twice");
+    gaps.push_back(v);
+  }
+  if (gaps.empty()) throw UsageError("--gaps", f.gaps, "no gap given");
+  const double width = parse_real("--test-width", f.test_width, 0, 359, false);
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int jobs = f.jobs.empty() ? hw : int(parse_int("--jobs", f.jobs, 1, 1024));
+
+  // Grid axes: NAME=v1,v2,... over any run flag but those the sweep owns.
+  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+  for (const std::string& g : f.grid) {
+    const auto eq = g.find('=');
+    const std::string name = g.substr(0, eq);
+    RunFlags probe;
+    if (eq == std::string::npos || run_flag(probe, name) == nullptr || name == "seed" ||
+        name == "test-azimuths" || name == "threads" || name == "models")
+      throw UsageError("--grid", g, "expected NAME=v1,v2,... with NAME a run flag (e.g. lr, em-iters)");
+    for (const auto& a : axes)
+      if (a.first == name) throw UsageError("--grid", g, "flag '" + name + "' gridded twice");
+    std::vector<std::string> values = split(g.substr(eq + 1), ',');
+    if (values.empty() || std::find(values.begin(), values.end(), "") != values.end())
+      throw UsageError("--grid", g, "empty value");
+    axes.emplace_back(name, values);
+  }
+  // Cartesian product of the axes: the grid points.
+  std::vector<std::vector<std::pair<std::string, std::string>>> points{{}};
+  for (const auto& [name, values] : axes) {
+    std::vector<std::vector<std::pair<std::string, std::string>>> next;
+    for (const auto& p : points)
+      for (const auto& v : values) {
+        next.push_back(p);
+        next.back().emplace_back(name, v);
+      }
+    points = next;
+  }
+
+  SweepPlan plan;
+  plan.jobs = jobs;
+  plan.dir = f.out;
+  plan.resume = f.resume;
+  plan.quiet = f.quiet;
+  for (const auto& point : points) {
+    RunFlags rf = f.run;
+    std::string grid;
+    for (const auto& [name, value] : point) {
+      *run_flag(rf, name) = value;
+      grid += (grid.empty() ? "" : ";") + name + "=" + value;
+    }
+    int threads = 1;
+    RunOptions base = validate_run(rf, &threads, false);  // names any bad fixed or grid value
+    plan.models = base.models;
+    const AngleRange& tr = base.data.train_azimuths;
+    if (tr.to - tr.from >= 360) throw UsageError("--train-azimuths", rf.train_az, "covers the whole circle");
+    for (double g : gaps) {
+      // The held-out window starts g degrees after the training range ends and
+      // must end before it would wrap around onto the training range's start.
+      const double from = tr.to + g, to = from + width;
+      if (to >= tr.from + 360 - 1e-9)
+        throw UsageError("--gaps", f.gaps, "gap " + fmt_deg(g) + " wraps the held-out window " +
+                                               fmt_deg(from) + ":" + fmt_deg(to) +
+                                               " around into the training range");
+      RunOptions opt = base;
+      opt.data.test_azimuths.from = from;
+      opt.data.test_azimuths.to = to;
+      const double true_gap = azimuth_gap(tr.values(), opt.data.test_azimuths.values());
+      for (uint64_t seed : seeds) {
+        SweepCell c;
+        c.id = int(plan.cells.size());
+        c.seed = seed;
+        c.gap = g;
+        c.true_gap = true_gap;
+        c.grid = grid;
+        c.opt = opt;
+        c.opt.train.seed = seed;
+        plan.cells.push_back(c);
+      }
+    }
+  }
+  // Everything that defines the results (not --jobs, --resume, --quiet, --out).
+  nlohmann::json run_flags;
+  for (const FlagSpec& s : kRunFlags)
+    if (std::string(s.name) != "seed" && std::string(s.name) != "test-azimuths" &&
+        std::string(s.name) != "threads")
+      run_flags[s.name] = f.run.*(s.field);
+  plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
+                 {"grid", axes}, {"run_flags", run_flags}};
+  try {
+    prepare_sweep_dir(plan);
+  } catch (const std::runtime_error& e) {
+    throw UsageError("--out", f.out, e.what());
+  }
+  const SweepOutcome r = run_sweep(plan);
+  std::printf("%d cells (%d run now, %d resumed, %d failed) in %.1f s; results in %s\n",
+              int(plan.cells.size()), r.ran, r.resumed, r.failed, r.wall_s, f.out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cli_main(int argc, char** argv) {
@@ -166,32 +365,29 @@ int cli_main(int argc, char** argv) {
 
   RunFlags rf;
   CLI::App* run = app.add_subcommand("run", "Train and evaluate the models on one configuration");
-  run->add_option("--seed", rf.seed, "Seed of data, initialisation and shuffling")->capture_default_str();
-  run->add_option("--n-epochs", rf.n_epochs, "Training epochs")->capture_default_str();
-  run->add_option("--lr", rf.lr, "Adam learning rate")->capture_default_str();
-  run->add_option("--batch-size", rf.batch_size, "Training batch size")->capture_default_str();
-  run->add_option("--threads", rf.threads, "Threads of the oneDNN kernels and data synthesis")->capture_default_str();
-  run->add_option("--train-azimuths", rf.train_az, "Training azimuth range A:B in degrees (wraps mod 360)")->capture_default_str();
-  run->add_option("--test-azimuths", rf.test_az, "Held-out azimuth range A:B in degrees")->capture_default_str();
-  run->add_option("--n-train-views", rf.n_train_views, "Evenly spaced training azimuths")->capture_default_str();
-  run->add_option("--n-test-views", rf.n_test_views, "Evenly spaced held-out azimuths")->capture_default_str();
-  run->add_option("--elevations", rf.elevations, "Elevation range A:B in degrees")->capture_default_str();
-  run->add_option("--n-elev", rf.n_elev, "Evenly spaced elevations")->capture_default_str();
-  run->add_option("--n-per-combo", rf.n_per_combo, "Training images per (class, azimuth, elevation)")->capture_default_str();
-  run->add_option("--n-eval-per-combo", rf.n_eval_per_combo, "Evaluation images per combination")->capture_default_str();
-  run->add_option("--em-iters", rf.em_iters, "EM routing iterations")->capture_default_str();
-  run->add_option("--em-lambda", rf.em_lambda, "Inverse temperature of the EM activation")->capture_default_str();
-  run->add_option("--em-eps", rf.em_eps, "Added to sum(R a) in the M-step (the seed used 1e-9)")->capture_default_str();
-  run->add_option("--models", rf.models, "Comma-separated: caps, cnn, cnnN (hidden width N)")->capture_default_str();
-  run->add_option("--cnn-hidden", rf.cnn_hidden, "Hidden width of the model 'cnn' (136 matches the capsules)")->capture_default_str();
+  add_run_flags(run, rf, {});
   run->add_option("--out-json", rf.out_json, "Write the full results as JSON (atomically)");
+  run->add_option("--dump", rf.dump, "Also write figure inputs to DIR (dataset samples, poses, snapshots)");
   run->add_flag("--quiet,-q", rf.quiet, "No progress on stderr");
+
+  SweepFlags sf;
+  CLI::App* sweep = app.add_subcommand("sweep", "Seeds x azimuth gaps (x any run flag) in parallel, with statistics");
+  sweep->add_option("--seeds", sf.seeds, "Seeds: A:B (inclusive) or a comma list")->capture_default_str();
+  sweep->add_option("--gaps", sf.gaps, "Gaps in degrees between the training range and the held-out window")->capture_default_str();
+  sweep->add_option("--test-width", sf.test_width, "Width of the held-out window in degrees")->capture_default_str();
+  sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag --NAME (repeatable)");
+  sweep->add_option("--jobs", sf.jobs, "Cells run in parallel (default: the number of cores)");
+  sweep->add_option("--out", sf.out, "Output directory")->required();
+  sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");
+  sweep->add_flag("--quiet,-q", sf.quiet, "No progress on stderr");
+  sf.run.train_az = "0:60";
+  add_run_flags(sweep, sf.run, {"seed", "test-azimuths", "threads"});
 
   // CLI11 says only "A subcommand is required" for a mistyped one: name it.
   const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(subs.begin(), subs.end(), [&](const CLI::App* a) { return a->get_name() == argv[1]; })) {
-    std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run)\n", argv[1]);
+    std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run or sweep)\n", argv[1]);
     return 2;
   }
   try {
@@ -210,6 +406,7 @@ int cli_main(int argc, char** argv) {
     // VIEWGAP_ISA is input too: validate it before any work.
     (void)selected_isa();
     if (run->parsed()) return do_run(rf);
+    if (sweep->parsed()) return do_sweep(sf);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "viewgap %s: error: %s\n", app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str(), e.what());
     return 2;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -191,6 +192,15 @@ void check_writable(const std::string& path) {
   if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
   ::close(fd);
   ::unlink(tmp.c_str());
+}
+
+void make_output_dir(const std::string& path) {
+  if (path.empty()) throw std::runtime_error("empty path");
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) throw std::runtime_error("cannot create directory: " + ec.message());
+  if (!std::filesystem::is_directory(path)) throw std::runtime_error("not a directory");
+  check_writable(path + "/.viewgap-probe");
 }
 
 std::pair<double, double> parse_angle_range(const std::string& text) {

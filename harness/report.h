@@ -26,6 +26,10 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // leaves nothing behind.
 void check_writable(const std::string& path);
 
+// Creates directory `path` (and parents) if absent; throws std::runtime_error
+// (with the reason) if it cannot be created or written.
+void make_output_dir(const std::string& path);
+
 // "A:B" with numbers in degrees -> {A, B}; throws std::invalid_argument.
 std::pair<double, double> parse_angle_range(const std::string& text);
 

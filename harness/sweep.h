@@ -1,0 +1,95 @@
+// viewgap sweep: a grid of seeds x azimuth gaps (x any run flag), each cell
+// training every requested model on the same data (a paired design), run in
+// parallel on TBB with each cell single-threaded.
+//
+// Outputs in DIR (CSV: header line, comma-separated, no quoting needed):
+//   cells.csv    one row per cell x model, appended and flushed as each cell
+//                finishes, sorted by cell when the sweep completes:
+//                cell,seed,gap,true_gap_deg,grid,model,status,familiar,heldout,drop,n_params,seconds,reason
+//                (grid: "" or "name=value;name=value"; status: ok|failed;
+//                 reason: empty, or why the cell failed, commas replaced by ';')
+//   circle.csv   one row per cell x model x circle azimuth (ok cells only):
+//                cell,seed,gap,grid,model,azimuth_deg,distance_deg,accuracy
+//                distance_deg: circular distance from the nearest training azimuth
+//   summary.csv  long form, one row per (grid, gap, kind, model, metric):
+//                grid,gap,true_gap_deg,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,prob_improvement,p_value
+//                kind=model:  model is a model name; metric familiar|heldout|drop;
+//                             statistics over seeds; wins..p_value empty.
+//                kind=paired: model is "caps-X" for each other model X; metric
+//                             heldout|drop; statistics of d = caps - X per seed;
+//                             wins/ties/losses count caps better/equal/worse (for
+//                             drop, better = smaller); prob_improvement = P(caps
+//                             better), ties counted half; p_value: two-sided
+//                             Wilcoxon signed-rank test of d.
+//                CIs: 95 % percentile bootstrap of the mean, 10,000 resamples, fixed seed.
+//   azimuth.csv  accuracy by angular distance from the training range:
+//                grid,gap,model,distance_deg,n,mean,ci_lo,ci_hi
+//                (per seed, the mean over circle azimuths at that distance; then
+//                 mean and CI over seeds)
+//   meta.json    {"schema_version", "kind": "viewgap-sweep", "config", "config_hash",
+//                 "cells_total", "cells_done", "cells_failed", "wall_time_s", "jobs", "meta"}
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/train.h"
+
+namespace vg {
+
+inline constexpr int kSweepSchemaVersion = 1;
+
+// One (seed, gap, grid point): every model trained on the same data.
+struct SweepCell {
+  int id = 0;
+  uint64_t seed = 0;
+  double gap = 0, true_gap = 0;  // nominal gap and circular gap, degrees
+  std::string grid;              // "" or "name=value;..."
+  RunOptions opt;
+};
+
+struct SweepPlan {
+  std::vector<SweepCell> cells;  // ordered by grid point, gap, seed
+  std::vector<std::string> models;
+  int jobs = 1;
+  std::string dir;
+  bool resume = false, quiet = false;
+  nlohmann::json config;  // what defines the results; hashed into meta.json
+};
+
+struct SweepOutcome {
+  int ran = 0, resumed = 0, failed = 0;
+  double wall_s = 0;
+};
+
+// FNV-1a of the canonical JSON text, as 16 hex digits.
+std::string config_hash(const nlohmann::json& config);
+
+// Checks plan.dir before any cell runs (creates it if absent): throws
+// std::runtime_error with the reason if it cannot be written, holds a
+// different sweep, holds a finished-or-started sweep without --resume, or holds
+// files that are not a sweep's. Nothing in it is overwritten.
+void prepare_sweep_dir(const SweepPlan& plan);
+
+// Runs the cells not yet in DIR/cells.csv on `jobs` TBB workers, each cell
+// single-threaded, appending results as cells finish; then writes the sorted
+// tables, summary.csv, azimuth.csv and meta.json.
+SweepOutcome run_sweep(const SweepPlan& plan);
+
+// One finished cell x model, as in cells.csv (and its circle accuracies).
+struct CellRow {
+  int cell = 0;
+  uint64_t seed = 0;
+  double gap = 0, true_gap = 0;
+  std::string grid, model, status, reason;
+  double familiar = 0, heldout = 0, drop = 0, seconds = 0;
+  size_t n_params = 0;
+  std::vector<double> circle_acc, circle_dist;  // ok rows: per circle azimuth
+};
+
+// summary.csv and azimuth.csv from the rows (any order); `models` fixes the
+// order of models and which pairs are compared (caps against each other).
+std::string summary_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models);
+std::string azimuth_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models);
+
+}  // namespace vg
