@@ -306,6 +306,9 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
   failed_cells = int(failed_ids.size());
   write_file_atomic(dir + "/cells.csv", cells_text);
   write_file_atomic(dir + "/circle.csv", circle_text);
+  // Statistics from the tables as written, so a resumed sweep (which reads its
+  // earlier cells back from them) gives the same bytes as an uninterrupted one.
+  rows = read_finished(dir, plan.models);
   write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models));
   write_file_atomic(dir + "/azimuth.csv", azimuth_csv(rows, plan.models));
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

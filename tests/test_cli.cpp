@@ -11,28 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/test_util.h"
+
 namespace {
 
-struct Outcome {
-  int code;
-  std::string out, err;
-};
-
-Outcome run(const std::string& args, const std::string& env = "") {
-  const std::string dir = testing::TempDir();
-  // Per-process names: ctest runs tests of this file in parallel processes.
-  const std::string tag = std::to_string(getpid());
-  const std::string out = dir + "viewgap_cli_out." + tag, err = dir + "viewgap_cli_err." + tag;
-  const std::string cmd = env + " " + VIEWGAP_EXE + " " + args + " >" + out + " 2>" + err;
-  const int status = std::system(cmd.c_str());
-  auto slurp = [](const std::string& p) {
-    std::ifstream f(p);
-    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  };
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
-
-int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+using vg::test::lines;
+using vg::test::run;
+using vg::test::Outcome;
 
 struct BadCase {
   std::string args, env, must_mention;

@@ -1,6 +1,14 @@
 // Helpers shared by the tests: seeded random tensors and derived tolerances.
 #pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "kernels/rng.h"
@@ -20,5 +28,30 @@ inline double dot(const std::vector<float>& a, const std::vector<float>& b) {
   for (size_t k = 0; k < a.size(); ++k) s += double(a[k]) * b[k];
   return s;
 }
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+inline int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+// The viewgap binary run as a user would: exit code, stdout, stderr.
+struct Outcome {
+  int code;
+  std::string out, err;
+};
+
+#ifdef VIEWGAP_EXE
+inline Outcome run(const std::string& args, const std::string& env = "") {
+  // Per-process names: ctest runs the tests in parallel processes.
+  const std::string tag = std::to_string(getpid());
+  const std::string dir = testing::TempDir();
+  const std::string out = dir + "viewgap_out." + tag, err = dir + "viewgap_err." + tag;
+  const std::string cmd = env + " " + VIEWGAP_EXE + " " + args + " >" + out + " 2>" + err;
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+#endif
 
 }  // namespace vg::test

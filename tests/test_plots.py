@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Tests of tools/plot.py: every figure is written, decodes and is not blank; bad input
+is one line on stderr with exit code 2.
+
+  python3 tests/test_plots.py            (plain unittest; exit code 1 on failure)
+
+Runs on the outputs of a tiny real `viewgap run` (and `run --dump`, `sweep`, when the
+binary has them), and on the fixtures in tools/fixtures/ otherwise. The binary is
+$VIEWGAP_EXE, or build/release/viewgap; the real-run tests are skipped without it.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import numpy as np
+    from PIL import Image
+except ImportError:
+    # `python3` may be a pyenv or venv interpreter without Debian's dist-packages.
+    if os.path.exists("/usr/bin/python3") and not os.environ.get("VIEWGAP_PLOT_REEXEC"):
+        os.environ["VIEWGAP_PLOT_REEXEC"] = "1"
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    raise
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLOT = os.path.join(ROOT, "tools", "plot.py")
+FIXTURES = os.path.join(ROOT, "tools", "fixtures")
+EXE = os.environ.get("VIEWGAP_EXE") or os.path.join(ROOT, "build", "release", "viewgap")
+
+RUN_ONLY = ["training_curves.png", "familiar_heldout.png", "circle_accuracy.png"]
+DUMP_ONLY = ["dataset_azimuths.png", "dataset_elevations.png", "capsule_poses.png"]
+SWEEP = ["sweep_gap.png", "sweep_paired.png", "sweep_distance.png"]
+VARIANCE_FLOOR = 1e-3  # of grey levels in [0, 1]; a blank figure has 0
+
+
+def has_exe():
+    return os.path.isfile(EXE) and os.access(EXE, os.X_OK)
+
+
+def exe_supports(*args):
+    """True if `viewgap ARGS --help` succeeds and (for a flag) mentions it."""
+    if not has_exe():
+        return False
+    sub, flag = args[0], (args[1] if len(args) > 1 else None)
+    r = subprocess.run([EXE, sub, "--help"], capture_output=True, text=True)
+    return r.returncode == 0 and (flag is None or flag in r.stdout)
+
+
+def plot(*args):
+    return subprocess.run([sys.executable, PLOT, *args], capture_output=True, text=True)
+
+
+def viewgap(*args):
+    r = subprocess.run([EXE, *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError(f"viewgap {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
+
+
+class PlotTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="test_plots.")
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def path(self, *p):
+        return os.path.join(self.tmp, *p)
+
+    def assert_plotted(self, r, out, names):
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for n in names:
+            p = os.path.join(out, n)
+            self.assertTrue(os.path.isfile(p), f"{n} not written")
+            with Image.open(p) as im:
+                frames = getattr(im, "n_frames", 1)
+                if n.endswith(".gif"):
+                    self.assertGreaterEqual(frames, 2, f"{n}: not animated")
+                for k in range(frames):
+                    im.seek(k)
+                    a = np.asarray(im.convert("L"), dtype=np.float64) / 255
+                    self.assertGreater(min(a.shape), 200, f"{n}: tiny image {a.shape}")
+                    self.assertGreater(a.var(), VARIANCE_FLOOR, f"{n} frame {k}: blank")
+        leftovers = [f for f in os.listdir(out) if f.startswith(".tmp.")]
+        self.assertEqual(leftovers, [], "temporary files left behind")
+
+    def assert_error(self, r, needle):
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("plot.py: error: "), lines[0])
+        self.assertIn(needle, lines[0])
+
+    # -- from fixtures (no binary needed) --
+
+    def test_fixture_dump(self):
+        dump = self.path("dump")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "dump", dump,
+                        "--run", os.path.join(FIXTURES, "run.json")], check=True)
+        out = self.path("fig")
+        self.assert_plotted(plot("run", dump, "--out", out), out,
+                            RUN_ONLY + DUMP_ONLY + ["training.gif"])
+
+    def test_fixture_sweep(self):
+        out = self.path("fig")
+        self.assert_plotted(plot("sweep", os.path.join(FIXTURES, "sweep"), "--out", out), out, SWEEP)
+        r = plot("sweep", os.path.join(FIXTURES, "sweep"), "--out", out, "--gap", "30")
+        self.assert_plotted(r, out, ["sweep_distance_gap30.png"])
+
+    # -- from real viewgap outputs --
+
+    @unittest.skipUnless(has_exe(), f"no viewgap binary at {EXE}")
+    def test_real_run_json(self):
+        run = self.path("run.json")
+        viewgap("run", "--n-epochs", "1", "--n-per-combo", "1", "--quiet", "--out-json", run)
+        out = self.path("fig")
+        r = plot("run", run, "--out", out)
+        self.assert_plotted(r, out, RUN_ONLY)
+        self.assertIn("skipped", r.stderr)
+        for n in DUMP_ONLY:
+            self.assertFalse(os.path.exists(os.path.join(out, n)))
+
+    @unittest.skipUnless(exe_supports("run", "--dump"), "viewgap run has no --dump yet")
+    def test_real_run_dump(self):
+        dump = self.path("dump")
+        viewgap("run", "--n-epochs", "2", "--n-per-combo", "1", "--quiet", "--dump", dump)
+        out = self.path("fig")
+        self.assert_plotted(plot("run", dump, "--out", out), out,
+                            RUN_ONLY + DUMP_ONLY + ["training.gif"])
+
+    @unittest.skipUnless(exe_supports("sweep"), "viewgap has no sweep yet")
+    def test_real_sweep(self):
+        sweep = self.path("sweep")
+        viewgap("sweep", "--seeds", "0:2", "--gaps", "0,30", "--n-epochs", "1", "--n-per-combo", "1",
+                "--jobs", "2", "--quiet", "--out", sweep)
+        out = self.path("fig")
+        self.assert_plotted(plot("sweep", sweep, "--out", out), out, SWEEP)
+
+    # -- bad input --
+
+    def write(self, name, text):
+        p = self.path(name)
+        with open(p, "w") as f:
+            f.write(text)
+        return p
+
+    def test_bad_run_json(self):
+        out = self.path("fig")
+        good = json.load(open(os.path.join(FIXTURES, "run.json")))
+        cases = {
+            "malformed.json": ("{\"schema_version\": 1, \"kind\": ", "not valid JSON"),
+            "old.json": (json.dumps(dict(good, schema_version=0)), "schema_version 0"),
+            "kind.json": (json.dumps(dict(good, kind="viewgap-sweep")), "kind 'viewgap-sweep'"),
+            "nomodels.json": (json.dumps({k: v for k, v in good.items() if k != "models"}),
+                              "missing field 'models'"),
+            "list.json": ("[1, 2]", "not a JSON object"),
+        }
+        short = json.loads(json.dumps(good))
+        short["models"][0]["circle_accuracy"] = [0.5, 0.5]
+        cases["short.json"] = (json.dumps(short), "circle_accuracy")
+        for name, (text, needle) in cases.items():
+            with self.subTest(name):
+                self.assert_error(plot("run", self.write(name, text), "--out", out), f"{name}: {needle}")
+        self.assert_error(plot("run", self.path("absent.json"), "--out", out), "absent.json: no such file")
+
+    def test_bad_dump_dir(self):
+        dump = self.path("dump")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "dump", dump,
+                        "--run", os.path.join(FIXTURES, "run.json")], check=True)
+        os.remove(os.path.join(dump, "dataset_elevations.npy"))
+        self.assert_error(plot("run", dump, "--out", self.path("fig")), "dataset_elevations.npy: no such file")
+
+    def test_bad_sweep(self):
+        out = self.path("fig")
+        for name, edit, needle in (
+                ("nometa", lambda d: os.remove(os.path.join(d, "meta.json")), "meta.json: no such file"),
+                ("oldmeta", lambda d: self.edit(d, "meta.json", '"schema_version": 1', '"schema_version": 2'),
+                 "schema_version 2"),
+                ("column", lambda d: self.edit(d, "summary.csv", "ci_lo", "lo"), "missing column(s) ci_lo"),
+                ("number", lambda d: self.edit(d, "azimuth.csv", "\n,0,caps,0.0,5,", "\n,0,caps,zero,5,"),
+                 "line 2: column 'distance_deg' is not a number")):
+            with self.subTest(name):
+                d = self.path(name)
+                shutil.copytree(os.path.join(FIXTURES, "sweep"), d)
+                edit(d)
+                self.assert_error(plot("sweep", d, "--out", out), needle)
+        self.assert_error(plot("sweep", self.path("absent"), "--out", out), "not a directory")
+
+    def edit(self, d, name, old, new):
+        p = os.path.join(d, name)
+        text = open(p).read()
+        self.assertIn(old, text)
+        with open(p, "w") as f:
+            f.write(text.replace(old, new, 1))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,187 @@
+// viewgap sweep: bad input before any cell, results independent of --jobs,
+// resuming after a kill, and the statistics tables.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "harness/sweep.h"
+#include "tests/test_util.h"
+
+namespace vg {
+namespace {
+
+using test::lines;
+using test::Outcome;
+using test::run;
+using test::slurp;
+
+const std::string kTiny = " --seeds 0:2 --gaps 0,30 --n-epochs 1 --n-per-combo 1 --quiet";
+
+std::string fresh_dir(const std::string& name) {
+  const std::string d = testing::TempDir() + "viewgap_sweep_" + name + "." + std::to_string(getpid());
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+// cells.csv without its timing column (12th).
+std::string without_seconds(const std::string& csv) {
+  std::stringstream in(csv), out;
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t pos = 0;
+    for (int k = 0; k < 11; ++k) pos = line.find(',', pos) + 1;
+    const size_t end = line.find(',', pos);
+    out << line.substr(0, pos) << line.substr(end + 1) << '\n';
+  }
+  return out.str();
+}
+
+TEST(Sweep, BadInputIsOneLineExitTwoBeforeAnyCell) {
+  const std::string dir = fresh_dir("bad");
+  const std::pair<std::string, std::string> cases[] = {
+      {"--seeds 5:2", "--seeds '5:2'"},
+      {"--seeds a:b", "--seeds 'a'"},
+      {"--seeds 1,1", "--seeds '1,1'"},
+      {"--seeds ''", "--seeds"},
+      {"--gaps 30,x", "--gaps 'x'"},
+      {"--gaps 30,30", "--gaps '30,30'"},
+      {"--gaps 300", "--gaps '300'"},  // 60 + 300 + 60 wraps onto azimuth 0
+      {"--jobs 0", "--jobs '0'"},
+      {"--test-width -5", "--test-width '-5'"},
+      {"--grid foo=1,2", "--grid 'foo=1,2'"},
+      {"--grid seed=1,2", "--grid 'seed=1,2'"},
+      {"--grid lr=", "--grid 'lr='"},
+      {"--grid lr=0.1,-1", "--lr '-1'"},
+      {"--models caps,xyz", "--models 'caps,xyz'"},
+  };
+  for (const auto& [args, mention] : cases) {
+    const Outcome o = run("sweep --out " + dir + " " + args);
+    EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
+    EXPECT_EQ(lines(o.err), 1) << args << "\n" << o.err;
+    EXPECT_NE(o.err.find(mention), std::string::npos) << args << "\n" << o.err;
+  }
+  const Outcome unwritable = run("sweep --out /etc/passwd/sub" + kTiny);
+  EXPECT_EQ(unwritable.code, 2);
+  EXPECT_NE(unwritable.err.find("--out '/etc/passwd/sub'"), std::string::npos) << unwritable.err;
+}
+
+TEST(Sweep, SameResultsForOneOrTwoJobsAndDirectoryIsProtected) {
+  const std::string a = fresh_dir("j1"), b = fresh_dir("j2");
+  ASSERT_EQ(run("sweep --out " + a + " --jobs 1" + kTiny).code, 0);
+  ASSERT_EQ(run("sweep --out " + b + " --jobs 2" + kTiny).code, 0);
+  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv"})
+    EXPECT_EQ(slurp(a + f), slurp(b + f)) << f;
+  EXPECT_EQ(without_seconds(slurp(a + "/cells.csv")), without_seconds(slurp(b + "/cells.csv")));
+  EXPECT_EQ(lines(slurp(a + "/cells.csv")), 1 + 6 * 2);  // 3 seeds x 2 gaps x 2 models
+  const auto meta = nlohmann::json::parse(slurp(a + "/meta.json"));
+  EXPECT_EQ(meta["kind"], "viewgap-sweep");
+  EXPECT_EQ(meta["cells_done"], 6);
+  EXPECT_TRUE(meta["meta"].contains("git_commit"));
+
+  // The same directory: refused without --resume, refused for another
+  // configuration; nothing in it changes.
+  const std::string before = slurp(a + "/cells.csv");
+  Outcome o = run("sweep --out " + a + " --jobs 1" + kTiny);
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("--resume"), std::string::npos) << o.err;
+  o = run("sweep --out " + a + " --jobs 1 --lr 1e-3" + kTiny);
+  EXPECT_EQ(o.code, 2);
+  EXPECT_NE(o.err.find("different sweep"), std::string::npos) << o.err;
+  EXPECT_EQ(slurp(a + "/cells.csv"), before);
+  // A directory with other files in it is not a sweep's.
+  const std::string c = fresh_dir("other");
+  std::filesystem::create_directories(c);
+  std::ofstream(c + "/notes.txt") << "mine\n";
+  o = run("sweep --out " + c + kTiny);
+  EXPECT_EQ(o.code, 2);
+  EXPECT_EQ(slurp(c + "/notes.txt"), "mine\n");
+}
+
+TEST(Sweep, ResumeAfterAKillFinishesTheSameTables) {
+  const std::string full = fresh_dir("full"), cut = fresh_dir("cut");
+  ASSERT_EQ(run("sweep --out " + full + " --jobs 2" + kTiny).code, 0);
+  ASSERT_EQ(run("sweep --out " + cut + " --jobs 2" + kTiny).code, 0);
+  // Simulate a kill: drop the last two cells' rows and leave half a line.
+  std::string cells = slurp(cut + "/cells.csv");
+  for (int k = 0; k < 4; ++k) cells.erase(cells.rfind('\n', cells.size() - 2) + 1);
+  cells += "5,2,30,30,,caps,ok,0.5";
+  std::ofstream(cut + "/cells.csv", std::ios::trunc) << cells;
+  std::filesystem::remove(cut + "/summary.csv");
+  const Outcome o = run("sweep --out " + cut + " --resume --jobs 1" + kTiny);
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("2 run now, 4 resumed"), std::string::npos) << o.out;
+  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv"})
+    EXPECT_EQ(slurp(full + f), slurp(cut + f)) << f;
+  EXPECT_EQ(without_seconds(slurp(full + "/cells.csv")), without_seconds(slurp(cut + "/cells.csv")));
+}
+
+CellRow row(int cell, uint64_t seed, const std::string& model, double fam, double held, bool ok = true) {
+  CellRow r;
+  r.cell = cell;
+  r.seed = seed;
+  r.gap = 30;
+  r.true_gap = 30;
+  r.model = model;
+  r.status = ok ? "ok" : "failed";
+  r.familiar = fam;
+  r.heldout = held;
+  r.drop = fam - held;
+  for (int a = 0; a < 36; ++a) {
+    r.circle_acc.push_back(a < 18 ? 1.0 : held);
+    r.circle_dist.push_back(a < 18 ? 0.0 : 40.0);
+  }
+  return r;
+}
+
+TEST(Sweep, SummaryTablesByHand) {
+  // Three seeds: caps held-out 0.8, 0.7, 0.6 vs cnn 0.7, 0.7, 0.5; familiar
+  // 1.0 for both; a fourth seed where caps failed is left out of every statistic.
+  const std::vector<CellRow> rows = {
+      row(0, 0, "caps", 1.0, 0.8), row(0, 0, "cnn", 1.0, 0.7), row(1, 1, "caps", 1.0, 0.7),
+      row(1, 1, "cnn", 1.0, 0.7),  row(2, 2, "caps", 1.0, 0.6), row(2, 2, "cnn", 1.0, 0.5),
+      row(3, 3, "caps", NAN, NAN, false), row(3, 3, "cnn", 1.0, 0.1)};
+  const std::string s = summary_csv(rows, {"caps", "cnn"});
+  std::map<std::string, std::vector<std::string>> by_key;
+  std::stringstream in(s);
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    std::string x;
+    while (std::getline(ls, x, ',')) f.push_back(x);
+    by_key[f[3] + "/" + f[4] + "/" + f[5]] = f;
+  }
+  // caps held-out: n 3, mean 0.7, sd 0.1, median 0.7.
+  const auto& ch = by_key.at("model/caps/heldout");
+  EXPECT_EQ(ch[6], "3");
+  EXPECT_NEAR(std::stod(ch[7]), 0.7, 1e-9);
+  EXPECT_NEAR(std::stod(ch[8]), 0.1, 1e-9);
+  EXPECT_NEAR(std::stod(ch[9]), 0.7, 1e-9);
+  // cnn held-out includes its seed 3: n 4, mean (0.7+0.7+0.5+0.1)/4 = 0.5.
+  EXPECT_EQ(by_key.at("model/cnn/heldout")[6], "4");
+  EXPECT_NEAR(std::stod(by_key.at("model/cnn/heldout")[7]), 0.5, 1e-9);
+  // Paired held-out d = (0.1, 0, 0.1): mean 1/15, 2 wins, 1 tie, P = 2.5/3.
+  const auto& ph = by_key.at("paired/caps-cnn/heldout");
+  EXPECT_EQ(ph[6], "3");
+  EXPECT_NEAR(std::stod(ph[7]), 0.2 / 3, 1e-6);
+  EXPECT_EQ(ph[13] + ph[14] + ph[15], "210");
+  EXPECT_NEAR(std::stod(ph[16]), 2.5 / 3, 1e-6);
+  // The drop is 1 - held-out here: caps has the smaller drop where it has the
+  // higher held-out accuracy, so the same seeds count as wins.
+  const auto& pd = by_key.at("paired/caps-cnn/drop");
+  EXPECT_NEAR(std::stod(pd[7]), -0.2 / 3, 1e-6);
+  EXPECT_EQ(pd[13] + pd[14] + pd[15], "210");
+  EXPECT_NEAR(std::stod(pd[16]), 2.5 / 3, 1e-6);
+
+  // Azimuth table: distance 0 is 1.0 for everyone; at 40 degrees the held-out value.
+  const std::string az = azimuth_csv(rows, {"caps", "cnn"});
+  EXPECT_NE(az.find(",30,caps,0,3,1.000000,1.000000,1.000000\n"), std::string::npos) << az;
+  EXPECT_NE(az.find(",30,caps,40,3,0.700000,"), std::string::npos) << az;
+  EXPECT_NE(az.find(",30,cnn,40,4,0.500000,"), std::string::npos) << az;
+}
+
+}  // namespace
+}  // namespace vg
