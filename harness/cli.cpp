@@ -17,6 +17,7 @@
 #include "harness/sweep.h"
 #include "harness/train.h"
 #include "kernels/isa.h"
+#include "models/capsnet.h"
 
 namespace vg {
 
@@ -192,21 +193,34 @@ RunOptions validate_run(const RunFlags& f, int* threads, bool check_shared = tru
 
 int do_run(const RunFlags& f) {
   int threads = 1;
-  const RunOptions opt = validate_run(f, &threads);
+  RunOptions opt = validate_run(f, &threads);
+  opt.train.circle_every_epoch = !f.dump.empty();  // snapshots for the animation
   omp_set_num_threads(threads);
   auto log = spdlog::stderr_color_mt("viewgap");
   log->set_pattern("[%T.%e] %v");
   if (f.quiet) log->set_level(spdlog::level::warn);
   log->info("viewgap run: seed {}, {} epochs, models {}, {} thread(s), ISA {}", opt.train.seed,
             opt.train.n_epochs, f.models, threads, isa_name(selected_isa()));
-  const RunResult r = run_experiment(opt, [&](const std::string& model, const EpochStats& e) {
-    log->info("[{}] epoch {:>3}/{}  loss {:.4f}  familiar {:.3f}  held-out {:.3f}  ({:.3f} s)", model,
-              e.epoch, opt.train.n_epochs, e.loss, e.familiar, e.heldout, e.seconds);
-  });
+  std::vector<ClassPose> poses;
+  const RunResult r = run_experiment(
+      opt,
+      [&](const std::string& model, const EpochStats& e) {
+        log->info("[{}] epoch {:>3}/{}  loss {:.4f}  familiar {:.3f}  held-out {:.3f}  ({:.3f} s)",
+                  model, e.epoch, opt.train.n_epochs, e.loss, e.familiar, e.heldout, e.seconds);
+      },
+      [&](const std::string&, Model& model, const Dataset& data) {
+        if (f.dump.empty()) return;
+        if (auto* caps = dynamic_cast<CapsNet*>(&model)) poses = class_poses(*caps, data.heldout);
+      });
   std::cout << format_run_table(opt, r) << std::flush;
+  const nlohmann::json j = run_to_json(opt, r, threads);
   if (!f.out_json.empty()) {
-    write_file_atomic(f.out_json, run_to_json(opt, r, threads).dump(2) + "\n");
+    write_file_atomic(f.out_json, j.dump(2) + "\n");
     log->info("wrote {}", f.out_json);
+  }
+  if (!f.dump.empty()) {
+    write_dump(f.dump, opt.train.seed, j, poses);
+    log->info("wrote figure inputs to {}", f.dump);
   }
   return 0;
 }

@@ -54,7 +54,7 @@ struct DataConfig {
 };
 
 // Split ids key the noise streams, so every split has its own fresh noise.
-enum class SplitId : uint32_t { Train = 0, Familiar = 1, HeldOut = 2, Circle = 3 };
+enum class SplitId : uint32_t { Train = 0, Familiar = 1, HeldOut = 2, Circle = 3, Figures = 4 };
 
 // Images ordered by (class, azimuth index, elevation index, sample); the pixel
 // noise of sample n of split s is the stream (seed, Noise, s, n), so the bytes

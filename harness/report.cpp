@@ -6,6 +6,7 @@
 #include <tbb/version.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <chrono>
@@ -120,6 +121,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                       {"drop", m.drop},
                       {"heldout_per_class", per_class},
                       {"circle_accuracy", m.circle_acc},
+                      {"circle_history", m.circle_history},
                       {"history", hist},
                       {"timing_s", {{"train", m.train_s}, {"eval", m.eval_s}, {"circle", m.circle_s}}}});
   }
@@ -192,6 +194,72 @@ void check_writable(const std::string& path) {
   if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
   ::close(fd);
   ::unlink(tmp.c_str());
+}
+
+namespace {
+// NumPy .npy (format 1.0) of a float32 C-order array.
+std::string npy(const std::vector<float>& data, const std::vector<int>& shape) {
+  std::string dims;
+  for (int d : shape) dims += std::to_string(d) + ", ";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += char(1);
+  out += char(0);
+  out += char(header.size() & 0xff);
+  out += char(header.size() >> 8);
+  out += header;
+  out.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  return out;
+}
+}  // namespace
+
+std::vector<ClassPose> class_poses(CapsNet& caps, const Split& split) {
+  std::vector<ClassPose> out;
+  const int J = caps.config().n_classes;
+  for (int c = 0; c < kNumClasses; ++c) {
+    const auto it = std::find(split.labels.begin(), split.labels.end(), c);
+    if (it == split.labels.end()) continue;
+    const float* logits = caps.forward(split.image(int(it - split.labels.begin())), 1);
+    ClassPose p;
+    p.label = c;
+    p.predicted = int(std::max_element(logits, logits + J) - logits);
+    p.mu.assign(caps.class_poses(), caps.class_poses() + J * kPoseDim);
+    p.a.assign(caps.class_activations(), caps.class_activations() + J);
+    out.push_back(p);
+  }
+  return out;
+}
+
+void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run_json,
+                const std::vector<ClassPose>& poses) {
+  DataConfig dc;
+  dc.seed = seed;
+  const std::vector<double> azimuths = {0, 60, 120, 180, 240, 300};
+  dc.elevations = {30, 30, 1};
+  const Split by_az = make_split(dc, SplitId::Figures, azimuths, 1);
+  write_file_atomic(dir + "/dataset_azimuths.npy", npy(by_az.images, {kNumClasses, 6, 32, 32}));
+  dc.elevations = {0, 80, 5};
+  const Split by_el = make_split(dc, SplitId::Figures, {60}, 1);
+  write_file_atomic(dir + "/dataset_elevations.npy", npy(by_el.images, {kNumClasses, 5, 32, 32}));
+  nlohmann::json cp = nlohmann::json::array();
+  for (const ClassPose& p : poses) {
+    nlohmann::json mu = nlohmann::json::array();
+    for (size_t j = 0; j < p.a.size(); ++j)
+      mu.push_back(std::vector<float>(p.mu.begin() + j * 16, p.mu.begin() + (j + 1) * 16));
+    cp.push_back({{"label", p.label}, {"predicted", p.predicted}, {"mu", mu}, {"a", p.a}});
+  }
+  const nlohmann::json dump = {{"schema_version", 1},
+                               {"kind", "viewgap-dump"},
+                               {"classes", std::vector<std::string>(kClassNames, kClassNames + kNumClasses)},
+                               {"azimuths", azimuths},
+                               {"azimuth_elevation", 30},
+                               {"elevations", {0, 20, 40, 60, 80}},
+                               {"elevation_azimuth", 60},
+                               {"class_poses", cp}};
+  write_file_atomic(dir + "/dump.json", dump.dump(2) + "\n");
+  write_file_atomic(dir + "/run.json", run_json.dump(2) + "\n");
 }
 
 void make_output_dir(const std::string& path) {

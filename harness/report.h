@@ -5,6 +5,7 @@
 #include <string>
 
 #include "harness/train.h"
+#include "models/capsnet.h"
 
 namespace vg {
 
@@ -18,6 +19,24 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
 
 // The seed-style table: per model params, familiar, held-out, drop, beside chance.
 std::string format_run_table(const RunOptions& opt, const RunResult& r);
+
+// One held-out example per class through the trained capsule model.
+struct ClassPose {
+  int label = 0, predicted = 0;
+  std::vector<float> mu;  // 5 class capsules x 16
+  std::vector<float> a;   // 5 activations
+};
+
+// The first example of each class in `split`, through the trained model.
+std::vector<ClassPose> class_poses(CapsNet& caps, const Split& split);
+
+// `viewgap run --dump DIR`: what the figures need beyond the run JSON.
+//   DIR/run.json               run_json (with per-epoch circle snapshots)
+//   DIR/dataset_azimuths.npy   float32 [5, 6, 32, 32]: azimuths 0,60..300 at elevation 30
+//   DIR/dataset_elevations.npy float32 [5, 5, 32, 32]: elevations 0,20..80 at azimuth 60
+//   DIR/dump.json              class names, those angles, class_poses
+void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run_json,
+                const std::vector<ClassPose>& poses);
 
 // Writes `content` to `path` through a temporary file in the same directory and
 // rename(2), so readers never see a half-written file. Throws std::runtime_error.

@@ -59,8 +59,25 @@ double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct)
   return split.size() ? double(right) / split.size() : 0.0;
 }
 
+namespace {
+// Accuracy per circle azimuth (multiples of 10 degrees) from per-sample correctness.
+std::vector<double> per_azimuth(const Dataset& data, const std::vector<uint8_t>& correct) {
+  const size_t n_az = data.circle_az.size();
+  std::vector<int> n(n_az, 0), ok(n_az, 0);
+  for (int k = 0; k < data.circle.size(); ++k) {
+    const size_t a = size_t(std::lround(data.circle.azimuth[k] / 10.0)) % n_az;
+    ++n[a];
+    ok[a] += correct[k];
+  }
+  std::vector<double> acc;
+  for (size_t a = 0; a < n_az; ++a) acc.push_back(n[a] ? double(ok[a]) / n[a] : 0.0);
+  return acc;
+}
+}  // namespace
+
 ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
-                               const TrainConfig& cfg, const EpochCallback& on_epoch) {
+                               const TrainConfig& cfg, const EpochCallback& on_epoch,
+                               const std::function<void(Model&)>& on_trained) {
   if (cfg.n_epochs < 1 || cfg.batch_size < 1) throw std::invalid_argument("n_epochs and batch_size must be >= 1");
   const int max_batch = std::max(cfg.batch_size, kEvalBatch);
   std::unique_ptr<Model> model = make_model(name, cfg, max_batch);
@@ -122,6 +139,11 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     st.loss = loss_sum / N;
     st.familiar = accuracy(*model, data.familiar);
     st.heldout = accuracy(*model, data.heldout, &correct);
+    if (cfg.circle_every_epoch) {
+      std::vector<uint8_t> circle_ok;
+      accuracy(*model, data.circle, &circle_ok);
+      res.circle_history.push_back(per_azimuth(data, circle_ok));
+    }
     res.eval_s += seconds_since(t1);
     st.seconds = seconds_since(t0);
     res.history.push_back(st);
@@ -141,16 +163,9 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     res.heldout_per_class.push_back(n_cls[c] ? double(ok_cls[c]) / n_cls[c] : 0.0);
 
   accuracy(*model, data.circle, &correct);
-  const size_t n_az = data.circle_az.size();
-  std::vector<int> n_az_k(n_az, 0), ok_az(n_az, 0);
-  for (int k = 0; k < data.circle.size(); ++k) {
-    // Circle azimuths are multiples of 10 degrees.
-    const size_t a = size_t(std::lround(data.circle.azimuth[k] / 10.0)) % n_az;
-    ++n_az_k[a];
-    ok_az[a] += correct[k];
-  }
-  for (size_t a = 0; a < n_az; ++a) res.circle_acc.push_back(n_az_k[a] ? double(ok_az[a]) / n_az_k[a] : 0.0);
+  res.circle_acc = per_azimuth(data, correct);
   res.circle_s = seconds_since(t2);
+  if (on_trained) on_trained(*model);
   return res;
 }
 
@@ -158,14 +173,18 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
 
 namespace vg {
 
-RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch) {
+RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
+                         const std::function<void(const std::string&, Model&, const Dataset&)>& on_trained) {
   const auto t0 = std::chrono::steady_clock::now();
   RunResult r;
   DataConfig dc = opt.data;
   dc.seed = opt.train.seed;
   r.data = make_dataset(dc);
   r.dataset_s = seconds_since(t0);
-  for (const std::string& m : opt.models) r.models.push_back(train_and_evaluate(m, r.data, opt.train, on_epoch));
+  for (const std::string& m : opt.models)
+    r.models.push_back(train_and_evaluate(m, r.data, opt.train, on_epoch, [&](Model& model) {
+      if (on_trained) on_trained(m, model, r.data);
+    }));
   r.total_s = seconds_since(t0);
   return r;
 }

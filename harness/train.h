@@ -19,6 +19,7 @@ struct TrainConfig {
   float lr = 2e-3f;
   int cnn_hidden = 64;  // hidden width of the model named "cnn"
   EmConfig em;
+  bool circle_every_epoch = false;  // also evaluate the circle split after each epoch
 };
 
 struct EpochStats {
@@ -33,6 +34,7 @@ struct ModelResult {
   double familiar = 0, heldout = 0, drop = 0;
   std::vector<double> heldout_per_class;  // accuracy per class on the held-out split
   std::vector<double> circle_acc;         // accuracy per circle azimuth (Dataset::circle_az)
+  std::vector<std::vector<double>> circle_history;  // per epoch, if circle_every_epoch
   double train_s = 0, eval_s = 0, circle_s = 0;
 };
 
@@ -54,8 +56,10 @@ using EpochCallback = std::function<void(const std::string& model, const EpochSt
 // Trains `name` from its seeded initialisation (Adam, softmax cross-entropy,
 // reshuffling each epoch from the stream (seed, Shuffle, epoch)), evaluating
 // familiar and held-out accuracy after every epoch and the circle split at the end.
+// `on_trained`, if given, sees the trained model before it is destroyed.
 ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
-                               const TrainConfig& cfg, const EpochCallback& on_epoch = {});
+                               const TrainConfig& cfg, const EpochCallback& on_epoch = {},
+                               const std::function<void(Model&)>& on_trained = {});
 
 // Fraction of `split` classified correctly; per-sample correctness into `correct` if given.
 double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct = nullptr);
@@ -77,6 +81,7 @@ struct RunResult {
   double dataset_s = 0, total_s = 0;
 };
 
-RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch = {});
+RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch = {},
+                         const std::function<void(const std::string&, Model&, const Dataset&)>& on_trained = {});
 
 }  // namespace vg
