@@ -47,14 +47,6 @@ void BM_pose_matmul_backward(benchmark::State& state, const PoseMatmulKernels* k
   state.SetItemsProcessed(state.iterations() * int64_t(B) * I * J);
 }
 
-// FLOPs of one EM routing call, counted from the loops of the scalar reference
-// (M-step: weights, mean, variance; E-step: quadratic form, softmax).
-double em_flops(int B, int iters) {
-  const double m_step = double(B) * J * (3.0 * I + kPoseDim * (2.0 * I + 3.0 * I) + 2 * kPoseDim + 6);
-  const double e_step = double(B) * I * J * (3.0 * kPoseDim + 4);
-  return iters * m_step + (iters - 1) * e_step;
-}
-
 void BM_em_routing_forward(benchmark::State& state, const EmRoutingKernels* k) {
   if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
   const int B = int(state.range(0));
@@ -67,7 +59,7 @@ void BM_em_routing_forward(benchmark::State& state, const EmRoutingKernels* k) {
     em_routing_forward(mu.data(), ao.data(), st, V.data(), a.data(), ba.data(), bv.data(), B, I, J, cfg, *k);
     benchmark::DoNotOptimize(mu.data());
   }
-  state.counters["FLOPS"] = benchmark::Counter(em_flops(B, cfg.iters), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOPS"] = benchmark::Counter(em_routing_forward_flops(B, I, J, cfg.iters), benchmark::Counter::kIsIterationInvariantRate);
   state.SetItemsProcessed(state.iterations() * B);
 }
 
@@ -85,7 +77,7 @@ void BM_em_routing_backward(benchmark::State& state, const EmRoutingKernels* k) 
     em_routing_backward(dV.data(), dba.data(), dbv.data(), dmu.data(), da.data(), V.data(), mu.data(), ao.data(), st, B, I, J, cfg, *k);
     benchmark::DoNotOptimize(dV.data());
   }
-  state.counters["FLOPS"] = benchmark::Counter(double(B) * I * J * kPoseDim * 5, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOPS"] = benchmark::Counter(em_routing_backward_flops(B, I, J), benchmark::Counter::kIsIterationInvariantRate);
   state.SetItemsProcessed(state.iterations() * B);
 }
 

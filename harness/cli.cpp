@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "harness/report.h"
+#include "harness/profile.h"
 #include "harness/sweep.h"
 #include "harness/train.h"
 #include "kernels/isa.h"
@@ -370,6 +371,37 @@ int do_sweep(const SweepFlags& f) {
   return 0;
 }
 
+struct ProfileFlags {
+  std::string model = "caps", batch_size = "32", steps = "200", warmup = "20", seed = "0";
+  std::string threads = "1", cnn_hidden = "64", em_iters = "3", out = "profile.csv", trace;
+};
+
+int do_profile(const ProfileFlags& f) {
+  ProfileOptions o;
+  if (!is_model_name(f.model)) throw UsageError("--model", f.model, "unknown model (expected caps, cnn or cnnN)");
+  o.model = f.model;
+  o.batch = int(parse_int("--batch-size", f.batch_size, 1, 4096));
+  o.steps = int(parse_int("--steps", f.steps, 1, 1000000));
+  o.warmup = int(parse_int("--warmup", f.warmup, 0, 1000000));
+  o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, 1ll << 53));
+  o.train.cnn_hidden = int(parse_int("--cnn-hidden", f.cnn_hidden, 1, 65536));
+  o.train.em.iters = int(parse_int("--em-iters", f.em_iters, 1, 100));
+  const int threads = int(parse_int("--threads", f.threads, 1, 1024));
+  for (const auto& [flag, path] : {std::pair{"--out", f.out}, std::pair{"--trace", f.trace}}) {
+    if (path.empty() && std::string(flag) == "--trace") continue;
+    try {
+      check_writable(path);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(flag, path, e.what());
+    }
+  }
+  o.out_csv = f.out;
+  o.trace = f.trace;
+  omp_set_num_threads(threads);
+  run_profile(o);
+  return 0;
+}
+
 }  // namespace
 
 int cli_main(int argc, char** argv) {
@@ -395,13 +427,25 @@ int cli_main(int argc, char** argv) {
   sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");
   sweep->add_flag("--quiet,-q", sf.quiet, "No progress on stderr");
   sf.run.train_az = "0:60";
+  ProfileFlags pf;
+  CLI::App* prof = app.add_subcommand("profile", "Per-layer timings of training steps -> CSV (and a Chrome trace)");
+  prof->add_option("--model", pf.model, "caps, cnn or cnnN")->capture_default_str();
+  prof->add_option("--batch-size", pf.batch_size, "Batch size")->capture_default_str();
+  prof->add_option("--steps", pf.steps, "Timed training steps")->capture_default_str();
+  prof->add_option("--warmup", pf.warmup, "Untimed steps first")->capture_default_str();
+  prof->add_option("--seed", pf.seed, "Seed of data and initialisation")->capture_default_str();
+  prof->add_option("--threads", pf.threads, "oneDNN threads")->capture_default_str();
+  prof->add_option("--cnn-hidden", pf.cnn_hidden, "Hidden width of the model 'cnn'")->capture_default_str();
+  prof->add_option("--em-iters", pf.em_iters, "EM routing iterations")->capture_default_str();
+  prof->add_option("--out", pf.out, "CSV: one row per layer and pass")->capture_default_str();
+  prof->add_option("--trace", pf.trace, "Also write a Chrome trace-event JSON (Perfetto, chrome://tracing)");
   add_run_flags(sweep, sf.run, {"seed", "test-azimuths", "threads"});
 
   // CLI11 says only "A subcommand is required" for a mistyped one: name it.
   const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(subs.begin(), subs.end(), [&](const CLI::App* a) { return a->get_name() == argv[1]; })) {
-    std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run or sweep)\n", argv[1]);
+    std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run, sweep or profile)\n", argv[1]);
     return 2;
   }
   try {
@@ -421,6 +465,7 @@ int cli_main(int argc, char** argv) {
     (void)selected_isa();
     if (run->parsed()) return do_run(rf);
     if (sweep->parsed()) return do_sweep(sf);
+    if (prof->parsed()) return do_profile(pf);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "viewgap %s: error: %s\n", app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str(), e.what());
     return 2;

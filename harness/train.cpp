@@ -15,6 +15,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+}  // namespace
+
 int cnn_width(const std::string& name, int default_width) {
   if (name == "cnn") return default_width;
   if (name.size() <= 3 || name.compare(0, 3, "cnn") != 0 || name.size() > 8) return -1;
@@ -25,7 +27,6 @@ int cnn_width(const std::string& name, int default_width) {
   }
   return w >= 1 ? w : -1;
 }
-}  // namespace
 
 bool is_model_name(const std::string& name) { return name == "caps" || cnn_width(name, 64) > 0; }
 

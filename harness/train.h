@@ -47,6 +47,8 @@ struct NonFiniteError : std::runtime_error {
 // Throws std::invalid_argument for any other name.
 std::unique_ptr<Model> make_model(const std::string& name, const TrainConfig& cfg, int max_batch);
 bool is_model_name(const std::string& name);
+// Hidden width of a CNN model name ("cnn" -> default_width, "cnnN" -> N); -1 if not a CNN.
+int cnn_width(const std::string& name, int default_width);
 
 // Largest batch evaluated at once; also the models' max_batch.
 inline constexpr int kEvalBatch = 256;

@@ -96,6 +96,18 @@ void em_backward_f32__neon(float* dV, float* dbeta_a, float* dbeta_v, const floa
                            const EmConfig& cfg);
 #endif
 
+// FLOPs of one routing call, counted from the loops of the scalar reference
+// (M-step: weights, mean, variance, cost; E-step: quadratic form, softmax;
+// backward: the dV, dsigma2 and beta terms). Used by benchmarks and the profile.
+inline double em_routing_forward_flops(int B, int I, int J, int iters) {
+  const double m_step = double(B) * J * (3.0 * I + kPoseDim * (2.0 * I + 3.0 * I) + 2 * kPoseDim + 6);
+  const double e_step = double(B) * I * J * (3.0 * kPoseDim + 4);
+  return iters * m_step + (iters - 1) * e_step;
+}
+inline double em_routing_backward_flops(int B, int I, int J) {
+  return double(B) * J * (kPoseDim * 3 + 8) + double(B) * I * J * kPoseDim * 5;
+}
+
 struct EmRoutingKernels {
   Isa isa;
   EmMStepFn m_step;

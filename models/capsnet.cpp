@@ -94,12 +94,25 @@ const float* CapsNet::forward(const float* images, int B) {
   if (B > max_batch_) throw std::invalid_argument("CapsNet::forward: batch > max_batch");
   const int P = cfg_.n_primary, J = cfg_.n_classes;
   images_ = images;
-  conv1_.forward(conv_out_.data(), images, params_.value(conv_w), params_.value(conv_b), B);
-  primary_.forward(prim_.data(), conv_out_.data(), params_.value(prim_w), params_.value(prim_b), B);
-  primary_split(poses_.data(), a_in_logit_.data(), prim_.data(), B, P);
-  pose_matmul().forward(votes_.data(), poses_.data(), params_.value(route_w), B, P, J);
-  em_routing_forward(mu_.data(), a_.data(), em_, votes_.data(), a_in_logit_.data(),
-                     params_.value(beta_a), params_.value(beta_v), B, P, J, cfg_.em);
+  {
+    LayerScope t(prof_, "conv1", false);
+    conv1_.forward(conv_out_.data(), images, params_.value(conv_w), params_.value(conv_b), B);
+  }
+  {
+    LayerScope t(prof_, "primary", false);
+    primary_.forward(prim_.data(), conv_out_.data(), params_.value(prim_w), params_.value(prim_b), B);
+    primary_split(poses_.data(), a_in_logit_.data(), prim_.data(), B, P);
+  }
+  {
+    LayerScope t(prof_, "votes", false);
+    pose_matmul().forward(votes_.data(), poses_.data(), params_.value(route_w), B, P, J);
+  }
+  {
+    LayerScope t(prof_, "em_routing", false);
+    em_routing_forward(mu_.data(), a_.data(), em_, votes_.data(), a_in_logit_.data(),
+                       params_.value(beta_a), params_.value(beta_v), B, P, J, cfg_.em);
+  }
+  LayerScope t(prof_, "logits", false);
   caps_logits_forward(logits_.data(), mu_.data(), a_.data(), B, J);
   return logits_.data();
 }
@@ -117,20 +130,32 @@ std::string CapsNet::first_non_finite_layer(int B) const {
 
 void CapsNet::backward(const float* d_logits, int B) {
   const int P = cfg_.n_primary, J = cfg_.n_classes;
-  // oneDNN layers overwrite their gradients; the routing ones accumulate.
-  for (int t : {route_w, beta_a, beta_v})
-    std::fill_n(params_.grad(t), params_.tensor(t).size, 0.f);
-  caps_logits_backward(d_mu_.data(), d_a_.data(), d_logits, mu_.data(), B, J);
-  std::fill_n(d_votes_.begin(), size_t(B) * P * J * kPoseDim, 0.f);
-  em_routing_backward(d_votes_.data(), params_.grad(beta_a), params_.grad(beta_v), d_mu_.data(),
-                      d_a_.data(), votes_.data(), mu_.data(), a_.data(), em_, B, P, J, cfg_.em);
-  std::fill_n(d_poses_.begin(), size_t(B) * P * kPoseDim, 0.f);
-  pose_matmul().backward(d_poses_.data(), params_.grad(route_w), d_votes_.data(), poses_.data(),
-                         params_.value(route_w), B, P, J);
-  primary_split_backward(d_prim_.data(), d_poses_.data(), B, P);
-  primary_.backward_weights(params_.grad(prim_w), params_.grad(prim_b), d_prim_.data(),
-                            conv_out_.data(), B);
-  primary_.backward_data(d_conv_.data(), d_prim_.data(), params_.value(prim_w), B);
+  {
+    LayerScope t(prof_, "logits", true);
+    // oneDNN layers overwrite their gradients; the routing ones accumulate.
+    for (int k : {route_w, beta_a, beta_v}) std::fill_n(params_.grad(k), params_.tensor(k).size, 0.f);
+    caps_logits_backward(d_mu_.data(), d_a_.data(), d_logits, mu_.data(), B, J);
+  }
+  {
+    LayerScope t(prof_, "em_routing", true);
+    std::fill_n(d_votes_.begin(), size_t(B) * P * J * kPoseDim, 0.f);
+    em_routing_backward(d_votes_.data(), params_.grad(beta_a), params_.grad(beta_v), d_mu_.data(),
+                        d_a_.data(), votes_.data(), mu_.data(), a_.data(), em_, B, P, J, cfg_.em);
+  }
+  {
+    LayerScope t(prof_, "votes", true);
+    std::fill_n(d_poses_.begin(), size_t(B) * P * kPoseDim, 0.f);
+    pose_matmul().backward(d_poses_.data(), params_.grad(route_w), d_votes_.data(), poses_.data(),
+                           params_.value(route_w), B, P, J);
+  }
+  {
+    LayerScope t(prof_, "primary", true);
+    primary_split_backward(d_prim_.data(), d_poses_.data(), B, P);
+    primary_.backward_weights(params_.grad(prim_w), params_.grad(prim_b), d_prim_.data(),
+                              conv_out_.data(), B);
+    primary_.backward_data(d_conv_.data(), d_prim_.data(), params_.value(prim_w), B);
+  }
+  LayerScope t(prof_, "conv1", true);
   relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());
   conv1_.backward_weights(params_.grad(conv_w), params_.grad(conv_b), d_conv_.data(), images_, B);
 }

@@ -43,8 +43,15 @@ void Cnn::init(uint64_t seed) {
 const float* Cnn::forward(const float* images, int B) {
   if (B > max_batch_) throw std::invalid_argument("Cnn::forward: batch > max_batch");
   images_ = images;
-  conv1_.forward(conv_out_.data(), images, params_.value(conv_w), params_.value(conv_b), B);
-  hidden_.forward(hid_.data(), conv_out_.data(), params_.value(hid_w), params_.value(hid_b), B);
+  {
+    LayerScope t(prof_, "conv1", false);
+    conv1_.forward(conv_out_.data(), images, params_.value(conv_w), params_.value(conv_b), B);
+  }
+  {
+    LayerScope t(prof_, "hidden", false);
+    hidden_.forward(hid_.data(), conv_out_.data(), params_.value(hid_w), params_.value(hid_b), B);
+  }
+  LayerScope t(prof_, "out", false);
   out_.forward(logits_.data(), hid_.data(), params_.value(out_w), params_.value(out_b), B);
   return logits_.data();
 }
@@ -57,12 +64,19 @@ std::string Cnn::first_non_finite_layer(int B) const {
 }
 
 void Cnn::backward(const float* d_logits, int B) {
-  out_.backward_weights(params_.grad(out_w), params_.grad(out_b), d_logits, hid_.data(), B);
-  out_.backward_data(d_hid_.data(), d_logits, params_.value(out_w), B);
-  relu_backward(d_hid_.data(), hid_.data(), size_t(B) * cfg_.hidden);
-  hidden_.backward_weights(params_.grad(hid_w), params_.grad(hid_b), d_hid_.data(),
-                           conv_out_.data(), B);
-  hidden_.backward_data(d_conv_.data(), d_hid_.data(), params_.value(hid_w), B);
+  {
+    LayerScope t(prof_, "out", true);
+    out_.backward_weights(params_.grad(out_w), params_.grad(out_b), d_logits, hid_.data(), B);
+    out_.backward_data(d_hid_.data(), d_logits, params_.value(out_w), B);
+  }
+  {
+    LayerScope t(prof_, "hidden", true);
+    relu_backward(d_hid_.data(), hid_.data(), size_t(B) * cfg_.hidden);
+    hidden_.backward_weights(params_.grad(hid_w), params_.grad(hid_b), d_hid_.data(),
+                             conv_out_.data(), B);
+    hidden_.backward_data(d_conv_.data(), d_hid_.data(), params_.value(hid_w), B);
+  }
+  LayerScope t(prof_, "conv1", true);
   relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());
   conv1_.backward_weights(params_.grad(conv_w), params_.grad(conv_b), d_conv_.data(), images_, B);
 }

@@ -2,6 +2,7 @@
 // views, Adam over that flat memory, softmax cross-entropy, and the Model
 // interface the harness trains through.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -66,6 +67,33 @@ bool all_finite(const float* x, size_t n);
 
 double softmax_xent(float* dlogits, const float* logits, const int* labels, int B, int C);
 
+// Per-layer timing hook (viewgap profile). Models time each layer's forward and
+// backward through LayerScope; with no profiler set it costs one branch.
+struct LayerProfiler {
+  using Clock = std::chrono::steady_clock;
+  virtual ~LayerProfiler() = default;
+  virtual void record(const char* layer, bool backward, Clock::time_point t0, Clock::time_point t1) = 0;
+};
+
+class LayerScope {
+ public:
+  LayerScope(LayerProfiler* p, const char* layer, bool backward)
+      : p_(p), layer_(layer), backward_(backward) {
+    if (p_) t0_ = LayerProfiler::Clock::now();
+  }
+  ~LayerScope() {
+    if (p_) p_->record(layer_, backward_, t0_, LayerProfiler::Clock::now());
+  }
+  LayerScope(const LayerScope&) = delete;
+  LayerScope& operator=(const LayerScope&) = delete;
+
+ private:
+  LayerProfiler* p_;
+  const char* layer_;
+  bool backward_;
+  LayerProfiler::Clock::time_point t0_{};
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -81,9 +109,11 @@ class Model {
   virtual std::string first_non_finite_layer(int batch) const = 0;
   ParamSet& params() { return params_; }
   const ParamSet& params() const { return params_; }
+  void set_profiler(LayerProfiler* p) { prof_ = p; }
 
  protected:
   ParamSet params_;
+  LayerProfiler* prof_ = nullptr;
 };
 
 }  // namespace vg

@@ -48,6 +48,11 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"run --no-such-flag", "", "--no-such-flag"},
       {"frobnicate", "", "frobnicate"},
       {"run", "VIEWGAP_ISA=bogus", "bogus"},
+      {"profile --steps 0", "", "--steps '0'"},
+      {"profile --model rnn", "", "--model 'rnn'"},
+      {"profile --batch-size x", "", "--batch-size 'x'"},
+      {"profile --trace /nonexistent-dir/t.json", "", "--trace '/nonexistent-dir/t.json'"},
+      {"profile --out /nonexistent-dir/p.csv", "", "--out '/nonexistent-dir/p.csv'"},
   };
   for (const BadCase& c : cases) {
     const Outcome o = run(c.args, c.env);
@@ -92,6 +97,30 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   int files = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
   EXPECT_EQ(files, 1);
+}
+
+TEST(Cli, ProfileWritesPerLayerCsvAndTrace) {
+  const std::string dir = testing::TempDir() + "viewgap_profile." + std::to_string(getpid()) + "/";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const char* model : {"caps", "cnn"}) {
+    const Outcome o = run(std::string("profile --model ") + model + " --steps 5 --warmup 1 --out " +
+                          dir + "p.csv --trace " + dir + "t.json");
+    ASSERT_EQ(o.code, 0) << o.err;
+    const std::string csv = vg::test::slurp(dir + "p.csv");
+    EXPECT_EQ(csv.rfind("model,batch,layer,pass,calls,median_us,p90_us,share,flops,gflops,peak_pct,peak_gflops\n", 0), 0u);
+    for (const char* row : {",conv1,forward,5,", ",conv1,backward,5,", ",adam,backward,5,", ",step,step,5,"})
+      EXPECT_NE(csv.find(row), std::string::npos) << model << " " << row << "\n" << csv;
+    if (std::string(model) == "caps") {
+      EXPECT_NE(csv.find(",em_routing,forward,5,"), std::string::npos);
+      EXPECT_NE(csv.find(",votes,backward,5,"), std::string::npos);
+    }
+    const auto trace = nlohmann::json::parse(vg::test::slurp(dir + "t.json"));
+    // 5 steps x (layers forward + backward + loss + adam + step)
+    EXPECT_GE(trace["traceEvents"].size(), 5u * 8);
+    EXPECT_EQ(trace["traceEvents"][0]["ph"], "X");
+    EXPECT_NE(o.out.find("FMA peak"), std::string::npos);
+  }
 }
 
 }  // namespace

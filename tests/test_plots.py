@@ -126,6 +126,8 @@ class PlotTest(unittest.TestCase):
     def test_real_run_dump(self):
         dump = self.path("dump")
         viewgap("run", "--n-epochs", "2", "--n-per-combo", "1", "--quiet", "--dump", dump)
+        for f in ("run.json", "dump.json", "dataset_azimuths.npy", "dataset_elevations.npy"):
+            self.assertTrue(os.path.isfile(os.path.join(dump, f)), f"viewgap run --dump wrote no {f}")
         out = self.path("fig")
         self.assert_plotted(plot("run", dump, "--out", out), out,
                             RUN_ONLY + DUMP_ONLY + ["training.gif"])
@@ -148,7 +150,8 @@ class PlotTest(unittest.TestCase):
 
     def test_bad_run_json(self):
         out = self.path("fig")
-        good = json.load(open(os.path.join(FIXTURES, "run.json")))
+        with open(os.path.join(FIXTURES, "run.json")) as f:
+            good = json.load(f)
         cases = {
             "malformed.json": ("{\"schema_version\": 1, \"kind\": ", "not valid JSON"),
             "old.json": (json.dumps(dict(good, schema_version=0)), "schema_version 0"),
@@ -159,10 +162,10 @@ class PlotTest(unittest.TestCase):
         }
         short = json.loads(json.dumps(good))
         short["models"][0]["circle_accuracy"] = [0.5, 0.5]
-        cases["short.json"] = (json.dumps(short), "circle_accuracy")
+        cases["short.json"] = (json.dumps(short), "'caps.circle_accuracy' has 2 values")
         for name, (text, needle) in cases.items():
             with self.subTest(name):
-                self.assert_error(plot("run", self.write(name, text), "--out", out), f"{name}: {needle}")
+                self.assert_error(plot("run", self.write(name, text), "--out", out), needle)
         self.assert_error(plot("run", self.path("absent.json"), "--out", out), "absent.json: no such file")
 
     def test_bad_dump_dir(self):
@@ -190,7 +193,8 @@ class PlotTest(unittest.TestCase):
 
     def edit(self, d, name, old, new):
         p = os.path.join(d, name)
-        text = open(p).read()
+        with open(p) as f:
+            text = f.read()
         self.assertIn(old, text)
         with open(p, "w") as f:
             f.write(text.replace(old, new, 1))

@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build git pkg-config
       libdnnl-dev libtbb-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      python3 python3-matplotlib python3-numpy)
+      python3 python3-matplotlib python3-numpy python3-pil)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

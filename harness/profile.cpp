@@ -1,0 +1,154 @@
+#include "harness/profile.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "harness/report.h"
+#include "kernels/em_routing.h"
+#include "kernels/fma_probe.h"
+
+namespace vg {
+
+double layer_flops(const std::string& name, const std::string& layer, bool backward, int B,
+                   int hidden, int em_iters) {
+  const double conv = 2.0 * B * 16 * 16 * 16 * 25;  // backward: weights only
+  const int out = name == "caps" ? 8 * 17 : hidden;
+  auto dense = [&](double k, double n) { return (backward ? 4.0 : 2.0) * B * k * n; };
+  if (layer == "conv1") return conv;
+  if (layer == "primary" || layer == "hidden") return dense(4096, out);
+  if (layer == "out") return dense(hidden, 5);
+  if (layer == "votes") return (backward ? 4.0 : 2.0) * 64 * B * 8 * 5;
+  if (layer == "em_routing")
+    return backward ? em_routing_backward_flops(B, 8, 5) : em_routing_forward_flops(B, 8, 5, em_iters);
+  if (layer == "logits") return double(B) * 5 * (backward ? 17 : 19);
+  return 0;
+}
+
+namespace {
+
+struct Event {
+  const char* layer;
+  bool backward;
+  double t0_us, t1_us;
+};
+
+struct Recorder final : LayerProfiler {
+  Clock::time_point origin = Clock::now();
+  std::vector<Event> events;
+  bool on = false;
+  void record(const char* layer, bool backward, Clock::time_point t0, Clock::time_point t1) override {
+    if (!on) return;
+    events.push_back({layer, backward, std::chrono::duration<double, std::micro>(t0 - origin).count(),
+                      std::chrono::duration<double, std::micro>(t1 - origin).count()});
+  }
+};
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const double h = (v.size() - 1) * p;
+  const size_t lo = size_t(h);
+  return lo + 1 < v.size() ? v[lo] + (h - lo) * (v[lo + 1] - v[lo]) : v[lo];
+}
+
+}  // namespace
+
+void run_profile(const ProfileOptions& opt) {
+  const double peak = fma_peak_gflops(0.2);
+  DataConfig dc;
+  dc.seed = opt.train.seed;
+  const Dataset data = make_dataset(dc);
+  auto model = make_model(opt.model, opt.train, opt.batch);
+  model->init(opt.train.seed);
+  AdamConfig ac;
+  ac.lr = opt.train.lr;
+  Adam adam(model->params().count(), ac);
+  Recorder rec;
+  rec.events.reserve(size_t(opt.steps) * 24);
+  model->set_profiler(&rec);
+
+  const int B = opt.batch, N = data.train.size();
+  std::vector<float> x(size_t(B) * kImagePixels), d(size_t(B) * kNumClasses);
+  std::vector<int> y(B);
+  for (int step = 0; step < opt.warmup + opt.steps; ++step) {
+    for (int b = 0; b < B; ++b) {
+      const int k = (step * B + b) % N;
+      std::copy_n(data.train.image(k), kImagePixels, x.data() + size_t(b) * kImagePixels);
+      y[b] = data.train.labels[k];
+    }
+    rec.on = step >= opt.warmup;
+    LayerScope whole(&rec, "step", false);
+    const float* logits = model->forward(x.data(), B);
+    {
+      LayerScope t(&rec, "loss", false);
+      softmax_xent(d.data(), logits, y.data(), B, kNumClasses);
+    }
+    model->backward(d.data(), B);
+    LayerScope t(&rec, "adam", true);
+    adam.step(model->params());
+  }
+
+  // Per (layer, pass): durations of every call, in order of first appearance.
+  std::vector<std::pair<std::string, bool>> order;
+  std::map<std::pair<std::string, bool>, std::vector<double>> dur;
+  for (const Event& e : rec.events) {
+    const auto key = std::make_pair(std::string(e.layer), e.backward);
+    if (!dur.count(key)) order.push_back(key);
+    dur[key].push_back(e.t1_us - e.t0_us);
+  }
+  const std::vector<double>& steps = dur[{"step", false}];
+  double step_total = 0;
+  for (double v : steps) step_total += v;
+  const int hidden = std::max(0, cnn_width(opt.model, opt.train.cnn_hidden));
+  std::string csv =
+      "model,batch,layer,pass,calls,median_us,p90_us,share,flops,gflops,peak_pct,peak_gflops\n";
+  std::ostringstream table;
+  char line[256];
+  std::snprintf(line, sizeof line, "%s, batch %d, %d steps; FMA peak of this core %.1f GFLOP/s\n",
+                opt.model.c_str(), B, opt.steps, peak);
+  table << line;
+  std::snprintf(line, sizeof line, "%-12s %-8s %6s %10s %10s %7s %10s %8s %7s\n", "layer", "pass",
+                "calls", "median_us", "p90_us", "share", "MFLOP", "GFLOP/s", "%peak");
+  table << line;
+  double step_flops = 0;
+  for (const auto& key : order) {
+    if (key.first != "step")
+      step_flops += layer_flops(opt.model, key.first, key.second, B, hidden, opt.train.em.iters) *
+                    double(dur[key].size()) / steps.size();
+  }
+  for (const auto& key : order) {
+    const std::vector<double>& v = dur[key];
+    double sum = 0;
+    for (double t : v) sum += t;
+    const bool is_step = key.first == "step";
+    const double flops = is_step ? step_flops
+                                 : layer_flops(opt.model, key.first, key.second, B, hidden, opt.train.em.iters);
+    const double med = percentile(v, 0.5), p90 = percentile(v, 0.9);
+    const double gf = flops > 0 ? flops / (med * 1e3) : 0;
+    const char* pass = is_step ? "step" : key.second ? "backward" : "forward";
+    std::snprintf(line, sizeof line, "%s,%d,%s,%s,%zu,%.2f,%.2f,%.4f,%.0f,%.2f,%.1f,%.1f\n",
+                  opt.model.c_str(), B, key.first.c_str(), pass, v.size(), med, p90,
+                  sum / step_total, flops, gf, 100 * gf / peak, peak);
+    csv += line;
+    std::snprintf(line, sizeof line, "%-12s %-8s %6zu %10.1f %10.1f %6.1f%% %10.2f %8.1f %6.1f%%\n",
+                  key.first.c_str(), pass, v.size(), med, p90, 100 * sum / step_total, flops / 1e6,
+                  gf, 100 * gf / peak);
+    table << line;
+  }
+  write_file_atomic(opt.out_csv, csv);
+  if (!opt.trace.empty()) {
+    nlohmann::json ev = nlohmann::json::array();
+    for (const Event& e : rec.events)
+      ev.push_back({{"name", e.layer}, {"cat", e.backward ? "backward" : "forward"}, {"ph", "X"},
+                    {"ts", e.t0_us}, {"dur", e.t1_us - e.t0_us}, {"pid", 1},
+                    {"tid", std::string(e.layer) == "step" ? 1 : 2}});
+    const nlohmann::json trace = {{"traceEvents", ev}, {"displayTimeUnit", "ms"},
+                                  {"otherData", build_meta(1)}};
+    write_file_atomic(opt.trace, trace.dump() + "\n");
+  }
+  std::fputs(table.str().c_str(), stdout);
+}
+
+}  // namespace vg

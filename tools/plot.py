@@ -1,0 +1,620 @@
+#!/usr/bin/env python3
+"""Figures from viewgap's own outputs (PNG, plus a GIF of training).
+
+  python3 tools/plot.py run RUN_JSON_OR_DUMP_DIR --out DIR [--no-gif]
+  python3 tools/plot.py sweep SWEEP_DIR --out DIR [--gap G]
+
+`run` takes the JSON of `viewgap run --out-json F`, or the directory of
+`viewgap run --dump DIR` (run.json, dump.json, dataset_*.npy). From run.json alone it
+draws the training curves, the familiar/held-out bars and the accuracy around the
+circle; a dump adds the dataset grids, the class-capsule poses and, from the per-epoch
+circle accuracies, the training animation.
+
+`sweep` takes the directory of `viewgap sweep --out DIR` (summary.csv, azimuth.csv,
+cells.csv, meta.json): accuracy and drop vs gap, the paired capsule - X differences,
+and accuracy vs angular distance from the training range (every gap, or --gap G).
+
+Bad input (missing or malformed file, another schema_version or kind) is reported as
+one line `plot.py: error: <file>: <what>` with exit code 2. Unknown fields are ignored.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import matplotlib
+except ImportError:
+    # `python3` may be a pyenv or venv interpreter without Debian's dist-packages.
+    if os.path.exists("/usr/bin/python3") and not os.environ.get("VIEWGAP_PLOT_REEXEC"):
+        os.environ["VIEWGAP_PLOT_REEXEC"] = "1"
+        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
+    sys.stderr.write("plot.py: error: matplotlib/numpy not found: install python3-matplotlib "
+                     "python3-numpy (bash tools/deps.sh)\n")
+    sys.exit(2)
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import animation  # noqa: E402
+
+SCHEMA_VERSION = 1
+CHANCE = 0.2
+COLORS = {"caps": "tab:blue", "cnn": "tab:orange", "cnn136": "tab:green"}
+EXTRA_COLORS = ["tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
+plt.rcParams.update({"figure.dpi": 110, "axes.grid": True, "grid.alpha": 0.3,
+                     "axes.titlesize": 11, "figure.titlesize": 12})
+
+
+class InputError(Exception):
+    def __init__(self, path, what):
+        super().__init__(f"{path}: {what}")
+
+
+def color(model):
+    """A fixed colour per model name across all figures; unknown names get the next spare."""
+    if model not in COLORS:
+        COLORS[model] = EXTRA_COLORS[(len(COLORS) - 3) % len(EXTRA_COLORS)]
+    return COLORS[model]
+
+
+def plural(n, word):
+    return f"{n} {word}" + ("" if str(n) == "1" else "s")
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+def load_json(path, kind):
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except FileNotFoundError:
+        raise InputError(path, "no such file")
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not valid JSON ({e})")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read ({e})")
+    if not isinstance(d, dict):
+        raise InputError(path, "not a JSON object")
+    if d.get("schema_version") != SCHEMA_VERSION:
+        raise InputError(path, f"schema_version {d.get('schema_version')!r}, this plot.py reads "
+                               f"{SCHEMA_VERSION} (made by another viewgap version?)")
+    if d.get("kind") != kind:
+        raise InputError(path, f"kind {d.get('kind')!r}, expected {kind!r}")
+    return d
+
+
+def get(d, dotted, path, typ=None):
+    """d['a']['b'] for dotted='a.b', or an InputError naming the missing field."""
+    cur = d
+    for k in dotted.split("."):
+        if not isinstance(cur, dict) or k not in cur:
+            raise InputError(path, f"missing field '{dotted}'")
+        cur = cur[k]
+    if typ is not None and not isinstance(cur, typ):
+        raise InputError(path, f"field '{dotted}' has the wrong type ({type(cur).__name__})")
+    return cur
+
+
+def numbers(values, n, path, what):
+    try:
+        a = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(path, f"'{what}' is not a list of numbers")
+    if a.ndim != 1 or (n is not None and len(a) != n):
+        raise InputError(path, f"'{what}' has {a.size} values, expected {n}")
+    return a
+
+
+def read_csv(path, columns, numeric):
+    """Rows as dicts; `numeric` columns parsed to float (empty -> nan)."""
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            rows = list(reader)
+    except FileNotFoundError:
+        raise InputError(path, "no such file")
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise InputError(path, f"cannot read ({e})")
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise InputError(path, f"missing column(s) {', '.join(missing)}")
+    if not rows:
+        raise InputError(path, "no data rows")
+    for i, r in enumerate(rows, start=2):
+        for c in numeric:
+            v = (r.get(c) or "").strip()
+            try:
+                r[c] = float(v) if v else math.nan
+            except ValueError:
+                raise InputError(path, f"line {i}: column '{c}' is not a number ({v!r})")
+    return rows
+
+
+def atomic(path, write):
+    """write(tmp) to a temporary file in the same directory, then rename it to path."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp.",
+                               suffix=os.path.splitext(path)[1])
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def save(fig, path, written):
+    try:
+        atomic(path, lambda tmp: fig.savefig(tmp, format="png", bbox_inches="tight"))
+    finally:
+        plt.close(fig)
+    written.append(path)
+
+
+def make_out(d):
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError as e:
+        raise InputError(d, f"cannot create the output directory ({e.strerror})")
+    if not os.access(d, os.W_OK):
+        raise InputError(d, "output directory is not writable")
+
+
+# ---- run figures ---------------------------------------------------------------------------
+
+def run_caption(run, path):
+    c = get(run, "config", path, dict)
+    for k in ("train_azimuths.from", "train_azimuths.to", "test_azimuths.from", "test_azimuths.to"):
+        get(run, "config." + k, path, (int, float))
+    tr, te = c["train_azimuths"], c["test_azimuths"]
+    gap = run.get("dataset", {}).get("gap_deg")
+    return (f"seed {c.get('seed')}, {plural(c.get('n_epochs'), 'epoch')}; train az "
+            f"{tr.get('from'):g}:{tr.get('to'):g}° ({tr.get('count')} views), held-out "
+            f"{te.get('from'):g}:{te.get('to'):g}° ({te.get('count')} views)"
+            + (f"; gap {gap:g}°" if isinstance(gap, (int, float)) else ""))
+
+
+def image_grid(images, rows, cols, col_fmt, title, path, written):
+    fig, axes = plt.subplots(len(rows), len(cols), figsize=(1.5 * len(cols) + 0.8, 1.5 * len(rows) + 0.8),
+                             squeeze=False)
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            ax = axes[i][j]
+            ax.imshow(images[i, j], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+            ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
+            if i == 0:
+                ax.set_title(col_fmt.format(c), fontsize=10)
+            if j == 0:
+                ax.set_ylabel(r, fontsize=10)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save(fig, path, written)
+
+
+def fig_training_curves(run, caption, path, out, written):
+    fig, (ax_l, ax_a) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for m in run["models"]:
+        h = get(m, "history", path, list)
+        if not h:
+            continue
+        ep = numbers([e.get("epoch") for e in h], None, path, f"{m['name']}.history.epoch")
+        loss = numbers([e.get("loss") for e in h], None, path, f"{m['name']}.history.loss")
+        c = color(m["name"])
+        ax_l.plot(ep, loss, "o-", color=c, label=m["name"])
+        for key, ls in (("familiar", "-"), ("heldout", "--")):
+            acc = numbers([e.get(key) for e in h], None, path, f"{m['name']}.history.{key}")
+            ax_a.plot(ep, acc, ls, marker="o", color=c,
+                      label=f"{m['name']} {'familiar' if key == 'familiar' else 'held-out'}")
+    ax_l.set_yscale("log")
+    ax_l.set(xlabel="epoch", ylabel="mean training loss (cross-entropy, log scale)", title="training loss")
+    ax_a.axhline(CHANCE, color="gray", lw=1, ls=":", label="chance (0.2)")
+    ax_a.set(xlabel="epoch", ylabel="accuracy (fraction correct)", ylim=(0, 1.02),
+             title="accuracy after each epoch")
+    for ax in (ax_l, ax_a):
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Training curves — {caption}")
+    fig.tight_layout()
+    save(fig, os.path.join(out, "training_curves.png"), written)
+
+
+def fig_familiar_heldout(run, caption, path, out, written):
+    models = run["models"]
+    fig, (ax, ax_c) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1, 1.6]})
+    x = np.arange(len(models))
+    for i, m in enumerate(models):
+        fam, held = get(m, "familiar", path, (int, float)), get(m, "heldout", path, (int, float))
+        c = color(m["name"])
+        ax.bar(i - 0.2, fam, 0.38, color=c, edgecolor="black", label="familiar" if i == 0 else None)
+        ax.bar(i + 0.2, held, 0.38, color=c, edgecolor="black", hatch="//", alpha=0.6,
+               label="held-out" if i == 0 else None)
+        for dx, v in ((-0.2, fam), (0.2, held)):
+            ax.text(i + dx, v + 0.01, f"{v:.3f}", ha="center", va="bottom", fontsize=8)
+        ax.annotate("", xy=(i + 0.42, held), xytext=(i + 0.42, fam),
+                    arrowprops=dict(arrowstyle="->", color="crimson", lw=1.5))
+        ax.text(i, -0.13, f"drop {fam - held:.3f}", ha="center", va="top", color="crimson",
+                fontsize=10, fontweight="bold", transform=ax.get_xaxis_transform())
+    ax.axhline(CHANCE, color="gray", lw=1, ls=":", label="chance")
+    ax.set_xticks(x, [f"{m['name']}\n({m.get('n_params', 0):,} params)" for m in models], fontsize=8)
+    ax.set(ylabel="accuracy (fraction correct)", ylim=(0, 1.2), title="familiar vs held-out views")
+    ax.legend(fontsize=8, loc="upper center", ncol=3)
+
+    classes = list(run.get("dataset", {}).get("classes") or models[0].get("heldout_per_class", {}))
+    w = 0.8 / len(models)
+    for i, m in enumerate(models):
+        pc = m.get("heldout_per_class") or {}
+        vals = [pc.get(k, math.nan) for k in classes]
+        ax_c.bar(np.arange(len(classes)) + (i - (len(models) - 1) / 2) * w, vals, w,
+                 color=color(m["name"]), edgecolor="black", label=m["name"])
+    ax_c.axhline(CHANCE, color="gray", lw=1, ls=":", label="chance")
+    ax_c.set_xticks(np.arange(len(classes)), classes)
+    ax_c.set(xlabel="class", ylabel="held-out accuracy", ylim=(0, 1.2), title="held-out accuracy per class")
+    ax_c.legend(fontsize=8, loc="upper center", ncol=len(models) + 1)
+    for a in (ax, ax_c):
+        a.set_yticks(np.linspace(0, 1, 6))
+    fig.suptitle(f"Familiar vs held-out accuracy — {caption}")
+    fig.tight_layout()
+    save(fig, os.path.join(out, "familiar_heldout.png"), written)
+
+
+def shade_range(ax, rng, **kw):
+    """Shade an azimuth range A:B (wraps modulo 360) on a 0..360 axis."""
+    a, b = rng["from"] % 360, rng["from"] % 360 + (rng["to"] - rng["from"])
+    spans = [(a, min(b, 360))] + ([(0, b - 360)] if b > 360 else [])
+    for k, (lo, hi) in enumerate(spans):
+        ax.axvspan(lo - 0.5, hi + 0.5, **dict(kw, label=kw.get("label") if k == 0 else None))
+
+
+def circle_axes(ax, run, path):
+    c = run["config"]
+    shade_range(ax, get(c, "train_azimuths", path, dict), color="tab:green", alpha=0.15,
+                label="training range")
+    shade_range(ax, get(c, "test_azimuths", path, dict), facecolor="none", edgecolor="tab:red",
+                hatch="\\\\", alpha=0.35, label="held-out range")
+    for v in c["train_azimuths"].get("values", []):
+        ax.axvline(v % 360, color="tab:green", lw=0.8, alpha=0.6)
+    for v in c["test_azimuths"].get("values", []):
+        ax.axvline(v % 360, color="tab:red", lw=0.8, ls="--", alpha=0.6)
+    ax.axhline(CHANCE, color="gray", lw=1, ls=":", label="chance")
+    ax.set(xlabel="azimuth (degrees)", ylabel="accuracy (fraction correct)", xlim=(-5, 355), ylim=(0, 1.05))
+    ax.set_xticks(range(0, 360, 30))
+
+
+def circle_data(run, path):
+    az = numbers(get(run, "dataset.circle_azimuths", path, list), None, path, "dataset.circle_azimuths")
+    accs = {m["name"]: numbers(get(m, "circle_accuracy", path, list), len(az), path,
+                               f"{m['name']}.circle_accuracy") for m in run["models"]}
+    return az, accs
+
+
+def fig_circle(run, caption, path, out, written):
+    az, accs = circle_data(run, path)
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    circle_axes(ax, run, path)
+    for name, acc in accs.items():
+        ax.plot(az, acc, "o-", color=color(name), label=name, ms=4)
+    ax.legend(fontsize=8, loc="lower left", ncol=2)
+    n = len(run["config"].get("elevations", {}).get("values", [])) * 5 * run["config"].get("n_eval_per_combo", 0)
+    ax.set_title(f"Accuracy around the circle, every {az[1] - az[0]:g}°"
+                 + (f" ({n} images per azimuth)" if n else "") + f"\n{caption}")
+    fig.tight_layout()
+    save(fig, os.path.join(out, "circle_accuracy.png"), written)
+
+
+def fig_poses(dump, caption, path, out, written):
+    classes = get(dump, "classes", path, list)
+    poses = get(dump, "class_poses", path, list)
+    if not poses:
+        raise InputError(path, "'class_poses' is empty")
+    k = len(classes)
+    mus = [numbers(np.ravel(get(p, "mu", path, list)), 16 * k, path, "class_poses.mu").reshape(k, 4, 4)
+           for p in poses]
+    vmax = max(np.abs(m).max() for m in mus) or 1.0
+    fig, axes = plt.subplots(len(poses), k, figsize=(1.6 * k + 2.2, 1.7 * len(poses) + 1.2), squeeze=False,
+                             layout="constrained")
+    for i, p in enumerate(poses):
+        a = numbers(get(p, "a", path, list), k, path, "class_poses.a")
+        label, pred = int(get(p, "label", path)), int(get(p, "predicted", path))
+        for j in range(k):
+            ax = axes[i][j]
+            im = ax.imshow(mus[i][j], cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+            ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
+            ax.set_title(f"a={a[j]:.3f}", fontsize=9, fontweight="bold" if j == pred else None)
+            if j == pred:
+                for s in ax.spines.values():
+                    s.set_edgecolor("tab:green" if pred == label else "tab:red")
+                    s.set_linewidth(4)
+            if i == len(poses) - 1:
+                ax.set_xlabel(f"capsule {classes[j]}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel(f"true {classes[label]}", fontsize=9)
+    fig.colorbar(im, ax=axes, shrink=0.6, label="pose entry μ")
+    fig.suptitle("Class-capsule 4×4 pose matrices μ_j and activations a_j, one held-out example per class\n"
+                 f"framed: predicted class (green correct, red wrong)\n{caption}")
+    save(fig, os.path.join(out, "capsule_poses.png"), written)
+
+
+def gif_training(run, caption, path, out, written):
+    az, _ = circle_data(run, path)
+    hist = {m["name"]: [numbers(h, len(az), path, f"{m['name']}.circle_history")
+                        for h in get(m, "circle_history", path, list)] for m in run["models"]}
+    n = max(len(h) for h in hist.values())
+    if n == 0:
+        raise InputError(path, "'circle_history' is empty")
+    fig, ax = plt.subplots(figsize=(9, 4.2), dpi=80)
+    circle_axes(ax, run, path)
+    lines = {name: ax.plot([], [], "o-", color=color(name), label=name, ms=3)[0] for name in hist}
+    ax.legend(fontsize=8, loc="lower left", ncol=2)
+    title = ax.set_title("epoch\ncaption")  # two lines, so that tight_layout leaves room
+    fig.tight_layout()
+
+    def frame(i):
+        e = min(i, n - 1)
+        for name, h in hist.items():
+            lines[name].set_data(az, h[min(e, len(h) - 1)])
+        title.set_text(f"Accuracy around the circle after epoch {e + 1}/{n}\n{caption}")
+        return list(lines.values()) + [title]
+
+    hold = 4  # the final frame stays a little longer
+    anim = animation.FuncAnimation(fig, frame, frames=n + hold, blit=False)
+    dst = os.path.join(out, "training.gif")
+    try:
+        atomic(dst, lambda tmp: anim.save(tmp, writer=animation.PillowWriter(fps=2)))
+    finally:
+        plt.close(fig)
+    written.append(dst)
+
+
+def load_npy(path, shape):
+    try:
+        a = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise InputError(path, "no such file")
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"not a readable .npy array ({e})")
+    if a.ndim != 4 or tuple(a.shape[:2]) != tuple(shape):
+        raise InputError(path, f"shape {a.shape}, expected ({shape[0]}, {shape[1]}, H, W)")
+    return a
+
+
+def cmd_run(args):
+    src, written, skipped = args.input, [], []
+    if os.path.isdir(src):
+        run_path, dump_path = os.path.join(src, "run.json"), os.path.join(src, "dump.json")
+        has_dump = os.path.exists(dump_path)
+    else:
+        run_path, has_dump = src, False
+    run = load_json(run_path, "viewgap-run")
+    models = get(run, "models", run_path, list)
+    if not models or not all(isinstance(m, dict) and isinstance(m.get("name"), str) for m in models):
+        raise InputError(run_path, "'models' must be a non-empty list of objects with a 'name'")
+    caption = run_caption(run, run_path)
+    make_out(args.out)
+
+    if has_dump:
+        dump = load_json(dump_path, "viewgap-dump")
+        classes = get(dump, "classes", dump_path, list)
+        azs, els = get(dump, "azimuths", dump_path, list), get(dump, "elevations", dump_path, list)
+        ims = load_npy(os.path.join(src, "dataset_azimuths.npy"), (len(classes), len(azs)))
+        image_grid(ims, classes, azs, "az {:g}°",
+                   f"Synthetic smallNORB: {len(classes)} classes × {len(azs)} azimuths at elevation "
+                   f"{dump.get('azimuth_elevation', '?')}° (one noisy 32×32 sample each, seed {run['config'].get('seed')})",
+                   os.path.join(args.out, "dataset_azimuths.png"), written)
+        ims = load_npy(os.path.join(src, "dataset_elevations.npy"), (len(classes), len(els)))
+        image_grid(ims, classes, els, "el {:g}°",
+                   f"Synthetic smallNORB: {len(classes)} classes × {len(els)} elevations at azimuth "
+                   f"{dump.get('elevation_azimuth', '?')}° (seed {run['config'].get('seed')})",
+                   os.path.join(args.out, "dataset_elevations.png"), written)
+    else:
+        skipped += ["dataset_azimuths.png", "dataset_elevations.png"]
+
+    fig_training_curves(run, caption, run_path, args.out, written)
+    fig_familiar_heldout(run, caption, run_path, args.out, written)
+    fig_circle(run, caption, run_path, args.out, written)
+
+    if has_dump:
+        fig_poses(dump, caption, dump_path, args.out, written)
+    else:
+        skipped.append("capsule_poses.png")
+    if args.no_gif:
+        skipped.append("training.gif (--no-gif)")
+    elif all(m.get("circle_history") for m in models):  # `run --out-json` writes it empty
+        gif_training(run, caption, run_path, args.out, written)
+    else:
+        skipped.append("training.gif")
+    return written, skipped, (None if has_dump else
+                              "needs `viewgap run --dump DIR` (dataset samples, poses, per-epoch circle accuracy)")
+
+
+# ---- sweep figures -------------------------------------------------------------------------
+
+def find_key(d, key):
+    """The first value of `key` anywhere in nested dicts (config layouts may nest run flags)."""
+    if isinstance(d, dict):
+        if key in d:
+            return d[key]
+        for v in d.values():
+            r = find_key(v, key)
+            if r is not None:
+                return r
+    return None
+
+
+def gap_ticks(ax, rows):
+    gaps = sorted({r["gap"] for r in rows})
+    true = {r["gap"]: r.get("true_gap_deg", math.nan) for r in rows}
+    ax.set_xticks(gaps, [f"{g:g}" + (f"\n(true {true[g]:g})" if not math.isnan(true[g]) and true[g] != g
+                                     else "") for g in gaps])
+
+
+def band(ax, rows, label, c, ls="-"):
+    """Mean vs gap as a line, its 95 % CI as a shaded band."""
+    rows = sorted(rows, key=lambda r: r["gap"])
+    x = [r["gap"] for r in rows]
+    ax.plot(x, [r["mean"] for r in rows], ls, marker="o", color=c, label=label)
+    ax.fill_between(x, [r["ci_lo"] for r in rows], [r["ci_hi"] for r in rows], color=c, alpha=0.2, lw=0)
+
+
+def fig_sweep_gap(summary, title, out, suffix, written):
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
+    models = [r["model"] for r in summary if r["kind"] == "model"]
+    models = list(dict.fromkeys(models))
+    for ax, metric, ylabel in ((axes[0], "heldout", "held-out accuracy"),
+                               (axes[1], "drop", "drop = familiar − held-out accuracy")):
+        for m in models:
+            rows = [r for r in summary if r["kind"] == "model" and r["model"] == m and r["metric"] == metric]
+            if rows:
+                band(ax, rows, m, color(m))
+        if metric == "heldout":
+            ax.axhline(CHANCE, color="gray", lw=1, ls=":", label="chance")
+        gap_ticks(ax, summary)
+        ax.set(xlabel="azimuth gap between training and held-out range (degrees)", ylabel=ylabel,
+               title=f"{ylabel.split(' =')[0]} vs gap (mean, 95 % bootstrap CI)")
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save(fig, os.path.join(out, f"sweep_gap{suffix}.png"), written)
+
+
+def fig_sweep_paired(summary, title, out, suffix, written):
+    pairs = list(dict.fromkeys(r["model"] for r in summary if r["kind"] == "paired"))
+    if not pairs:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
+    for ax, metric, ylabel in ((axes[0], "heldout", "Δ held-out accuracy (caps − X)\n> 0: capsules better"),
+                               (axes[1], "drop", "Δ drop (caps − X)\n< 0: capsules lose less")):
+        for k, p in enumerate(pairs):
+            rows = sorted((r for r in summary if r["kind"] == "paired" and r["model"] == p
+                           and r["metric"] == metric), key=lambda r: r["gap"])
+            if not rows:
+                continue
+            c = color(p.split("-", 1)[-1])
+            band(ax, rows, p.replace("-", " − ", 1), c)
+            for r in rows:
+                if not math.isnan(r["wins"]):
+                    ax.annotate(f"{r['wins']:.0f}/{r['ties']:.0f}/{r['losses']:.0f}"
+                                + (f"\np={r['p_value']:.2g}" if not math.isnan(r["p_value"]) else ""),
+                                (r["gap"], r["mean"]), textcoords="offset points", fontsize=7, color=c,
+                                # pairs alternate left/right of their point, then stack
+                                xytext=(-6 if k % 2 == 0 else 6, 4 - 22 * (k // 2)),
+                                ha="right" if k % 2 == 0 else "left")
+        ax.axhline(0, color="black", lw=1.2)
+        ax.margins(x=0.15)
+        gap_ticks(ax, summary)
+        ax.set(xlabel="azimuth gap (degrees)", ylabel=ylabel,
+               title=f"paired difference, {'held-out' if metric == 'heldout' else 'drop'} (mean, 95 % CI; caps wins/ties/losses, Wilcoxon p)")
+        ax.title.set_fontsize(9)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save(fig, os.path.join(out, f"sweep_paired{suffix}.png"), written)
+    return True
+
+
+def fig_sweep_distance(az_rows, gaps, true_gaps, title, out, suffix, written):
+    fig, axes = plt.subplots(1, len(gaps), figsize=(max(7.5, 4.2 * len(gaps) + 1), 4.2), squeeze=False, sharey=True)
+    for ax, g in zip(axes[0], gaps):
+        rows = [r for r in az_rows if r["gap"] == g]
+        for m in dict.fromkeys(r["model"] for r in rows):
+            rs = sorted((r for r in rows if r["model"] == m), key=lambda r: r["distance_deg"])
+            x = [r["distance_deg"] for r in rs]
+            ax.plot(x, [r["mean"] for r in rs], "o-", ms=3, color=color(m), label=m)
+            ax.fill_between(x, [r["ci_lo"] for r in rs], [r["ci_hi"] for r in rs], color=color(m), alpha=0.2, lw=0)
+        ax.axhline(CHANCE, color="gray", lw=1, ls=":", label="chance")
+        if g in true_gaps and not math.isnan(true_gaps[g]):
+            ax.axvline(true_gaps[g], color="tab:red", lw=1, ls="--", label="nearest held-out azimuth")
+        ax.set(xlabel="distance from nearest training azimuth (degrees)", title=f"gap {g:g}°", ylim=(0, 1.05))
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("accuracy (mean over seeds, 95 % CI)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    name = f"sweep_distance{suffix}" + (f"_gap{gaps[0]:g}" if len(gaps) == 1 and len(set(r['gap'] for r in az_rows)) > 1 else "")
+    save(fig, os.path.join(out, name + ".png"), written)
+
+
+def cmd_sweep(args):
+    d, written = args.input, []
+    if not os.path.isdir(d):
+        raise InputError(d, "not a directory (expected the --out DIR of viewgap sweep)")
+    meta_path = os.path.join(d, "meta.json")
+    meta = load_json(meta_path, "viewgap-sweep")
+    sum_path, az_path, cells_path = (os.path.join(d, f) for f in ("summary.csv", "azimuth.csv", "cells.csv"))
+    summary = read_csv(sum_path, "grid,gap,kind,model,metric,n,mean,ci_lo,ci_hi".split(","),
+                       "gap,true_gap_deg,n,mean,ci_lo,ci_hi,wins,ties,losses,p_value".split(","))
+    az_rows = read_csv(az_path, "grid,gap,model,distance_deg,n,mean,ci_lo,ci_hi".split(","),
+                       "gap,distance_deg,n,mean,ci_lo,ci_hi".split(","))
+    cells = read_csv(cells_path, "cell,seed,gap,grid,model,status".split(","), ["seed", "gap"])
+    for r in summary:
+        if r["kind"] not in ("model", "paired"):
+            raise InputError(sum_path, f"unknown kind {r['kind']!r}")
+    make_out(args.out)
+
+    cfg = meta.get("config")
+    epochs = find_key(cfg, "n-epochs") or find_key(cfg, "n_epochs")
+    train = find_key(cfg, "train-azimuths") or find_key(cfg, "train_azimuths")
+    grids = list(dict.fromkeys(r["grid"] for r in summary))
+    for grid in grids:
+        suffix = "" if len(grids) == 1 else "_" + "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in grid)
+        ok = [c for c in cells if c["grid"] == grid and c["status"] == "ok"]
+        failed = len({c["cell"] for c in cells if c["grid"] == grid and c["status"] != "ok"})
+        seeds = sorted({c["seed"] for c in ok})
+        gaps = sorted({r["gap"] for r in summary if r["grid"] == grid})
+        title = (f"viewgap sweep: {plural(len(seeds), 'seed')}"
+                 + (f" ({seeds[0]:g}–{seeds[-1]:g})" if seeds else "")
+                 + f" × gaps {', '.join(f'{g:g}' for g in gaps)}°"
+                 + (f", {plural(epochs, 'epoch')}" if epochs else "")
+                 + (f", train az {train}" if isinstance(train, str) else "")
+                 + (f"; {grid}" if grid else "") + (f"; {failed} failed cells excluded" if failed else ""))
+        s = [r for r in summary if r["grid"] == grid]
+        true_gaps = {r["gap"]: r.get("true_gap_deg", math.nan) for r in s}
+        fig_sweep_gap(s, title, args.out, suffix, written)
+        fig_sweep_paired(s, title, args.out, suffix, written)
+        a = [r for r in az_rows if r["grid"] == grid]
+        if args.gap is not None:
+            if not any(r["gap"] == args.gap for r in a):
+                raise InputError(az_path, f"no rows for --gap {args.gap:g} (gaps: "
+                                          f"{', '.join(f'{g:g}' for g in sorted({r['gap'] for r in a}))})")
+            fig_sweep_distance(a, [args.gap], true_gaps, title, args.out, suffix, written)
+        elif a:
+            fig_sweep_distance(a, sorted({r["gap"] for r in a}), true_gaps, title, args.out, suffix, written)
+    return written, [], None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="plot.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="figures of one `viewgap run` (JSON or --dump DIR)")
+    r.add_argument("input", help="run JSON, or the directory of `viewgap run --dump`")
+    r.add_argument("--out", required=True, help="output directory for the PNGs")
+    r.add_argument("--no-gif", action="store_true", help="skip the training animation")
+    s = sub.add_parser("sweep", help="figures of a `viewgap sweep --out DIR`")
+    s.add_argument("input", help="the sweep's output directory")
+    s.add_argument("--out", required=True, help="output directory for the PNGs")
+    s.add_argument("--gap", type=float, help="only this gap in the accuracy-vs-distance figure")
+    args = ap.parse_args(argv)
+    try:
+        written, skipped, why = (cmd_run if args.cmd == "run" else cmd_sweep)(args)
+    except InputError as e:
+        sys.stderr.write(f"plot.py: error: {e}\n")
+        return 2
+    except Exception as e:  # noqa: BLE001 -- anything unexpected in the input: one line, no traceback
+        msg = " ".join(str(e).split())
+        sys.stderr.write(f"plot.py: error: {args.input}: unexpected content ({type(e).__name__}: {msg})\n")
+        return 2
+    for w in written:
+        print(w)
+    if skipped:
+        print(f"skipped: {', '.join(skipped)}" + (f" ({why})" if why else ""), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
