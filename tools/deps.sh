@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs whatever viewgap needs that is missing, from Debian 12 packages only.
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build git pkg-config
+pkgs=(build-essential cmake ninja-build git pkg-config bc
       libdnnl-dev libtbb-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-matplotlib python3-numpy python3-pil)
