@@ -1,6 +1,7 @@
 // Every pose-matmul and EM-routing variant side by side, with FLOPS counters.
 #include <benchmark/benchmark.h>
 
+#include "harness/report.h"
 #include "kernels/em_routing.h"
 #include "kernels/pose_matmul.h"
 #include "kernels/rng.h"
@@ -101,6 +102,7 @@ const int registered = [] {
         ->ArgName("batch")->Arg(32)->Arg(256);
   }
   benchmark::AddCustomContext("viewgap_isa", isa_name(selected_isa()));
+  benchmark::AddCustomContext("cpu", cpu_model());
   return n;
 }();
 

@@ -30,7 +30,6 @@
 
 namespace vg {
 
-namespace {
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
   std::string line;
@@ -42,6 +41,7 @@ std::string cpu_model() {
   return "unknown";
 }
 
+namespace {
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   char buf[32];

@@ -11,6 +11,9 @@ namespace vg {
 
 inline constexpr int kRunSchemaVersion = 1;
 
+// The CPU's model name (/proc/cpuinfo), or "unknown".
+std::string cpu_model();
+
 // Commit, compiler, flags, CPU, ISA, library versions, host and time.
 nlohmann::json build_meta(int threads);
 
