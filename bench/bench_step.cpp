@@ -3,18 +3,24 @@
 #include <benchmark/benchmark.h>
 
 #include "harness/dataset.h"
+#include "harness/profile.h"
 #include "harness/train.h"
 
 namespace vg {
 namespace {
 
-// FLOPs of the dense/conv arithmetic per image (forward); backward is twice
-// that for the dense layers and once for conv1 (no backward-data to the image).
+// FLOPs of one image through every layer (forward; with backward if `train`),
+// counted as `viewgap profile` counts them.
 double model_flops_per_image(const std::string& name, bool train) {
-  const double conv = 2.0 * 16 * 16 * 16 * 25;
-  const int out = name == "caps" ? 136 : (name == "cnn" ? 64 : std::stoi(name.substr(3)));
-  const double dense = 2.0 * 4096 * out + (name == "caps" ? 2.0 * 64 * 40 : 2.0 * out * 5);
-  return train ? 2 * conv + 3 * dense : conv + dense;
+  const char* caps[] = {"conv1", "primary", "votes", "em_routing", "logits"};
+  const char* cnn[] = {"conv1", "hidden", "out"};
+  const int hidden = std::max(0, cnn_width(name, 64));
+  double f = 0;
+  for (const char* layer : name == "caps" ? std::vector<const char*>(caps, caps + 5)
+                                          : std::vector<const char*>(cnn, cnn + 3))
+    for (bool backward : {false, true})
+      if (!backward || train) f += layer_flops(name, layer, backward, 1, hidden, 3);
+  return f;
 }
 
 const Dataset& data() {
