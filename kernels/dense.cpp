@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <stdexcept>
-#include <unordered_map>
 #include <vector>
 
 #include "kernels/dnnl_common.h"
@@ -11,26 +10,6 @@ namespace vg {
 
 using dnnl::memory;
 
-namespace {
-
-// One primitive with its arguments bound at creation; a call only swaps data handles.
-struct Step {
-  dnnl::primitive prim;
-  std::unordered_map<int, memory> args;
-};
-
-void run(const Step& step) { step.prim.execute(dnnl_stream(), step.args); }
-
-dnnl::primitive_attr user_scratchpad_attr() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
-memory unbound(const memory::desc& md) { return memory(md, dnnl_engine(), DNNL_MEMORY_NONE); }
-
-}  // namespace
-
 // Three inner-product primitives over the caller's plain buffers. oneDNN's weights are
 // {N, K} (out x in); declared "io" (in-major) they are exactly our K x N row-major
 // bytes, so weights are never reordered or copied. oneDNN 2.6 runs all three as its jit
@@ -38,7 +17,7 @@ memory unbound(const memory::desc& md) { return memory(md, dnnl_engine(), DNNL_M
 // within 1% on the 4096-wide layers, 2-9% slower on the tiny 64/136 x 5 ones (paired
 // single-thread measurement; bench/bench_conv_dense.cpp keeps it as *_matmul).
 struct Dense::Impl {
-  Step forward, backward_data, backward_weights;
+  DnnlStep forward, backward_data, backward_weights;
   memory src, weights, bias, dst;                       // forward
   memory bd_diff_dst, bd_weights, diff_src;             // backward-data
   memory bw_src_t, bw_diff_dst, diff_weights;          // backward-weights (matmul)
@@ -124,7 +103,7 @@ void Dense::forward(float* dst, const float* src, const float* weights, const fl
   m.weights.set_data_handle(const_cast<float*>(weights));
   m.bias.set_data_handle(const_cast<float*>(bias));
   m.dst.set_data_handle(dst);
-  run(m.forward);
+  m.forward.run();
 }
 
 void Dense::backward_data(float* diff_src, const float* diff_dst, const float* weights,
@@ -133,7 +112,7 @@ void Dense::backward_data(float* diff_src, const float* diff_dst, const float* w
   m.bd_diff_dst.set_data_handle(const_cast<float*>(diff_dst));
   m.bd_weights.set_data_handle(const_cast<float*>(weights));
   m.diff_src.set_data_handle(diff_src);
-  run(m.backward_data);
+  m.backward_data.run();
 }
 
 // dst (cols x rows) = src (rows x cols)^T, in 8 x 8 tiles to stay in cache.
@@ -152,7 +131,7 @@ void Dense::backward_weights(float* diff_weights, float* diff_bias, const float*
   transpose(m.src_t.data(), src, batch, in_);
   m.bw_diff_dst.set_data_handle(const_cast<float*>(diff_dst));
   m.diff_weights.set_data_handle(diff_weights);
-  run(m.backward_weights);
+  m.backward_weights.run();
   // Column sums of diff_dst: B x N adds.
   std::fill_n(diff_bias, out_, 0.f);
   for (int b = 0; b < batch; ++b)

@@ -1,8 +1,30 @@
 // One oneDNN CPU engine and stream for the process.
+// One oneDNN CPU engine and stream for the process, and what every layer
+// struct (conv.cpp, dense.cpp) builds its primitives with.
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
 
 namespace vg {
 dnnl::engine& dnnl_engine();
 dnnl::stream& dnnl_stream();
+
+// One primitive with its arguments bound at creation; a call only swaps data handles.
+struct DnnlStep {
+  dnnl::primitive prim;
+  std::unordered_map<int, dnnl::memory> args;
+  void run() const { prim.execute(dnnl_stream(), args); }
+};
+
+// Scratchpads are the caller's: one buffer per shape, no allocation per call.
+inline dnnl::primitive_attr user_scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// A memory object with no data yet: bound with set_data_handle() on each call.
+inline dnnl::memory unbound(const dnnl::memory::desc& md) {
+  return dnnl::memory(md, dnnl_engine(), DNNL_MEMORY_NONE);
+}
 }  // namespace vg
