@@ -9,6 +9,7 @@
 #include <numbers>
 
 #include "kernels/em_routing.h"
+#include "kernels/em_routing_simd.h"
 
 namespace vg {
 
@@ -187,12 +188,6 @@ inline void moments(float* mu, float* s2, float* lsum, const float* v, const flo
   }
 }
 
-// z = lambda (beta_a - cost), cost = (16 beta_v + sum_h log(sigma2) / 2) S.
-inline float logit(float lsum, float S, float beta_a, float beta_v, const EmConfig& cfg) {
-  const float cost = (float(H) * beta_v + 0.5f * lsum) * S;
-  return cfg.lambda * (beta_a - cost);
-}
-
 // Rows i of the E-step's softmax per exp/log batch (bounded stack use).
 constexpr int kRowBuf = 512;
 
@@ -210,39 +205,7 @@ void em_m_step_f32__avx2(float* mu, float* a_out, EmState& st, const float* V,
     const float* log_r = st.log_r.data() + size_t(b) * n;
     const float* log_a = st.log_a_in.data() + size_t(b) * I;
     float* S = st.sum_ra.data() + size_t(b) * J;
-    if (!st.frozen) {
-      // Scalar loops over (i, j); the exps run over the contiguous block.
-      float inv[64];
-      if (cfg.eps == 0.f) {
-        // Log-domain normalisation: the largest term is exp(0) = 1.
-        float m[64], z[64];
-        std::fill_n(m, J, -INFINITY);
-        for (int i = 0; i < I; ++i)
-          for (int j = 0; j < J; ++j) m[j] = std::max(m[j], log_r[i * J + j] + log_a[i]);
-        for (int i = 0; i < I; ++i)
-          for (int j = 0; j < J; ++j) w[i * J + j] = log_r[i * J + j] + log_a[i] - m[j];
-        exp_n(w, n);
-        std::fill_n(z, J, 0.f);
-        for (int i = 0; i < I; ++i)
-          for (int j = 0; j < J; ++j) z[j] += w[i * J + j];
-        exp_n(m, J);
-        for (int j = 0; j < J; ++j) {
-          inv[j] = 1.f / z[j];
-          S[j] = m[j] * z[j];  // exp(max) z
-        }
-      } else {
-        // The seed's form: R a / (sum R a + eps).
-        for (int i = 0; i < I; ++i)
-          for (int j = 0; j < J; ++j) w[i * J + j] = log_r[i * J + j] + log_a[i];
-        exp_n(w, n);
-        std::fill_n(S, J, 0.f);
-        for (int i = 0; i < I; ++i)
-          for (int j = 0; j < J; ++j) S[j] += w[i * J + j];
-        for (int j = 0; j < J; ++j) inv[j] = 1.f / (S[j] + cfg.eps);
-      }
-      for (int i = 0; i < I; ++i)
-        for (int j = 0; j < J; ++j) w[i * J + j] *= inv[j];
-    }
+    if (!st.frozen) m_step_weights(w, S, log_r, log_a, I, J, cfg.eps, exp_n);
 
     // Two upper capsules at a time: four independent FMA chains hide latency.
     const float* v = V + size_t(b) * n * H;
@@ -295,19 +258,7 @@ void em_e_step_f32__avx2(EmState& st, const float* V, const float* mu, int B, in
         mx[i - i0] = m;
         for (int j = 0; j < J; ++j) t[(i - i0) * J + j] = lr[j] - m;
       }
-      // Softmax over j, shifted by its max: lse = max + log(sum_j exp(lr - max)).
-      exp_n(t, size_t(i1 - i0) * J);
-      for (int i = i0; i < i1; ++i) {
-        float z = 0.f;
-        for (int j = 0; j < J; ++j) z += t[(i - i0) * J + j];
-        lse[i - i0] = z;
-      }
-      log_n(lse, size_t(i1 - i0));
-      for (int i = i0; i < i1; ++i) {
-        float* lr = st.log_r.data() + (size_t(b) * I + i) * J;
-        const float l = mx[i - i0] + lse[i - i0];
-        for (int j = 0; j < J; ++j) lr[j] -= l;
-      }
+      softmax_rows(st.log_r.data() + (size_t(b) * I + i0) * J, t, mx, lse, i1 - i0, J, exp_n, log_n);
     }
   }
 }

@@ -7,6 +7,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #if defined(__GNUC__) && !defined(__clang__)
@@ -17,6 +18,7 @@
 #include <cstddef>
 
 #include "kernels/pose_matmul.h"
+#include "kernels/pose_matmul_simd.h"
 
 namespace vg {
 
@@ -66,13 +68,7 @@ void pose_matmul_backward_f32__avx512(float* dM, float* dW, const float* dV, con
     const int i1 = std::min(I, i0 + ib);
     for (int j0 = 0; j0 < J; j0 += jb) {
       const int j1 = std::min(J, j0 + jb), nj = j1 - j0;
-      for (int i = i0; i < i1; ++i)
-        for (int j = j0; j < j1; ++j) {
-          const float* w = W + (size_t(i) * J + j) * 16;
-          float* d = diag + ((i - i0) * nj + (j - j0)) * 16;
-          for (int s = 0; s < 4; ++s)
-            for (int c = 0; c < 4; ++c) d[s * 4 + c] = w[((c + s) & 3) * 4 + c];
-        }
+      pack_w_diagonals(diag, W, i0, i1, j0, j1, J);
       for (int b = 0; b < B; ++b)
         for (int i = i0; i < i1; ++i) {
           const size_t bi = size_t(b) * I + i;
