@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 #include "harness/profile.h"
 #include "harness/sweep.h"
 #include "harness/train.h"
+#include "kernels/dnnl_common.h"
 #include "kernels/isa.h"
 #include "models/capsnet.h"
 
@@ -28,7 +30,26 @@ namespace {
 struct UsageError : std::runtime_error {
   UsageError(const std::string& flag, const std::string& value, const std::string& why)
       : std::runtime_error(flag + " '" + value + "': " + why) {}
+  // A flag that takes no value.
+  UsageError(const std::string& flag, const std::string& why) : std::runtime_error(flag + ": " + why) {}
 };
+
+// --reproducible: the same bits on every x86-64 CPU with AVX2 and FMA. oneDNN is
+// capped at AVX2 (its AVX-512 kernels sum in another order) and our kernels are
+// pinned to their AVX2 variants; everything else already runs the same code on
+// every such CPU (see README, "Reproducibility"). Runs before any kernel does.
+void enable_reproducible() {
+  const std::string missing = isa_missing_features(Isa::avx2);
+  if (!missing.empty())
+    throw UsageError("--reproducible", "this CPU lacks " + missing +
+                                           " (reproducible mode needs x86-64 with AVX2 and FMA)");
+  const char* env = std::getenv("VIEWGAP_ISA");
+  if (env != nullptr && *env != '\0' && std::string(env) != isa_name(Isa::avx2))
+    throw UsageError("--reproducible", std::string("conflicts with VIEWGAP_ISA='") + env +
+                                           "' (reproducible mode pins the kernels at avx2; unset it)");
+  pin_isa(Isa::avx2);
+  pin_onednn_isa_avx2();
+}
 
 // Flags of `run` as the user typed them; validated into RunOptions.
 struct RunFlags {
@@ -39,7 +60,7 @@ struct RunFlags {
   std::string em_iters = "3", em_lambda = "1", em_eps = "0";
   std::string models = "caps,cnn", cnn_hidden = "64";
   std::string out_json, dump;
-  bool quiet = false;
+  bool quiet = false, reproducible = false;
 };
 
 // The run flags that take a value, once: `run` and `sweep` register them from
@@ -137,6 +158,9 @@ RunOptions validate_run(const RunFlags& f, int* threads, bool check_shared = tru
   o.train.lr = float(parse_real("--lr", f.lr, 0, 10, true));
   o.train.batch_size = int(parse_int("--batch-size", f.batch_size, 1, 4096));
   *threads = int(parse_int("--threads", f.threads, 1, 1024));
+  o.reproducible = f.reproducible;
+  if (f.reproducible && *threads != 1)
+    throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
   o.train.cnn_hidden = int(parse_int("--cnn-hidden", f.cnn_hidden, 1, 65536));
   o.train.em.iters = int(parse_int("--em-iters", f.em_iters, 1, 100));
   o.train.em.lambda = float(parse_real("--em-lambda", f.em_lambda, 0, 1e6, true));
@@ -200,8 +224,9 @@ int do_run(const RunFlags& f) {
   auto log = spdlog::stderr_color_mt("viewgap");
   log->set_pattern("[%T.%e] %v");
   if (f.quiet) log->set_level(spdlog::level::warn);
-  log->info("viewgap run: seed {}, {} epochs, models {}, {} thread(s), ISA {}", opt.train.seed,
-            opt.train.n_epochs, f.models, threads, isa_name(selected_isa()));
+  log->info("viewgap run: seed {}, {} epochs, models {}, {} thread(s), ISA {} (oneDNN {}){}",
+            opt.train.seed, opt.train.n_epochs, f.models, threads, isa_name(selected_isa()),
+            onednn_isa(), opt.reproducible ? ", reproducible" : "");
   std::vector<ClassPose> poses;
   const RunResult r = run_experiment(
       opt,
@@ -360,6 +385,7 @@ int do_sweep(const SweepFlags& f) {
       run_flags[s.name] = f.run.*(s.field);
   plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
                  {"grid", axes}, {"run_flags", run_flags}};
+  if (f.run.reproducible) plan.config["reproducible"] = true;  // absent: older sweeps keep their hash
   try {
     prepare_sweep_dir(plan);
   } catch (const std::runtime_error& e) {
@@ -374,6 +400,7 @@ int do_sweep(const SweepFlags& f) {
 struct ProfileFlags {
   std::string model = "caps", batch_size = "32", steps = "200", warmup = "20", seed = "0";
   std::string threads = "1", cnn_hidden = "64", em_iters = "3", out = "profile.csv", trace;
+  bool reproducible = false;
 };
 
 int do_profile(const ProfileFlags& f) {
@@ -387,6 +414,8 @@ int do_profile(const ProfileFlags& f) {
   o.train.cnn_hidden = int(parse_int("--cnn-hidden", f.cnn_hidden, 1, 65536));
   o.train.em.iters = int(parse_int("--em-iters", f.em_iters, 1, 100));
   const int threads = int(parse_int("--threads", f.threads, 1, 1024));
+  if (f.reproducible && threads != 1)
+    throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
   for (const auto& [flag, path] : {std::pair{"--out", f.out}, std::pair{"--trace", f.trace}}) {
     if (path.empty() && std::string(flag) == "--trace") continue;
     try {
@@ -415,6 +444,8 @@ int cli_main(int argc, char** argv) {
   run->add_option("--out-json", rf.out_json, "Write the full results as JSON (atomically)");
   run->add_option("--dump", rf.dump, "Also write figure inputs to DIR (dataset samples, poses, snapshots)");
   run->add_flag("--quiet,-q", rf.quiet, "No progress on stderr");
+  const char* repro_help = "Bit-identical results on every x86-64 CPU with AVX2+FMA (pins oneDNN and the kernels at AVX2; one thread)";
+  run->add_flag("--reproducible", rf.reproducible, repro_help);
 
   SweepFlags sf;
   CLI::App* sweep = app.add_subcommand("sweep", "Seeds x azimuth gaps (x any run flag) in parallel, with statistics");
@@ -426,6 +457,7 @@ int cli_main(int argc, char** argv) {
   sweep->add_option("--out", sf.out, "Output directory")->required();
   sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");
   sweep->add_flag("--quiet,-q", sf.quiet, "No progress on stderr");
+  sweep->add_flag("--reproducible", sf.run.reproducible, repro_help);
   sf.run.train_az = "0:60";
   ProfileFlags pf;
   CLI::App* prof = app.add_subcommand("profile", "Per-layer timings of training steps -> CSV (and a Chrome trace)");
@@ -439,6 +471,7 @@ int cli_main(int argc, char** argv) {
   prof->add_option("--em-iters", pf.em_iters, "EM routing iterations")->capture_default_str();
   prof->add_option("--out", pf.out, "CSV: one row per layer and pass")->capture_default_str();
   prof->add_option("--trace", pf.trace, "Also write a Chrome trace-event JSON (Perfetto, chrome://tracing)");
+  prof->add_flag("--reproducible", pf.reproducible, repro_help);
   add_run_flags(sweep, sf.run, {"seed", "test-azimuths", "threads"});
 
   // CLI11 says only "A subcommand is required" for a mistyped one: name it.
@@ -461,6 +494,9 @@ int cli_main(int argc, char** argv) {
     return 2;
   }
   try {
+    if ((run->parsed() && rf.reproducible) || (sweep->parsed() && sf.run.reproducible) ||
+        (prof->parsed() && pf.reproducible))
+      enable_reproducible();
     // VIEWGAP_ISA is input too: validate it before any work.
     (void)selected_isa();
     if (run->parsed()) return do_run(rf);

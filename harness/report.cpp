@@ -18,6 +18,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "kernels/dnnl_common.h"
 #include "kernels/isa.h"
 
 #include "git_version.h"  // generated at build time
@@ -66,6 +67,7 @@ nlohmann::json build_meta(int threads) {
       {"cpu", cpu_model()},
       {"cores", sysconf(_SC_NPROCESSORS_ONLN)},
       {"isa", isa_name(selected_isa())},
+      {"onednn_isa", onednn_isa()},
       {"threads", threads},
       {"onednn", std::to_string(dv->major) + "." + std::to_string(dv->minor) + "." +
                      std::to_string(dv->patch)},
@@ -77,6 +79,28 @@ nlohmann::json build_meta(int threads) {
   };
 }
 
+std::string run_fingerprint(const RunResult& r) {
+  uint64_t h = 1469598103934665603ull;
+  auto bytes = [&](const void* p, size_t n) {
+    for (size_t k = 0; k < n; ++k) h = (h ^ static_cast<const unsigned char*>(p)[k]) * 1099511628211ull;
+  };
+  auto reals = [&](const std::vector<double>& x) {
+    const uint64_t n = x.size();
+    bytes(&n, sizeof n);
+    bytes(x.data(), x.size() * sizeof(double));
+  };
+  for (const ModelResult& m : r.models) {
+    bytes(m.name.data(), m.name.size() + 1);
+    reals(m.step_loss);
+    reals({m.familiar, m.heldout});
+    reals(m.heldout_per_class);
+    reals(m.circle_acc);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  return hex;
+}
+
 nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int threads) {
   using nlohmann::json;
   const TrainConfig& t = opt.train;
@@ -86,6 +110,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
       {"lr", t.lr},
       {"batch_size", t.batch_size},
       {"threads", threads},
+      {"reproducible", opt.reproducible},
       {"models", opt.models},
       {"cnn_hidden", t.cnn_hidden},
       {"train_azimuths", range_json(opt.data.train_azimuths)},
@@ -123,6 +148,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                       {"circle_accuracy", m.circle_acc},
                       {"circle_history", m.circle_history},
                       {"history", hist},
+                      {"step_loss", m.step_loss},
                       {"timing_s", {{"train", m.train_s}, {"eval", m.eval_s}, {"circle", m.circle_s}}}});
   }
   return {{"schema_version", kRunSchemaVersion},
@@ -130,6 +156,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
           {"config", cfg},
           {"dataset", data},
           {"models", models},
+          {"fingerprint", run_fingerprint(r)},
           {"timing_s", {{"dataset", r.dataset_s}, {"total", r.total_s}}},
           {"meta", build_meta(threads)}};
 }
@@ -158,6 +185,9 @@ std::string format_run_table(const RunOptions& opt, const RunResult& r) {
   o << line;
   std::snprintf(line, sizeof line, "wall time %.3f s (dataset %.3f s)\n", r.total_s, r.dataset_s);
   o << line;
+  o << "fingerprint " << run_fingerprint(r)
+    << (opt.reproducible ? " (--reproducible: the same on every x86-64 CPU with AVX2+FMA)\n"
+                         : " (this CPU's fastest paths)\n");
   return o.str();
 }
 

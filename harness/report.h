@@ -17,6 +17,10 @@ std::string cpu_model();
 // Commit, compiler, flags, CPU, ISA, library versions, host and time.
 nlohmann::json build_meta(int threads);
 
+// 16 hex digits that change with any bit of the results: FNV-1a over every
+// model's name, step losses, final and per-class accuracies and circle accuracies.
+std::string run_fingerprint(const RunResult& r);
+
 // Everything SPEC section 3 asks for, with the configuration and meta.
 nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int threads);
 

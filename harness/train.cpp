@@ -92,6 +92,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
 
   const Split& train = data.train;
   const int N = train.size();
+  res.step_loss.reserve(size_t(cfg.n_epochs) * size_t((N + cfg.batch_size - 1) / cfg.batch_size));
   std::vector<int> order(N);
   std::vector<float> batch_x(size_t(cfg.batch_size) * kImagePixels);
   std::vector<int> batch_y(cfg.batch_size);
@@ -129,6 +130,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
       model->backward(d_logits.data(), B);
       adam.step(model->params());
       loss_sum += loss * B;
+      res.step_loss.push_back(loss);
     }
     if (!all_finite(model->params().values().data(), model->params().count()))
       fail("non-finite weights", epoch, 0);

@@ -31,6 +31,7 @@ struct ModelResult {
   std::string name;
   size_t n_params = 0;
   std::vector<EpochStats> history;
+  std::vector<double> step_loss;  // mean loss of every training batch, in order
   double familiar = 0, heldout = 0, drop = 0;
   std::vector<double> heldout_per_class;  // accuracy per class on the held-out split
   std::vector<double> circle_acc;         // accuracy per circle azimuth (Dataset::circle_az)
@@ -75,6 +76,7 @@ struct RunOptions {
   DataConfig data;
   TrainConfig train;
   std::vector<std::string> models{"caps", "cnn"};
+  bool reproducible = false;  // pinned ISAs (recorded; the CLI does the pinning)
 };
 
 struct RunResult {

@@ -1,5 +1,7 @@
 #include "kernels/dnnl_common.h"
 
+#include <stdexcept>
+
 namespace vg {
 
 // Created on first use (thread-safe initialisation of function-local statics).
@@ -13,6 +15,38 @@ dnnl::engine& dnnl_engine() {
 dnnl::stream& dnnl_stream() {
   thread_local dnnl::stream stream(dnnl_engine());
   return stream;
+}
+
+}  // namespace vg
+
+namespace vg {
+
+void pin_onednn_isa_avx2() {
+  // The API wins over DNNL_MAX_CPU_ISA only if it comes first: once oneDNN has
+  // read its ISA (at the first primitive) the call fails, and we say so.
+  const dnnl_status_t st = dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2);
+  if (st != dnnl_success)
+    throw std::runtime_error("oneDNN refused to cap its ISA at AVX2 (status " +
+                             std::to_string(int(st)) + ")");
+  if (dnnl::get_effective_cpu_isa() != dnnl::cpu_isa::avx2)
+    throw std::runtime_error("oneDNN runs at " + onednn_isa() + ", not AVX2");
+}
+
+std::string onednn_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::all: return "all";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic: return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+  }
+  return "unknown";
 }
 
 }  // namespace vg

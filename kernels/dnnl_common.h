@@ -5,8 +5,16 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
+#include <string>
+
 namespace vg {
 dnnl::engine& dnnl_engine();
+// Caps oneDNN's kernels at AVX2 (--reproducible), whatever DNNL_MAX_CPU_ISA
+// says. Must run before oneDNN creates anything; throws std::runtime_error
+// with the reason if oneDNN cannot be pinned there.
+void pin_onednn_isa_avx2();
+// The ISA oneDNN's kernels use in this process: "avx2", "avx512_core", ...
+std::string onednn_isa();
 dnnl::stream& dnnl_stream();
 
 // One primitive with its arguments bound at creation; a call only swaps data handles.

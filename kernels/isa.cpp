@@ -52,7 +52,48 @@ Isa best_isa() {
   return Isa::scalar;
 }
 
+std::string isa_missing_features(Isa isa) {
+  std::string missing;
+  auto need = [&](bool has, const char* name) {
+    if (!has) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  };
+  switch (isa) {
+    case Isa::scalar: break;
+#if defined(__x86_64__)
+    case Isa::avx2:
+      __builtin_cpu_init();
+      need(__builtin_cpu_supports("avx2"), "AVX2");
+      need(__builtin_cpu_supports("fma"), "FMA");
+      break;
+    case Isa::avx512:
+      __builtin_cpu_init();
+      need(__builtin_cpu_supports("avx512f"), "AVX512F");
+      need(__builtin_cpu_supports("avx512vl"), "AVX512VL");
+      need(__builtin_cpu_supports("avx512dq"), "AVX512DQ");
+      need(__builtin_cpu_supports("fma"), "FMA");
+      break;
+    case Isa::neon: missing = "AArch64"; break;
+#else
+    case Isa::avx2:
+    case Isa::avx512: missing = "x86-64"; break;
+    case Isa::neon: break;
+#endif
+  }
+  return missing;
+}
+
+namespace {
+bool g_pinned = false;
+Isa g_pinned_isa = Isa::scalar;
+}  // namespace
+
+void pin_isa(Isa isa) {
+  g_pinned = true;
+  g_pinned_isa = isa;
+}
+
 Isa selected_isa() {
+  if (g_pinned) return g_pinned_isa;
   const char* env = std::getenv("VIEWGAP_ISA");
   if (env == nullptr || *env == '\0') return best_isa();
   const Isa isa = parse_isa(env);

@@ -17,4 +17,11 @@ Isa selected_isa();
 // Parses "scalar", "avx2", ...; throws std::invalid_argument otherwise.
 Isa parse_isa(const std::string& name);
 
+// What this CPU lacks for `isa`, e.g. "AVX2, FMA" ("" if it has everything;
+// "x86-64" on another architecture for the x86 ISAs).
+std::string isa_missing_features(Isa isa);
+// Makes selected_isa() return `isa` whatever VIEWGAP_ISA says (--reproducible).
+// Call it before the first kernel runs: each family picks its variant once.
+void pin_isa(Isa isa);
+
 }  // namespace vg

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/elementwise.h"
 #include "kernels/rng.h"
 
 namespace vg {
@@ -43,33 +44,17 @@ void init_normal(float* p, size_t n, float std, uint64_t seed, const std::string
   Stream(seed, Purpose::Init, h).fill_normal(p, n, std);
 }
 
-// Elementwise loops of the training step, cloned by GCC for AVX-512/AVX2 and
-// dispatched at load time. -std=c++20 disables FMA contraction, and sqrt and
-// division are correctly rounded, so every clone gives the same bits.
-#define VG_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
-VG_CLONES static void adam_update(float* __restrict w, float* __restrict m, float* __restrict v,
-                                  const float* __restrict g, size_t n,
-                                  float b1, float b2, float lr_c1, float inv_sqrt_c2, float eps) {
-  for (size_t k = 0; k < n; ++k) {
-    m[k] = b1 * m[k] + (1.f - b1) * g[k];
-    v[k] = b2 * v[k] + (1.f - b2) * g[k] * g[k];
-    w[k] -= lr_c1 * m[k] / (std::sqrt(v[k]) * inv_sqrt_c2 + eps);
-  }
-}
-
 void Adam::step(ParamSet& p) {
   ++t_;
   // w -= lr (m / c1) / (sqrt(v / c2) + eps), with the bias corrections hoisted.
   const double c1 = 1.0 - std::pow(double(cfg_.beta1), double(t_));
   const double c2 = 1.0 - std::pow(double(cfg_.beta2), double(t_));
-  adam_update(p.values().data(), m_.data(), v_.data(), p.grads().data(), p.count(), cfg_.beta1,
-              cfg_.beta2, float(cfg_.lr / c1), float(1.0 / std::sqrt(c2)), cfg_.eps);
+  elementwise().adam_update(p.values().data(), m_.data(), v_.data(), p.grads().data(), p.count(),
+                            cfg_.beta1, cfg_.beta2, float(cfg_.lr / c1),
+                            float(1.0 / std::sqrt(c2)), cfg_.eps);
 }
 
-VG_CLONES void relu_backward(float* __restrict d, const float* __restrict y, size_t n) {
-  for (size_t k = 0; k < n; ++k) d[k] = y[k] > 0.f ? d[k] : 0.f;
-}
+void relu_backward(float* d, const float* y, size_t n) { elementwise().relu_backward(d, y, n); }
 
 double softmax_xent(float* dlogits, const float* logits, const int* labels, int B, int C) {
   double loss = 0.0;

@@ -1,0 +1,65 @@
+// Every elementwise variant side by side: the Adam update and the ReLU backward
+// are memory-bound, so the counter is bytes per second (Adam reads w, m, v, g
+// and writes w, m, v: 28 bytes per parameter; ReLU backward reads d, y and writes d).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+
+#include "kernels/elementwise.h"
+#include "kernels/rng.h"
+
+namespace vg {
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t tag) {
+  Stream s(2, Purpose::Test, tag);
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(s.normal());
+  return v;
+}
+
+void BM_adam_update(benchmark::State& state, const ElementwiseKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  const size_t n = size_t(state.range(0));
+  auto w = randn(n, 1), m = randn(n, 2), v = randn(n, 3), g = randn(n, 4);
+  for (float& x : v) x = x * x;
+  for (auto _ : state) {
+    k->adam_update(w.data(), m.data(), v.data(), g.data(), n, 0.9f, 0.999f, 2e-3f, 1.f, 1e-8f);
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes/s"] = benchmark::Counter(kAdamBytesPerParam * double(n),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1024);
+  state.SetItemsProcessed(state.iterations() * int64_t(n));
+}
+
+void BM_relu_backward(benchmark::State& state, const ElementwiseKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  const size_t n = size_t(state.range(0));
+  auto d = randn(n, 5), y = randn(n, 6);
+  for (auto _ : state) {
+    k->relu_backward(d.data(), y.data(), n);
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes/s"] = benchmark::Counter(3.0 * sizeof(float) * double(n),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1024);
+}
+
+// One registration per variant in the kernel list. Sizes: the CNN's and the
+// capsule model's parameter counts; conv1's output at batch 32.
+const int registered = [] {
+  int n = 0;
+  const ElementwiseKernels* ek = elementwise_variants(&n);
+  for (int v = 0; v < n; ++v) {
+    const std::string isa = isa_name(ek[v].isa);
+    benchmark::RegisterBenchmark(("BM_adam_update/" + isa).c_str(), BM_adam_update, &ek[v])
+        ->ArgName("params")->Arg(262949)->Arg(558258);
+    benchmark::RegisterBenchmark(("BM_relu_backward/" + isa).c_str(), BM_relu_backward, &ek[v])
+        ->ArgName("n")->Arg(32 * 16 * 16 * 16);
+  }
+  return n;
+}();
+
+}  // namespace
+}  // namespace vg

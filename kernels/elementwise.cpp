@@ -1,0 +1,38 @@
+#include "kernels/elementwise.h"
+
+namespace vg {
+
+namespace {
+// The kernel list: one line per variant this build has.
+const ElementwiseKernels kVariants[] = {
+    {Isa::scalar, adam_update_f32__scalar, relu_backward_f32__scalar},
+#if defined(__x86_64__)
+    {Isa::avx2, adam_update_f32__avx2, relu_backward_f32__avx2},
+    {Isa::avx512, adam_update_f32__avx512, relu_backward_f32__avx512},
+#endif
+#if defined(__aarch64__)
+    {Isa::neon, adam_update_f32__neon, relu_backward_f32__neon},
+#endif
+};
+}  // namespace
+
+const ElementwiseKernels* elementwise_variants(int* count) {
+  *count = int(sizeof(kVariants) / sizeof(kVariants[0]));
+  return kVariants;
+}
+
+const ElementwiseKernels* elementwise_for(Isa isa) {
+  for (const auto& k : kVariants)
+    if (k.isa == isa) return &k;
+  return nullptr;
+}
+
+const ElementwiseKernels& elementwise() {
+  static const ElementwiseKernels& chosen = []() -> const ElementwiseKernels& {
+    const ElementwiseKernels* k = elementwise_for(selected_isa());
+    return k ? *k : kVariants[0];
+  }();
+  return chosen;
+}
+
+}  // namespace vg

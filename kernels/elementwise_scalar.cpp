@@ -1,0 +1,23 @@
+// Scalar reference of the elementwise kernels (built with -ffp-contract=off,
+// as the whole project is: the SIMD variants must match it bit for bit).
+#include <cmath>
+
+#include "kernels/elementwise.h"
+
+namespace vg {
+
+void adam_update_f32__scalar(float* w, float* m, float* v, const float* g, size_t n, float b1,
+                             float b2, float lr_c1, float inv_sqrt_c2, float eps) {
+  const float c1 = 1.f - b1, c2 = 1.f - b2;
+  for (size_t k = 0; k < n; ++k) {
+    m[k] = b1 * m[k] + c1 * g[k];
+    v[k] = b2 * v[k] + c2 * g[k] * g[k];
+    w[k] -= lr_c1 * m[k] / (std::sqrt(v[k]) * inv_sqrt_c2 + eps);
+  }
+}
+
+void relu_backward_f32__scalar(float* d, const float* y, size_t n) {
+  for (size_t k = 0; k < n; ++k) d[k] = y[k] > 0.f ? d[k] : 0.f;
+}
+
+}  // namespace vg
