@@ -4,16 +4,26 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kernels/pose_matmul.h"
-
 namespace vg {
+
+namespace {
+template <typename K>
+const K& kernels_for(const std::optional<Isa>& isa, const K* (*lookup)(Isa), const K& chosen) {
+  if (!isa) return chosen;
+  const K* k = lookup(*isa);
+  if (k == nullptr) throw std::invalid_argument(std::string("CapsNet: no ") + isa_name(*isa) + " kernels in this build");
+  return *k;
+}
+}  // namespace
 
 CapsNet::CapsNet(const CapsConfig& cfg, int max_batch)
     : cfg_(cfg),
       max_batch_(max_batch),
       conv_shape_{1, 32, 32, cfg.conv_channels, 5, 2, 2},
       conv1_(conv_shape_, /*relu=*/true),
-      primary_(conv_shape_.out_size(), cfg.n_primary * (kPoseDim + 1), /*relu=*/false) {
+      primary_(conv_shape_.out_size(), cfg.n_primary * (kPoseDim + 1), /*relu=*/false),
+      pose_k_(kernels_for(cfg.isa, pose_matmul_for, pose_matmul())),
+      em_k_(kernels_for(cfg.isa, em_routing_for, em_routing_kernels())) {
   const int C = conv_shape_.out_size(), P = cfg.n_primary, J = cfg.n_classes;
   if (J > 64) throw std::invalid_argument("CapsNet: at most 64 class capsules");
   conv_w = params_.add("conv1.weight", conv_shape_.weight_size());
@@ -105,12 +115,12 @@ const float* CapsNet::forward(const float* images, int B) {
   }
   {
     LayerScope t(prof_, "votes", false);
-    pose_matmul().forward(votes_.data(), poses_.data(), params_.value(route_w), B, P, J);
+    pose_k_.forward(votes_.data(), poses_.data(), params_.value(route_w), B, P, J);
   }
   {
     LayerScope t(prof_, "em_routing", false);
     em_routing_forward(mu_.data(), a_.data(), em_, votes_.data(), a_in_logit_.data(),
-                       params_.value(beta_a), params_.value(beta_v), B, P, J, cfg_.em);
+                       params_.value(beta_a), params_.value(beta_v), B, P, J, cfg_.em, em_k_);
   }
   LayerScope t(prof_, "logits", false);
   caps_logits_forward(logits_.data(), mu_.data(), a_.data(), B, J);
@@ -140,12 +150,12 @@ void CapsNet::backward(const float* d_logits, int B) {
     LayerScope t(prof_, "em_routing", true);
     std::fill_n(d_votes_.begin(), size_t(B) * P * J * kPoseDim, 0.f);
     em_routing_backward(d_votes_.data(), params_.grad(beta_a), params_.grad(beta_v), d_mu_.data(),
-                        d_a_.data(), votes_.data(), mu_.data(), a_.data(), em_, B, P, J, cfg_.em);
+                        d_a_.data(), votes_.data(), mu_.data(), a_.data(), em_, B, P, J, cfg_.em, em_k_);
   }
   {
     LayerScope t(prof_, "votes", true);
     std::fill_n(d_poses_.begin(), size_t(B) * P * kPoseDim, 0.f);
-    pose_matmul().backward(d_poses_.data(), params_.grad(route_w), d_votes_.data(), poses_.data(),
+    pose_k_.backward(d_poses_.data(), params_.grad(route_w), d_votes_.data(), poses_.data(),
                            params_.value(route_w), B, P, J);
   }
   {

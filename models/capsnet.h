@@ -6,10 +6,12 @@
 //   logits   |mu_j|^2 / 16 + 4 (a_j - 0.5)            B x 5
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "kernels/conv.h"
 #include "kernels/dense.h"
 #include "kernels/em_routing.h"
+#include "kernels/pose_matmul.h"
 #include "models/model.h"
 
 namespace vg {
@@ -20,6 +22,9 @@ struct CapsConfig {
   int n_classes = 5;
   float route_init_std = 0.5f;
   EmConfig em;
+  // Kernel variant of the votes and the routing; default: the dispatcher's
+  // (tests compare variants in one process).
+  std::optional<Isa> isa;
 };
 
 class CapsNet final : public Model {
@@ -50,6 +55,8 @@ class CapsNet final : public Model {
   Conv2d conv1_;
   Dense primary_;
   EmState em_;
+  const PoseMatmulKernels& pose_k_;
+  const EmRoutingKernels& em_k_;
   const float* images_ = nullptr;  // input of the last forward (owned by the caller)
   // Activations and their gradients, sized once for max_batch.
   std::vector<float> conv_out_, prim_, poses_, a_in_logit_, votes_, mu_, a_, logits_;
