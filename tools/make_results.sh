@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates everything under results/ from viewgap's own outputs, and writes
 # results/provenance.md with the machine, the commit and each step's wall time.
+# Every step runs with --reproducible, so the tables come out bit for bit the
+# same on any x86-64 CPU with AVX2+FMA (timings and provenance aside).
 # Usage: bash tools/make_results.sh   (about 10 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,19 +35,19 @@ step() {  # name, command...
   printf '| %s | `%s` | %.1f s |\n' "$name" "$*" "$(echo "$t1 - $t0" | bc)" >> "$prov"
 }
 
-step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --exe "$exe" --out "$out"
+step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
 rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput"
 step "canonical sweep" "$exe" sweep --seeds 0:29 --gaps 0,30,60,90,120 --train-azimuths 0:60 \
-  --test-width 60 --models caps,cnn,cnn136 --jobs 2 --quiet --out "$out/sweep_canonical"
+  --test-width 60 --models caps,cnn,cnn136 --jobs 2 --reproducible --quiet --out "$out/sweep_canonical"
 step "seed's configuration, 30 seeds" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 \
-  --test-width 130 --models caps,cnn,cnn136 --jobs 2 --quiet --out "$out/sweep_seed_config"
+  --test-width 130 --models caps,cnn,cnn136 --jobs 2 --reproducible --quiet --out "$out/sweep_seed_config"
 # Throughput: the same 12 cells with 1 and 2 jobs, back to back.
 mkdir -p "$out/throughput"
 for j in 1 2; do
   step "throughput, --jobs $j" "$exe" sweep --seeds 0:5 --gaps 30,90 --models caps,cnn --jobs $j \
-    --quiet --out "$out/throughput/jobs$j"
+    --reproducible --quiet --out "$out/throughput/jobs$j"
 done
-step "run figures (seed 0, --dump)" bash -c "rm -rf $out/run_seed0 && $exe run --quiet --dump $out/run_seed0 >/dev/null && $py tools/plot.py run $out/run_seed0 --out $out/figures"
+step "run figures (seed 0, --dump)" bash -c "rm -rf $out/run_seed0 && $exe run --reproducible --quiet --dump $out/run_seed0 >/dev/null && $py tools/plot.py run $out/run_seed0 --out $out/figures"
 step "sweep figures" $py tools/plot.py sweep "$out/sweep_canonical" --out "$out/figures"
 # Cells per second of the two throughput sweeps, from their meta.json.
 $py - "$out/throughput" >> "$prov" <<'PY'

@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--exe", default="build/release/viewgap")
     ap.add_argument("--out", default="results")
+    ap.add_argument("--reproducible", action="store_true",
+                    help="run viewgap --reproducible (the same bits on every AVX2+FMA CPU)")
     a = ap.parse_args()
     if a.seeds < 3:
         sys.exit("seed_table.py: error: --seeds must be >= 3, got %d" % a.seeds)
@@ -54,7 +56,8 @@ def main():
         for s in range(a.seeds):
             path = os.path.join(tmp, "run.json")
             subprocess.run([a.exe, "run", "--quiet", "--seed", str(s), "--threads", "1",
-                            "--out-json", path], check=True, stdout=subprocess.DEVNULL)
+                            "--out-json", path] + (["--reproducible"] if a.reproducible else []),
+                           check=True, stdout=subprocess.DEVNULL)
             j = json.load(open(path))
             meta = j["meta"]
             for m in j["models"]:
@@ -80,9 +83,10 @@ def main():
     md.append("| seed's table (0-2) | %s |" % " | ".join(
         "%.3f" % v for m in ("caps", "cnn") for v in SEED_TABLE[m]))
     md.append("")
-    md.append("Made by `python3 tools/seed_table.py --seeds %d` on %s (%d cores), commit %s, "
-              "%.1f s wall for %d runs." % (a.seeds, cpu_model(), os.cpu_count(),
-                                             meta["git_commit"], wall, a.seeds))
+    md.append("Made by `python3 tools/seed_table.py --seeds %d%s` on %s (%d cores), commit %s, "
+              "%.1f s wall for %d runs." % (a.seeds, " --reproducible" if a.reproducible else "",
+                                             cpu_model(), os.cpu_count(), meta["git_commit"], wall,
+                                             a.seeds))
     atomic_write(os.path.join(a.out, "seed_table.md"), "\n".join(md) + "\n")
     print("\n".join(md))
 
