@@ -56,21 +56,4 @@ void Adam::step(ParamSet& p) {
 
 void relu_backward(float* d, const float* y, size_t n) { elementwise().relu_backward(d, y, n); }
 
-double softmax_xent(float* dlogits, const float* logits, const int* labels, int B, int C) {
-  double loss = 0.0;
-  for (int b = 0; b < B; ++b) {
-    const float* l = logits + size_t(b) * C;
-    float mx = l[0];
-    for (int c = 1; c < C; ++c) mx = std::max(mx, l[c]);
-    double z = 0.0;
-    for (int c = 0; c < C; ++c) z += std::exp(double(l[c] - mx));
-    const double log_z = std::log(z) + mx;
-    loss += log_z - l[labels[b]];
-    for (int c = 0; c < C; ++c)
-      dlogits[size_t(b) * C + c] =
-          float((std::exp(double(l[c]) - log_z) - (c == labels[b] ? 1.0 : 0.0)) / B);
-  }
-  return loss / B;
-}
-
 }  // namespace vg

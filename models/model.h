@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "models/loss.h"
+
 namespace vg {
 
 // Parameters and gradients each live in one allocation; tensors are named
@@ -57,15 +59,12 @@ class Adam {
   long t_ = 0;
 };
 
-// Mean softmax cross-entropy over the batch; writes dlogits = (softmax - onehot) / B.
-// logits, dlogits: B x C.
 // ReLU backward in place: d = 0 where the ReLU output y is not positive.
 void relu_backward(float* d, const float* y, size_t n);
 
 // True if x[0..n) is all finite.
 bool all_finite(const float* x, size_t n);
 
-double softmax_xent(float* dlogits, const float* logits, const int* labels, int B, int C);
 
 // Per-layer timing hook (viewgap profile). Models time each layer's forward and
 // backward through LayerScope; with no profiler set it costs one branch.

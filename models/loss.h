@@ -1,0 +1,38 @@
+// The loss seam: what a model's scores (B x C) are trained against.
+//   xent    softmax cross-entropy on logits (the seed's; every CNN's)
+//   spread  spread loss on class activations in (0, 1) (Hinton, Sabour & Frosst
+//           2018): sum over wrong classes i of max(0, m - (a_t - a_i))^2, the
+//           margin m annealed linearly from 0.2 to 0.9 over training
+//   margin  margin loss on class scores in [0, 1] (Sabour, Frosst & Hinton 2017):
+//           T_k max(0, m+ - s_k)^2 + lambda (1 - T_k) max(0, s_k - m-)^2
+// Each is the mean over the batch and writes its exact gradient.
+#pragma once
+#include <string>
+
+namespace vg {
+
+enum class LossKind { xent, spread, margin };
+
+struct LossConfig {
+  LossKind kind = LossKind::xent;
+  float spread_from = 0.2f, spread_to = 0.9f;          // spread margin, start and end of training
+  float m_pos = 0.9f, m_neg = 0.1f, m_lambda = 0.5f;   // margin loss
+};
+
+const char* loss_name(LossKind kind);
+// "xent", "spread" or "margin"; throws std::invalid_argument listing them.
+LossKind parse_loss(const std::string& name);
+inline constexpr const char* kLossNames = "xent, spread, margin";
+
+// The spread loss's margin after `progress` of training (0 at the first step, 1 at the last).
+float spread_margin(const LossConfig& cfg, double progress);
+
+// Mean loss over the batch of `scores` (B x C, row-major) against `labels`;
+// writes dscores = dL/dscores (overwrites). `progress` as for spread_margin.
+double loss_forward_backward(const LossConfig& cfg, float* dscores, const float* scores,
+                             const int* labels, int B, int C, double progress);
+
+// Softmax cross-entropy alone: mean over the batch, dlogits = (softmax - onehot) / B.
+double softmax_xent(float* dlogits, const float* logits, const int* labels, int B, int C);
+
+}  // namespace vg
