@@ -17,7 +17,8 @@ const K& kernels_for(const std::optional<Isa>& isa, const K* (*lookup)(Isa), con
 }  // namespace
 
 CapsNet::CapsNet(const CapsConfig& cfg, int max_batch)
-    : cfg_(cfg),
+    : Model(cfg.loss),
+      cfg_(cfg),
       max_batch_(max_batch),
       conv_shape_{1, 32, 32, cfg.conv_channels, 5, 2, 2},
       conv1_(conv_shape_, /*relu=*/true),
@@ -122,9 +123,25 @@ const float* CapsNet::forward(const float* images, int B) {
     em_routing_forward(mu_.data(), a_.data(), em_, votes_.data(), a_in_logit_.data(),
                        params_.value(beta_a), params_.value(beta_v), B, P, J, cfg_.em, em_k_);
   }
+  if (loss_.kind != LossKind::xent) return a_.data();  // the paper's scores: the activations
   LayerScope t(prof_, "logits", false);
   caps_logits_forward(logits_.data(), mu_.data(), a_.data(), B, J);
   return logits_.data();
+}
+
+std::vector<LayerInfo> CapsNet::layers(int B) const {
+  const int P = cfg_.n_primary, J = cfg_.n_classes;
+  const double conv = 2.0 * B * conv_shape_.out_size() * conv_shape_.kernel * conv_shape_.kernel *
+                      conv_shape_.in_channels;  // backward: the weights' gradient only
+  const double dense = 2.0 * B * conv_shape_.out_size() * P * (kPoseDim + 1);
+  const double votes = 2.0 * 64 * B * P * J;  // 64 multiply-adds per 4x4 product
+  std::vector<LayerInfo> l{{"conv1", conv, conv},
+                           {"primary", dense, 2 * dense},  // backward: data and weights
+                           {"votes", votes, 2 * votes},
+                           {"em_routing", em_routing_forward_flops(B, P, J, cfg_.em.iters),
+                            em_routing_backward_flops(B, P, J)}};
+  if (loss_.kind == LossKind::xent) l.push_back({"logits", double(B) * J * 19, double(B) * J * 17});
+  return l;
 }
 
 std::string CapsNet::first_non_finite_layer(int B) const {
@@ -138,13 +155,16 @@ std::string CapsNet::first_non_finite_layer(int B) const {
   return "";
 }
 
-void CapsNet::backward(const float* d_logits, int B) {
+void CapsNet::backward(const float* dscores, int B) {
   const int P = cfg_.n_primary, J = cfg_.n_classes;
-  {
+  // oneDNN layers overwrite their gradients; the routing ones accumulate.
+  for (int k : {route_w, beta_a, beta_v}) std::fill_n(params_.grad(k), params_.tensor(k).size, 0.f);
+  if (loss_.kind == LossKind::xent) {
     LayerScope t(prof_, "logits", true);
-    // oneDNN layers overwrite their gradients; the routing ones accumulate.
-    for (int k : {route_w, beta_a, beta_v}) std::fill_n(params_.grad(k), params_.tensor(k).size, 0.f);
-    caps_logits_backward(d_mu_.data(), d_a_.data(), d_logits, mu_.data(), B, J);
+    caps_logits_backward(d_mu_.data(), d_a_.data(), dscores, mu_.data(), B, J);
+  } else {  // the scores are the activations: no gradient reaches the poses directly
+    std::copy_n(dscores, size_t(B) * J, d_a_.begin());
+    std::fill_n(d_mu_.begin(), size_t(B) * J * kPoseDim, 0.f);
   }
   {
     LayerScope t(prof_, "em_routing", true);

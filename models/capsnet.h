@@ -3,7 +3,8 @@
 //   primary  dense 4096 -> 8 x (16 pose + 1 logit)    B x 136
 //   votes    V_ij = M_i W_ij                          B x 8 x 5 x 16
 //   class    EM routing                               mu B x 5 x 16, a B x 5
-//   logits   |mu_j|^2 / 16 + 4 (a_j - 0.5)            B x 5
+//   scores   with the xent loss (the seed's): logits |mu_j|^2 / 16 + 4 (a_j - 0.5);
+//            with the spread or margin loss (the paper's): the activations a_j   B x 5
 #pragma once
 #include <memory>
 #include <optional>
@@ -25,6 +26,7 @@ struct CapsConfig {
   // Kernel variant of the votes and the routing; default: the dispatcher's
   // (tests compare variants in one process).
   std::optional<Isa> isa;
+  LossConfig loss;  // xent trains the combined logits; spread and margin the activations
 };
 
 class CapsNet final : public Model {
@@ -33,7 +35,9 @@ class CapsNet final : public Model {
   std::string name() const override { return "caps"; }
   void init(uint64_t seed) override;
   const float* forward(const float* images, int batch) override;
-  void backward(const float* dlogits, int batch) override;
+  void backward(const float* dscores, int batch) override;
+  std::vector<LayerInfo> layers(int batch) const override;
+  ClassCapsules class_capsules() const override { return {kPoseDim, mu_.data(), a_.data()}; }
 
   // Read-only views of the last forward pass (tests, figures).
   const float* class_poses() const { return mu_.data(); }        // B x 5 x 16

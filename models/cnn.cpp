@@ -56,6 +56,16 @@ const float* Cnn::forward(const float* images, int B) {
   return logits_.data();
 }
 
+std::vector<LayerInfo> Cnn::layers(int B) const {
+  const double conv = 2.0 * B * conv_shape_.out_size() * conv_shape_.kernel * conv_shape_.kernel *
+                      conv_shape_.in_channels;  // backward: the weights' gradient only
+  auto dense = [&](double k, double n) { return LayerInfo{"", 2.0 * B * k * n, 4.0 * B * k * n}; };
+  LayerInfo hidden = dense(conv_shape_.out_size(), cfg_.hidden), out = dense(cfg_.hidden, cfg_.n_classes);
+  hidden.name = "hidden";
+  out.name = "out";
+  return {{"conv1", conv, conv}, hidden, out};
+}
+
 std::string Cnn::first_non_finite_layer(int B) const {
   if (!all_finite(conv_out_.data(), size_t(B) * conv_shape_.out_size())) return "conv1";
   if (!all_finite(hid_.data(), size_t(B) * cfg_.hidden)) return "hidden";

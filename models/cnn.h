@@ -23,6 +23,7 @@ class Cnn final : public Model {
   const float* forward(const float* images, int batch) override;
   void backward(const float* dlogits, int batch) override;
   std::string first_non_finite_layer(int batch) const override;
+  std::vector<LayerInfo> layers(int batch) const override;
 
   int conv_w, conv_b, hid_w, hid_b, out_w, out_b;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <stdexcept>
 
 #include "kernels/elementwise.h"
 #include "kernels/rng.h"
@@ -55,5 +56,27 @@ void Adam::step(ParamSet& p) {
 }
 
 void relu_backward(float* d, const float* y, size_t n) { elementwise().relu_backward(d, y, n); }
+
+// Classes per score row: every model scores the 5 classes of the dataset.
+constexpr int kScoreClasses = 5;
+
+Trainer::Trainer(Model& model, const AdamConfig& adam, int max_batch)
+    : model_(model), adam_(model.params().count(), adam),
+      dscores_(size_t(max_batch) * kScoreClasses) {}
+
+double Trainer::step(const float* images, const int* labels, int B, double progress) {
+  if (size_t(B) * kScoreClasses > dscores_.size()) throw std::invalid_argument("Trainer::step: batch > max_batch");
+  const float* scores = model_.forward(images, B);
+  double loss;
+  {
+    LayerScope t(model_.profiler(), "loss", false);
+    loss = loss_forward_backward(model_.loss(), dscores_.data(), scores, labels, B, kScoreClasses, progress);
+  }
+  if (!std::isfinite(loss)) return loss;  // no update: the caller finds the layer
+  model_.backward(dscores_.data(), B);
+  LayerScope t(model_.profiler(), "adam", true);
+  adam_.step(model_.params());
+  return loss;
+}
 
 }  // namespace vg

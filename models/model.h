@@ -1,6 +1,6 @@
 // What every model shares: one flat parameter/gradient allocation with named
-// views, Adam over that flat memory, softmax cross-entropy, and the Model
-// interface the harness trains through.
+// views, Adam over that flat memory, the Model interface the harness trains
+// through, and the one training step (Trainer).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -93,26 +93,68 @@ class LayerScope {
   LayerProfiler::Clock::time_point t0_{};
 };
 
+// What a model computes per layer, for the profile and the benchmarks.
+struct LayerInfo {
+  std::string name;                     // as LayerScope names it
+  double forward_flops, backward_flops;  // one call at the batch asked for
+};
+
+// Class capsules of the last forward pass (figures, dumps); empty for models
+// that have none.
+struct ClassCapsules {
+  int pose_dim = 0;                     // 0: no class capsules
+  const float* poses = nullptr;         // batch x classes x pose_dim
+  const float* activations = nullptr;   // batch x classes
+};
+
 class Model {
  public:
+  explicit Model(const LossConfig& loss = {}) : loss_(loss) {}
   virtual ~Model() = default;
   virtual std::string name() const = 0;
   virtual void init(uint64_t seed) = 0;
-  // Logits (batch x 5) of images (batch x 32 x 32); keeps what backward needs
-  // (images must stay alive until backward). batch <= max_batch given at construction.
+  // Scores (batch x 5) of images (batch x 32 x 32): the prediction is their
+  // argmax, and loss() trains them (logits for xent, class activations for the
+  // spread and margin losses). Keeps what backward needs (images must stay
+  // alive until backward). batch <= max_batch given at construction.
   virtual const float* forward(const float* images, int batch) = 0;
-  // Gradients of all parameters from dlogits of the last forward. Overwrites
-  // params().grads() (each parameter is used once per step).
-  virtual void backward(const float* dlogits, int batch) = 0;
+  // The gradient contract: backward OVERWRITES params().grads() with the
+  // gradient of the last forward's scores against dscores; every tensor is
+  // written (zero where no gradient reaches it), so no step zeroes them first.
+  virtual void backward(const float* dscores, int batch) = 0;
   // Name of the first layer whose output in the last forward holds NaN/Inf, or "".
   virtual std::string first_non_finite_layer(int batch) const = 0;
+  // The layers in forward order with their FLOPs at `batch`.
+  virtual std::vector<LayerInfo> layers(int batch) const = 0;
+  virtual ClassCapsules class_capsules() const { return {}; }
+  // The loss the scores are trained with.
+  const LossConfig& loss() const { return loss_; }
   ParamSet& params() { return params_; }
   const ParamSet& params() const { return params_; }
   void set_profiler(LayerProfiler* p) { prof_ = p; }
+  LayerProfiler* profiler() const { return prof_; }
 
  protected:
+  LossConfig loss_;
   ParamSet params_;
   LayerProfiler* prof_ = nullptr;
+};
+
+// One training step: forward, loss, backward, Adam. The only place a step is
+// written: run, sweep, profile and the benchmarks all train through it.
+class Trainer {
+ public:
+  Trainer(Model& model, const AdamConfig& adam, int max_batch);
+  // Trains on images (B x 32 x 32) with labels; `progress` is the fraction of
+  // training done (the spread loss anneals its margin with it). Returns the
+  // batch's mean loss; a NaN/Inf loss is returned before backward and Adam, so
+  // the weights stay as they were for the caller to find the layer at fault.
+  double step(const float* images, const int* labels, int B, double progress);
+
+ private:
+  Model& model_;
+  Adam adam_;
+  std::vector<float> dscores_;
 };
 
 }  // namespace vg
