@@ -9,17 +9,11 @@
 namespace vg {
 namespace {
 
-// FLOPs of one image through every layer (forward; with backward if `train`),
-// counted as `viewgap profile` counts them.
-double model_flops_per_image(const std::string& name, bool train) {
-  const char* caps[] = {"conv1", "primary", "votes", "em_routing", "logits"};
-  const char* cnn[] = {"conv1", "hidden", "out"};
-  const int hidden = std::max(0, cnn_width(name, 64));
+// FLOPs of a batch through every layer (forward; with backward if `train`), as
+// the model counts them for `viewgap profile`.
+double batch_flops(const Model& model, int B, bool train) {
   double f = 0;
-  for (const char* layer : name == "caps" ? std::vector<const char*>(caps, caps + 5)
-                                          : std::vector<const char*>(cnn, cnn + 3))
-    for (bool backward : {false, true})
-      if (!backward || train) f += layer_flops(name, layer, backward, 1, hidden, 3);
+  for (const LayerInfo& l : model.layers(B)) f += l.forward_flops + (train ? l.backward_flops : 0);
   return f;
 }
 
@@ -33,17 +27,11 @@ void BM_train_step(benchmark::State& state, std::string name) {
   TrainConfig tc;
   auto model = make_model(name, tc, B);
   model->init(0);
-  Adam adam(model->params().count(), AdamConfig{});
+  Trainer trainer(*model, AdamConfig{}, B);
   std::vector<float> x(data().train.images.begin(), data().train.images.begin() + size_t(B) * kImagePixels);
   std::vector<int> y(data().train.labels.begin(), data().train.labels.begin() + B);
-  std::vector<float> d(size_t(B) * kNumClasses);
-  for (auto _ : state) {
-    const float* logits = model->forward(x.data(), B);
-    benchmark::DoNotOptimize(softmax_xent(d.data(), logits, y.data(), B, kNumClasses));
-    model->backward(d.data(), B);
-    adam.step(model->params());
-  }
-  state.counters["FLOPS"] = benchmark::Counter(B * model_flops_per_image(name, true),
+  for (auto _ : state) benchmark::DoNotOptimize(trainer.step(x.data(), y.data(), B, 0.0));
+  state.counters["FLOPS"] = benchmark::Counter(batch_flops(*model, B, true),
                                                benchmark::Counter::kIsIterationInvariantRate);
   state.SetItemsProcessed(state.iterations() * B);
 }
@@ -54,7 +42,7 @@ void BM_eval_batch(benchmark::State& state, std::string name) {
   auto model = make_model(name, tc, B);
   model->init(0);
   for (auto _ : state) benchmark::DoNotOptimize(model->forward(data().circle.images.data(), B));
-  state.counters["FLOPS"] = benchmark::Counter(B * model_flops_per_image(name, false),
+  state.counters["FLOPS"] = benchmark::Counter(batch_flops(*model, B, false),
                                                benchmark::Counter::kIsIterationInvariantRate);
   state.SetItemsProcessed(state.iterations() * B);
 }

@@ -7,25 +7,9 @@
 #include <sstream>
 
 #include "harness/report.h"
-#include "kernels/em_routing.h"
 #include "kernels/fma_probe.h"
 
 namespace vg {
-
-double layer_flops(const std::string& name, const std::string& layer, bool backward, int B,
-                   int hidden, int em_iters) {
-  const double conv = 2.0 * B * 16 * 16 * 16 * 25;  // backward: weights only
-  const int out = name == "caps" ? 8 * 17 : hidden;
-  auto dense = [&](double k, double n) { return (backward ? 4.0 : 2.0) * B * k * n; };
-  if (layer == "conv1") return conv;
-  if (layer == "primary" || layer == "hidden") return dense(4096, out);
-  if (layer == "out") return dense(hidden, 5);
-  if (layer == "votes") return (backward ? 4.0 : 2.0) * 64 * B * 8 * 5;
-  if (layer == "em_routing")
-    return backward ? em_routing_backward_flops(B, 8, 5) : em_routing_forward_flops(B, 8, 5, em_iters);
-  if (layer == "logits") return double(B) * 5 * (backward ? 17 : 19);
-  return 0;
-}
 
 namespace {
 
@@ -64,13 +48,13 @@ void run_profile(const ProfileOptions& opt) {
   model->init(opt.train.seed);
   AdamConfig ac;
   ac.lr = opt.train.lr;
-  Adam adam(model->params().count(), ac);
+  Trainer trainer(*model, ac, opt.batch);
   Recorder rec;
   rec.events.reserve(size_t(opt.steps) * 24);
   model->set_profiler(&rec);
 
   const int B = opt.batch, N = data.train.size();
-  std::vector<float> x(size_t(B) * kImagePixels), d(size_t(B) * kNumClasses);
+  std::vector<float> x(size_t(B) * kImagePixels);
   std::vector<int> y(B);
   for (int step = 0; step < opt.warmup + opt.steps; ++step) {
     for (int b = 0; b < B; ++b) {
@@ -80,14 +64,7 @@ void run_profile(const ProfileOptions& opt) {
     }
     rec.on = step >= opt.warmup;
     LayerScope whole(&rec, "step", false);
-    const float* logits = model->forward(x.data(), B);
-    {
-      LayerScope t(&rec, "loss", false);
-      softmax_xent(d.data(), logits, y.data(), B, kNumClasses);
-    }
-    model->backward(d.data(), B);
-    LayerScope t(&rec, "adam", true);
-    adam.step(model->params());
+    trainer.step(x.data(), y.data(), B, double(step) / (opt.warmup + opt.steps));
   }
 
   // Per (layer, pass): durations of every call, in order of first appearance.
@@ -101,7 +78,16 @@ void run_profile(const ProfileOptions& opt) {
   const std::vector<double>& steps = dur[{"step", false}];
   double step_total = 0;
   for (double v : steps) step_total += v;
-  const int hidden = std::max(0, cnn_width(opt.model, opt.train.cnn_hidden));
+  // FLOPs per call, as the model counts them ("loss" and "adam" count 0).
+  std::map<std::pair<std::string, bool>, double> flops_of;
+  for (const LayerInfo& l : model->layers(B)) {
+    flops_of[{l.name, false}] = l.forward_flops;
+    flops_of[{l.name, true}] = l.backward_flops;
+  }
+  auto layer_flops = [&](const std::pair<std::string, bool>& key) {
+    const auto it = flops_of.find(key);
+    return it == flops_of.end() ? 0.0 : it->second;
+  };
   std::string csv =
       "model,batch,layer,pass,calls,median_us,p90_us,share,flops,gflops,peak_pct,peak_gflops\n";
   std::ostringstream table;
@@ -115,16 +101,14 @@ void run_profile(const ProfileOptions& opt) {
   double step_flops = 0;
   for (const auto& key : order) {
     if (key.first != "step")
-      step_flops += layer_flops(opt.model, key.first, key.second, B, hidden, opt.train.em.iters) *
-                    double(dur[key].size()) / steps.size();
+      step_flops += layer_flops(key) * double(dur[key].size()) / steps.size();
   }
   for (const auto& key : order) {
     const std::vector<double>& v = dur[key];
     double sum = 0;
     for (double t : v) sum += t;
     const bool is_step = key.first == "step";
-    const double flops = is_step ? step_flops
-                                 : layer_flops(opt.model, key.first, key.second, B, hidden, opt.train.em.iters);
+    const double flops = is_step ? step_flops : layer_flops(key);
     const double med = percentile(v, 0.5), p90 = percentile(v, 0.9);
     const double gf = flops > 0 ? flops / (med * 1e3) : 0;
     const char* pass = is_step ? "step" : key.second ? "backward" : "forward";

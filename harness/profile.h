@@ -14,12 +14,6 @@ struct ProfileOptions {
   std::string out_csv, trace;  // trace: Chrome trace-event JSON, "" for none
 };
 
-// FLOPs of one call of `layer` ("conv1", "primary", "votes", "em_routing",
-// "logits", "hidden", "out"; "adam" and "loss" count 0) of model `name` at
-// batch B; `hidden` is the width of a CNN's hidden layer.
-double layer_flops(const std::string& name, const std::string& layer, bool backward, int B,
-                   int hidden, int em_iters);
-
 // Runs opt.steps training steps (after opt.warmup untimed ones) on the default
 // dataset; writes the CSV (and trace) atomically and prints a table on stdout.
 void run_profile(const ProfileOptions& opt);

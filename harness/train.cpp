@@ -88,15 +88,17 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   res.n_params = model->params().count();
   AdamConfig ac;
   ac.lr = cfg.lr;
-  Adam adam(model->params().count(), ac);
+  Trainer trainer(*model, ac, cfg.batch_size);
 
   const Split& train = data.train;
   const int N = train.size();
-  res.step_loss.reserve(size_t(cfg.n_epochs) * size_t((N + cfg.batch_size - 1) / cfg.batch_size));
   std::vector<int> order(N);
   std::vector<float> batch_x(size_t(cfg.batch_size) * kImagePixels);
   std::vector<int> batch_y(cfg.batch_size);
-  std::vector<float> d_logits(size_t(cfg.batch_size) * kNumClasses);
+  const long steps_per_epoch = (N + cfg.batch_size - 1) / cfg.batch_size;
+  const long total_steps = cfg.n_epochs * steps_per_epoch;  // the cap: the spread margin anneals over it
+  long step = 0;
+  res.step_loss.reserve(size_t(total_steps));
   std::vector<uint8_t> correct;  // per held-out sample, from the latest evaluation
 
   // Names the first layer whose weights, output or gradient went non-finite.
@@ -124,11 +126,10 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
                     batch_x.data() + size_t(b) * kImagePixels);
         batch_y[b] = train.labels[order[start + b]];
       }
-      const float* logits = model->forward(batch_x.data(), B);
-      const double loss = softmax_xent(d_logits.data(), logits, batch_y.data(), B, kNumClasses);
+      const double progress = total_steps > 1 ? double(step) / double(total_steps - 1) : 1.0;
+      const double loss = trainer.step(batch_x.data(), batch_y.data(), B, progress);
+      ++step;
       if (!std::isfinite(loss)) fail("non-finite loss", epoch, B);
-      model->backward(d_logits.data(), B);
-      adam.step(model->params());
       loss_sum += loss * B;
       res.step_loss.push_back(loss);
     }
