@@ -152,7 +152,12 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     st.seconds = seconds_since(t0);
     res.history.push_back(st);
     if (on_epoch) on_epoch(name, st);
+    if (cfg.stop && epoch < cfg.n_epochs && cfg.stop(StopCheck{epoch, step, st.familiar})) {
+      res.stopped_early = true;
+      break;
+    }
   }
+  res.steps = step;
 
   const auto t2 = std::chrono::steady_clock::now();
   res.familiar = res.history.back().familiar;

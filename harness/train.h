@@ -12,6 +12,17 @@
 
 namespace vg {
 
+// The stopping-rule seam. Training runs at most n_epochs; after each epoch's
+// evaluation the rule, if any, may end it early (fixed epochs today; stopping
+// at a familiar accuracy plugs in here). `progress` for the loss always counts
+// against the cap, so an early stop does not change the steps before it.
+struct StopCheck {
+  int epoch = 0;
+  long step = 0;         // training steps done
+  double familiar = 0;   // accuracy on the familiar split after this epoch
+};
+using StopRule = std::function<bool(const StopCheck&)>;  // true: stop now
+
 struct TrainConfig {
   uint64_t seed = 0;
   int n_epochs = 10;
@@ -20,6 +31,7 @@ struct TrainConfig {
   int cnn_hidden = 64;  // hidden width of the model named "cnn"
   EmConfig em;
   bool circle_every_epoch = false;  // also evaluate the circle split after each epoch
+  StopRule stop;                    // empty: all n_epochs
 };
 
 struct EpochStats {
@@ -32,6 +44,8 @@ struct ModelResult {
   size_t n_params = 0;
   std::vector<EpochStats> history;
   std::vector<double> step_loss;  // mean loss of every training batch, in order
+  long steps = 0;                 // training steps taken
+  bool stopped_early = false;     // the stop rule ended training before n_epochs
   double familiar = 0, heldout = 0, drop = 0;
   std::vector<double> heldout_per_class;  // accuracy per class on the held-out split
   std::vector<double> circle_acc;         // accuracy per circle azimuth (Dataset::circle_az)

@@ -181,3 +181,35 @@ TEST(Training, ModelNames) {
 
 }  // namespace
 }  // namespace vg
+
+namespace vg {
+namespace {
+
+TEST(Training, StopRuleEndsTrainingEarlyWithoutChangingTheStepsBefore) {
+  DataConfig dc;
+  dc.n_per_combo = 2;
+  const Dataset d = make_dataset(dc);
+  TrainConfig tc;
+  tc.n_epochs = 6;
+  tc.seed = 3;
+  const ModelResult full = train_and_evaluate("cnn", d, tc);
+  EXPECT_FALSE(full.stopped_early);
+  EXPECT_EQ(full.steps, long(full.step_loss.size()));
+  int asked = 0;
+  tc.stop = [&](const StopCheck& c) {
+    ++asked;
+    EXPECT_EQ(c.step, c.epoch * long((d.train.size() + tc.batch_size - 1) / tc.batch_size));
+    return c.epoch == 2;
+  };
+  const ModelResult early = train_and_evaluate("cnn", d, tc);
+  EXPECT_TRUE(early.stopped_early);
+  EXPECT_EQ(asked, 2);
+  ASSERT_EQ(early.history.size(), 2u);
+  // The same steps as the full run up to the stop: the cap, not the stop, sets the schedule.
+  ASSERT_LT(early.step_loss.size(), full.step_loss.size());
+  for (size_t k = 0; k < early.step_loss.size(); ++k) EXPECT_EQ(early.step_loss[k], full.step_loss[k]) << k;
+  EXPECT_EQ(early.familiar, early.history.back().familiar);
+}
+
+}  // namespace
+}  // namespace vg
