@@ -6,24 +6,65 @@
 
 namespace vg {
 
+float em_lambda(const EmConfig& cfg, int iteration) {
+  if (!cfg.lambda_schedule) return cfg.lambda;
+  return float(double(cfg.lambda) * (1.0 - std::pow(0.95, iteration + 1)));
+}
+
+EmConfig em_step_config(const EmConfig& cfg, int iteration) {
+  EmConfig step = cfg;
+  step.lambda = em_lambda(cfg, iteration);
+  step.lambda_schedule = false;
+  return step;
+}
+
 void EmState::resize(int B, int I, int J) {
   log_a_in.resize(size_t(B) * I);
   log_r.resize(size_t(B) * I * J);
   w.resize(size_t(B) * I * J);
   sum_ra.resize(size_t(B) * J);
   sigma2.resize(size_t(B) * J * kPoseDim);
+  log_s2_sum.resize(size_t(B) * J);
   log_a_out.resize(size_t(B) * J);
+}
+
+void EmState::resize(int B, int I, int J, const EmConfig& cfg) {
+  resize(B, I, J);
+  if (cfg.grad == EmGrad::full) reserve_history(B, I, J, cfg.iters);
+}
+
+void EmState::reserve_history(int B, int I, int J, int iters) {
+  auto grow = [](std::vector<float>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  const size_t T = size_t(iters), nij = size_t(B) * I * J, nj = size_t(B) * J;
+  grow(hist.log_r, T * nij);
+  grow(hist.w, T * nij);
+  grow(hist.sum_ra, T * nj);
+  grow(hist.mu, T * nj * kPoseDim);
+  grow(hist.sigma2, T * nj * kPoseDim);
+  grow(hist.log_s2_sum, T * nj);
+  grow(hist.a, T * nj);
+  grow(hist.log_a, T * nj);
+  grow(hist.beta_v, size_t(J));
+  // Full backward, per item: dlog R (I x J) and the M-step's g (I x J), the
+  // input's dlog a (I), and dmu, dsigma2 (J x 16), dlog a_out (J).
+  grow(scratch, 2 * size_t(I) * J + I + 2 * size_t(J) * kPoseDim + J);
 }
 
 namespace {
 const EmRoutingKernels kVariants[] = {
-    {Isa::scalar, em_m_step_f32__scalar, em_e_step_f32__scalar, em_backward_f32__scalar},
+    {Isa::scalar, em_m_step_f32__scalar, em_e_step_f32__scalar, em_backward_f32__scalar,
+     em_backward_full_f32__scalar},
 #if defined(__x86_64__)
-    {Isa::avx2, em_m_step_f32__avx2, em_e_step_f32__avx2, em_backward_f32__avx2},
-    {Isa::avx512, em_m_step_f32__avx512, em_e_step_f32__avx512, em_backward_f32__avx512},
+    {Isa::avx2, em_m_step_f32__avx2, em_e_step_f32__avx2, em_backward_f32__avx2,
+     em_backward_full_f32__scalar},
+    {Isa::avx512, em_m_step_f32__avx512, em_e_step_f32__avx512, em_backward_f32__avx512,
+     em_backward_full_f32__scalar},
 #endif
 #if defined(__aarch64__)
-    {Isa::neon, em_m_step_f32__neon, em_e_step_f32__neon, em_backward_f32__neon},
+    {Isa::neon, em_m_step_f32__neon, em_e_step_f32__neon, em_backward_f32__neon,
+     em_backward_full_f32__scalar},
 #endif
 };
 }  // namespace
@@ -51,26 +92,64 @@ void em_routing_forward(float* mu, float* a_out, EmState& st, const float* V,
                         const float* a_in_logit, const float* beta_a, const float* beta_v,
                         int B, int I, int J, const EmConfig& cfg, const EmRoutingKernels& k) {
   if (J > 64) throw std::invalid_argument("em_routing: at most 64 upper capsules");
+  if (cfg.iters < 1) throw std::invalid_argument("em_routing: at least one iteration");
+  st.hist.iters = st.hist.B = 0;  // no history unless this forward keeps one
   if (st.frozen) {
-    k.m_step(mu, a_out, st, V, beta_a, beta_v, B, I, J, cfg);
+    k.m_step(mu, a_out, st, V, beta_a, beta_v, B, I, J, em_step_config(cfg, cfg.iters - 1));
     return;
   }
   for (size_t n = 0; n < size_t(B) * I; ++n) {
     const float z = a_in_logit[n];
     st.log_a_in[n] = std::min(z, 0.f) - std::log1p(std::exp(-std::fabs(z)));
   }
-  std::fill_n(st.log_r.begin(), size_t(B) * I * J, -std::log(float(J)));
+  const size_t nij = size_t(B) * I * J, nj = size_t(B) * J, njh = nj * kPoseDim;
+  std::fill_n(st.log_r.begin(), nij, -std::log(float(J)));
+  const bool keep = cfg.grad == EmGrad::full;
+  if (keep) {
+    st.reserve_history(B, I, J, cfg.iters);
+    st.hist.iters = cfg.iters;
+    st.hist.B = B;
+    std::copy_n(beta_v, J, st.hist.beta_v.begin());
+  }
+  auto& h = st.hist;
   for (int it = 0; it < cfg.iters; ++it) {
-    k.m_step(mu, a_out, st, V, beta_a, beta_v, B, I, J, cfg);
+    if (keep) std::copy_n(st.log_r.begin(), nij, h.log_r.begin() + it * nij);
+    k.m_step(mu, a_out, st, V, beta_a, beta_v, B, I, J, em_step_config(cfg, it));
+    if (keep) {
+      std::copy_n(st.w.begin(), nij, h.w.begin() + it * nij);
+      std::copy_n(st.sum_ra.begin(), nj, h.sum_ra.begin() + it * nj);
+      std::copy_n(mu, njh, h.mu.begin() + it * njh);
+      std::copy_n(st.sigma2.begin(), njh, h.sigma2.begin() + it * njh);
+      std::copy_n(st.log_s2_sum.begin(), nj, h.log_s2_sum.begin() + it * nj);
+      std::copy_n(a_out, nj, h.a.begin() + it * nj);
+      std::copy_n(st.log_a_out.begin(), nj, h.log_a.begin() + it * nj);
+    }
     if (it + 1 < cfg.iters) k.e_step(st, V, mu, B, I, J);
   }
+}
+
+void em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
+                         const float* dmu, const float* da_out, const float* V, const float* mu,
+                         const float* a_out, const EmState& st, int B, int I, int J,
+                         const EmConfig& cfg, const EmRoutingKernels& k) {
+  if (cfg.grad == EmGrad::stopgrad) {
+    k.backward(dV, dbeta_a, dbeta_v, dmu, da_out, V, mu, a_out, st, B, I, J,
+               em_step_config(cfg, cfg.iters - 1));
+    return;
+  }
+  if (da_in_logit == nullptr)
+    throw std::invalid_argument("em_routing_backward: EmGrad::full needs da_in_logit");
+  if (st.hist.iters != cfg.iters || st.hist.B != B)
+    throw std::invalid_argument("em_routing_backward: EmGrad::full needs the history of a forward "
+                                "with EmGrad::full, the same iterations and batch");
+  k.backward_full(dV, da_in_logit, dbeta_a, dbeta_v, dmu, da_out, V, st, B, I, J, cfg);
 }
 
 void em_routing_backward(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
                          const float* da_out, const float* V, const float* mu,
                          const float* a_out, const EmState& st, int B, int I, int J,
                          const EmConfig& cfg, const EmRoutingKernels& k) {
-  k.backward(dV, dbeta_a, dbeta_v, dmu, da_out, V, mu, a_out, st, B, I, J, cfg);
+  em_routing_backward(dV, nullptr, dbeta_a, dbeta_v, dmu, da_out, V, mu, a_out, st, B, I, J, cfg, k);
 }
 
 }  // namespace vg

@@ -1,5 +1,6 @@
-// EM routing between matrix capsules (Hinton, Sabour & Frosst 2018), with the
-// seed's stop-gradient backward. Pose dimension H = 16 (4x4).
+// EM routing between matrix capsules (Hinton, Sabour & Frosst 2018). Pose
+// dimension H = 16 (4x4). Two backward schemes (EmConfig::grad): the seed's
+// stop-gradient one and full backpropagation through every iteration.
 //   V        B x I x J x 16   votes of lower capsule i for upper capsule j
 //   a_in     B x I            lower activations, given as logits (a = sigmoid)
 //   beta_a, beta_v  J         per upper capsule
@@ -13,31 +14,88 @@ namespace vg {
 
 inline constexpr int kPoseDim = 16;
 
+// Which derivative em_routing_backward computes.
+//   stopgrad  the seed's: R, S = sum_i R a and the mu inside sigma2 are
+//             detached; the input activations get no gradient.
+//   full      the paper's: every iteration is differentiated (E-step
+//             softmax and Gaussian, S, the mu inside sigma2), and the input
+//             activation logits get a gradient.
+enum class EmGrad { stopgrad, full };
+
+// The defaults reproduce the seed's routing (and our results before these
+// options existed) bit for bit.
 struct EmConfig {
   int iters = 3;
-  float lambda = 1.f;         // inverse temperature of the activation sigmoid
+  float lambda = 1.f;         // inverse temperature of the activation sigmoid;
+                              // the final value when lambda_schedule is on
   float eps = 0.f;            // added to sum(R a) in M-step denominators (seed: 1e-9)
   float sigma2_min = 1e-6f;   // variance floor before log and division
+  EmGrad grad = EmGrad::stopgrad;
+  // The official code's schedule: lambda_i = lambda (1 - 0.95^(i+1)) at
+  // iteration i = 0 .. iters-1 (there lambda = 0.01).
+  bool lambda_schedule = false;
+  // Gritzman's normalisation: the cost divided by the number of children I,
+  // so it does not grow with the size of the lower layer.
+  bool cost_norm = false;
 };
 
-// Buffers of one forward pass, kept for backward. Sized once per batch shape.
+// The inverse temperature of iteration `iteration` (0-based): cfg.lambda, or
+// the schedule's value.
+float em_lambda(const EmConfig& cfg, int iteration);
+// cfg for the step kernels of one iteration: lambda resolved by em_lambda and
+// the schedule switched off. The step kernels below read cfg.lambda as the
+// iteration's lambda; em_routing_forward/backward resolve it for them.
+EmConfig em_step_config(const EmConfig& cfg, int iteration);
+
+// Buffers of one forward pass, kept for backward. Sized once per batch shape;
+// the history for EmGrad::full grows on first use if resize() did not size it.
 struct EmState {
   std::vector<float> log_a_in;  // B x I       log sigmoid of the input logits
   std::vector<float> log_r;     // B x I x J   log assignments (softmax over j)
   std::vector<float> w;         // B x I x J   last M-step weights R a / (sum R a + eps)
   std::vector<float> sum_ra;    // B x J       last M-step sum_i R a
   std::vector<float> sigma2;    // B x J x 16  last M-step variance, clamped
+  std::vector<float> log_s2_sum;// B x J       last M-step sum_h log sigma2 (in the cost)
   std::vector<float> log_a_out; // B x J
   // The stop-gradient backward is the exact gradient of the last M-step with
-  // w and sum_ra held fixed. Frozen, forward reuses them (one M-step, no
-  // E-step), so finite differences can check backward (tests only).
+  // w and sum_ra held fixed. Frozen, forward reuses them (one M-step with the
+  // last iteration's lambda, no E-step), so finite differences can check
+  // backward (tests only; the full scheme's history is then not updated).
   bool frozen = false;
+
+  // EmGrad::full: the state of every iteration t, stored t-major (iteration t
+  // at offset t * B * (size per item)), written by em_routing_forward.
+  struct History {
+    std::vector<float> log_r;      // T x B x I x J   log R used by M-step t (t = 0: uniform)
+    std::vector<float> w;          // T x B x I x J
+    std::vector<float> sum_ra;     // T x B x J
+    std::vector<float> mu;         // T x B x J x 16
+    std::vector<float> sigma2;     // T x B x J x 16  clamped
+    std::vector<float> log_s2_sum; // T x B x J
+    std::vector<float> a;          // T x B x J
+    std::vector<float> log_a;      // T x B x J
+    std::vector<float> beta_v;     // J               the forward's beta_v (the cost's dS term)
+    int iters = 0, B = 0;          // shape of the last forward that filled it (0: none)
+  } hist;
+  // Per-item adjoints of the full backward (scratch, written by backward).
+  mutable std::vector<float> scratch;
+
   void resize(int B, int I, int J);
+  // Also sizes the full scheme's history and scratch when cfg.grad is full,
+  // so that no forward or backward of at most B items allocates.
+  void resize(int B, int I, int J, const EmConfig& cfg);
+  // Grows (never shrinks) the history and scratch to B items, iters iterations.
+  void reserve_history(int B, int I, int J, int iters);
 };
 
+// The step kernels. Each reads cfg.lambda as this iteration's lambda (see
+// em_step_config) and ignores cfg.lambda_schedule and cfg.grad.
+//
 // M-step: w_ij = R_ij a_i / (S_j + eps) with S_j = sum_i R_ij a_i;
 //   mu_jh = sum_i w_ij V_ijh;  sigma2_jh = max(sum_i w_ij (V_ijh - mu_jh)^2, sigma2_min);
-//   cost_j = sum_h (beta_v_j + log(sigma2_jh)/2) S_j;  a_j = sigmoid(lambda (beta_a_j - cost_j)).
+//   cost_j = sum_h (beta_v_j + log(sigma2_jh)/2) S_j  [/ I with cost_norm];
+//   a_j = sigmoid(lambda (beta_a_j - cost_j)).  Writes mu, a_out and st's w,
+//   sum_ra, sigma2, log_s2_sum (sum_h log sigma2_jh) and log_a_out.
 // With eps == 0 the weights are normalised in the log domain, so mu and sigma2
 // stay true weighted moments however small S_j is (never 0/0).
 using EmMStepFn = void (*)(float* mu, float* a_out, EmState& st, const float* V,
@@ -46,15 +104,23 @@ using EmMStepFn = void (*)(float* mu, float* a_out, EmState& st, const float* V,
 // E-step: log p_ij = -1/2 sum_h ((V_ijh - mu_jh)^2 / sigma2_jh + log(2 pi sigma2_jh));
 //   R_ij = softmax_j(log p_ij + log a_j), computed shifted by its max, kept as log R.
 using EmEStepFn = void (*)(EmState& st, const float* V, const float* mu, int B, int I, int J);
-// Backward of the last M-step with R, S and the mu inside sigma2 detached:
+// Stop-gradient backward: the last M-step with R, S and the mu inside sigma2
+// detached (c = 1/I with cost_norm, else 1):
 //   dV_ijh += w_ij (dmu_jh + 2 dsigma2_jh (V_ijh - mu_jh)),
-//   dsigma2_jh = dcost_j S_j / (2 sigma2_jh) (0 where clamped),
+//   dsigma2_jh = dcost_j c S_j / (2 sigma2_jh) (0 where clamped),
 //   dcost_j = -lambda a_j (1 - a_j) da_j;  dbeta_a_j += lambda a_j (1 - a_j) da_j;
-//   dbeta_v_j += 16 S_j dcost_j.  The input activations receive no gradient.
+//   dbeta_v_j += 16 c S_j dcost_j.  The input activations receive no gradient.
 using EmBackwardFn = void (*)(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
                               const float* da_out, const float* V, const float* mu,
                               const float* a_out, const EmState& st, int B, int I, int J,
                               const EmConfig& cfg);
+// Full backward through all cfg.iters iterations, from the history of a
+// forward with cfg.grad == full (cfg as given to that forward, schedule
+// included). Accumulates into dV, da_in_logit (B x I), dbeta_a, dbeta_v; the
+// formulas are in em_routing_scalar.cpp beside the code.
+using EmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
+                                  const float* dmu, const float* da_out, const float* V,
+                                  const EmState& st, int B, int I, int J, const EmConfig& cfg);
 
 void em_m_step_f32__scalar(float* mu, float* a_out, EmState& st, const float* V,
                            const float* beta_a, const float* beta_v, int B, int I, int J,
@@ -64,6 +130,9 @@ void em_backward_f32__scalar(float* dV, float* dbeta_a, float* dbeta_v, const fl
                              const float* da_out, const float* V, const float* mu,
                              const float* a_out, const EmState& st, int B, int I, int J,
                              const EmConfig& cfg);
+void em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
+                                  const float* dmu, const float* da_out, const float* V,
+                                  const EmState& st, int B, int I, int J, const EmConfig& cfg);
 
 // ISA variants (same contracts, J <= 64); each exists only in builds for its
 // architecture. Only rounding differs from the scalar reference.
@@ -107,12 +176,27 @@ inline double em_routing_forward_flops(int B, int I, int J, int iters) {
 inline double em_routing_backward_flops(int B, int I, int J) {
   return double(B) * J * (kPoseDim * 3 + 8) + double(B) * I * J * kPoseDim * 5;
 }
+// The full backward (em_backward_full_f32__scalar), counted from its loops:
+// per iteration and j an M-step backward (per (i, h): the centred sum, dV and
+// g, 12 flops; per h: dsigma2 and dmu', 7; per i: g's pairwise sum, its mean
+// and dl, 24), per iteration but the last an E-step backward (per (i, j, h):
+// the three adjoints, 12; per (i, j): the log-softmax, 5; per (j, h): 1 /
+// sigma2), and the input logits' 3 per i; exp, expm1 and division count as one.
+inline double em_routing_backward_full_flops(int B, int I, int J, int iters) {
+  const double H = kPoseDim;
+  const double m_step = double(J) * (12.0 * I * H + 7 * H + 24.0 * I + 14);
+  const double e_step = 12.0 * I * J * H + 5.0 * I * J + J * H;
+  return double(B) * (iters * m_step + (iters - 1) * e_step + 3.0 * I);
+}
 
 struct EmRoutingKernels {
   Isa isa;
   EmMStepFn m_step;
   EmEStepFn e_step;
   EmBackwardFn backward;
+  // The full backward is the scalar reference for every ISA: see the note at
+  // em_backward_full_f32__scalar for why (measured cost vs the training step).
+  EmBackwardFullFn backward_full;
 };
 
 const EmRoutingKernels* em_routing_variants(int* count);
@@ -120,12 +204,24 @@ const EmRoutingKernels* em_routing_for(Isa isa);
 const EmRoutingKernels& em_routing_kernels();
 
 // The whole routing: uniform R, then cfg.iters M-steps with an E-step between
-// consecutive ones (the E-step after the last M-step is skipped).
+// consecutive ones (the E-step after the last M-step is skipped); iteration i
+// uses em_lambda(cfg, i). With cfg.grad == full every iteration's state is
+// kept in st.hist for the full backward.
 void em_routing_forward(float* mu, float* a_out, EmState& st, const float* V,
                         const float* a_in_logit, const float* beta_a, const float* beta_v,
                         int B, int I, int J, const EmConfig& cfg,
                         const EmRoutingKernels& k = em_routing_kernels());
-// Accumulates into dV, dbeta_a, dbeta_v (stop-gradient scheme above).
+// Accumulates into dV, dbeta_a, dbeta_v and, with EmGrad::full, da_in_logit
+// (B x I, the gradient w.r.t. the input activation logits; required then).
+// With EmGrad::stopgrad da_in_logit may be nullptr and is never written.
+// st, mu, a_out: those of the forward with the same cfg (the full scheme
+// reads its history instead of mu and a_out).
+void em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
+                         const float* dmu, const float* da_out, const float* V, const float* mu,
+                         const float* a_out, const EmState& st, int B, int I, int J,
+                         const EmConfig& cfg, const EmRoutingKernels& k = em_routing_kernels());
+// The signature before EmGrad existed: the stop-gradient scheme only (throws
+// std::invalid_argument for EmGrad::full, whose input gradient has nowhere to go).
 void em_routing_backward(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
                          const float* da_out, const float* V, const float* mu,
                          const float* a_out, const EmState& st, int B, int I, int J,

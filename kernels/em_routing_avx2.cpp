@@ -211,15 +211,15 @@ void em_m_step_f32__avx2(float* mu, float* a_out, EmState& st, const float* V,
     const float* v = V + size_t(b) * n * H;
     float* mu_b = mu + size_t(b) * J * H;
     float* s2_b = st.sigma2.data() + size_t(b) * J * H;
-    float lsum[2];
+    float* lsum = st.log_s2_sum.data() + size_t(b) * J;
     int j = 0;
     for (; j + 2 <= J; j += 2) {
-      moments<2>(mu_b, s2_b, lsum, v, w, j, I, J, s2_min);
-      for (int q = 0; q < 2; ++q) a_out[size_t(b) * J + j + q] = logit(lsum[q], S[j + q], beta_a[j + q], beta_v[j + q], cfg);
+      moments<2>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min);
+      for (int q = 0; q < 2; ++q) a_out[size_t(b) * J + j + q] = logit(lsum[j + q], S[j + q], beta_a[j + q], beta_v[j + q], I, cfg);
     }
     for (; j < J; ++j) {
-      moments<1>(mu_b, s2_b, lsum, v, w, j, I, J, s2_min);
-      a_out[size_t(b) * J + j] = logit(lsum[0], S[j], beta_a[j], beta_v[j], cfg);
+      moments<1>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min);
+      a_out[size_t(b) * J + j] = logit(lsum[j], S[j], beta_a[j], beta_v[j], I, cfg);
     }
   }
   activations(a_out, st.log_a_out.data(), size_t(B) * J);
@@ -276,7 +276,8 @@ void em_backward_f32__avx2(float* dV, float* dbeta_a, float* dbeta_v, const floa
       const float dz = da_out[bj] * a * (1.f - a);
       dbeta_a[j] += cfg.lambda * dz;
       const float dcost = -cfg.lambda * dz;
-      const float S = st.sum_ra[bj];
+      // The factor of (16 beta_v + L/2) in the cost: S, or S / I with cost_norm.
+      const float S = cfg.cost_norm ? st.sum_ra[bj] / float(I) : st.sum_ra[bj];
       dbeta_v[j] += float(H) * S * dcost;
       // 2 dsigma2 = 2 (dcost S / 2) / sigma2, 0 where sigma2 sits at its floor.
       const __m256 c = _mm256_set1_ps(dcost * S * 0.5f);

@@ -73,9 +73,11 @@ inline void softmax_rows(float* log_r, float* t, const float* mx, float* lse, in
   }
 }
 
-// z = lambda (beta_a - cost), cost = (16 beta_v + sum_h log(sigma2) / 2) S.
-inline float logit(float lsum, float S, float beta_a, float beta_v, const EmConfig& cfg) {
-  const float cost = (float(kPoseDim) * beta_v + 0.5f * lsum) * S;
+// z = lambda (beta_a - cost), cost = (16 beta_v + sum_h log(sigma2) / 2) S
+// [/ I with cost_norm], as in em_m_step_f32__scalar.
+inline float logit(float lsum, float S, float beta_a, float beta_v, int I, const EmConfig& cfg) {
+  float cost = (float(kPoseDim) * beta_v + 0.5f * lsum) * S;
+  if (cfg.cost_norm) cost /= float(I);
   return cfg.lambda * (beta_a - cost);
 }
 

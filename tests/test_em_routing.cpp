@@ -295,25 +295,47 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
   if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
   const EmRoutingKernels& ref = *em_routing_for(Isa::scalar);
   const double eps = FLT_EPSILON;
-  struct Case { int B, I, J; float eps, lambda, a_shift; bool frozen; };
+  struct Case {
+    int B, I, J;
+    float eps, lambda, a_shift;
+    bool frozen, cost_norm = false, schedule = false;
+    float sigma2_min = 1e-6f;
+  };
   // The model's shape at batch 1, 2, 32; shapes whose I*J, J and I leave
   // partial vectors (tails); J = 64 splits the E-step's softmax batches; the
-  // seed's eps; underflowing activations (sum R a = 0); the frozen M-step.
+  // seed's eps; underflowing activations (sum R a = 0); the frozen M-step;
+  // the options: cost normalisation, the lambda schedule (the steps get the
+  // last iteration's lambda, e.g. 0.0014 for the official final 0.01), a
+  // variance floor that clamps part of sigma2, and all of them frozen.
   const Case cases[] = {{1, 8, 5, 0.f, 1.f, 0.f, false},  {2, 8, 5, 0.f, 0.7f, 0.f, false},
                         {32, 8, 5, 0.f, 1.f, 0.f, false}, {3, 11, 7, 0.f, 3.f, 0.f, false},
                         {5, 3, 1, 0.f, 1.f, 0.f, false},  {2, 9, 64, 0.f, 1.f, 0.f, false},
                         {4, 8, 5, 1e-9f, 1.f, 0.f, false}, {3, 11, 7, 1e-9f, 0.3f, 0.f, false},
                         {2, 8, 5, 1e-9f, 1.f, -30.f, false},
-                        {2, 8, 5, 0.f, 1.f, -200.f, false}, {3, 8, 5, 0.f, 1.f, 0.f, true}};
+                        {2, 8, 5, 0.f, 1.f, -200.f, false}, {3, 8, 5, 0.f, 1.f, 0.f, true},
+                        {32, 8, 5, 0.f, 1.f, 0.f, false, true},
+                        {3, 11, 7, 0.f, 2.f, 0.f, false, true, true},
+                        {4, 8, 5, 0.f, 0.01f, 0.f, false, false, true},
+                        {2, 8, 5, 0.f, 1.f, 0.f, false, false, false, 0.2f},
+                        {3, 11, 7, 1e-9f, 2.f, 0.f, false, true, true, 0.2f},
+                        {3, 8, 5, 1e-9f, 2.f, 0.f, true, true, true, 0.2f}};
   uint64_t tag = 2000;
   for (const Case& c : cases) {
     const int B = c.B, I = c.I, J = c.J;
     const std::string where = std::string(isa_name(k.isa)) + " B=" + std::to_string(B) + " I=" +
                               std::to_string(I) + " J=" + std::to_string(J) + " eps=" +
-                              std::to_string(c.eps) + (c.frozen ? " frozen" : "");
-    EmConfig cfg;
-    cfg.eps = c.eps;
-    cfg.lambda = c.lambda;
+                              std::to_string(c.eps) + (c.frozen ? " frozen" : "") +
+                              (c.cost_norm ? " cost_norm" : "") + (c.schedule ? " scheduled" : "") +
+                              " sigma2_min=" + std::to_string(c.sigma2_min);
+    EmConfig routing;
+    routing.eps = c.eps;
+    routing.lambda = c.lambda;
+    routing.cost_norm = c.cost_norm;
+    routing.lambda_schedule = c.schedule;
+    routing.sigma2_min = c.sigma2_min;
+    // The step kernels' config: the last iteration's (lambda resolved).
+    const EmConfig cfg = em_step_config(routing, routing.iters - 1);
+    const double cn = c.cost_norm ? 1.0 / I : 1.0;  // the cost's normalisation
     // Votes that agree loosely (a common pose per class plus noise), so
     // sigma2 is off its floor and the routing is not degenerate.
     auto V = test::randn(size_t(B) * I * J * H, tag++);
@@ -326,7 +348,7 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
     EmState st0;
     st0.resize(B, I, J);
     em_routing_forward(mu0.data(), a0.data(), st0, V.data(), a_logit.data(), beta_a.data(),
-                       beta_v.data(), B, I, J, cfg, ref);
+                       beta_v.data(), B, I, J, routing, ref);
     st0.frozen = c.frozen;
 
     // M-step. w: exp, a sum of I positive terms and a division, in each of the
@@ -367,12 +389,14 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
             sum_abs_log += std::fabs(std::log(s2));
             sum_log += std::log(s2);
           }
-          // cost = (16 beta_v + sum_h log(sigma2) / 2) S: the logs (1 ulp each
-          // side) and their sum of 16 round; then z = lambda (beta_a - cost).
+          // cost = (16 beta_v + sum_h log(sigma2) / 2) S [/ I]: the logs (1 ulp
+          // each side) and their sum of 16 round, and the division by I; then
+          // z = lambda (beta_a - cost).
           dL += 20 * eps * sum_abs_log;
-          const double cost = (H * beta_v[j] + 0.5 * sum_log) * S;
-          const double tol_cost = S * (0.5 * dL + 4 * eps * (H * std::fabs(beta_v[j]) + 0.5 * sum_abs_log)) +
-                                  std::fabs(cost) * kw * eps;
+          ASSERT_NEAR(sv.log_s2_sum[bj], sr.log_s2_sum[bj], dL) << "log_s2_sum " << where;
+          const double cost = (H * beta_v[j] + 0.5 * sum_log) * S * cn;
+          const double tol_cost = S * cn * (0.5 * dL + 4 * eps * (H * std::fabs(beta_v[j]) + 0.5 * sum_abs_log)) +
+                                  std::fabs(cost) * (kw + 2) * eps;
           const double z = cfg.lambda * (beta_a[j] - cost);
           const double tol_z = cfg.lambda * (tol_cost + 2 * eps * (std::fabs(beta_a[j]) + std::fabs(cost))) + eps * std::fabs(z);
           const double a = ar[bj];
@@ -440,7 +464,7 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
       for (int b = 0; b < B; ++b)
         for (int j = 0; j < J; ++j) {
           const size_t bj = size_t(b) * J + j;
-          const double a = a0[bj], dz = da[bj] * a * (1 - a), S = st0.sum_ra[bj];
+          const double a = a0[bj], dz = da[bj] * a * (1 - a), S = st0.sum_ra[bj] * cn;
           mag_a[j] += std::fabs(cfg.lambda * dz);
           mag_v[j] += std::fabs(H * S * cfg.lambda * dz);
           for (int h = 0; h < H; ++h) {
@@ -472,6 +496,503 @@ INSTANTIATE_TEST_SUITE_P(AllVariants, EmRoutingVariant, ::testing::Range(0, [] {
                            int n = 0;
                            return std::string(isa_name(em_routing_variants(&n)[p.param].isa));
                          });
+
+}  // namespace
+}  // namespace vg
+
+namespace vg {
+namespace {
+
+// ---------------------------------------------------------------------------
+// The routing options (lambda schedule, cost normalisation, variance floor)
+// and the full backward through every iteration.
+
+// Independent EM routing in double (SPEC section 2 with EmConfig's options,
+// written from the formulas, not from the kernels): the clean function the
+// finite differences below differentiate.
+struct RefOut {
+  std::vector<double> mu, a;
+};
+RefOut ref_routing(const std::vector<double>& V, const std::vector<double>& z_in,
+                   const std::vector<double>& beta_a, const std::vector<double>& beta_v, int B,
+                   int I, int J, const EmConfig& cfg) {
+  RefOut out{std::vector<double>(size_t(B) * J * H), std::vector<double>(size_t(B) * J)};
+  std::vector<double> R(size_t(I) * J), mu(size_t(J) * H), s2(size_t(J) * H), a(J), a_in(I);
+  for (int b = 0; b < B; ++b) {
+    auto v = [&](int i, int j, int h) { return V[((size_t(b) * I + i) * J + j) * H + h]; };
+    for (int i = 0; i < I; ++i) a_in[i] = 1.0 / (1.0 + std::exp(-z_in[size_t(b) * I + i]));
+    std::fill(R.begin(), R.end(), 1.0 / J);
+    for (int t = 0; t < cfg.iters; ++t) {
+      const double lambda = cfg.lambda_schedule ? cfg.lambda * (1.0 - std::pow(0.95, t + 1)) : cfg.lambda;
+      for (int j = 0; j < J; ++j) {
+        double S = 0;
+        for (int i = 0; i < I; ++i) S += R[i * J + j] * a_in[i];
+        double L = 0;
+        for (int h = 0; h < H; ++h) {
+          double m = 0, var = 0;
+          for (int i = 0; i < I; ++i) m += R[i * J + j] * a_in[i] / (S + cfg.eps) * v(i, j, h);
+          for (int i = 0; i < I; ++i) var += R[i * J + j] * a_in[i] / (S + cfg.eps) * (v(i, j, h) - m) * (v(i, j, h) - m);
+          mu[j * H + h] = m;
+          s2[j * H + h] = std::max(var, double(cfg.sigma2_min));
+          L += std::log(s2[j * H + h]);
+        }
+        double cost = (H * beta_v[j] + 0.5 * L) * S;
+        if (cfg.cost_norm) cost /= I;
+        a[j] = 1.0 / (1.0 + std::exp(-lambda * (beta_a[j] - cost)));
+      }
+      if (t + 1 == cfg.iters) break;
+      for (int i = 0; i < I; ++i) {
+        double p[64], mx = -INFINITY, z = 0;
+        for (int j = 0; j < J; ++j) {
+          p[j] = std::log(a[j]);
+          for (int h = 0; h < H; ++h) {
+            const double d = v(i, j, h) - mu[j * H + h];
+            p[j] -= 0.5 * (d * d / s2[j * H + h] + std::log(2 * std::numbers::pi * s2[j * H + h]));
+          }
+          mx = std::max(mx, p[j]);
+        }
+        for (int j = 0; j < J; ++j) z += std::exp(p[j] - mx);
+        for (int j = 0; j < J; ++j) R[i * J + j] = std::exp(p[j] - mx) / z;
+      }
+    }
+    std::copy(mu.begin(), mu.end(), out.mu.begin() + size_t(b) * J * H);
+    std::copy(a.begin(), a.end(), out.a.begin() + size_t(b) * J);
+  }
+  return out;
+}
+
+std::vector<double> to_double(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+struct Grads {
+  std::vector<float> dV, dz, dba, dbv;  // V, input logits, beta_a, beta_v
+};
+
+// A routing problem as after some training: votes that agree loosely (a
+// common pose per class plus noise, so sigma2 sits off its floor), and beta_a
+// centred on each class's cost so the activations are not saturated.
+Routing loose_routing(int B, uint64_t tag, const EmConfig& c) {
+  Routing r(B, tag, c);
+  const auto common = test::randn(size_t(B) * J * H, tag + 7);
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < I; ++i)
+      for (int j = 0; j < J; ++j)
+        for (int h = 0; h < H; ++h)
+          r.V[((b * I + i) * J + j) * H + h] = common[(b * J + j) * H + h] + 0.5f * r.V[((b * I + i) * J + j) * H + h];
+  r.forward();
+  for (int j = 0; j < J; ++j) {
+    double ls = 0;
+    for (int h = 0; h < H; ++h) ls += std::log(r.st.sigma2[j * H + h]);
+    const double cost = (H * r.beta_v[j] + 0.5 * ls) * r.st.sum_ra[j] / (c.cost_norm ? I : 1);
+    r.beta_a[j] = float(cost);
+  }
+  r.forward();
+  return r;
+}
+
+Grads backward(Routing& r, const std::vector<float>& G_mu, const std::vector<float>& G_a,
+               const EmRoutingKernels& k = em_routing_kernels()) {
+  Grads g{std::vector<float>(r.V.size(), 0.f), std::vector<float>(r.a_logit.size(), 0.f),
+          std::vector<float>(J, 0.f), std::vector<float>(J, 0.f)};
+  em_routing_backward(g.dV.data(), g.dz.data(), g.dba.data(), g.dbv.data(), G_mu.data(), G_a.data(),
+                      r.V.data(), r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg, k);
+  return g;
+}
+
+TEST(EmRoutingOptions, LambdaScheduleIsTheOfficialOne) {
+  EmConfig c;
+  c.lambda = 0.01f;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(em_lambda(c, i), 0.01f) << "off: the fixed lambda";
+  c.lambda_schedule = true;
+  // lambda_i = 0.01 (1 - 0.95^(i+1)): 0.0005, 0.000975, 0.00142625, ...
+  const double expect[] = {0.0005, 0.000975, 0.00142625, 0.0018549375, 0.002262190625};
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(em_lambda(c, i), expect[i], 1e-7 * expect[i]) << i;
+  EXPECT_EQ(em_step_config(c, 2).lambda, em_lambda(c, 2));
+  EXPECT_FALSE(em_step_config(c, 2).lambda_schedule);
+}
+
+TEST(EmRoutingOptions, ActivationFollowsTheScheduledNormalisedCost) {
+  // a_j = sigmoid(lambda_{T-1} (beta_a - cost / I)) from the last M-step's
+  // state, for each iteration count; with cost_norm off the same without / I.
+  for (int iters : {1, 2, 3})
+    for (bool norm : {false, true}) {
+      EmConfig c;
+      c.iters = iters;
+      c.lambda = 2.f;
+      c.lambda_schedule = true;
+      c.cost_norm = norm;
+      Routing r(2, 3000 + iters, c);
+      r.forward();
+      const double lambda = 2.0 * (1 - std::pow(0.95, iters));
+      for (int b = 0; b < r.B; ++b)
+        for (int j = 0; j < J; ++j) {
+          double ls = 0;
+          for (int h = 0; h < H; ++h) ls += std::log(double(r.st.sigma2[(b * J + j) * H + h]));
+          const double cost = (H * r.beta_v[j] + 0.5 * ls) * r.st.sum_ra[b * J + j] / (norm ? I : 1);
+          const double a = 1.0 / (1.0 + std::exp(-lambda * (r.beta_a[j] - cost)));
+          EXPECT_NEAR(r.a[b * J + j], a, 1e-5) << "iters=" << iters << " cost_norm=" << norm;
+        }
+    }
+}
+
+// The option sets the checks below run, each with 1, 2 and 3 iterations:
+// the defaults, the official lambda schedule (final lambda 2, so that the
+// activations still move), cost normalisation, both, a variance floor that
+// clamps part of the variances, and the seed's eps (here 1e-2, so it matters).
+constexpr int kOptionSets = 6;
+EmConfig option_set(int opt, int iters, EmGrad grad) {
+  EmConfig c;
+  c.iters = iters;
+  c.grad = grad;
+  c.lambda_schedule = opt == 1 || opt == 3;
+  c.lambda = c.lambda_schedule ? 2.f : 1.f;
+  c.cost_norm = opt == 2 || opt == 3;
+  if (opt == 4) c.sigma2_min = 0.2f;
+  if (opt == 5) c.eps = 1e-2f;
+  return c;
+}
+std::string describe(const EmConfig& c) {
+  return "iters=" + std::to_string(c.iters) + " lambda=" + std::to_string(c.lambda) +
+         (c.lambda_schedule ? " scheduled" : "") + (c.cost_norm ? " cost_norm" : "") +
+         " sigma2_min=" + std::to_string(c.sigma2_min) + " eps=" + std::to_string(c.eps);
+}
+
+// The largest error of the float routing against the double reference,
+// relative to 1 + |x| (mu) and absolute (a in (0, 1)).
+double forward_error(const Routing& r, const RefOut& ref) {
+  double err = 0;
+  for (size_t n = 0; n < r.mu.size(); ++n) err = std::max(err, std::fabs(r.mu[n] - ref.mu[n]) / (1 + std::fabs(ref.mu[n])));
+  for (size_t n = 0; n < r.a.size(); ++n) err = std::max(err, std::fabs(r.a[n] - ref.a[n]));
+  return err;
+}
+
+TEST(EmRoutingOptions, ReferenceRoutingIsTheKernelsFunction) {
+  // The double reference the finite differences use computes what the float
+  // kernels compute, for every option set (else the checks below would test
+  // another function). Each of the T iterations rounds its sums of I and 16
+  // terms, and an E-step turns the absolute error of a log-likelihood of size
+  // |p| into a relative error of R of that size (|p| < ~100 here).
+  for (int opt = 0; opt < kOptionSets; ++opt)
+    for (int iters : {1, 2, 3}) {
+      const EmConfig c = option_set(opt, iters, EmGrad::stopgrad);
+      Routing r = loose_routing(2, 3100 + 10 * opt + iters, c);
+      const RefOut ref = ref_routing(to_double(r.V), to_double(r.a_logit), to_double(r.beta_a),
+                                     to_double(r.beta_v), r.B, I, J, c);
+      EXPECT_LT(forward_error(r, ref), iters * (I + H) * 100 * double(FLT_EPSILON)) << describe(c);
+    }
+}
+
+// f = <G_mu, mu> + <G_a, a>: the full backward's dV, da_in_logit, dbeta_a and
+// dbeta_v against central differences of the double reference. The reference
+// value at k is D(h) = (f(x + h) - f(x - h)) / 2h with h = 1e-4 (votes and
+// poses are O(1), sigma ~ 0.5: h is far below every scale of f, yet far above
+// the double rounding); its error is bounded by
+//   truncation  |D(h) - D(2h)|: D(2h) - D(h) = 3 c h^2 + O(h^4), three times D(h)'s;
+//   rounding    A eps_d F / h, F = sum |G_mu mu| + |G_a a| the size of f's terms,
+//               A >= 1 the routing's amplification of rounding, measured as the
+//               float forward's error against the double one in units of eps_f;
+// and the float gradient's own rounding by T (I + J + 16) A eps_f (1 + max |g|):
+// each element of the backward sums at most that many terms per iteration, each
+// rounded, on a state whose rounding the routing amplified by A.
+TEST(EmRoutingOptions, FullBackwardMatchesFiniteDifferencesThrough1To3Iterations) {
+  for (int opt = 0; opt < kOptionSets; ++opt)
+    for (int iters : {1, 2, 3}) {
+      const EmConfig c = option_set(opt, iters, EmGrad::full);
+      // Two batch items for the defaults (the batch indexing), one otherwise (time).
+      Routing r = loose_routing(opt == 0 ? 2 : 1, 3200 + 10 * opt + iters, c);
+      if (opt == 4) {  // the floor must clamp some variances and leave others free
+        const auto clamped = std::count(r.st.sigma2.begin(), r.st.sigma2.end(), c.sigma2_min);
+        ASSERT_GT(clamped, 0) << describe(c);
+        ASSERT_LT(size_t(clamped), r.st.sigma2.size()) << describe(c);
+      }
+      const auto G_mu = test::randn(r.mu.size(), 3290), G_a = test::randn(r.a.size(), 3291);
+      const Grads g = backward(r, G_mu, G_a);
+      auto V = to_double(r.V), z = to_double(r.a_logit), ba = to_double(r.beta_a), bv = to_double(r.beta_v);
+      const RefOut ref0 = ref_routing(V, z, ba, bv, r.B, I, J, c);
+      const double eps_f = FLT_EPSILON, eps_d = DBL_EPSILON;
+      const double A = std::max(1.0, forward_error(r, ref0) / eps_f);
+      double F = 0;
+      for (size_t n = 0; n < ref0.mu.size(); ++n) F += std::fabs(G_mu[n] * ref0.mu[n]);
+      for (size_t n = 0; n < ref0.a.size(); ++n) F += std::fabs(G_a[n] * ref0.a[n]);
+      auto f = [&] {
+        const RefOut o = ref_routing(V, z, ba, bv, r.B, I, J, c);
+        double s = 0;
+        for (size_t n = 0; n < o.mu.size(); ++n) s += G_mu[n] * o.mu[n];
+        for (size_t n = 0; n < o.a.size(); ++n) s += G_a[n] * o.a[n];
+        return s;
+      };
+      const double h = 1e-4;
+      auto check = [&](std::vector<double>& x, const std::vector<float>& grad, const char* what) {
+        std::vector<double> fd(x.size()), trunc(x.size());
+        double max_g = 0;
+        for (size_t k = 0; k < x.size(); ++k) {
+          const double x0 = x[k];
+          auto D = [&](double step) {
+            x[k] = x0 + step; const double fp = f();
+            x[k] = x0 - step; const double fm = f();
+            x[k] = x0;
+            return (fp - fm) / (2 * step);
+          };
+          fd[k] = D(h);
+          trunc[k] = std::fabs(fd[k] - D(2 * h));
+          max_g = std::max(max_g, std::fabs(fd[k]));
+        }
+        const double rounding = A * eps_d * F / h + iters * (I + J + H) * A * eps_f * (1 + max_g);
+        for (size_t k = 0; k < x.size(); ++k)
+          ASSERT_NEAR(grad[k], fd[k], trunc[k] + rounding) << what << "[" << k << "] " << describe(c);
+        EXPECT_GT(max_g, 1e-3) << what << ": the gradient should not vanish, " << describe(c);
+      };
+      check(V, g.dV, "dV");
+      check(z, g.dz, "da_in_logit");
+      check(ba, g.dba, "dbeta_a");
+      check(bv, g.dbv, "dbeta_v");
+    }
+}
+
+TEST(EmRoutingOptions, OneIterationFullAndStopGradientAgreeExceptForTheInputActivations) {
+  // With one iteration R is the constant 1/J and S, w depend on the input
+  // activations only, so nothing the stop-gradient scheme detaches depends on
+  // V, beta_a or beta_v: dV, dbeta_a and dbeta_v are the same derivative (the
+  // mu inside sigma2 adds -2 dsigma2 sum_i w (V - mu) = 0). Only the input
+  // activations, which reach mu, sigma2 and the cost through w and S, get a
+  // gradient from the full scheme alone. Tolerances: the two schemes round the
+  // same terms in other orders (1 - a from a or from log a, the zero sum above).
+  // Not with eps > 0 (option set 5): there the weights sum to S / (S + eps) < 1
+  // and the mu inside sigma2 does contribute.
+  for (int opt = 0; opt < kOptionSets; ++opt) {
+    if (opt == 5) continue;
+    EmConfig c = option_set(opt, 1, EmGrad::stopgrad);
+    Routing r = loose_routing(2, 3300 + opt, c);
+    const auto G_mu = test::randn(r.mu.size(), 3390), G_a = test::randn(r.a.size(), 3391);
+    Grads sg = backward(r, G_mu, G_a);
+    r.cfg.grad = EmGrad::full;
+    r.forward();
+    const Grads full = backward(r, G_mu, G_a);
+    const double eps = FLT_EPSILON, lambda = em_lambda(c, 0), cn = c.cost_norm ? 1.0 / I : 1.0;
+    std::vector<double> mag_a(J, 0), mag_v(J, 0);
+    for (int b = 0; b < r.B; ++b)
+      for (int j = 0; j < J; ++j) {
+        const size_t bj = size_t(b) * J + j;
+        const double a = r.a[bj], dz = std::fabs(G_a[bj] * a * (1 - a)), S = r.st.sum_ra[bj] * cn;
+        // 1 - a rounded from a: relative error eps a / (1 - a).
+        const double rel = 8 * eps * (1 + a / (1 - a));
+        mag_a[j] += lambda * dz * rel;
+        mag_v[j] += H * S * lambda * dz * rel;
+        for (int h = 0; h < H; ++h) {
+          const double s2 = r.st.sigma2[bj * H + h];
+          const double ds2 = s2 > c.sigma2_min ? lambda * dz * S * 0.5 / s2 : 0.0;
+          double spread = 0;  // sum_i w |V - mu|: bounds the rounding of sum_i w (V - mu)
+          for (int i = 0; i < I; ++i) {
+            const size_t n = ((size_t(b) * I + i) * J + j) * H + h;
+            spread += r.st.w[(size_t(b) * I + i) * J + j] * std::fabs(r.V[n] - r.mu[bj * H + h]);
+          }
+          for (int i = 0; i < I; ++i) {
+            const size_t n = ((size_t(b) * I + i) * J + j) * H + h;
+            const double w = r.st.w[(size_t(b) * I + i) * J + j], d = std::fabs(r.V[n] - r.mu[bj * H + h]);
+            const double term = w * (std::fabs(G_mu[bj * H + h]) + 2 * ds2 * d);
+            const double tol = 8 * eps * term + w * 2 * ds2 * (rel * d + 2 * (I + 2) * eps * spread);
+            ASSERT_NEAR(full.dV[n], sg.dV[n], tol) << "dV " << describe(c);
+          }
+        }
+      }
+    for (int j = 0; j < J; ++j) {
+      EXPECT_NEAR(full.dba[j], sg.dba[j], mag_a[j] + 1e-30) << "dbeta_a " << describe(c);
+      EXPECT_NEAR(full.dbv[j], sg.dbv[j], mag_v[j] + 1e-30) << "dbeta_v " << describe(c);
+    }
+    double dz_full = 0;
+    for (size_t n = 0; n < sg.dz.size(); ++n) {
+      EXPECT_EQ(sg.dz[n], 0.f) << "the stop-gradient scheme writes no input gradient";
+      dz_full = std::max(dz_full, double(std::fabs(full.dz[n])));
+    }
+    EXPECT_GT(dz_full, 1e-3) << describe(c);
+  }
+}
+
+TEST(EmRoutingOptions, FullAndStopGradientDifferBeyondOneIteration) {
+  // Sanity of the test above: from two iterations on, R depends on V.
+  for (int iters : {2, 3}) {
+    EmConfig c = option_set(0, iters, EmGrad::stopgrad);
+    Routing r = loose_routing(1, 3400 + iters, c);
+    const auto G_mu = test::randn(r.mu.size(), 3490), G_a = test::randn(r.a.size(), 3491);
+    const Grads sg = backward(r, G_mu, G_a);
+    r.cfg.grad = EmGrad::full;
+    r.forward();
+    const Grads full = backward(r, G_mu, G_a);
+    double diff = 0;
+    for (size_t n = 0; n < sg.dV.size(); ++n) diff = std::max(diff, double(std::fabs(full.dV[n] - sg.dV[n])));
+    EXPECT_GT(diff, 1e-2) << "iters=" << iters;
+  }
+}
+
+TEST(EmRoutingOptions, FullBackwardAccumulatesAndAllocatesOnce) {
+  EmConfig c = option_set(3, 3, EmGrad::full);
+  Routing r(2, 3500, c);
+  r.st.resize(r.B, I, J, c);  // sizes the history: nothing grows below
+  const float* hist = r.st.hist.w.data();
+  const float* scratch = r.st.scratch.data();
+  r.forward();
+  const auto G_mu = test::randn(r.mu.size(), 3590), G_a = test::randn(r.a.size(), 3591);
+  const Grads g1 = backward(r, G_mu, G_a);
+  Grads g2{std::vector<float>(r.V.size(), 0.5f), std::vector<float>(r.a_logit.size(), -0.5f),
+           std::vector<float>(J, 1.f), std::vector<float>(J, -1.f)};
+  r.forward();
+  em_routing_backward(g2.dV.data(), g2.dz.data(), g2.dba.data(), g2.dbv.data(), G_mu.data(), G_a.data(),
+                      r.V.data(), r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg);
+  for (size_t n = 0; n < g1.dV.size(); ++n) EXPECT_NEAR(g2.dV[n], g1.dV[n] + 0.5f, 1e-5);
+  for (size_t n = 0; n < g1.dz.size(); ++n) EXPECT_NEAR(g2.dz[n], g1.dz[n] - 0.5f, 1e-5);
+  for (int j = 0; j < J; ++j) {
+    EXPECT_NEAR(g2.dba[j], g1.dba[j] + 1.f, 1e-5);
+    EXPECT_NEAR(g2.dbv[j], g1.dbv[j] - 1.f, 1e-5);
+  }
+  EXPECT_EQ(r.st.hist.w.data(), hist);
+  EXPECT_EQ(r.st.scratch.data(), scratch);
+  // A smaller batch reuses the buffers too.
+  em_routing_forward(r.mu.data(), r.a.data(), r.st, r.V.data(), r.a_logit.data(), r.beta_a.data(),
+                     r.beta_v.data(), 1, I, J, r.cfg);
+  EXPECT_EQ(r.st.hist.w.data(), hist);
+}
+
+TEST(EmRoutingOptions, FullBackwardRefusesWhatItCannotDo) {
+  EmConfig c = option_set(0, 3, EmGrad::full);
+  Routing r(1, 3600, c);
+  r.forward();
+  std::vector<float> dV(r.V.size()), dz(r.a_logit.size()), dba(J), dbv(J), dmu(r.mu.size()), da(r.a.size());
+  // The signature without da_in_logit has nowhere to put the input gradient.
+  EXPECT_THROW(em_routing_backward(dV.data(), dba.data(), dbv.data(), dmu.data(), da.data(), r.V.data(),
+                                   r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg),
+               std::invalid_argument);
+  // A forward that kept no history (stop-gradient), or other iterations.
+  EmConfig other = r.cfg;
+  other.iters = 2;
+  EXPECT_THROW(em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), dmu.data(), da.data(), r.V.data(),
+                                   r.mu.data(), r.a.data(), r.st, r.B, I, J, other),
+               std::invalid_argument);
+  r.cfg.grad = EmGrad::stopgrad;
+  r.forward();
+  EXPECT_THROW(em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), dmu.data(), da.data(), r.V.data(),
+                                   r.mu.data(), r.a.data(), r.st, r.B, I, J, c),
+               std::invalid_argument);
+}
+
+TEST(EmRoutingOptions, FullBackwardHasNoNaNAtTheExtremes) {
+  // All input activations underflowing (S = 0), identical votes (every
+  // variance at its floor), huge and tiny votes with saturated activations,
+  // and a dead class: the full backward stays finite, for each variant's forward.
+  int nv = 0;
+  const EmRoutingKernels* ks = em_routing_variants(&nv);
+  for (int v = 0; v < nv; ++v) {
+    if (!isa_supported(ks[v].isa)) continue;
+    for (int scenario = 0; scenario < 4; ++scenario)
+      for (int opt : {0, 3, 5}) {
+        EmConfig c = option_set(opt, 3, EmGrad::full);
+        Routing r(2, 3700 + scenario, c);
+        if (scenario == 0) for (float& x : r.a_logit) x = -200.f;
+        if (scenario == 1)
+          for (int b = 0; b < r.B; ++b)
+            for (int i = 0; i < I; ++i)
+              for (int j = 0; j < J; ++j)
+                for (int h = 0; h < H; ++h) r.V[((b * I + i) * J + j) * H + h] = 0.1f * h - 0.3f * j;
+        if (scenario == 2) {
+          for (size_t k = 0; k < r.V.size(); ++k) r.V[k] *= (k % 3 == 0) ? 1e4f : 1e-4f;
+          for (size_t k = 0; k < r.a_logit.size(); ++k) r.a_logit[k] = (k % 2) ? 80.f : -80.f;
+          r.beta_v.assign(J, 50.f);
+        }
+        if (scenario == 3) for (float& x : r.a_logit) x = -30.f;
+        em_routing_forward(r.mu.data(), r.a.data(), r.st, r.V.data(), r.a_logit.data(), r.beta_a.data(),
+                           r.beta_v.data(), r.B, I, J, c, ks[v]);
+        ASSERT_TRUE(r.finite());
+        const auto G_mu = test::randn(r.mu.size(), 3790), G_a = test::randn(r.a.size(), 3791);
+        const Grads g = backward(r, G_mu, G_a, ks[v]);
+        const std::string where = std::string(isa_name(ks[v].isa)) + " scenario " + std::to_string(scenario) + " " + describe(c);
+        for (const auto* t : {&g.dV, &g.dz, &g.dba, &g.dbv})
+          for (float x : *t) ASSERT_TRUE(std::isfinite(x)) << where;
+      }
+  }
+}
+
+TEST(EmRoutingOptions, VarianceFloorPassesNoGradient) {
+  // Identical votes: every variance sits at the floor (1e-6 and a raised one)
+  // in every variant, and no gradient flows through sigma2: the stop-gradient
+  // dV is exactly w dmu. (The full scheme's floor is checked by finite
+  // differences above, option set 4, where the floor clamps part of sigma2.)
+  for (float floor : {1e-6f, 0.05f}) {
+    EmConfig c;
+    c.sigma2_min = floor;
+    Routing r(2, 3800, c);
+    for (int b = 0; b < r.B; ++b)
+      for (int i = 0; i < I; ++i)
+        for (int j = 0; j < J; ++j)
+          for (int h = 0; h < H; ++h) r.V[((b * I + i) * J + j) * H + h] = 0.1f * h - 0.3f * j;
+    int nv = 0;
+    const EmRoutingKernels* ks = em_routing_variants(&nv);
+    for (int v = 0; v < nv; ++v) {
+      if (!isa_supported(ks[v].isa)) continue;
+      em_routing_forward(r.mu.data(), r.a.data(), r.st, r.V.data(), r.a_logit.data(), r.beta_a.data(),
+                         r.beta_v.data(), r.B, I, J, c, ks[v]);
+      for (float s2 : r.st.sigma2) ASSERT_EQ(s2, floor) << isa_name(ks[v].isa);
+      const auto G_mu = test::randn(r.mu.size(), 3890), G_a = test::randn(r.a.size(), 3891);
+      const Grads g = backward(r, G_mu, G_a, ks[v]);
+      for (int b = 0; b < r.B; ++b)
+        for (int i = 0; i < I; ++i)
+          for (int j = 0; j < J; ++j)
+            for (int h = 0; h < H; ++h) {
+              const size_t n = ((size_t(b) * I + i) * J + j) * H + h;
+              const float w = r.st.w[(size_t(b) * I + i) * J + j];
+              ASSERT_NEAR(g.dV[n], w * G_mu[(size_t(b) * J + j) * H + h], 4 * FLT_EPSILON * std::fabs(w * G_mu[(size_t(b) * J + j) * H + h]))
+                  << isa_name(ks[v].isa);
+            }
+    }
+  }
+}
+
+// (EmRoutingVariant is instantiated above for every variant.)
+TEST_P(EmRoutingVariant, FullSchemeKeepsTheForwardAndSharesTheScalarBackward) {
+  // Keeping the history changes no number of the forward; its last slot is
+  // the state the stop-gradient backward reads; and the full backward is the
+  // scalar reference on every ISA (see em_backward_full_f32__scalar), so from
+  // one state every variant's full backward gives the same bits.
+  int nv = 0;
+  const EmRoutingKernels& k = em_routing_variants(&nv)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  const EmRoutingKernels& ref = *em_routing_for(Isa::scalar);
+  for (int opt = 0; opt < kOptionSets; ++opt) {
+    const int B = 3;
+    const EmConfig sg = option_set(opt, 3, EmGrad::stopgrad);
+    EmConfig full = sg;
+    full.grad = EmGrad::full;
+    const auto V = test::randn(size_t(B) * I * J * H, 4000 + opt), z = test::randn(size_t(B) * I, 4010 + opt);
+    const auto ba = test::randn(J, 4020, 0.3f), bv = test::randn(J, 4021, 0.3f);
+    std::vector<float> mu1(size_t(B) * J * H), a1(size_t(B) * J), mu2 = mu1, a2 = a1;
+    EmState s1, s2;
+    s1.resize(B, I, J);
+    s2.resize(B, I, J, full);
+    em_routing_forward(mu1.data(), a1.data(), s1, V.data(), z.data(), ba.data(), bv.data(), B, I, J, sg, k);
+    em_routing_forward(mu2.data(), a2.data(), s2, V.data(), z.data(), ba.data(), bv.data(), B, I, J, full, k);
+    const std::string where = std::string(isa_name(k.isa)) + " " + describe(full);
+    EXPECT_EQ(mu1, mu2) << where;
+    EXPECT_EQ(a1, a2) << where;
+    EXPECT_EQ(s1.log_r, s2.log_r) << where;
+    EXPECT_EQ(s1.sigma2, s2.sigma2) << where;
+    const size_t T1 = 2, nij = size_t(B) * I * J, nj = size_t(B) * J;
+    EXPECT_TRUE(std::equal(s2.w.begin(), s2.w.end(), s2.hist.w.begin() + T1 * nij)) << where;
+    EXPECT_TRUE(std::equal(s2.sum_ra.begin(), s2.sum_ra.end(), s2.hist.sum_ra.begin() + T1 * nj)) << where;
+    EXPECT_TRUE(std::equal(s2.sigma2.begin(), s2.sigma2.end(), s2.hist.sigma2.begin() + T1 * nj * H)) << where;
+    EXPECT_TRUE(std::equal(mu2.begin(), mu2.end(), s2.hist.mu.begin() + T1 * nj * H)) << where;
+    EXPECT_TRUE(std::equal(a2.begin(), a2.end(), s2.hist.a.begin() + T1 * nj)) << where;
+    const auto dmu = test::randn(mu2.size(), 4030), da = test::randn(a2.size(), 4031);
+    auto grads = [&](const EmRoutingKernels& kk) {
+      Grads g{std::vector<float>(V.size(), 0.f), std::vector<float>(z.size(), 0.f), std::vector<float>(J, 0.f),
+              std::vector<float>(J, 0.f)};
+      em_routing_backward(g.dV.data(), g.dz.data(), g.dba.data(), g.dbv.data(), dmu.data(), da.data(), V.data(),
+                          mu2.data(), a2.data(), s2, B, I, J, full, kk);
+      return g;
+    };
+    const Grads gk = grads(k), gr = grads(ref);
+    EXPECT_EQ(gk.dV, gr.dV) << where;
+    EXPECT_EQ(gk.dz, gr.dz) << where;
+    EXPECT_EQ(gk.dba, gr.dba) << where;
+    EXPECT_EQ(gk.dbv, gr.dbv) << where;
+  }
+}
 
 }  // namespace
 }  // namespace vg
