@@ -45,13 +45,14 @@ CapsNet::CapsNet(const CapsConfig& cfg, int max_batch)
   mu_.resize(B * J * kPoseDim);
   a_.resize(B * J);
   logits_.resize(B * J);
-  em_.resize(max_batch, P, J);
+  em_.resize(max_batch, P, J, cfg.em);  // with --em-grad full, every iteration's state too
   d_mu_.resize(mu_.size());
   d_a_.resize(a_.size());
   d_votes_.resize(votes_.size());
   d_poses_.resize(poses_.size());
   d_prim_.resize(prim_.size());
   d_conv_.resize(conv_out_.size());
+  d_a_in_logit_.resize(a_in_logit_.size());
 }
 
 void CapsNet::init(uint64_t seed) {
@@ -75,12 +76,14 @@ static void primary_split(float* poses, float* a_logit, const float* prim, int B
     std::copy_n(prim + size_t(b) * row + P * kPoseDim, P, a_logit + size_t(b) * P);
   }
 }
-// The activation logits get no gradient (the seed's stop-gradient scheme).
-static void primary_split_backward(float* d_prim, const float* d_poses, int B, int P) {
+// The activation logits' gradient is 0 with the seed's stop-gradient routing
+// and flows from every EM iteration with --em-grad full.
+static void primary_split_backward(float* d_prim, const float* d_poses, const float* d_a_logit,
+                                   int B, int P) {
   const int row = P * (kPoseDim + 1);
   for (int b = 0; b < B; ++b) {
     std::copy_n(d_poses + size_t(b) * P * kPoseDim, P * kPoseDim, d_prim + size_t(b) * row);
-    std::fill_n(d_prim + size_t(b) * row + P * kPoseDim, P, 0.f);
+    std::copy_n(d_a_logit + size_t(b) * P, P, d_prim + size_t(b) * row + P * kPoseDim);
   }
 }
 
@@ -139,7 +142,8 @@ std::vector<LayerInfo> CapsNet::layers(int B) const {
                            {"primary", dense, 2 * dense},  // backward: data and weights
                            {"votes", votes, 2 * votes},
                            {"em_routing", em_routing_forward_flops(B, P, J, cfg_.em.iters),
-                            em_routing_backward_flops(B, P, J)}};
+                            cfg_.em.grad == EmGrad::full ? em_routing_backward_full_flops(B, P, J, cfg_.em.iters)
+                                                         : em_routing_backward_flops(B, P, J)}};
   if (loss_.kind == LossKind::xent) l.push_back({"logits", double(B) * J * 19, double(B) * J * 17});
   return l;
 }
@@ -169,7 +173,8 @@ void CapsNet::backward(const float* dscores, int B) {
   {
     LayerScope t(prof_, "em_routing", true);
     std::fill_n(d_votes_.begin(), size_t(B) * P * J * kPoseDim, 0.f);
-    em_routing_backward(d_votes_.data(), params_.grad(beta_a), params_.grad(beta_v), d_mu_.data(),
+    std::fill_n(d_a_in_logit_.begin(), size_t(B) * P, 0.f);
+    em_routing_backward(d_votes_.data(), d_a_in_logit_.data(), params_.grad(beta_a), params_.grad(beta_v), d_mu_.data(),
                         d_a_.data(), votes_.data(), mu_.data(), a_.data(), em_, B, P, J, cfg_.em, em_k_);
   }
   {
@@ -180,7 +185,7 @@ void CapsNet::backward(const float* dscores, int B) {
   }
   {
     LayerScope t(prof_, "primary", true);
-    primary_split_backward(d_prim_.data(), d_poses_.data(), B, P);
+    primary_split_backward(d_prim_.data(), d_poses_.data(), d_a_in_logit_.data(), B, P);
     primary_.backward_weights(params_.grad(prim_w), params_.grad(prim_b), d_prim_.data(),
                               conv_out_.data(), B);
     primary_.backward_data(d_conv_.data(), d_prim_.data(), params_.value(prim_w), B);

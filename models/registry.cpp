@@ -1,0 +1,224 @@
+#include "models/registry.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "models/capsnet.h"
+#include "models/cnn.h"
+
+namespace vg {
+
+const std::vector<ModelOption>& model_options() {
+  static const std::vector<ModelOption> options = {
+      {"cnn-hidden", OptionKind::integer, "64", "Hidden width of the model 'cnn' (136 matches the capsules)"},
+      {"em-iters", OptionKind::integer, "3", "EM routing iterations"},
+      {"em-lambda", OptionKind::real, "1", "Inverse temperature of the EM activation (the final one with a schedule)"},
+      {"em-lambda-schedule", OptionKind::choice, "fixed",
+       "fixed (--em-lambda every iteration) or official[:FINAL]: lambda_i = FINAL (1 - 0.95^(i+1)), FINAL 0.01 by default"},
+      {"em-eps", OptionKind::real, "0", "Added to sum(R a) in the M-step (the seed used 1e-9)"},
+      {"em-min-var", OptionKind::real, "1e-6", "Floor of the EM variances sigma^2"},
+      {"em-cost-norm", OptionKind::choice, "off", "on: Gritzman's cost normalisation (cost / number of children)"},
+      {"em-grad", OptionKind::choice, "stopgrad", "stopgrad (the seed's) or full (backpropagate through every EM iteration)"},
+      {"loss", OptionKind::choice, "xent",
+       "Capsule models' loss: xent (the seed's logits), spread (the paper's, on activations) or margin (Sabour et al.)"},
+      {"spread-margin", OptionKind::range, "0.2:0.9", "Spread loss margin A:B, annealed linearly over training"},
+  };
+  return options;
+}
+
+std::string option_value(const ModelOptions& opts, const std::string& name) {
+  if (auto it = opts.find(name); it != opts.end()) return it->second;
+  for (const ModelOption& o : model_options())
+    if (name == o.name) return o.default_value;
+  throw std::logic_error("no model option '" + name + "'");
+}
+
+namespace {
+
+// Numbers as the command line takes them: the whole text, no surrounding space.
+long long integer(const ModelOptions& opts, const char* name, long long lo, long long hi) {
+  const std::string v = option_value(opts, name);
+  char* end = nullptr;
+  errno = 0;
+  const long long x = v.empty() || std::isspace(static_cast<unsigned char>(v[0])) ? 0 : std::strtoll(v.c_str(), &end, 10);
+  if (end == nullptr || *end != '\0' || errno != 0) throw ModelOptionError(name, v, "expected a whole number");
+  if (x < lo || x > hi)
+    throw ModelOptionError(name, v, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return x;
+}
+
+double real(const ModelOptions& opts, const char* name, double lo, double hi, bool lo_open) {
+  const std::string v = option_value(opts, name);
+  char* end = nullptr;
+  const double x = v.empty() || std::isspace(static_cast<unsigned char>(v[0])) ? NAN : std::strtod(v.c_str(), &end);
+  if (end == nullptr || *end != '\0' || !std::isfinite(x)) throw ModelOptionError(name, v, "expected a finite number");
+  if (x < lo || (lo_open && x == lo) || x > hi)
+    throw ModelOptionError(name, v, std::string("must be ") + (lo_open ? "> " : ">= ") + std::to_string(lo) +
+                                        " and <= " + std::to_string(hi));
+  if (x != 0 && float(x) == 0.f) throw ModelOptionError(name, v, "underflows to 0 in single precision");
+  return x;
+}
+
+std::string choice(const ModelOptions& opts, const char* name, std::initializer_list<const char*> valid) {
+  const std::string v = option_value(opts, name);
+  std::string list;
+  for (const char* c : valid) {
+    if (v == c) return v;
+    list += (list.empty() ? "" : ", ") + std::string(c);
+  }
+  throw ModelOptionError(name, v, "expected one of " + list);
+}
+
+EmConfig em_config(const ModelOptions& opts) {
+  EmConfig em;
+  em.iters = int(integer(opts, "em-iters", 1, 100));
+  em.lambda = float(real(opts, "em-lambda", 0, 1e6, true));
+  em.eps = float(real(opts, "em-eps", 0, 1, false));
+  em.sigma2_min = float(real(opts, "em-min-var", 0, 1, true));
+  em.grad = choice(opts, "em-grad", {"stopgrad", "full"}) == "full" ? EmGrad::full : EmGrad::stopgrad;
+  em.cost_norm = choice(opts, "em-cost-norm", {"off", "on"}) == "on";
+  const std::string sched = option_value(opts, "em-lambda-schedule");
+  if (sched == "official" || sched.rfind("official:", 0) == 0) {
+    em.lambda_schedule = true;
+    em.lambda = 0.01f;
+    if (sched != "official") {
+      ModelOptions final_value{{"em-lambda-schedule", sched.substr(9)}};
+      try {
+        em.lambda = float(real(final_value, "em-lambda-schedule", 0, 1e6, true));
+      } catch (const ModelOptionError& e) {
+        throw ModelOptionError("em-lambda-schedule", sched, "the final lambda after 'official:' must be a number > 0");
+      }
+    }
+  } else if (sched != "fixed") {
+    throw ModelOptionError("em-lambda-schedule", sched, "expected fixed, official or official:FINAL");
+  }
+  return em;
+}
+
+LossConfig loss_config(const ModelOptions& opts) {
+  LossConfig loss;
+  const std::string name = option_value(opts, "loss");
+  try {
+    loss.kind = parse_loss(name);
+  } catch (const std::invalid_argument& e) {
+    throw ModelOptionError("loss", name, e.what());
+  }
+  const std::string m = option_value(opts, "spread-margin");
+  const auto colon = m.find(':');
+  if (colon == std::string::npos) throw ModelOptionError("spread-margin", m, "expected A:B, e.g. 0.2:0.9");
+  ModelOptions ends{{"spread-margin", m.substr(0, colon)}};
+  try {
+    loss.spread_from = float(real(ends, "spread-margin", 0, 1, false));
+    ends["spread-margin"] = m.substr(colon + 1);
+    loss.spread_to = float(real(ends, "spread-margin", 0, 1, false));
+  } catch (const ModelOptionError&) {
+    throw ModelOptionError("spread-margin", m, "expected A:B with 0 <= A <= B <= 1");
+  }
+  if (loss.spread_from > loss.spread_to)
+    throw ModelOptionError("spread-margin", m, "the margin must grow: A <= B");
+  return loss;
+}
+
+CapsConfig caps_config(const ModelOptions& opts) {
+  CapsConfig c;
+  c.em = em_config(opts);
+  c.loss = loss_config(opts);
+  return c;
+}
+
+// "cnn" -> --cnn-hidden; "cnnN" -> N (1..65536, the bound --cnn-hidden has).
+int cnn_hidden(const std::string& name, const ModelOptions& opts) {
+  if (name == "cnn") return int(integer(opts, "cnn-hidden", 1, 65536));
+  ModelOptions width{{"cnn-hidden", name.substr(3)}};
+  try {
+    return int(integer(width, "cnn-hidden", 1, 65536));
+  } catch (const ModelOptionError& e) {
+    throw std::invalid_argument("model '" + name + "': the hidden width after 'cnn' must be a whole number from 1 to 65536");
+  }
+}
+
+size_t caps_params(const std::string&, const ModelOptions& opts) {
+  const CapsConfig c = caps_config(opts);
+  const size_t conv = size_t(c.conv_channels) * 25 + c.conv_channels;
+  const size_t in = size_t(c.conv_channels) * 16 * 16, prim = size_t(c.n_primary) * (kPoseDim + 1);
+  return conv + in * prim + prim + size_t(c.n_primary) * c.n_classes * kPoseDim + 2 * size_t(c.n_classes);
+}
+
+size_t cnn_params(const std::string& name, const ModelOptions& opts) {
+  const CnnConfig c{16, cnn_hidden(name, opts), 5};
+  const size_t conv = size_t(c.conv_channels) * 25 + c.conv_channels, in = size_t(c.conv_channels) * 16 * 16;
+  return conv + in * c.hidden + c.hidden + size_t(c.hidden) * c.n_classes + c.n_classes;
+}
+
+std::unique_ptr<Model> make_caps(const std::string&, const ModelOptions& opts, int max_batch) {
+  return std::make_unique<CapsNet>(caps_config(opts), max_batch);
+}
+
+std::unique_ptr<Model> make_cnn(const std::string& name, const ModelOptions& opts, int max_batch) {
+  CnnConfig c;
+  c.hidden = cnn_hidden(name, opts);
+  return std::make_unique<Cnn>(c, max_batch);
+}
+
+// Does `name` (from --models) name `entry`? A registry name ending in N takes digits there.
+bool matches(const ModelEntry& e, const std::string& name) {
+  const std::string n = e.name;
+  if (n.size() > 1 && n.back() == 'N') {
+    const std::string stem = n.substr(0, n.size() - 1);
+    if (name == stem) return true;
+    if (name.size() <= stem.size() || name.compare(0, stem.size(), stem) != 0) return false;
+    for (size_t k = stem.size(); k < name.size(); ++k)
+      if (name[k] < '0' || name[k] > '9') return false;
+    return true;
+  }
+  return name == n;
+}
+
+}  // namespace
+
+// One line per model.
+const std::vector<ModelEntry>& model_registry() {
+  static const std::vector<ModelEntry> models = {
+      {"caps", "matrix capsules with EM routing (the seed's)",
+       {"em-iters", "em-lambda", "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "loss", "spread-margin"},
+       make_caps, caps_params},
+      {"cnnN", "CNN baseline; 'cnn' has --cnn-hidden units, 'cnnN' N", {"cnn-hidden"}, make_cnn, cnn_params},
+  };
+  return models;
+}
+
+const ModelEntry* find_model(const std::string& name) {
+  for (const ModelEntry& e : model_registry())
+    if (matches(e, name)) return &e;
+  return nullptr;
+}
+
+std::string model_names() {
+  std::string list;
+  for (const ModelEntry& e : model_registry()) {
+    std::string n = e.name;
+    if (n.back() == 'N') list += (list.empty() ? "" : ", ") + n.substr(0, n.size() - 1);
+    list += (list.empty() ? "" : ", ") + n;
+  }
+  return list;
+}
+
+namespace {
+const ModelEntry& entry(const std::string& name) {
+  const ModelEntry* e = find_model(name);
+  if (e == nullptr) throw std::invalid_argument("unknown model '" + name + "' (expected " + model_names() + ")");
+  return *e;
+}
+}  // namespace
+
+size_t model_param_count(const std::string& name, const ModelOptions& opts) {
+  return entry(name).param_count(name, opts);
+}
+
+void check_model(const std::string& name, const ModelOptions& opts) { (void)model_param_count(name, opts); }
+
+std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch) {
+  return entry(name).make(name, opts, max_batch);
+}
+
+}  // namespace vg

@@ -1,0 +1,66 @@
+// The model registry: which models exist, the options they read, and how to
+// build one. Adding a model is adding its files plus one line in kModels
+// (registry.cpp). The harness names no concrete model: it passes a name from
+// --models and the options as the user typed them.
+#pragma once
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+
+namespace vg {
+
+// An option of one or more models, set on the command line as --NAME VALUE
+// (and sweepable with --grid NAME=...). Values stay text until the model that
+// reads them parses them, so the harness needs no model's types.
+enum class OptionKind { integer, real, choice, range };
+struct ModelOption {
+  const char* name;           // the flag without "--", e.g. "em-iters"
+  OptionKind kind;            // how the JSON records it: integer, real, or text
+  const char* default_value;
+  const char* help;
+};
+const std::vector<ModelOption>& model_options();
+
+// Option name -> value as typed; an absent option takes its default.
+using ModelOptions = std::map<std::string, std::string>;
+
+// A bad option value: names the flag and the value, says why.
+struct ModelOptionError : std::invalid_argument {
+  ModelOptionError(std::string flag, std::string value, const std::string& why)
+      : std::invalid_argument("--" + flag + " '" + value + "': " + why),
+        flag(std::move(flag)), value(std::move(value)) {}
+  std::string flag, value;
+};
+
+struct ModelEntry {
+  const char* name;  // as in --models; a name ending in "N" takes a number there ("cnnN")
+  const char* help;
+  std::vector<const char*> options;  // the options this model reads
+  std::unique_ptr<Model> (*make)(const std::string& name, const ModelOptions& opts, int max_batch);
+  // Parameters, from the options alone (an up-front memory check needs it).
+  size_t (*param_count)(const std::string& name, const ModelOptions& opts);
+};
+const std::vector<ModelEntry>& model_registry();
+
+// The entry for a --models name ("caps", "cnn", "cnn136"), or nullptr.
+const ModelEntry* find_model(const std::string& name);
+// "caps, cnn, cnnN": the names --models accepts, for error messages.
+std::string model_names();
+
+// Builds `name` with `opts` for batches up to max_batch. Throws
+// std::invalid_argument for an unknown name (listing the valid ones) and
+// ModelOptionError for a bad value of an option the model reads. Building
+// allocates the model's buffers; check_model validates without building.
+std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch);
+void check_model(const std::string& name, const ModelOptions& opts);
+// Parameters of `name` with `opts` (parses the options, allocates nothing big).
+size_t model_param_count(const std::string& name, const ModelOptions& opts);
+
+// The value of option `name` in opts, or its default.
+std::string option_value(const ModelOptions& opts, const std::string& name);
+
+}  // namespace vg

@@ -1,0 +1,87 @@
+// The model registry: every model builds from its name and options, counts its
+// parameters without building, and names the flag and value of a bad option.
+#include <gtest/gtest.h>
+
+#include "models/capsnet.h"
+#include "models/registry.h"
+
+namespace vg {
+namespace {
+
+TEST(Registry, EveryModelBuildsAndCountsItsParametersWithoutBuilding) {
+  const std::pair<const char*, size_t> expected[] = {{"caps", 558258}, {"cnn", 262949}, {"cnn136", 558293}};
+  for (const auto& [name, n] : expected) {
+    ASSERT_NE(find_model(name), nullptr) << name;
+    EXPECT_EQ(model_param_count(name, {}), n) << name;
+    const auto m = make_model(name, {}, 4);
+    EXPECT_EQ(m->params().count(), n) << name;
+    EXPECT_EQ(m->name(), name);
+    EXPECT_FALSE(m->layers(32).empty());
+    for (const LayerInfo& l : m->layers(32)) EXPECT_GT(l.forward_flops, 0) << name << " " << l.name;
+  }
+  // --cnn-hidden sets the width of "cnn" only.
+  EXPECT_EQ(model_param_count("cnn", {{"cnn-hidden", "136"}}), 558293u);
+  EXPECT_EQ(model_param_count("cnn64", {{"cnn-hidden", "136"}}), 262949u);
+  // A width no machine here could hold is counted, not allocated.
+  EXPECT_EQ(model_param_count("cnn65536", {}), 16u * 25 + 16 + 4096ull * 65536 + 65536 + 65536ull * 5 + 5);
+}
+
+TEST(Registry, UnknownModelsListTheValidNames) {
+  for (const char* bad : {"caps2", "cnn0", "cnn65537", "cnnx", "mlp", ""}) {
+    try {
+      check_model(bad, {});
+      ADD_FAILURE() << bad;
+    } catch (const ModelOptionError&) {
+      ADD_FAILURE() << bad << ": not an option error";
+    } catch (const std::invalid_argument& e) {
+      const std::string msg = e.what();
+      EXPECT_TRUE(msg.find("caps, cnn, cnnN") != std::string::npos || msg.find("cnn") != std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(model_names(), "caps, cnn, cnnN");
+}
+
+TEST(Registry, OptionsReachTheModel) {
+  const auto m = make_model("caps", {{"loss", "spread"}, {"spread-margin", "0.1:0.8"}, {"em-iters", "2"},
+                                     {"em-grad", "full"}, {"em-cost-norm", "on"}, {"em-min-var", "1e-4"},
+                                     {"em-lambda-schedule", "official"}}, 4);
+  EXPECT_EQ(m->loss().kind, LossKind::spread);
+  EXPECT_FLOAT_EQ(m->loss().spread_from, 0.1f);
+  EXPECT_FLOAT_EQ(m->loss().spread_to, 0.8f);
+  const auto& caps = dynamic_cast<const CapsNet&>(*m);
+  EXPECT_EQ(caps.config().em.iters, 2);
+  EXPECT_EQ(caps.config().em.grad, EmGrad::full);
+  EXPECT_TRUE(caps.config().em.cost_norm);
+  EXPECT_FLOAT_EQ(caps.config().em.sigma2_min, 1e-4f);
+  EXPECT_TRUE(caps.config().em.lambda_schedule);
+  EXPECT_FLOAT_EQ(caps.config().em.lambda, 0.01f);  // the official final lambda
+  const auto c2 = make_model("caps", {{"em-lambda-schedule", "official:0.5"}}, 4);
+  EXPECT_FLOAT_EQ(dynamic_cast<const CapsNet&>(*c2).config().em.lambda, 0.5f);
+  // The CNN keeps softmax cross-entropy whatever --loss says for the capsules.
+  EXPECT_EQ(make_model("cnn", {{"loss", "spread"}}, 4)->loss().kind, LossKind::xent);
+}
+
+TEST(Registry, BadOptionValuesNameTheFlagAndTheValue) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"em-iters", "0"},          {"em-iters", "3.5"},        {"em-lambda", "0"},
+      {"em-lambda", "1e-50"},     {"em-eps", "-1"},           {"em-min-var", "0"},
+      {"em-grad", "half"},        {"em-cost-norm", "yes"},    {"loss", "hinge"},
+      {"spread-margin", "0.9:0.2"}, {"spread-margin", "0.2:1.5"}, {"spread-margin", "0.5"},
+      {"em-lambda-schedule", "official:0"}, {"em-lambda-schedule", "official:-1"},
+      {"em-lambda-schedule", "linear"}, {"em-iters", " 3"},
+  };
+  for (const auto& [flag, value] : bad) {
+    try {
+      check_model("caps", {{flag, value}});
+      ADD_FAILURE() << flag << " " << value;
+    } catch (const ModelOptionError& e) {
+      EXPECT_EQ(e.flag, flag);
+      EXPECT_EQ(e.value, value);
+      EXPECT_NE(std::string(e.what()).find(std::string("--") + flag + " '" + value + "'"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(check_model("cnn", {{"cnn-hidden", "65537"}}), ModelOptionError);
+}
+
+}  // namespace
+}  // namespace vg
