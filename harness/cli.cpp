@@ -8,12 +8,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "harness/numbers.h"
 #include "harness/report.h"
 #include "harness/profile.h"
 #include "harness/sweep.h"
@@ -26,13 +32,40 @@ namespace vg {
 
 namespace {
 
+// A value as one printable line: control characters (a newline in a grid
+// value) shown escaped, so an error stays one line.
+std::string printable(const std::string& v) {
+  std::string out;
+  for (unsigned char c : v) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else out += char(c);
+  }
+  return out;
+}
+
 // Bad input: printed as one line, exit code 2.
 struct UsageError : std::runtime_error {
   UsageError(const std::string& flag, const std::string& value, const std::string& why)
-      : std::runtime_error(flag + " '" + value + "': " + why) {}
+      : std::runtime_error(flag + " '" + printable(value) + "': " + printable(why)) {}
   // A flag that takes no value.
   UsageError(const std::string& flag, const std::string& why) : std::runtime_error(flag + ": " + why) {}
 };
+
+// The results table lost to a full disk or a closed pipe is a failure, not a
+// success: exit 1, one line (main() checks once more at exit).
+void flush_stdout() {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return;
+  const int err = errno;
+  std::clearerr(stdout);
+  throw std::runtime_error(std::string("cannot write standard output: ") + (err ? std::strerror(err) : "write error"));
+}
 
 // --reproducible: the same bits on every x86-64 CPU with AVX2 and FMA. oneDNN is
 // capped at AVX2 (its AVX-512 kernels sum in another order) and our kernels are
@@ -104,101 +137,291 @@ std::string* run_flag(RunFlags& f, const std::string& name) {
   return nullptr;
 }
 
+// Every number a flag carries is read here, by the one rule of harness/numbers.h.
 long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi) {
-  size_t used = 0;
-  long long x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (v.empty() || used != v.size()) throw UsageError(flag, v, "expected a whole number");
-  if (x < lo || x > hi)
+  const ParsedNumber<long long> x = parse_whole(v);
+  if (!x || x.value < lo || x.value > hi) {
+    if (x.status == NumberStatus::syntax) throw UsageError(flag, v, "expected a whole number (digits, no spaces)");
     throw UsageError(flag, v, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
-  return x;
+  }
+  return x.value;
 }
 
+// `single`: the value is stored as a float, so it must stay nonzero and finite there.
 double parse_real(const std::string& flag, const std::string& v, double lo, double hi,
-                  bool lo_open) {
-  size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (v.empty() || used != v.size() || !std::isfinite(x)) throw UsageError(flag, v, "expected a finite number");
-  if (x < lo || (lo_open && x == lo) || x > hi) {
+                  bool lo_open, bool single = false) {
+  const ParsedNumber<double> x = parse_real_number(v);
+  if (x.status == NumberStatus::syntax)
+    throw UsageError(flag, v, "expected a decimal number (e.g. 0.002 or 2e-3; no spaces, no hex)");
+  if (x.status == NumberStatus::range) throw UsageError(flag, v, "out of range of a double");
+  if (x.value < lo || (lo_open && x.value == lo) || x.value > hi) {
     std::ostringstream o;
     o << "must be " << (lo_open ? "> " : ">= ") << lo << " and <= " << hi;
     throw UsageError(flag, v, o.str());
   }
-  return x;
+  if (single && x.value != 0 && std::fabs(x.value) < std::numeric_limits<float>::min()) {
+    std::ostringstream o;
+    o << "too small for single precision (it would be stored as " << float(x.value)
+      << "; the smallest is " << std::numeric_limits<float>::min() << ")";
+    throw UsageError(flag, v, o.str());
+  }
+  return x.value;
 }
 
+// "A:B" in degrees and its count flag; whether the range makes sense is
+// check_geometry's judgement (harness/dataset.h), shared by run and sweep.
 AngleRange parse_range(const std::string& flag, const std::string& v, const std::string& count_flag,
                        const std::string& count) {
-  AngleRange r;
-  try {
-    std::tie(r.from, r.to) = parse_angle_range(v);
-  } catch (const std::invalid_argument&) {
+  const auto colon = v.find(':');
+  if (colon == std::string::npos || v.find(':', colon + 1) != std::string::npos)
     throw UsageError(flag, v, "expected A:B in degrees, e.g. 0:150");
-  }
+  auto angle = [&](const std::string& t) {
+    const ParsedNumber<double> x = parse_real_number(t);
+    if (!x) throw UsageError(flag, v, "expected A:B in degrees, e.g. 0:150 (decimal numbers, no spaces)");
+    if (std::fabs(x.value) > 3600) throw UsageError(flag, v, "angles must lie within -3600 and 3600 degrees");
+    return x.value;
+  };
+  AngleRange r;
+  r.from = angle(v.substr(0, colon));
+  r.to = angle(v.substr(colon + 1));
   r.count = int(parse_int(count_flag, count, 1, 360));
   return r;
 }
 
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  if (!s.empty() && s.back() == sep) out.push_back("");
+  return out;
+}
+
+std::string fmt_num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+// One bound on a CNN's hidden width, for --cnn-hidden and a model named cnnN alike.
+constexpr int kMaxCnnHidden = 65536;
+
+void check_model_name(const std::string& flag, const std::string& value, const std::string& m) {
+  if (!is_model_name(m)) throw UsageError(flag, value, "unknown model '" + m + "' (expected caps, cnn or cnnN)");
+  if (m != "cnn" && cnn_width(m, 1) > kMaxCnnHidden)
+    throw UsageError(flag, value, "model '" + m + "': a CNN has at most " + std::to_string(kMaxCnnHidden) +
+                                      " hidden units (the bound of --cnn-hidden)");
+}
+
+// Names the flag of a geometry problem. `run` takes --test-azimuths; a sweep
+// builds its held-out window from --test-width and --gaps, so it names those.
+struct TestFlags {
+  std::string range_flag, range_value;      // the window's own shape
+  std::string overlap_flag, overlap_value;  // where it lies against the training range
+  std::string overlap_prefix;               // e.g. "gap 30: "
+};
+
+void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_touching_end, const TestFlags& t) {
+  const auto p = check_geometry(d, allow_touching_end);
+  if (!p) return;
+  switch (p->part) {
+    case GeometryPart::train_range: throw UsageError("--train-azimuths", f.train_az, p->why);
+    case GeometryPart::train_count: throw UsageError("--n-train-views", f.n_train_views, p->why);
+    case GeometryPart::test_range: throw UsageError(t.range_flag, t.range_value, p->why);
+    case GeometryPart::test_count: throw UsageError("--n-test-views", f.n_test_views, p->why);
+    case GeometryPart::test_overlap: throw UsageError(t.overlap_flag, t.overlap_value, t.overlap_prefix + p->why);
+    case GeometryPart::elev_range: throw UsageError("--elevations", f.elevations, p->why);
+    case GeometryPart::elev_count: throw UsageError("--n-elev", f.n_elev, p->why);
+  }
+}
+
+// A file an output flag writes.
+struct OutputFile {
+  std::string flag, value, file;
+};
+
+// The same file named twice (directly, through symlinks, "./x" or "d/../x") would
+// be written twice, the second replacing the first: refused.
+void check_distinct_outputs(const std::vector<OutputFile>& outputs) {
+  std::vector<std::string> keys;
+  for (const OutputFile& o : outputs) {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(resolve_output_path(o.file), ec);
+    keys.push_back(std::filesystem::weakly_canonical(abs, ec).string());
+    for (size_t j = 0; j + 1 < keys.size(); ++j)
+      if (keys[j] == keys.back()) {
+        const OutputFile& first = outputs[j];
+        throw UsageError(o.flag, o.value, "is the same file as " + first.flag + " '" + first.value + "'" +
+                                              (first.file != first.value ? " writes (" + first.file + ")" : ""));
+      }
+  }
+}
+
+// ---- sizes: refused up front instead of dying in std::bad_alloc mid-run ----
+
+double dataset_images(const DataConfig& d) {
+  return double(kNumClasses) * d.elevations.count *
+         (double(d.train_azimuths.count) * d.n_per_combo +
+          (double(d.train_azimuths.count) + d.test_azimuths.count + 36) * d.n_eval_per_combo);
+}
+
+// Images, their labels and viewpoints, and the clean renders of the largest split.
+double dataset_bytes(const DataConfig& d) {
+  const double clean = double(kNumClasses) * d.elevations.count * 36;
+  return (dataset_images(d) + clean) * kImagePixels * sizeof(float) + dataset_images(d) * 12;
+}
+
+double model_params(const std::string& m, int cnn_hidden) {
+  const double w = cnn_width(m, cnn_hidden);
+  if (w < 0) return 558258;  // caps
+  return 16 * 25 + 16 + 4096 * w + w + w * kNumClasses + kNumClasses;
+}
+
+// Weights, gradient, Adam's two moments and a working copy; activations at the
+// largest batch (the evaluation batch at least).
+double model_bytes(const std::string& m, int cnn_hidden, int batch) {
+  const double w = std::max(cnn_width(m, cnn_hidden), 136);
+  const double per_image = 4.0 * 4096 + 4 * w + 1024;
+  return 20 * model_params(m, cnn_hidden) + double(std::max(batch, kEvalBatch)) * per_image * sizeof(float);
+}
+
+// Libraries, oneDNN's scratch and everything else, measured at ~40 MB.
+constexpr double kBaseBytes = 64e6;
+
+// Memory this process may still use: MemAvailable, and the cgroup's limit if lower.
+double available_bytes() {
+  double avail = std::numeric_limits<double>::infinity();
+  std::ifstream mi("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (mi >> key >> kb >> unit)
+    if (key == "MemAvailable:") avail = kb * 1024;
+  auto read_num = [](const char* path, double* v) {
+    std::ifstream f(path);
+    std::string t;
+    if (!(f >> t)) return false;
+    const ParsedNumber<long long> x = parse_whole(t);
+    if (!x) return false;
+    *v = double(x.value);
+    return true;
+  };
+  double limit = 0, used = 0;
+  if (read_num("/sys/fs/cgroup/memory.max", &limit) && read_num("/sys/fs/cgroup/memory.current", &used))
+    avail = std::min(avail, limit - used);
+  return avail;
+}
+
+std::string gigabytes(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  return buf;
+}
+
+// The dataset flag raised furthest above its default: the one to blame for a
+// dataset that cannot fit (the message shows every factor).
+[[noreturn]] void blame_dataset(const RunFlags& f, const RunOptions& o, const std::string& why) {
+  const RunFlags def;
+  const std::pair<const char*, std::string RunFlags::*> flags[] = {
+      {"--n-per-combo", &RunFlags::n_per_combo}, {"--n-eval-per-combo", &RunFlags::n_eval_per_combo},
+      {"--n-elev", &RunFlags::n_elev},           {"--n-train-views", &RunFlags::n_train_views},
+      {"--n-test-views", &RunFlags::n_test_views}};
+  const char* worst = flags[0].first;
+  std::string value = f.*(flags[0].second);
+  double ratio = 0;
+  for (const auto& [name, field] : flags) {
+    const double r = double(parse_whole(f.*field).value) / double(parse_whole(def.*field).value);
+    if (r > ratio) ratio = r, worst = name, value = f.*field;
+  }
+  const DataConfig& d = o.data;
+  std::ostringstream o2;
+  o2 << "the dataset (5 classes x " << d.elevations.count << " elevations x (" << d.train_azimuths.count
+     << " training views x " << d.n_per_combo << " + " << d.train_azimuths.count + d.test_azimuths.count + 36
+     << " evaluation views x " << d.n_eval_per_combo << ") = " << std::llround(dataset_images(d)) << " images) "
+     << why;
+  throw UsageError(worst, value, o2.str());
+}
+
+// Refuses a configuration whose `jobs` cells at once (1 for `run`) cannot fit in memory.
+void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text) {
+  if (dataset_images(o.data) > 2e6) blame_dataset(f, o, "would exceed 2 million images");
+  std::string big = o.models.front();
+  for (const std::string& m : o.models)
+    if (model_bytes(m, o.train.cnn_hidden, o.train.batch_size) > model_bytes(big, o.train.cnn_hidden, o.train.batch_size)) big = m;
+  const double data = dataset_bytes(o.data), model = model_bytes(big, o.train.cnn_hidden, o.train.batch_size);
+  const double avail = available_bytes(), need = jobs * (data + model) + kBaseBytes;
+  if (need <= avail) return;
+  const std::string more = "more than the " + gigabytes(avail) + " of memory available";
+  if (jobs > 1 && data + model + kBaseBytes <= avail)
+    throw UsageError("--jobs", jobs_text, std::to_string(jobs) + " cells at once need about " + gigabytes(need) + ", " + more);
+  if (model >= data) {
+    const std::string why = "model '" + big + "' (" + fmt_num(std::round(model_params(big, o.train.cnn_hidden) / 1e5) / 10) +
+                            " M parameters) needs about " + gigabytes(model + kBaseBytes) + ", " + more;
+    if (big == "cnn") throw UsageError("--cnn-hidden", f.cnn_hidden, why);
+    throw UsageError("--models", f.models, why);
+  }
+  blame_dataset(f, o, "needs about " + gigabytes(data + kBaseBytes) + ", " + more);
+}
+
+// How many cells fit in memory at once (at least 1; check_memory refuses less).
+int jobs_that_fit(const RunOptions& o) {
+  double model = 0;
+  for (const std::string& m : o.models) model = std::max(model, model_bytes(m, o.train.cnn_hidden, o.train.batch_size));
+  const double per_cell = dataset_bytes(o.data) + model;
+  return int(std::clamp(std::floor((available_bytes() - kBaseBytes) / per_cell), 1.0, 1024.0));
+}
+
 // Validates every flag into RunOptions, throwing UsageError naming the first
-// bad one. `check_shared` rejects held-out azimuths equal to training ones
-// (a sweep's gap-0 window touches the training range on purpose).
-RunOptions validate_run(const RunFlags& f, int* threads, bool check_shared = true) {
+// bad one. `sweep`: the held-out window, memory and outputs are the sweep's to
+// check (it builds one window per gap and runs cells in parallel).
+RunOptions validate_run(const RunFlags& f, int* threads, bool sweep = false) {
   RunOptions o;
   o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
   o.train.n_epochs = int(parse_int("--n-epochs", f.n_epochs, 1, 100000));
-  o.train.lr = float(parse_real("--lr", f.lr, 0, 10, true));
+  o.train.lr = float(parse_real("--lr", f.lr, 0, 10, true, true));
   o.train.batch_size = int(parse_int("--batch-size", f.batch_size, 1, 4096));
   *threads = int(parse_int("--threads", f.threads, 1, 1024));
   o.reproducible = f.reproducible;
   if (f.reproducible && *threads != 1)
     throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
-  o.train.cnn_hidden = int(parse_int("--cnn-hidden", f.cnn_hidden, 1, 65536));
+  o.train.cnn_hidden = int(parse_int("--cnn-hidden", f.cnn_hidden, 1, kMaxCnnHidden));
   o.train.em.iters = int(parse_int("--em-iters", f.em_iters, 1, 100));
-  o.train.em.lambda = float(parse_real("--em-lambda", f.em_lambda, 0, 1e6, true));
-  o.train.em.eps = float(parse_real("--em-eps", f.em_eps, 0, 1, false));
+  o.train.em.lambda = float(parse_real("--em-lambda", f.em_lambda, 0, 1e6, true, true));
+  o.train.em.eps = float(parse_real("--em-eps", f.em_eps, 0, 1, false, true));
   o.data.train_azimuths = parse_range("--train-azimuths", f.train_az, "--n-train-views", f.n_train_views);
   o.data.test_azimuths = parse_range("--test-azimuths", f.test_az, "--n-test-views", f.n_test_views);
   o.data.elevations = parse_range("--elevations", f.elevations, "--n-elev", f.n_elev);
   o.data.n_per_combo = int(parse_int("--n-per-combo", f.n_per_combo, 1, 10000));
   o.data.n_eval_per_combo = int(parse_int("--n-eval-per-combo", f.n_eval_per_combo, 1, 10000));
 
-  // Shared azimuths make "held-out" a lie.
-  const auto train = o.data.train_azimuths.values(), test = o.data.test_azimuths.values();
-  if (check_shared)
-  for (double t : test)
-    for (double a : train)
-      if (circular_distance(a, t) < 1e-9) {
-        std::ostringstream why;
-        why << "held-out azimuth " << t << " is also a training azimuth (--train-azimuths '"
-            << f.train_az << "')";
-        throw UsageError("--test-azimuths", f.test_az, why.str());
-      }
-  // Keep the dataset within memory: about 4 KB per image.
-  const double images = double(kNumClasses) * o.data.elevations.count *
-                        (double(o.data.train_azimuths.count) * o.data.n_per_combo +
-                         (o.data.train_azimuths.count + o.data.test_azimuths.count + 36.0) *
-                             o.data.n_eval_per_combo);
-  if (images > 2e6) throw UsageError("--n-per-combo", f.n_per_combo, "dataset would exceed 2 million images");
-
   o.models.clear();
-  std::stringstream ss(f.models);
-  std::string m;
-  while (std::getline(ss, m, ',')) {
-    if (!is_model_name(m)) throw UsageError("--models", f.models, "unknown model '" + m + "' (expected caps, cnn or cnnN)");
+  for (const std::string& m : split(f.models, ',')) {
+    check_model_name("--models", f.models, m);
     for (const auto& seen : o.models)
       if (seen == m) throw UsageError("--models", f.models, "model '" + m + "' listed twice");
     o.models.push_back(m);
   }
   if (o.models.empty()) throw UsageError("--models", f.models, "no model given");
+
+  if (!sweep) check_geometry_flags(f, o.data, false, {"--test-azimuths", f.test_az, "--test-azimuths", f.test_az, ""});
+  // One step per epoch of a batch holding every image would train at chance.
+  const long long train_images = 1ll * kNumClasses * o.data.train_azimuths.count * o.data.elevations.count *
+                                 o.data.n_per_combo;
+  if (o.train.batch_size > train_images)
+    throw UsageError("--batch-size", f.batch_size,
+                     "larger than the training set (" + std::to_string(train_images) + " images = 5 classes x " +
+                         std::to_string(o.data.train_azimuths.count) + " views x " +
+                         std::to_string(o.data.elevations.count) + " elevations x " +
+                         std::to_string(o.data.n_per_combo) + " per combination)");
+  if (sweep) return o;
+  check_memory(f, o, 1, "1");
+
+  // Outputs: each file written once; regular files (or new ones) only.
+  std::vector<OutputFile> outputs;
+  if (!f.out_json.empty()) outputs.push_back({"--out-json", f.out_json, f.out_json});
+  if (!f.dump.empty())
+    for (const std::string& file : dump_files(f.dump)) outputs.push_back({"--dump", f.dump, file});
+  check_distinct_outputs(outputs);
   if (!f.out_json.empty()) {
     try {
       check_writable(f.out_json);
@@ -209,6 +432,8 @@ RunOptions validate_run(const RunFlags& f, int* threads, bool check_shared = tru
   if (!f.dump.empty()) {
     try {
       make_output_dir(f.dump);
+      remove_stale_temps(resolve_output_path(f.dump), false);
+      for (const std::string& file : dump_files(f.dump)) check_writable(file);
     } catch (const std::runtime_error& e) {
       throw UsageError("--dump", f.dump, e.what());
     }
@@ -238,7 +463,7 @@ int do_run(const RunFlags& f) {
         if (f.dump.empty()) return;
         if (auto* caps = dynamic_cast<CapsNet*>(&model)) poses = class_poses(*caps, data.heldout);
       });
-  std::cout << format_run_table(opt, r) << std::flush;
+  std::cout << format_run_table(opt, r);  // flushed, and checked, by flush_stdout() below
   const nlohmann::json j = run_to_json(opt, r, threads);
   if (!f.out_json.empty()) {
     write_file_atomic(f.out_json, j.dump(2) + "\n");
@@ -248,6 +473,7 @@ int do_run(const RunFlags& f) {
     write_dump(f.dump, opt.train.seed, j, poses);
     log->info("wrote figure inputs to {}", f.dump);
   }
+  flush_stdout();
   return 0;
 }
 
@@ -257,21 +483,6 @@ struct SweepFlags {
   std::vector<std::string> grid;
   bool resume = false, quiet = false;
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep)) out.push_back(item);
-  if (!s.empty() && s.back() == sep) out.push_back("");
-  return out;
-}
-
-std::string fmt_deg(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
 
 std::vector<uint64_t> parse_seeds(const std::string& v) {
   std::vector<uint64_t> seeds;
@@ -294,18 +505,35 @@ std::vector<uint64_t> parse_seeds(const std::string& v) {
   return seeds;
 }
 
+// A grid value as what it means, so "2e-3" and "0.002" (or "1" and "01") are one value.
+std::string canonical_value(const std::string& v) {
+  std::ostringstream o;
+  o.precision(17);
+  if (const auto w = parse_whole(v)) {
+    o << w.value;
+  } else if (const auto r = parse_real_number(v)) {
+    o << r.value;
+  } else if (const auto colon = v.find(':'); colon != std::string::npos && parse_real_number(v.substr(0, colon)) &&
+                                             parse_real_number(v.substr(colon + 1))) {
+    o << parse_real_number(v.substr(0, colon)).value << ':' << parse_real_number(v.substr(colon + 1)).value;
+  } else {
+    return v;
+  }
+  return o.str();
+}
+
 int do_sweep(const SweepFlags& f) {
   const std::vector<uint64_t> seeds = parse_seeds(f.seeds);
   std::vector<double> gaps;
   for (const std::string& g : split(f.gaps, ',')) {
     const double v = parse_real("--gaps", g, 0, 359, false);
-    if (std::find(gaps.begin(), gaps.end(), v) != gaps.end()) throw UsageError("--gaps", f.gaps, "gap listed twice");
+    if (std::find(gaps.begin(), gaps.end(), v) != gaps.end()) throw UsageError("--gaps", f.gaps, "gap " + fmt_num(v) + " listed twice");
     gaps.push_back(v);
   }
   if (gaps.empty()) throw UsageError("--gaps", f.gaps, "no gap given");
   const double width = parse_real("--test-width", f.test_width, 0, 359, false);
   const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
-  const int jobs = f.jobs.empty() ? hw : int(parse_int("--jobs", f.jobs, 1, 1024));
+  int jobs = f.jobs.empty() ? hw : int(parse_int("--jobs", f.jobs, 1, 1024));
 
   // Grid axes: NAME=v1,v2,... over any run flag but those the sweep owns.
   std::vector<std::pair<std::string, std::vector<std::string>>> axes;
@@ -321,6 +549,11 @@ int do_sweep(const SweepFlags& f) {
     std::vector<std::string> values = split(g.substr(eq + 1), ',');
     if (values.empty() || std::find(values.begin(), values.end(), "") != values.end())
       throw UsageError("--grid", g, "empty value");
+    // The same value twice would run duplicate cells and count them twice.
+    for (size_t i = 0; i < values.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (canonical_value(values[i]) == canonical_value(values[j]))
+          throw UsageError("--grid", g, "'" + values[j] + "' and '" + values[i] + "' are the same " + name);
     axes.emplace_back(name, values);
   }
   // Cartesian product of the axes: the grid points.
@@ -336,7 +569,7 @@ int do_sweep(const SweepFlags& f) {
   }
 
   SweepPlan plan;
-  plan.jobs = jobs;
+  std::vector<std::pair<RunFlags, RunOptions>> sized;  // per grid point, for the memory check
   plan.dir = f.out;
   plan.resume = f.resume;
   plan.quiet = f.quiet;
@@ -348,21 +581,30 @@ int do_sweep(const SweepFlags& f) {
       grid += (grid.empty() ? "" : ";") + name + "=" + value;
     }
     int threads = 1;
-    RunOptions base = validate_run(rf, &threads, false);  // names any bad fixed or grid value
+    const RunOptions base = validate_run(rf, &threads, true);  // names any bad fixed or grid value
     plan.models = base.models;
     const AngleRange& tr = base.data.train_azimuths;
-    if (tr.to - tr.from >= 360) throw UsageError("--train-azimuths", rf.train_az, "covers the whole circle");
+    // The held-out window of gap g starts g degrees after the training range
+    // ends; run's geometry rules judge it (a window touching the range's end,
+    // at gap 0, is the one exception).
+    auto window = [&](double g) {
+      RunOptions o = base;
+      o.data.test_azimuths.from = tr.to + g;
+      o.data.test_azimuths.to = tr.to + g + width;
+      return o;
+    };
+    auto span = [&](const RunOptions& o) {
+      return fmt_num(o.data.test_azimuths.from) + ":" + fmt_num(o.data.test_azimuths.to);
+    };
+    // If the window does not fit beside the training range even at gap 0, its width is at fault.
+    check_geometry_flags(rf, window(0).data, true,
+                         {"--test-width", f.test_width, "--test-width", f.test_width,
+                          "a window this wide (" + span(window(0)) + " at gap 0) reaches round to the training range: "});
     for (double g : gaps) {
-      // The held-out window starts g degrees after the training range ends and
-      // must end before it would wrap around onto the training range's start.
-      const double from = tr.to + g, to = from + width;
-      if (to >= tr.from + 360 - 1e-9)
-        throw UsageError("--gaps", f.gaps, "gap " + fmt_deg(g) + " wraps the held-out window " +
-                                               fmt_deg(from) + ":" + fmt_deg(to) +
-                                               " around into the training range");
-      RunOptions opt = base;
-      opt.data.test_azimuths.from = from;
-      opt.data.test_azimuths.to = to;
+      const RunOptions opt = window(g);
+      check_geometry_flags(rf, opt.data, true,
+                           {"--test-width", f.test_width, "--gaps", f.gaps,
+                            "gap " + fmt_num(g) + " (held-out window " + span(opt) + "): "});
       const double true_gap = azimuth_gap(tr.values(), opt.data.test_azimuths.values());
       for (uint64_t seed : seeds) {
         SweepCell c;
@@ -376,7 +618,16 @@ int do_sweep(const SweepFlags& f) {
         plan.cells.push_back(c);
       }
     }
+    sized.emplace_back(rf, window(gaps.front()));
   }
+  // Cells run `jobs` at a time (never more than there are), each with its own
+  // dataset and model: by default as many as fit; asked for, too many is an error.
+  jobs = std::min(jobs, int(plan.cells.size()));
+  for (const auto& [rf, opt] : sized) {
+    if (f.jobs.empty()) jobs = std::min(jobs, jobs_that_fit(opt));
+    check_memory(rf, opt, jobs, f.jobs.empty() ? std::to_string(jobs) : f.jobs);
+  }
+  plan.jobs = jobs;
   // Everything that defines the results (not --jobs, --resume, --quiet, --out).
   nlohmann::json run_flags;
   for (const FlagSpec& s : kRunFlags)
@@ -386,14 +637,18 @@ int do_sweep(const SweepFlags& f) {
   plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
                  {"grid", axes}, {"run_flags", run_flags}};
   if (f.run.reproducible) plan.config["reproducible"] = true;  // absent: older sweeps keep their hash
+  std::unique_ptr<DirLock> lock;
   try {
-    prepare_sweep_dir(plan);
+    lock = prepare_sweep_dir(plan);
+  } catch (const WriteError&) {
+    throw;  // a full disk is not bad input: exit 1
   } catch (const std::runtime_error& e) {
     throw UsageError("--out", f.out, e.what());
   }
   const SweepOutcome r = run_sweep(plan);
   std::printf("%d cells (%d run now, %d resumed, %d failed) in %.1f s; results in %s\n",
               int(plan.cells.size()), r.ran, r.resumed, r.failed, r.wall_s, f.out.c_str());
+  flush_stdout();
   return 0;
 }
 
@@ -405,17 +660,23 @@ struct ProfileFlags {
 
 int do_profile(const ProfileFlags& f) {
   ProfileOptions o;
-  if (!is_model_name(f.model)) throw UsageError("--model", f.model, "unknown model (expected caps, cnn or cnnN)");
+  check_model_name("--model", f.model, f.model);
   o.model = f.model;
   o.batch = int(parse_int("--batch-size", f.batch_size, 1, 4096));
   o.steps = int(parse_int("--steps", f.steps, 1, 1000000));
   o.warmup = int(parse_int("--warmup", f.warmup, 0, 1000000));
   o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, 1ll << 53));
-  o.train.cnn_hidden = int(parse_int("--cnn-hidden", f.cnn_hidden, 1, 65536));
+  o.train.cnn_hidden = int(parse_int("--cnn-hidden", f.cnn_hidden, 1, kMaxCnnHidden));
   o.train.em.iters = int(parse_int("--em-iters", f.em_iters, 1, 100));
   const int threads = int(parse_int("--threads", f.threads, 1, 1024));
   if (f.reproducible && threads != 1)
     throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
+  const double need = model_bytes(f.model, o.train.cnn_hidden, o.batch) + dataset_bytes(DataConfig{}) + kBaseBytes;
+  if (need > available_bytes())
+    throw UsageError(f.model == "cnn" ? "--cnn-hidden" : "--model", f.model == "cnn" ? f.cnn_hidden : f.model,
+                     "needs about " + gigabytes(need) + ", more than the " + gigabytes(available_bytes()) +
+                         " of memory available");
+  std::vector<OutputFile> outputs;
   for (const auto& [flag, path] : {std::pair{"--out", f.out}, std::pair{"--trace", f.trace}}) {
     if (path.empty() && std::string(flag) == "--trace") continue;
     try {
@@ -423,12 +684,51 @@ int do_profile(const ProfileFlags& f) {
     } catch (const std::runtime_error& e) {
       throw UsageError(flag, path, e.what());
     }
+    outputs.push_back({flag, path, path});
   }
+  check_distinct_outputs(outputs);
   o.out_csv = f.out;
   o.trace = f.trace;
   omp_set_num_threads(threads);
   run_profile(o);
+  flush_stdout();
   return 0;
+}
+
+// CLI11 says only "--seed: At Most 1 required but received 2" for a flag given
+// twice: name it and both values. "" if no option was given too often.
+std::string repeated_option(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands())
+    for (const CLI::Option* o : sub->get_options())
+      if (o->get_expected_max() == 1 && o->count() > 1) {
+        std::string values;
+        for (const std::string& v : o->results()) values += (values.empty() ? "'" : ", '") + v + "'";
+        return o->get_name() + " given " + std::to_string(o->count()) + " times (" + values + "): give it once";
+      }
+  return "";
+}
+
+// CLI11's message for a parse error, made to name the flag and its value where
+// it does not: a flag given twice, a flag whose value is missing ("--seed=").
+std::string parse_error_line(CLI::App& app, const CLI::ParseError& e) {
+  const std::string repeated = repeated_option(app);
+  if (!repeated.empty()) return repeated;
+  const std::string what = e.what();
+  const auto colon = what.find(": ");
+  if (what.rfind("--", 0) == 0 && colon != std::string::npos && what.find(" required ") != std::string::npos &&
+      what.size() >= 8 && what.compare(what.size() - 8, 8, " missing") == 0)
+    return what.substr(0, colon) + " '': no value given";
+  return what;
+}
+
+// An empty value is never "absent": --out-json "", --jobs "" are errors like any
+// other bad value (one rule for every option of the command).
+void check_no_empty_values(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands())
+    for (const CLI::Option* o : sub->get_options())
+      if (o->get_expected_min() > 0 && o->count() > 0)
+        for (const std::string& v : o->results())
+          if (v.empty()) throw UsageError(o->get_name(), v, "empty value");
 }
 
 }  // namespace
@@ -478,7 +778,8 @@ int cli_main(int argc, char** argv) {
   const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(subs.begin(), subs.end(), [&](const CLI::App* a) { return a->get_name() == argv[1]; })) {
-    std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run, sweep or profile)\n", argv[1]);
+    std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run, sweep or profile)\n",
+                 printable(argv[1]).c_str());
     return 2;
   }
   try {
@@ -490,10 +791,11 @@ int cli_main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "viewgap: error: %s\n", e.what());
+    std::fprintf(stderr, "viewgap: error: %s\n", printable(parse_error_line(app, e)).c_str());
     return 2;
   }
   try {
+    check_no_empty_values(app);
     if ((run->parsed() && rf.reproducible) || (sweep->parsed() && sf.run.reproducible) ||
         (prof->parsed() && pf.reproducible))
       enable_reproducible();
@@ -506,13 +808,13 @@ int cli_main(int argc, char** argv) {
     std::fprintf(stderr, "viewgap %s: error: %s\n", app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str(), e.what());
     return 2;
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "viewgap: error: %s\n", e.what());
+    std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
     return 2;
   } catch (const NonFiniteError& e) {
-    std::fprintf(stderr, "viewgap: stopped: %s\n", e.what());
+    std::fprintf(stderr, "viewgap: stopped: %s\n", printable(e.what()).c_str());
     return 3;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "viewgap: error: %s\n", e.what());
+    std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
     return 1;
   }
   return 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <sstream>
 
 #include "kernels/rng.h"
 
@@ -180,6 +181,65 @@ Dataset make_dataset(const DataConfig& cfg) {
   d.heldout = make_split(cfg, SplitId::HeldOut, d.test_az, cfg.n_eval_per_combo);
   d.circle = make_split(cfg, SplitId::Circle, d.circle_az, cfg.n_eval_per_combo);
   return d;
+}
+
+namespace {
+
+// Problems of one range and its count, or "" / nullopt.
+std::optional<GeometryProblem> check_range(const AngleRange& r, GeometryPart range_part,
+                                           GeometryPart count_part, bool is_azimuth) {
+  auto g = [](double v) {
+    std::ostringstream o;
+    o << v;
+    return o.str();
+  };
+  if (r.to < r.from)
+    return GeometryProblem{range_part, "B < A: a range runs up from A to B" +
+                                           std::string(is_azimuth ? " (write 300:420 to cross 0)" : "")};
+  if (is_azimuth && r.to - r.from >= 360)
+    return GeometryProblem{range_part, "spans 360 degrees or more, so its views repeat (" + g(r.from) +
+                                           " and " + g(r.from + 360) + " are one azimuth)"};
+  if (!is_azimuth && (r.from < -90 || r.to > 90))
+    return GeometryProblem{range_part, "elevations lie in [-90, 90]"};
+  const std::string many = is_azimuth ? " views of " : " elevations of ", one = is_azimuth ? "1 view" : "1 elevation";
+  if (r.count >= 2 && r.to == r.from)
+    return GeometryProblem{range_part, std::to_string(r.count) + many + g(r.from) + ":" + g(r.to) +
+                                           " would all be one (give a range with A < B, or ask for 1)"};
+  if (r.count == 1 && r.to != r.from)
+    return GeometryProblem{count_part, one + " of " + g(r.from) + ":" + g(r.to) + " would use " + g(r.from) +
+                                           " and drop " + g(r.to) + " (use " + g(r.from) + ":" + g(r.from) +
+                                           ", or 2 or more)"};
+  const std::vector<double> v = r.values();
+  for (size_t i = 0; i < v.size(); ++i)
+    for (size_t j = i + 1; j < v.size(); ++j)
+      if (circular_distance(v[i], v[j]) < 1e-9)
+        return GeometryProblem{range_part, std::to_string(r.count) + many + g(r.from) + ":" + g(r.to) +
+                                               " are not distinct (a wider range, or fewer)"};
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<GeometryProblem> check_geometry(const DataConfig& cfg, bool allow_touching_end) {
+  const AngleRange &tr = cfg.train_azimuths, &te = cfg.test_azimuths;
+  if (auto p = check_range(tr, GeometryPart::train_range, GeometryPart::train_count, true)) return p;
+  if (auto p = check_range(te, GeometryPart::test_range, GeometryPart::test_count, true)) return p;
+  if (auto p = check_range(cfg.elevations, GeometryPart::elev_range, GeometryPart::elev_count, false)) return p;
+  constexpr double eps = 1e-9;
+  const double span = tr.to - tr.from;
+  for (double t : te.values()) {
+    const double offset = wrap360(t - tr.from);  // where t lies going up from A
+    const bool at_end = std::fabs(offset - span) < eps;
+    const bool inside = offset <= span + eps || offset >= 360 - eps;
+    if (!inside || (at_end && allow_touching_end)) continue;
+    bool shared = false;
+    for (double a : tr.values()) shared = shared || circular_distance(a, t) < eps;
+    std::ostringstream why;
+    why << "held-out azimuth " << t << (shared ? " is also a training azimuth" : " lies inside the training range")
+        << " (" << tr.from << ":" << tr.to << ")";
+    return GeometryProblem{GeometryPart::test_overlap, why.str()};
+  }
+  return std::nullopt;
 }
 
 }  // namespace vg

@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,5 +71,25 @@ struct Dataset {
 
 // Builds all four splits. The circle split is every 10 degrees from 0 to 350.
 Dataset make_dataset(const DataConfig& cfg);
+
+// What is wrong with a split geometry, and in which input (the CLI names the flag).
+enum class GeometryPart { train_range, train_count, test_range, test_count, test_overlap, elev_range, elev_count };
+struct GeometryProblem {
+  GeometryPart part;
+  std::string why;  // one clause, e.g. "B < A (...)"
+};
+
+// The one judgement of a geometry, for `run` and `sweep` alike (nullopt: sound).
+// - A range A:B runs up from A to B: A <= B, and B - A < 360 (0:360 would hold 0
+//   twice); azimuths wrap, so 300:420 crosses 0.
+// - K views of A:B: K >= 2 needs A < B (else K copies of one view; the range is
+//   at fault), K == 1 needs A == B (else B is silently dropped; the count is at
+//   fault); the views are distinct.
+// - Elevations lie in [-90, 90].
+// - No held-out azimuth lies in the training arc [A, B] (held out means unseen):
+//   not on a training azimuth (SPEC section 1), not between two of them.
+//   `allow_touching_end`: the one exception, a held-out azimuth exactly at B
+//   (a sweep's gap-0 window starts there by construction; its true gap is 0).
+std::optional<GeometryProblem> check_geometry(const DataConfig& cfg, bool allow_touching_end = false);
 
 }  // namespace vg

@@ -192,41 +192,6 @@ std::string format_run_table(const RunOptions& opt, const RunResult& r) {
 }
 
 namespace {
-std::string temp_name(const std::string& path) { return path + ".tmp." + std::to_string(getpid()); }
-}  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& content) {
-  const std::string tmp = temp_name(path);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
-  size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw std::runtime_error("cannot write '" + path + "': " + std::strerror(err));
-    }
-    done += size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot write '" + path + "': " + std::strerror(err));
-  }
-}
-
-void check_writable(const std::string& path) {
-  if (path.empty()) throw std::runtime_error("empty path");
-  const std::string tmp = temp_name(path);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
-  ::close(fd);
-  ::unlink(tmp.c_str());
-}
-
-namespace {
 // NumPy .npy (format 1.0) of a float32 C-order array.
 std::string npy(const std::vector<float>& data, const std::vector<int>& shape) {
   std::string dims;
@@ -262,6 +227,11 @@ std::vector<ClassPose> class_poses(CapsNet& caps, const Split& split) {
   return out;
 }
 
+std::vector<std::string> dump_files(const std::string& dir) {
+  return {dir + "/dataset_azimuths.npy", dir + "/dataset_elevations.npy", dir + "/dump.json",
+          dir + "/run.json"};
+}
+
 void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run_json,
                 const std::vector<ClassPose>& poses) {
   DataConfig dc;
@@ -290,34 +260,6 @@ void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run
                                {"class_poses", cp}};
   write_file_atomic(dir + "/dump.json", dump.dump(2) + "\n");
   write_file_atomic(dir + "/run.json", run_json.dump(2) + "\n");
-}
-
-void make_output_dir(const std::string& path) {
-  if (path.empty()) throw std::runtime_error("empty path");
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec) throw std::runtime_error("cannot create directory: " + ec.message());
-  if (!std::filesystem::is_directory(path)) throw std::runtime_error("not a directory");
-  check_writable(path + "/.viewgap-probe");
-}
-
-std::pair<double, double> parse_angle_range(const std::string& text) {
-  const auto colon = text.find(':');
-  auto number = [&](const std::string& s) {
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (s.empty() || used != s.size() || !std::isfinite(v))
-      throw std::invalid_argument("expected A:B in degrees, got '" + text + "'");
-    return v;
-  };
-  if (colon == std::string::npos || text.find(':', colon + 1) != std::string::npos)
-    throw std::invalid_argument("expected A:B in degrees, got '" + text + "'");
-  return {number(text.substr(0, colon)), number(text.substr(colon + 1))};
 }
 
 }  // namespace vg

@@ -1,9 +1,10 @@
 // What a run writes: the table on stdout, the JSON document, provenance, and
-// atomic file output.
+// file output (harness/output.h).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "harness/output.h"  // write_file_atomic, check_writable, make_output_dir
 #include "harness/train.h"
 #include "models/capsnet.h"
 
@@ -45,18 +46,7 @@ std::vector<ClassPose> class_poses(CapsNet& caps, const Split& split);
 void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run_json,
                 const std::vector<ClassPose>& poses);
 
-// Writes `content` to `path` through a temporary file in the same directory and
-// rename(2), so readers never see a half-written file. Throws std::runtime_error.
-void write_file_atomic(const std::string& path, const std::string& content);
-// Throws std::runtime_error (with the reason) if `path` cannot be written;
-// leaves nothing behind.
-void check_writable(const std::string& path);
-
-// Creates directory `path` (and parents) if absent; throws std::runtime_error
-// (with the reason) if it cannot be created or written.
-void make_output_dir(const std::string& path);
-
-// "A:B" with numbers in degrees -> {A, B}; throws std::invalid_argument.
-std::pair<double, double> parse_angle_range(const std::string& text);
+// The files write_dump writes in DIR (for checking them before any work).
+std::vector<std::string> dump_files(const std::string& dir);
 
 }  // namespace vg

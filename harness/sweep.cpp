@@ -1,14 +1,20 @@
 #include "harness/sweep.h"
 
 #include <omp.h>
+#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
+#include <tbb/task_group.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,6 +23,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "harness/numbers.h"
 #include "harness/report.h"
 #include "harness/stats.h"
 
@@ -54,7 +61,7 @@ std::string circle_lines(const CellRow& r, const std::vector<double>& azimuths) 
 }
 
 // Lines of a file, dropping a last line that lacks its newline (a write cut
-// short by a kill), and the header.
+// short), and the header. A missing file has no lines.
 std::vector<std::string> complete_lines(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -75,53 +82,113 @@ std::vector<std::string> fields(const std::string& line) {
   return out;
 }
 
-// Rows already in DIR from an interrupted run, keeping only cells with a row
-// for every model (a cell is written whole, so a partial one was cut short).
-std::vector<CellRow> read_finished(const std::string& dir, const std::vector<std::string>& models) {
-  std::map<int, std::vector<CellRow>> by_cell;
+// A number as written by this file's num(); `nan_ok` admits "nan".
+bool read_num(const std::string& s, double lo, double hi, double* v, bool nan_ok = false) {
+  if (nan_ok && s == "nan") {
+    *v = NAN;
+    return true;
+  }
+  const ParsedNumber<double> x = parse_real_number(s);
+  if (!x || x.value < lo || x.value > hi) return false;
+  *v = x.value;
+  return true;
+}
+
+std::vector<double> circle_azimuths();
+
+// Rows already in DIR that make up whole cells of this plan. A cell is finished
+// only if every per-cell file holds all of its rows, each complete and agreeing
+// with the plan (cell id, seed, gap, grid, model; the circle's azimuths and
+// distances): one cells.csv row per model and, for an ok model, exactly one
+// circle.csv row per circle azimuth (a failed model has none). Anything less (a
+// torn or deleted line, a cut or missing file, a hand-edited row, a duplicate)
+// and the cell runs again.
+std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan) {
+  const std::vector<std::string>& models = plan.models;
+  const std::vector<double> azimuths = circle_azimuths();
+  const size_t n_az = azimuths.size();
+  auto plan_cell = [&](const std::string& id_text) -> const SweepCell* {
+    const ParsedNumber<long long> id = parse_whole(id_text);
+    if (!id || id.value < 0 || id.value >= (long long)plan.cells.size()) return nullptr;
+    return &plan.cells[size_t(id.value)];
+  };
+  auto model_of = [&](const std::string& m) { return std::find(models.begin(), models.end(), m) != models.end(); };
+
+  std::set<int> bad;                                   // cells seen damaged
+  std::map<std::pair<int, std::string>, CellRow> by;   // (cell, model) -> row
   for (const std::string& line : complete_lines(dir + "/cells.csv")) {
     const auto f = fields(line);
-    if (f.size() != 13) continue;
+    const SweepCell* c = f.size() == 13 ? plan_cell(f[0]) : nullptr;
+    if (c == nullptr) continue;  // not a row of this plan's
     CellRow r;
-    try {
-      r.cell = std::stoi(f[0]);
-      r.seed = std::stoull(f[1]);
-      r.gap = std::stod(f[2]);
-      r.true_gap = std::stod(f[3]);
-      r.familiar = std::stod(f[7]);
-      r.heldout = std::stod(f[8]);
-      r.drop = std::stod(f[9]);
-      r.n_params = std::stoull(f[10]);
-      r.seconds = std::stod(f[11]);
-    } catch (const std::exception&) {
-      continue;
-    }
+    r.cell = c->id;
+    r.seed = c->seed;
+    r.gap = c->gap;
+    r.true_gap = c->true_gap;
     r.grid = f[4];
     r.model = f[5];
     r.status = f[6];
     r.reason = f[12];
-    by_cell[r.cell].push_back(r);
+    const bool ok = r.status == "ok";
+    double n_params = 0;
+    const bool good = f[1] == std::to_string(c->seed) && f[2] == num(c->gap, "%g") &&
+                      f[3] == num(c->true_gap, "%g") && f[4] == c->grid && model_of(r.model) &&
+                      (ok || r.status == "failed") && read_num(f[7], 0, 1, &r.familiar, !ok) &&
+                      read_num(f[8], 0, 1, &r.heldout, !ok) && read_num(f[9], -1, 1, &r.drop, !ok) &&
+                      read_num(f[10], 0, 1e15, &n_params) && read_num(f[11], 0, 1e9, &r.seconds) &&
+                      (ok == r.reason.empty());
+    r.n_params = size_t(n_params);
+    if (!good || by.count({r.cell, r.model})) {
+      bad.insert(c->id);
+      continue;
+    }
+    by[{r.cell, r.model}] = r;
   }
-  std::map<std::pair<int, std::string>, std::vector<std::pair<double, double>>> circle;
+  // (cell, model) -> per circle azimuth: the row's distance and accuracy.
+  std::map<std::pair<int, std::string>, std::vector<std::pair<int, std::pair<double, double>>>> circle;
   for (const std::string& line : complete_lines(dir + "/circle.csv")) {
     const auto f = fields(line);
-    if (f.size() != 8) continue;
-    try {
-      circle[{std::stoi(f[0]), f[4]}].emplace_back(std::stod(f[6]), std::stod(f[7]));
-    } catch (const std::exception&) {
+    const SweepCell* c = f.size() == 8 ? plan_cell(f[0]) : nullptr;
+    if (c == nullptr) continue;
+    size_t a = 0;
+    while (a < n_az && num(azimuths[a], "%g") != f[5]) ++a;
+    double acc = 0;
+    const bool good = a < n_az && f[1] == std::to_string(c->seed) && f[2] == num(c->gap, "%g") &&
+                      f[3] == c->grid && model_of(f[4]) &&
+                      f[6] == num(azimuth_gap(c->opt.data.train_azimuths.values(), {azimuths[a]}), "%g") &&
+                      read_num(f[7], 0, 1, &acc);
+    if (!good) {
+      bad.insert(c->id);
+      continue;
     }
+    double dist = 0;
+    read_num(f[6], 0, 180, &dist);
+    circle[{c->id, f[4]}].push_back({int(a), {dist, acc}});
   }
   std::vector<CellRow> rows;
-  for (auto& [cell, rs] : by_cell) {
-    if (rs.size() != models.size()) continue;
-    for (CellRow& r : rs) {
-      for (const auto& [dist, acc] : circle[{cell, r.model}]) {
-        r.circle_dist.push_back(dist);
-        r.circle_acc.push_back(acc);
+  for (const SweepCell& c : plan.cells) {
+    if (bad.count(c.id)) continue;
+    std::vector<CellRow> cell_rows;
+    for (const std::string& m : models) {
+      const auto it = by.find({c.id, m});
+      if (it == by.end()) break;
+      CellRow r = it->second;
+      const auto& circ = circle[{c.id, m}];
+      if (r.status == "ok") {
+        if (circ.size() != n_az) break;
+        r.circle_acc.assign(n_az, NAN);
+        r.circle_dist.assign(n_az, NAN);
+        for (const auto& [a, v] : circ) {
+          r.circle_dist[size_t(a)] = v.first;
+          r.circle_acc[size_t(a)] = v.second;
+        }
+        if (std::any_of(r.circle_acc.begin(), r.circle_acc.end(), [](double x) { return std::isnan(x); })) break;
+      } else if (!circ.empty()) {
+        break;
       }
-      if (r.status == "ok" && r.circle_acc.size() != 36) r.circle_acc.clear(), r.circle_dist.clear();
-      rows.push_back(r);
+      cell_rows.push_back(r);
     }
+    if (cell_rows.size() == models.size()) rows.insert(rows.end(), cell_rows.begin(), cell_rows.end());
   }
   return rows;
 }
@@ -169,49 +236,132 @@ std::string config_hash(const nlohmann::json& config) {
   return buf;
 }
 
-void prepare_sweep_dir(const SweepPlan& plan) {
-  make_output_dir(plan.dir);
-  const std::string meta = plan.dir + "/meta.json";
-  if (std::filesystem::exists(meta)) {
-    nlohmann::json j;
-    try {
-      std::ifstream f(meta);
-      j = nlohmann::json::parse(f);
-    } catch (const std::exception&) {
-      throw std::runtime_error("holds an unreadable meta.json");
-    }
-    if (j.value("kind", "") != "viewgap-sweep") throw std::runtime_error("holds a meta.json that is not a viewgap sweep's");
-    const std::string theirs = j.value("config_hash", ""), ours = config_hash(plan.config);
-    if (theirs != ours)
-      throw std::runtime_error("holds a different sweep (config hash " + theirs + ", this one " + ours + ")");
-    if (!plan.resume) throw std::runtime_error("already holds this sweep; add --resume to continue it");
-    return;
-  }
-  for (const auto& e : std::filesystem::directory_iterator(plan.dir))
-    if (e.path().filename().string().rfind(".viewgap-probe", 0) != 0)
-      throw std::runtime_error("is not empty and holds no viewgap sweep");
+namespace {
+
+// The first flag whose value differs between two sweep configurations:
+// "--lr is '1e-3' there, '2e-3' here"; "" if none does.
+std::string config_difference(const nlohmann::json& theirs, const nlohmann::json& ours) {
+  auto show = [](const nlohmann::json& v) {
+    if (v.is_null()) return std::string("(not set)");
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  auto at = [](const nlohmann::json& j, const std::string& k) {
+    return j.is_object() && j.contains(k) ? j.at(k) : nlohmann::json();
+  };
+  auto differ = [&](const std::string& flag, const nlohmann::json& a, const nlohmann::json& b) {
+    return a == b ? std::string() : flag + " is '" + show(a) + "' there, '" + show(b) + "' here";
+  };
+  for (const auto& [key, flag] : {std::pair{"seeds", "--seeds"}, {"gaps", "--gaps"}, {"test_width", "--test-width"},
+                                  {"grid", "--grid"}})
+    if (auto d = differ(flag, at(theirs, key), at(ours, key)); !d.empty()) return d;
+  const nlohmann::json tr = at(theirs, "run_flags"), orf = at(ours, "run_flags");
+  std::set<std::string> names;
+  for (const auto* j : {&tr, &orf})
+    if (j->is_object())
+      for (const auto& [k, v] : j->items()) names.insert(k);
+  for (const std::string& k : names)
+    if (auto d = differ("--" + k, at(tr, k), at(orf, k)); !d.empty()) return d;
+  const bool rt = at(theirs, "reproducible") == true, ro = at(ours, "reproducible") == true;
+  if (rt != ro) return std::string("--reproducible is ") + (rt ? "on" : "off") + " there, " + (ro ? "on" : "off") + " here";
+  return "";
 }
+
+// Files a sweep directory may hold besides temporary ones.
+bool is_sweep_file(const std::string& name) {
+  for (const char* f : {kSweepLockFile, "meta.json", "cells.csv", "circle.csv", "summary.csv", "azimuth.csv"})
+    if (name == f) return true;
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan) {
+  namespace fs = std::filesystem;
+  const std::string& dir = plan.dir;
+  std::error_code ec;
+  // Someone else's directory is refused before anything is written in it.
+  auto check_contents = [&](bool locked) {
+    if (!fs::is_directory(dir, ec) || fs::exists(dir + "/meta.json", ec)) return;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name == kSweepLockFile || (!locked && is_temp_name(name))) continue;
+      throw std::runtime_error("is not empty and holds no viewgap sweep" +
+                               std::string(locked ? " (" + name + ")" : ""));
+    }
+  };
+  if (fs::is_directory(dir, ec) && !fs::exists(dir + "/meta.json", ec) && !fs::exists(dir + "/" + kSweepLockFile, ec))
+    check_contents(false);
+  make_output_dir(dir);
+  auto lock = std::make_unique<DirLock>(dir, kSweepLockFile);
+  // Under the lock, no live process writes here: temporary files are leftovers.
+  remove_stale_temps(dir, true);
+  // Its files are written in place of what they are: regular files (or links to one) only.
+  for (const char* f : {"meta.json", "cells.csv", "circle.csv", "summary.csv", "azimuth.csv"}) {
+    struct stat st;
+    if (::lstat((dir + "/" + f).c_str(), &st) != 0) continue;
+    try {
+      check_writable(dir + "/" + f);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(std::string(f) + ": " + e.what());
+    }
+  }
+  const std::string meta = dir + "/meta.json";
+  if (!fs::exists(meta, ec)) {
+    check_contents(true);  // only the lock: a sweep killed before its first table
+    return lock;
+  }
+  nlohmann::json j;
+  try {
+    std::ifstream f(meta);
+    j = nlohmann::json::parse(f);
+  } catch (const std::exception&) {
+    throw std::runtime_error("holds an unreadable meta.json");
+  }
+  if (!j.is_object() || j.value("kind", "") != "viewgap-sweep")
+    throw std::runtime_error("holds a meta.json that is not a viewgap sweep's");
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (!is_sweep_file(e.path().filename().string()))
+      throw std::runtime_error("holds '" + e.path().filename().string() + "', which is not a sweep's file");
+  const std::string theirs = j.value("config_hash", ""), ours = config_hash(plan.config);
+  if (theirs != ours) {
+    const std::string diff = config_difference(j.contains("config") ? j["config"] : nlohmann::json(), plan.config);
+    throw std::runtime_error("holds a different sweep: " + (diff.empty() ? std::string("another configuration") : diff) +
+                             " (config hash " + theirs + ", this one " + ours + ")");
+  }
+  if (!plan.resume) throw std::runtime_error("already holds this sweep; add --resume to continue it");
+  return lock;
+}
+
+namespace {
+// While alive, an interrupt reports this sweep's progress.
+struct InterruptProgress {
+  InterruptProgress(const std::atomic<int>* done, int total) { set_interrupt_progress(done, total); }
+  ~InterruptProgress() { set_interrupt_progress(nullptr, 0); }
+};
+
+void remove_if_present(const std::string& path) {
+  WriteGuard guard;
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    throw std::runtime_error("cannot remove '" + path + "': " + std::strerror(errno));
+}
+}  // namespace
 
 SweepOutcome run_sweep(const SweepPlan& plan) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string dir = plan.dir;
   const std::vector<double> azimuths = circle_azimuths();
+  const int total = int(plan.cells.size());
   SweepOutcome out;
 
-  std::vector<CellRow> rows = plan.resume ? read_finished(dir, plan.models) : std::vector<CellRow>{};
+  std::vector<CellRow> rows = plan.resume ? read_finished(dir, plan) : std::vector<CellRow>{};
   std::set<int> finished;
   for (const CellRow& r : rows) finished.insert(r.cell);
   out.resumed = int(finished.size());
-  // Rewrite the kept rows (dropping any cut-short tail) before appending.
-  sort_rows(rows, plan.models);
-  std::string cells_text = kCellsHeader, circle_text = kCircleHeader;
-  for (const CellRow& r : rows) {
-    cells_text += cell_line(r);
-    circle_text += circle_lines(r, azimuths);
-  }
-  write_file_atomic(dir + "/cells.csv", cells_text);
-  write_file_atomic(dir + "/circle.csv", circle_text);
+  std::vector<const SweepCell*> todo;
+  for (const SweepCell& c : plan.cells)
+    if (!finished.count(c.id)) todo.push_back(&c);
 
+  // meta.json first: from its first table on, the directory is this sweep's.
   nlohmann::json meta = {{"schema_version", kSweepSchemaVersion},
                          {"kind", "viewgap-sweep"},
                          {"config", plan.config},
@@ -224,18 +374,31 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
                          {"wall_time_s", nullptr},
                          {"meta", build_meta(1)}};
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
+  // The statistics exist only for a complete sweep.
+  if (!todo.empty()) {
+    remove_if_present(dir + "/summary.csv");
+    remove_if_present(dir + "/azimuth.csv");
+  }
+  // Rewrite the kept rows (dropping anything of unfinished cells) before appending.
+  sort_rows(rows, plan.models);
+  std::string cells_text = kCellsHeader, circle_text = kCircleHeader;
+  for (const CellRow& r : rows) {
+    cells_text += cell_line(r);
+    circle_text += circle_lines(r, azimuths);
+  }
+  write_file_atomic(dir + "/cells.csv", cells_text);
+  write_file_atomic(dir + "/circle.csv", circle_text);
 
-  std::vector<const SweepCell*> todo;
-  for (const SweepCell& c : plan.cells)
-    if (!finished.count(c.id)) todo.push_back(&c);
-
-  std::FILE* cells_f = std::fopen((dir + "/cells.csv").c_str(), "a");
-  std::FILE* circle_f = std::fopen((dir + "/circle.csv").c_str(), "a");
-  if (!cells_f || !circle_f) throw std::runtime_error("cannot append to " + dir + "/cells.csv");
+  AppendFile cells_f(dir + "/cells.csv"), circle_f(dir + "/circle.csv");
   std::mutex mu;
-  int done = out.resumed;
-  progress(plan.quiet, done, int(plan.cells.size()), 0, 0);
+  std::atomic<int> done{out.resumed};
+  const InterruptProgress interrupt_note(&done, total);
+  std::string write_error;
+  progress(plan.quiet, done, total, 0, 0);
 
+  tbb::task_group_context ctx;
+  // Without this, TBB caps its workers at the core count and warns on stderr.
+  tbb::global_control workers(tbb::global_control::max_allowed_parallelism, size_t(std::max(plan.jobs, 1)));
   tbb::task_arena arena(plan.jobs);
   arena.execute([&] {
     tbb::parallel_for(size_t(0), todo.size(), [&](size_t k) {
@@ -267,56 +430,72 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
           r.status = "failed";
           r.familiar = r.heldout = r.drop = NAN;
           r.reason = e.what();
+          if (r.reason.empty()) r.reason = "unknown error";
           std::replace(r.reason.begin(), r.reason.end(), ',', ';');
           std::replace(r.reason.begin(), r.reason.end(), '\n', ' ');
+          std::replace(r.reason.begin(), r.reason.end(), '\r', ' ');
         }
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - tm).count();
         mine.push_back(r);
       }
-      // A cell lands whole: its circle rows, then its cell rows, flushed.
-      std::lock_guard<std::mutex> lock(mu);
-      for (const CellRow& r : mine) std::fputs(circle_lines(r, azimuths).c_str(), circle_f);
-      std::fflush(circle_f);
+      // A cell lands whole: its circle rows, then its cell rows (a cell counts
+      // only with both), with interrupts held off until both are written.
+      std::string circle_add, cells_add;
       for (const CellRow& r : mine) {
-        std::fputs(cell_line(r).c_str(), cells_f);
-        out.failed += r.status != "ok";
+        circle_add += circle_lines(r, azimuths);
+        cells_add += cell_line(r);
       }
-      std::fflush(cells_f);
-      rows.insert(rows.end(), mine.begin(), mine.end());
-      ++done;
+      std::lock_guard<std::mutex> lock(mu);
+      if (!write_error.empty()) return;
+      try {
+        WriteGuard guard;
+        circle_f.append(circle_add);
+        cells_f.append(cells_add);
+        for (const CellRow& r : mine) out.failed += r.status != "ok";
+        rows.insert(rows.end(), mine.begin(), mine.end());
+        ++done;
+      } catch (const std::exception& e) {
+        write_error = e.what();  // the first failed write stops the sweep
+        ctx.cancel_group_execution();
+        return;
+      }
       ++out.ran;
-      progress(plan.quiet, done, int(plan.cells.size()),
+      progress(plan.quiet, done, total,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), out.ran);
-    }, tbb::simple_partitioner());
+    }, tbb::simple_partitioner(), ctx);
   });
-  std::fclose(cells_f);
-  std::fclose(circle_f);
+  if (!write_error.empty()) {
+    if (!plan.quiet && isatty(2)) std::fputc('\n', stderr);  // end the progress line
+    throw std::runtime_error(write_error);
+  }
 
-  // Final tables: sorted, so --jobs 1 and --jobs N give the same bytes (timing aside).
+  // Final tables: sorted, so --jobs 1 and --jobs N give the same bytes (timing
+  // aside), written as one step (an interrupt waits for all of them).
+  WriteGuard guard;
   sort_rows(rows, plan.models);
   cells_text = kCellsHeader;
   circle_text = kCircleHeader;
-  int failed_cells = 0;
   std::set<int> failed_ids;
   for (const CellRow& r : rows) {
     cells_text += cell_line(r);
     circle_text += circle_lines(r, azimuths);
     if (r.status != "ok") failed_ids.insert(r.cell);
   }
-  failed_cells = int(failed_ids.size());
   write_file_atomic(dir + "/cells.csv", cells_text);
   write_file_atomic(dir + "/circle.csv", circle_text);
   // Statistics from the tables as written, so a resumed sweep (which reads its
   // earlier cells back from them) gives the same bytes as an uninterrupted one.
-  rows = read_finished(dir, plan.models);
+  rows = read_finished(dir, plan);
+  if (int(rows.size()) != total * int(plan.models.size()))
+    throw std::runtime_error("cannot read back '" + dir + "/cells.csv' and '" + dir + "/circle.csv' whole (changed by another program?)");
   write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models));
   write_file_atomic(dir + "/azimuth.csv", azimuth_csv(rows, plan.models));
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  meta["cells_done"] = done;
-  meta["cells_failed"] = failed_cells;
+  meta["cells_done"] = done.load();
+  meta["cells_failed"] = int(failed_ids.size());
   meta["wall_time_s"] = out.wall_s;
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
-  out.failed = failed_cells;
+  out.failed = int(failed_ids.size());
   return out;
 }
 

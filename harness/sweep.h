@@ -28,11 +28,17 @@
 //                 mean and CI over seeds)
 //   meta.json    {"schema_version", "kind": "viewgap-sweep", "config", "config_hash",
 //                 "cells_total", "cells_done", "cells_failed", "wall_time_s", "jobs", "meta"}
+//                written first; "wall_time_s" is null until the sweep is complete.
+//   sweep.lock   the lock (see kSweepLockFile): "pid N" of the last holder.
+// summary.csv and azimuth.csv exist only for a complete sweep: a sweep that has
+// cells to run removes them first.
 #pragma once
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "harness/output.h"
 #include "harness/train.h"
 
 namespace vg {
@@ -65,15 +71,28 @@ struct SweepOutcome {
 // FNV-1a of the canonical JSON text, as 16 hex digits.
 std::string config_hash(const nlohmann::json& config);
 
-// Checks plan.dir before any cell runs (creates it if absent): throws
-// std::runtime_error with the reason if it cannot be written, holds a
-// different sweep, holds a finished-or-started sweep without --resume, or holds
-// files that are not a sweep's. Nothing in it is overwritten.
-void prepare_sweep_dir(const SweepPlan& plan);
+// The lock file of a sweep directory: the first file a sweep writes (so a
+// directory killed at any moment is recognisably a sweep's), flock-ed for the
+// whole sweep so two processes never write one directory (the second names the
+// first's PID).
+inline constexpr const char* kSweepLockFile = "sweep.lock";
 
-// Runs the cells not yet in DIR/cells.csv on `jobs` TBB workers, each cell
-// single-threaded, appending results as cells finish; then writes the sorted
-// tables, summary.csv, azimuth.csv and meta.json.
+// Checks plan.dir before any cell runs (creates it if absent) and locks it for
+// the sweep (keep the lock until run_sweep returns): throws std::runtime_error
+// with the reason if it cannot be written, is in use by another process, holds a
+// different sweep (naming the first differing flag and both values), holds a
+// started sweep without --resume, or holds files that are not a sweep's. Removes
+// the temporary files of writers that died; overwrites nothing else.
+std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan);
+
+// Runs the cells not finished in DIR on `jobs` TBB workers, each cell
+// single-threaded, appending each finished cell to circle.csv then cells.csv;
+// then writes the sorted tables, summary.csv, azimuth.csv and meta.json. A cell
+// counts as finished only if every per-cell file holds all of its rows, whole
+// and consistent with the plan; anything less runs again. The first failed
+// write stops the sweep (std::runtime_error naming the file). SIGINT/SIGTERM:
+// the cells in flight are discarded, the line "interrupted after k/N cells;
+// rerun with --resume to continue" printed, exit 128 + signal.
 SweepOutcome run_sweep(const SweepPlan& plan);
 
 // One finished cell x model, as in cells.csv (and its circle accuracies).

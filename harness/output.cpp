@@ -1,0 +1,342 @@
+#include "harness/output.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace vg {
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+WriteError cannot_write(const std::string& path, const std::string& why) {
+  return WriteError("cannot write '" + path + "': " + why);
+}
+
+std::string dir_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// "a character device", ... for what is not a regular file; "" for one.
+std::string non_regular_kind(mode_t m) {
+  if (S_ISREG(m)) return "";
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+// Why `path` (resolved to `target`) may not be written, or "" if it may. What
+// `path` names is asked of the kernel too, which also follows /proc's magic
+// links (/dev/stdout -> /proc/self/fd/1 -> a pipe, a terminal, a file).
+std::string target_problem(const std::string& path, const std::string& target) {
+  struct stat named, ours;
+  const bool named_exists = ::stat(path.c_str(), &named) == 0;
+  const bool ours_exists = ::stat(target.c_str(), &ours) == 0;
+  if (named_exists) {
+    const bool consistent = ours_exists && same_file(named, ours);
+    const std::string kind = non_regular_kind(named.st_mode);
+    if (!kind.empty())
+      return (target == path ? "is " + kind : consistent ? "leads to '" + target + "', " + kind : "leads to " + kind) +
+             ", not a regular file (viewgap writes only regular files)";
+    for (int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+      struct stat stream;
+      if (::fstat(fd, &stream) == 0 && same_file(stream, named))
+        return std::string("is the file this process's standard ") + (fd == STDOUT_FILENO ? "output" : "error") +
+               " goes to";
+    }
+    if (!consistent) return "leads to a file viewgap cannot replace by its name (through a /proc link)";
+    if (::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0) return errno_text(errno);
+  } else if (errno != ENOENT) {
+    return errno_text(errno);
+  } else if (ours_exists) {
+    return "leads to a file viewgap cannot replace by its name";
+  }
+  const std::string dir = dir_of(target);
+  struct stat ds;
+  if (::stat(dir.c_str(), &ds) != 0) return "directory '" + dir + "': " + errno_text(errno);
+  if (!S_ISDIR(ds.st_mode)) return "'" + dir + "' is not a directory";
+  if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+    return "directory '" + dir + "': " + errno_text(errno);
+  return "";
+}
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+// ---- interrupts ----
+std::atomic<int> g_writers{0};
+std::atomic<int> g_pending{0};
+std::atomic<bool> g_exiting{false};
+std::atomic<const std::atomic<int>*> g_done{nullptr};
+std::atomic<int> g_total{0};
+
+// Async-signal-safe: fixed buffers, write(2) and _exit only.
+[[noreturn]] void interrupt_exit(int sig) {
+  if (g_exiting.exchange(true))
+    for (;;) ::pause();  // another thread is already on its way out
+  char line[160];
+  size_t n = 0;
+  auto put = [&](const char* s) {
+    while (*s && n < sizeof line - 1) line[n++] = *s++;
+  };
+  auto put_int = [&](long v) {
+    char d[24];
+    int k = 0;
+    if (v < 0) v = 0;
+    do d[k++] = char('0' + v % 10), v /= 10; while (v > 0 && k < 23);
+    while (k > 0 && n < sizeof line - 1) line[n++] = d[--k];
+  };
+  const std::atomic<int>* done = g_done.load();
+  if (done != nullptr) {
+    put("viewgap sweep: interrupted after ");
+    put_int(done->load());
+    put("/");
+    put_int(g_total.load());
+    put(" cells; rerun with --resume to continue\n");
+  } else {
+    put("viewgap: interrupted\n");
+  }
+  ssize_t ignored = ::write(STDERR_FILENO, line, n);
+  (void)ignored;
+  ::_exit(128 + sig);
+}
+
+void on_signal(int sig) {
+  g_pending.store(sig);
+  if (g_writers.load() == 0) interrupt_exit(sig);
+}
+
+}  // namespace
+
+std::string resolve_output_path(const std::string& path) {
+  std::string p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    std::string link(4096, '\0');
+    const ssize_t n = ::readlink(p.c_str(), link.data(), link.size());
+    if (n < 0) return p;
+    link.resize(size_t(n));
+    p = (!link.empty() && link[0] == '/') ? link : dir_of(p) + "/" + link;
+  }
+  throw cannot_write(path, "too many levels of symbolic links");
+}
+
+void check_writable(const std::string& path) {
+  if (path.empty()) throw std::runtime_error("empty path");
+  const std::string why = target_problem(path, resolve_output_path(path));
+  if (!why.empty()) throw std::runtime_error(why);
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  if (path.empty()) throw std::runtime_error("cannot write '': empty path");
+  const std::string target = resolve_output_path(path);
+  // The same judgement as check_writable, again at the moment of writing.
+  if (const std::string why = target_problem(path, target); !why.empty()) throw cannot_write(path, why);
+  struct stat st;
+  const bool exists = ::stat(target.c_str(), &st) == 0;
+  WriteGuard guard;
+  const std::string tmp = target + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0 && errno == EEXIST) {
+    // Left by a dead process that had our PID (this one writes each file once at a time).
+    ::unlink(tmp.c_str());
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  }
+  if (fd < 0) throw cannot_write(path, errno_text(errno));
+  auto fail = [&](int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return cannot_write(path, errno_text(err));
+  };
+  if (exists && ::fchmod(fd, st.st_mode & 07777) != 0) throw fail(errno);
+  if (!write_all(fd, content.data(), content.size())) throw fail(errno);
+  if (::fsync(fd) != 0) throw fail(errno);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw cannot_write(path, errno_text(err));
+  }
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw cannot_write(path, errno_text(err));
+  }
+  // The rename itself reaches the disk with the directory.
+  const int dfd = ::open(dir_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    const bool ok = ::fsync(dfd) == 0 || errno == EINVAL;
+    const int err = errno;
+    ::close(dfd);
+    if (!ok) throw cannot_write(path, errno_text(err));
+  }
+}
+
+AppendFile::AppendFile(const std::string& path) : path_(path) {
+  const std::string target = resolve_output_path(path);
+  fd_ = ::open(target.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd_ < 0) throw cannot_write(path, errno_text(errno));
+  struct stat st;
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw cannot_write(path, "not a regular file");
+  }
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendFile::append(const std::string& text) {
+  WriteGuard guard;
+  const off_t start = ::lseek(fd_, 0, SEEK_END);
+  if (start < 0) throw cannot_write(path_, errno_text(errno));
+  if (!write_all(fd_, text.data(), text.size())) {
+    const int err = errno;
+    // Best effort: no torn record stays behind (readers drop one anyway).
+    if (::ftruncate(fd_, start) != 0) {
+    }
+    throw cannot_write(path_, errno_text(err));
+  }
+}
+
+void make_output_dir(const std::string& path) {
+  if (path.empty()) throw std::runtime_error("empty path");
+  const std::string target = resolve_output_path(path);
+  std::error_code ec;
+  std::filesystem::create_directories(target, ec);
+  if (ec) throw std::runtime_error("cannot create directory: " + ec.message());
+  struct stat st;
+  if (::stat(target.c_str(), &st) != 0) throw std::runtime_error(errno_text(errno));
+  if (!S_ISDIR(st.st_mode)) throw std::runtime_error("not a directory");
+  if (::faccessat(AT_FDCWD, target.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+    throw std::runtime_error("cannot write in it: " + errno_text(errno));
+}
+
+bool is_temp_name(const std::string& name, long* pid) {
+  const auto pos = name.rfind(".tmp.");
+  if (pos == std::string::npos || pos == 0 || pos + 5 >= name.size()) return false;
+  long v = 0;
+  for (size_t k = pos + 5; k < name.size(); ++k) {
+    if (name[k] < '0' || name[k] > '9' || v > 1000000000L) return false;
+    v = v * 10 + (name[k] - '0');
+  }
+  if (pid) *pid = v;
+  return true;
+}
+
+int remove_stale_temps(const std::string& dir, bool all) {
+  int removed = 0;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::string> doomed;
+  while (const dirent* e = ::readdir(d)) {
+    long pid = 0;
+    const std::string name = e->d_name;
+    if (!is_temp_name(name, &pid)) continue;
+    if (all || pid == 0 || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH)) doomed.push_back(name);
+  }
+  ::closedir(d);
+  for (const std::string& name : doomed) {
+    const std::string p = dir + "/" + name;
+    struct stat st;
+    // Only our kind of file: a regular file (never follow or remove anything else).
+    if (::lstat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::unlink(p.c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
+DirLock::DirLock(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd_ < 0) throw cannot_write(path, errno_text(errno));
+  struct stat st;
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw cannot_write(path, "not a regular file");
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder;
+    // The holder writes its PID right after taking the lock: give it a moment.
+    for (int tries = 0; err == EWOULDBLOCK && tries < 100; ++tries) {
+      char buf[64] = {};
+      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      if (n > 0 && buf[n - 1] == '\n') {
+        holder.assign(buf, size_t(n - 1));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) throw std::runtime_error("cannot lock '" + path + "': " + errno_text(err));
+    throw std::runtime_error("is in use by another viewgap process (" +
+                             (holder.empty() ? std::string("pid unknown") : holder) + ")");
+  }
+  const std::string text = "pid " + std::to_string(::getpid()) + "\n";
+  WriteGuard guard;
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) != ssize_t(text.size())) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    throw cannot_write(path, errno_text(err));
+  }
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+void install_interrupt_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+}
+
+void set_interrupt_progress(const std::atomic<int>* done, int total) {
+  g_total.store(total);
+  g_done.store(done);
+}
+
+WriteGuard::WriteGuard() { g_writers.fetch_add(1); }
+
+WriteGuard::~WriteGuard() {
+  if (g_writers.fetch_sub(1) == 1) {
+    const int sig = g_pending.load();
+    if (sig != 0) interrupt_exit(sig);
+  }
+}
+
+}  // namespace vg

@@ -1,0 +1,102 @@
+// Safe output: every file viewgap writes goes through here.
+//
+// What it promises (README, "Crashes, full disks, concurrent runs"):
+// - a file is replaced whole or not at all (temporary file in the same
+//   directory, fsync, rename(2)); a failed write or flush throws naming the file;
+// - only regular files are written: an output path that exists and is not a
+//   regular file (a device such as /dev/null, a FIFO, a directory, a socket) is
+//   refused; a symlink is followed to the file it names, which is replaced while
+//   the link stays a link;
+// - SIGINT, SIGTERM and SIGHUP wait for a write in progress to finish, so an
+//   interrupt never leaves a torn file or a temporary one behind.
+#pragma once
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
+namespace vg {
+
+// A write that failed (a full disk, an I/O error): the message names the file.
+struct WriteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The path a write of `path` lands on: symlinks followed (a chain; relative links
+// against their own directory) to the name they point at, which need not exist.
+// Throws std::runtime_error for a symlink loop.
+std::string resolve_output_path(const std::string& path);
+
+// Throws std::runtime_error (with the reason) unless `path` can be written as a
+// regular file: not empty; what it names (through symlinks), if it exists, is a
+// writable regular file; its directory exists and is writable. Creates nothing.
+void check_writable(const std::string& path);
+
+// Writes `content` to `path` (through symlinks) via a temporary file in the same
+// directory, fsync and rename(2), so readers never see a half-written file; an
+// existing file keeps its permissions. Throws std::runtime_error naming `path`.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+// Appends whole records to an existing regular file with write(2), unbuffered. A
+// failed append (a full disk) is cut back to where it began, if the file system
+// allows, and throws std::runtime_error naming the file.
+class AppendFile {
+ public:
+  explicit AppendFile(const std::string& path);
+  ~AppendFile();
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+  void append(const std::string& text);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Creates directory `path` (and parents, through symlinks) if absent; throws
+// std::runtime_error (with the reason) if it is empty, cannot be created, is not
+// a directory, or is not writable. Creates no file in it.
+void make_output_dir(const std::string& path);
+
+// True for the names of write_file_atomic's temporary files ("NAME.tmp.PID").
+bool is_temp_name(const std::string& filename, long* pid = nullptr);
+
+// Removes the temporary files in `dir` of writers that are gone: all of them if
+// `all` (the caller holds the directory's DirLock, so no live writer owns one),
+// else those whose process no longer exists. Returns how many were removed.
+int remove_stale_temps(const std::string& dir, bool all);
+
+// An exclusive flock(2) on the regular file DIR/NAME (created if absent), held
+// while the object lives; the file records the holder's PID. Throws
+// std::runtime_error "is in use by another viewgap process (pid N)" if another
+// process holds it.
+class DirLock {
+ public:
+  DirLock(const std::string& dir, const std::string& name);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Signals. install_interrupt_handlers(): SIGINT, SIGTERM and SIGHUP end the
+// process with exit code 128 + signal and one line on stderr, but only once no
+// WriteGuard is alive (a write in progress finishes first). Cells or epochs in
+// flight are discarded: nothing of them has been written.
+void install_interrupt_handlers();
+// The line printed on an interrupt: "PREFIX interrupted after k/N UNIT; rerun with
+// --resume to continue" while `done` is set, else "viewgap: interrupted". `done`
+// must outlive the setting; pass nullptr to clear it.
+void set_interrupt_progress(const std::atomic<int>* done, int total);
+
+// Defers interrupts while alive (nests; any thread).
+class WriteGuard {
+ public:
+  WriteGuard();
+  ~WriteGuard();
+  WriteGuard(const WriteGuard&) = delete;
+  WriteGuard& operator=(const WriteGuard&) = delete;
+};
+
+}  // namespace vg

@@ -1,0 +1,403 @@
+// What viewgap promises about faults (issue 9; README "Crashes, full disks,
+// concurrent runs"), tested on the binary: a full disk at any write, a SIGKILL
+// at any write or rename, damaged per-cell files, a second sweep on the same
+// directory, Ctrl-C / SIGTERM, output paths that are not plain files, and a
+// stdout that cannot be written. Faults are injected by tools/fault_shim.c
+// (LD_PRELOAD, test-only) into a tiny sweep (4 cells of a 1-epoch CNN).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/test_util.h"
+
+#ifdef VIEWGAP_FAULT_SHIM
+constexpr bool kHaveShim = true;
+#else
+constexpr bool kHaveShim = false;
+#define VIEWGAP_FAULT_SHIM ""
+#endif
+
+namespace {
+
+// Every counted call in turn; under AddressSanitizer (runs ~5x slower) every
+// 4th, to stay within CI's time (the release build covers them all).
+#ifdef __SANITIZE_ADDRESS__
+constexpr size_t kStride = 4;
+#else
+constexpr size_t kStride = 1;
+#endif
+
+namespace fs = std::filesystem;
+using vg::test::lines;
+using vg::test::slurp;
+
+// 2 seeds x 2 gaps, one CNN epoch on 30 images: ~0.1 s a cell.
+const std::string kSmall =
+    " --seeds 0:1 --gaps 0,30 --n-epochs 1 --n-per-combo 1 --batch-size 10 --n-elev 1 --elevations 30:30"
+    " --n-eval-per-combo 1 --models cnn --jobs 1 --quiet";
+// 12 cells of the same: long enough to interrupt or stop mid-sweep.
+const std::string kLonger =
+    " --seeds 0:5 --gaps 0,30 --n-epochs 2 --n-per-combo 1 --batch-size 10 --n-elev 1 --elevations 30:30"
+    " --n-eval-per-combo 1 --models cnn --jobs 1 --quiet";
+const std::set<std::string> kSweepFiles = {"azimuth.csv", "cells.csv", "circle.csv",
+                                           "meta.json",   "summary.csv", "sweep.lock"};
+
+std::string tmp_dir(const std::string& name) {
+  const std::string d = testing::TempDir() + "viewgap_faults." + std::to_string(getpid()) + "/" + name;
+  fs::remove_all(d);
+  fs::create_directories(fs::path(d).parent_path());
+  return d;
+}
+
+struct Result {
+  int code;  // exit code; 128 + n for a signal (as the shell reports it)
+  std::string out, err;
+};
+
+// `viewgap ARGS` with ENV in front, through the shell.
+Result viewgap(const std::string& args, const std::string& env = "", const std::string& stdout_to = "") {
+  const std::string tag = testing::TempDir() + "viewgap_faults_io." + std::to_string(getpid());
+  const std::string out = stdout_to.empty() ? tag + ".out" : stdout_to;
+  const std::string cmd = env + " " + VIEWGAP_EXE + " " + args + " >" + out + " 2>" + tag + ".err";
+  const int status = std::system(cmd.c_str());
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return {code, stdout_to.empty() ? slurp(out) : "", slurp(tag + ".err")};
+}
+
+// viewgap started in the background (its own pid, for signals).
+pid_t spawn(const std::string& args, const std::string& err_file) {
+  const std::string cmd = std::string("exec ") + VIEWGAP_EXE + " " + args + " >/dev/null 2>" + err_file;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Polls `ready` every 5 ms for up to 30 s.
+template <typename F>
+bool eventually(F ready) {
+  for (int k = 0; k < 6000; ++k) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// cells.csv without its timing column (the 12th).
+std::string without_seconds(const std::string& csv) {
+  std::stringstream in(csv), out;
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t pos = 0;
+    for (int k = 0; k < 11; ++k) pos = line.find(',', pos) + 1;
+    out << line.substr(0, pos) << line.substr(line.find(',', pos) + 1) << '\n';
+  }
+  return out.str();
+}
+
+// The result tables of a sweep, timing aside.
+std::map<std::string, std::string> tables(const std::string& dir) {
+  return {{"summary.csv", slurp(dir + "/summary.csv")},
+          {"azimuth.csv", slurp(dir + "/azimuth.csv")},
+          {"circle.csv", slurp(dir + "/circle.csv")},
+          {"cells.csv", without_seconds(slurp(dir + "/cells.csv"))}};
+}
+
+std::set<std::string> listing(const std::string& dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) names.insert(e.path().filename().string());
+  return names;
+}
+
+std::string names(const std::set<std::string>& s) {
+  std::string out;
+  for (const auto& n : s) out += n + " ";
+  return out;
+}
+
+// An uninterrupted sweep: the tables every faulted one must end with.
+std::map<std::string, std::string> reference(const std::string& args) {
+  const std::string dir = tmp_dir("reference");
+  const Result r = viewgap("sweep --out " + dir + args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto t = tables(dir);
+  fs::remove_all(dir);
+  return t;
+}
+
+void expect_identical(const std::map<std::string, std::string>& want, const std::string& dir, const std::string& what) {
+  const auto got = tables(dir);
+  for (const auto& [file, text] : want) EXPECT_EQ(got.at(file), text) << what << ": " << file << " differs";
+}
+
+// The calls the shim counts in a run of `args`: their names, in order.
+std::vector<std::string> counted_calls(const std::string& args) {
+  const std::string log = testing::TempDir() + "viewgap_faults_log." + std::to_string(getpid());
+  fs::remove(log);
+  const Result r = viewgap(args, std::string("LD_PRELOAD=") + VIEWGAP_FAULT_SHIM + " VIEWGAP_FAULT_LOG=" + log);
+  EXPECT_EQ(r.code, 0) << r.err;
+  std::vector<std::string> calls;
+  std::ifstream in(log);
+  long n = 0;
+  std::string call;
+  while (in >> n >> call) calls.push_back(call);
+  return calls;
+}
+
+// ASan refuses a library loaded ahead of its runtime unless told it is fine.
+std::string shim_env() {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  return std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") + "verify_asan_link_order=0 LD_PRELOAD=" +
+         VIEWGAP_FAULT_SHIM;
+}
+
+TEST(SweepFaults, DiskFullAtEachWriteStopsWithOneLineAndResumesToIdenticalTables) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  const auto want = reference(kSmall);
+  const std::string probe = tmp_dir("count");
+  const std::vector<std::string> calls = counted_calls("sweep --out " + probe + kSmall);
+  ASSERT_GT(calls.size(), 20u);
+  int injected = 0;
+  for (size_t n = 1; n <= calls.size(); ++n) {
+    const std::string& c = calls[n - 1];
+    if (c != "write" && c != "pwrite" && c != "writev" && c != "fsync") continue;
+    if (injected++ % kStride != 0) continue;
+    const std::string dir = tmp_dir("full" + std::to_string(n));
+    const std::string at = "ENOSPC at call " + std::to_string(n) + " (" + c + ")";
+    // The disk fills up at call n and stays full: the sweep stops at once.
+    const Result full = viewgap("sweep --out " + dir + kSmall, shim_env() + " VIEWGAP_FAULT_ENOSPC_AT=" + std::to_string(n));
+    EXPECT_EQ(full.code, 1) << at << "\n" << full.err;
+    EXPECT_EQ(lines(full.err), 1) << at << "\n" << full.err;
+    EXPECT_NE(full.err.find("cannot write '" + dir + "/"), std::string::npos) << at << "\n" << full.err;
+    EXPECT_NE(full.err.find("No space left on device"), std::string::npos) << at << "\n" << full.err;
+    EXPECT_EQ(full.out, "") << at;
+    for (const auto& name : listing(dir)) EXPECT_TRUE(kSweepFiles.count(name)) << at << ": stray " << name;
+    // The same sweep on a disk with room: the tables of an uninterrupted one.
+    const Result again = viewgap("sweep --resume --out " + dir + kSmall);
+    ASSERT_EQ(again.code, 0) << at << "\n" << again.err;
+    expect_identical(want, dir, at);
+    EXPECT_EQ(listing(dir), kSweepFiles) << at << ": " << names(listing(dir));
+    fs::remove_all(dir);
+  }
+  EXPECT_GT(injected, 10);  // writes of meta.json, the tables, the lock and every cell
+}
+
+TEST(SweepFaults, KillAtEachWriteOrRenameResumesToIdenticalTablesWithNoStrayFiles) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  const auto want = reference(kSmall);
+  const std::string probe = tmp_dir("count");
+  const std::vector<std::string> calls = counted_calls("sweep --out " + probe + kSmall);
+  ASSERT_GT(calls.size(), 20u);
+  for (size_t n = 1; n <= calls.size(); n += kStride) {
+    const std::string dir = tmp_dir("kill" + std::to_string(n));
+    const std::string at = "SIGKILL at call " + std::to_string(n) + " (" + calls[n - 1] + ")";
+    const Result killed = viewgap("sweep --out " + dir + kSmall, shim_env() + " VIEWGAP_FAULT_KILL_AT=" + std::to_string(n));
+    ASSERT_EQ(killed.code, 128 + SIGKILL) << at << "\n" << killed.err;
+    // Whatever the kill left, the directory is recognisably this sweep's: a
+    // directory killed before its first table is taken by a fresh run and by
+    // --resume alike.
+    const bool started = fs::exists(dir + "/meta.json");
+    const std::string flag = started || n % 2 == 1 ? " --resume" : "";
+    const Result again = viewgap("sweep --out " + dir + flag + kSmall);
+    ASSERT_EQ(again.code, 0) << at << ", then" << flag << ":\n" << again.err;
+    expect_identical(want, dir, at);
+    EXPECT_EQ(listing(dir), kSweepFiles) << at << ": " << names(listing(dir));
+    fs::remove_all(dir);
+  }
+}
+
+// Resumes a finished copy of the small sweep after `damage`: every cell that
+// lost any of its rows runs again, and the tables come out as before.
+TEST(SweepFaults, ResumeRerunsEveryCellMissingRowsInAnyFile) {
+  const std::string base = tmp_dir("damage_base");
+  ASSERT_EQ(viewgap("sweep --out " + base + kSmall).code, 0);
+  const auto want = tables(base);
+  auto drop_line = [](std::string text, int k) {  // line k (1 = first data row)
+    size_t pos = 0;
+    for (int i = 0; i < k; ++i) pos = text.find('\n', pos) + 1;
+    return text.erase(pos, text.find('\n', pos) - pos + 1);
+  };
+  auto line_at = [](const std::string& text, int k) {
+    size_t pos = 0;
+    for (int i = 0; i < k; ++i) pos = text.find('\n', pos) + 1;
+    return text.substr(pos, text.find('\n', pos) - pos + 1);
+  };
+  const std::string cells = slurp(base + "/cells.csv"), circle = slurp(base + "/circle.csv");
+  const std::vector<std::pair<std::string, std::pair<std::string, std::string>>> damages = {
+      {"circle.csv deleted", {"circle.csv", "<delete>"}},
+      {"circle.csv's last line torn", {"circle.csv", circle.substr(0, circle.size() - 5)}},
+      {"circle.csv cut to its header", {"circle.csv", circle.substr(0, circle.find('\n') + 1)}},
+      {"a circle row dropped", {"circle.csv", drop_line(circle, 40)}},
+      {"a circle row duplicated", {"circle.csv", circle + line_at(circle, 3)}},
+      {"a circle accuracy out of range", {"circle.csv", std::regex_replace(circle, std::regex(",0\\.[0-9]+\n"), ",1.5\n",
+                                                                                   std::regex_constants::format_first_only)}},
+      {"cells.csv deleted", {"cells.csv", "<delete>"}},
+      {"a cells row dropped", {"cells.csv", drop_line(cells, 2)}},
+      {"a cells row duplicated", {"cells.csv", cells + line_at(cells, 1)}},
+      {"a cells row's seed changed", {"cells.csv", std::regex_replace(cells, std::regex("\n1,1,"), "\n1,7,")}},
+  };
+  for (const auto& [what, change] : damages) {
+    const std::string dir = tmp_dir("damaged");
+    fs::copy(base, dir);
+    if (change.second == "<delete>") fs::remove(dir + "/" + change.first);
+    else std::ofstream(dir + "/" + change.first, std::ios::trunc) << change.second;
+    const Result r = viewgap("sweep --resume --out " + dir + kSmall);
+    ASSERT_EQ(r.code, 0) << what << "\n" << r.err;
+    EXPECT_EQ(r.out.find(" 0 run now"), std::string::npos) << what << ": nothing was rerun\n" << r.out;
+    expect_identical(want, dir, what);
+    EXPECT_EQ(listing(dir), kSweepFiles) << what;
+  }
+}
+
+TEST(SweepFaults, SecondProcessOnTheSameDirectoryIsRefusedNamingTheHolderPid) {
+  const std::string dir = tmp_dir("locked"), err = dir + ".err";
+  const pid_t first = spawn("sweep --out " + dir + kLonger, err);
+  const std::string holder = "pid " + std::to_string(first);
+  ASSERT_TRUE(eventually([&] { return slurp(dir + "/sweep.lock") == holder + "\n"; })) << slurp(err);
+  kill(first, SIGSTOP);  // hold the lock while the second process tries
+  for (const char* resume : {"", " --resume"}) {
+    const Result second = viewgap("sweep --out " + dir + resume + kLonger);
+    EXPECT_EQ(second.code, 2) << resume << "\n" << second.err;
+    EXPECT_EQ(lines(second.err), 1) << second.err;
+    EXPECT_NE(second.err.find("--out '" + dir + "': is in use by another viewgap process (" + holder + ")"),
+              std::string::npos)
+        << second.err;
+  }
+  kill(first, SIGCONT);
+  ASSERT_EQ(wait_exit(first), 0) << slurp(err);
+  EXPECT_EQ(lines(slurp(dir + "/cells.csv")), 1 + 12);  // each cell once
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/meta.json"))["cells_done"], 12);
+}
+
+TEST(SweepFaults, InterruptSaysHowFarItGotAndResumesToIdenticalTables) {
+  const auto want = reference(kLonger);
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const std::string dir = tmp_dir("interrupted" + std::to_string(sig)), err = dir + ".err";
+    const pid_t pid = spawn("sweep --out " + dir + kLonger, err);
+    // After the first cell has landed.
+    ASSERT_TRUE(eventually([&] { return lines(slurp(dir + "/cells.csv")) >= 2; })) << slurp(err);
+    kill(pid, sig);
+    EXPECT_EQ(wait_exit(pid), 128 + sig);
+    const std::string msg = slurp(err);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(msg, m, std::regex("viewgap sweep: interrupted after ([0-9]+)/12 cells; "
+                                                    "rerun with --resume to continue\n")))
+        << msg;
+    const int k = std::stoi(m[1]);
+    EXPECT_GE(k, 1);
+    EXPECT_EQ(lines(slurp(dir + "/cells.csv")), 1 + k);  // exactly the cells it reported
+    for (const auto& name : listing(dir)) EXPECT_TRUE(kSweepFiles.count(name)) << "stray " << name;
+    const Result again = viewgap("sweep --resume --out " + dir + kLonger);
+    ASSERT_EQ(again.code, 0) << again.err;
+    EXPECT_NE(again.out.find(std::to_string(k) + " resumed"), std::string::npos) << again.out;
+    expect_identical(want, dir, "after signal " + std::to_string(sig));
+  }
+}
+
+// Output paths name regular files: a symlink is followed to the file it names
+// (the link stays), anything else that exists is refused before any work.
+TEST(OutputPaths, SymlinksAreFollowedAndOtherFilesThanRegularOnesRefused) {
+  const std::string dir = tmp_dir("paths");
+  fs::create_directories(dir);
+  const std::string quick = " --n-epochs 1 --n-per-combo 1 --batch-size 10 --models cnn --quiet";
+  // A symlink to a file, and a dangling one: the file named is written.
+  fs::create_symlink("target.json", dir + "/link.json");
+  fs::create_symlink("new.json", dir + "/dangling.json");
+  for (const char* link : {"/link.json", "/dangling.json"}) {
+    const Result r = viewgap("run --out-json " + dir + link + quick);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(fs::is_symlink(dir + link)) << link;
+    const std::string target = dir + "/" + fs::read_symlink(dir + link).string();
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(target))) << target;
+    EXPECT_EQ(nlohmann::json::parse(slurp(target))["kind"], "viewgap-run");
+  }
+  // Not regular files: refused, and left as they were.
+  ASSERT_EQ(mkfifo((dir + "/fifo").c_str(), 0644), 0);
+  fs::create_directories(dir + "/adir");
+  fs::create_symlink("fifo", dir + "/to_fifo");
+  const bool have_device = mknod((dir + "/null").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;
+  fs::create_directories(dir + "/dump");
+  ASSERT_EQ(mkfifo((dir + "/dump/run.json").c_str(), 0644), 0);
+  struct Case {
+    std::string args, mention, why;
+  };
+  const std::string profile = " --steps 1 --warmup 0 --model cnn";
+  std::vector<Case> cases = {
+      {"run --out-json " + dir + "/fifo" + quick, "--out-json '" + dir + "/fifo'", "is a FIFO"},
+      {"run --out-json " + dir + "/adir" + quick, "--out-json '" + dir + "/adir'", "is a directory"},
+      {"run --out-json " + dir + "/to_fifo" + quick, "--out-json '" + dir + "/to_fifo'", "leads to '" + dir + "/fifo', a FIFO"},
+      {"run --dump " + dir + "/dump" + quick, "--dump '" + dir + "/dump'", "is a FIFO"},
+      {"profile --out " + dir + "/fifo" + profile, "--out '" + dir + "/fifo'", "is a FIFO"},
+      {"profile --out " + dir + "/p.csv --trace " + dir + "/fifo" + profile, "--trace '" + dir + "/fifo'", "is a FIFO"},
+      {"run --out-json /dev/null" + quick, "--out-json '/dev/null'", "is a character device"},
+      // Here stdout is a file: replacing it would lose the table printed there.
+      {"run --out-json /dev/stdout" + quick, "--out-json '/dev/stdout'", "standard output"},
+  };
+  if (have_device)
+    cases.push_back({"run --out-json " + dir + "/null" + quick, "--out-json '" + dir + "/null'", "is a character device"});
+  for (const Case& c : cases) {
+    const Result r = viewgap(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_EQ(lines(r.err), 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.mention + ": "), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.why), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << c.args;
+  }
+  EXPECT_TRUE(fs::is_fifo(dir + "/fifo"));
+  EXPECT_TRUE(fs::is_fifo(dir + "/dump/run.json"));
+  EXPECT_TRUE(fs::is_directory(dir + "/adir"));
+  EXPECT_TRUE(fs::is_symlink(dir + "/to_fifo"));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  if (have_device) {
+    EXPECT_TRUE(fs::is_character_file(dir + "/null"));
+  }
+  EXPECT_FALSE(fs::exists(dir + "/p.csv"));
+  // A sweep's own files too: a FIFO where its summary goes is refused before any cell.
+  const std::string sweep = dir + "/sweep";
+  ASSERT_EQ(viewgap("sweep --out " + sweep + kSmall).code, 0);
+  fs::remove(sweep + "/summary.csv");
+  ASSERT_EQ(mkfifo((sweep + "/summary.csv").c_str(), 0644), 0);
+  const Result r = viewgap("sweep --resume --out " + sweep + kSmall);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--out '" + sweep + "': summary.csv: is a FIFO"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_fifo(sweep + "/summary.csv"));
+}
+
+TEST(Stdout, AWriteErrorIsExitOneWithOneLine) {
+  const std::string dir = tmp_dir("stdout");
+  for (const std::string& args :
+       {std::string("run --n-epochs 1 --n-per-combo 1 --batch-size 10 --models cnn --quiet"),
+        "sweep --out " + dir + kSmall, std::string("run --help")}) {
+    const Result r = viewgap(args, "", "/dev/full");
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.err, "viewgap: error: cannot write standard output: No space left on device\n") << args;
+  }
+}
+
+}  // namespace
