@@ -11,6 +11,7 @@ $VIEWGAP_EXE, or build/release/viewgap; the real-run tests are skipped without i
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -190,6 +191,33 @@ class PlotTest(unittest.TestCase):
                 edit(d)
                 self.assert_error(plot("sweep", d, "--out", out), needle)
         self.assert_error(plot("sweep", self.path("absent"), "--out", out), "not a directory")
+
+    def test_argument_errors_are_one_line(self):
+        for args, needle in ((["run"], "the following arguments are required: input"),
+                             ([], "the following arguments are required"),
+                             (["frobnicate"], "invalid choice: 'frobnicate'"),
+                             (["sweep", self.path("x"), "--out", self.path("o"), "--gap", "abc"],
+                              "argument --gap: invalid float value: 'abc'"),
+                             (["run", "x.json", "--out", "o", "--bogus"], "unrecognized arguments: --bogus")):
+            with self.subTest(args=args):
+                self.assert_error(plot(*args), needle)
+
+    def test_output_that_is_not_a_regular_file_is_refused(self):
+        out = self.path("fig")
+        os.makedirs(out)
+        fifo = os.path.join(out, "training_curves.png")
+        os.mkfifo(fifo)
+        self.assert_error(plot("run", os.path.join(FIXTURES, "run.json"), "--out", out, "--no-gif"),
+                          "training_curves.png: exists and is not a regular file")
+        self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
+        # A symlink is followed: the file it names is written, the link stays a link.
+        out2 = self.path("fig2")
+        os.makedirs(out2)
+        os.symlink("elsewhere.png", os.path.join(out2, "training_curves.png"))
+        r = plot("run", os.path.join(FIXTURES, "run.json"), "--out", out2, "--no-gif")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.islink(os.path.join(out2, "training_curves.png")))
+        self.assertTrue(os.path.isfile(os.path.join(out2, "elsewhere.png")))
 
     def edit(self, d, name, old, new):
         p = os.path.join(d, name)

@@ -14,8 +14,10 @@ circle accuracies, the training animation.
 cells.csv, meta.json): accuracy and drop vs gap, the paired capsule - X differences,
 and accuracy vs angular distance from the training range (every gap, or --gap G).
 
-Bad input (missing or malformed file, another schema_version or kind) is reported as
-one line `plot.py: error: <file>: <what>` with exit code 2. Unknown fields are ignored.
+Bad input (missing or malformed file, another schema_version or kind, a bad argument,
+an output path that is not a regular file) is reported as one line
+`plot.py: error: <file>: <what>` with exit code 2. Unknown fields are ignored. Output
+goes through a temporary file and a rename; a symlink is followed to the file it names.
 """
 import argparse
 import csv
@@ -134,17 +136,29 @@ def read_csv(path, columns, numeric):
     return rows
 
 
+def output_target(path):
+    """The file a figure at `path` is written to: symlinks followed to the file they name.
+    Anything else that exists there (a directory, a FIFO, a device) is refused."""
+    target = os.path.realpath(path)
+    if os.path.lexists(target) and not os.path.isfile(target):
+        where = "" if target == os.path.abspath(path) else f" (it leads to {target})"
+        raise InputError(path, f"exists and is not a regular file{where}; plot.py writes only regular files")
+    return target
+
+
 def atomic(path, write):
-    """write(tmp) to a temporary file in the same directory, then rename it to path."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp.",
-                               suffix=os.path.splitext(path)[1])
+    """write(tmp) to a temporary file beside the target, then rename it onto the target."""
+    target = output_target(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp.",
+                               suffix=os.path.splitext(target)[1])
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)
     try:
         write(tmp)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
-        os.replace(tmp, path)
+        mode = os.stat(target).st_mode & 0o7777 if os.path.exists(target) else 0o666 & ~umask
+        os.chmod(tmp, mode)  # mkstemp makes 0600; keep a file's permissions, or the usual ones
+        os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -587,8 +601,16 @@ def cmd_sweep(args):
     return written, [], None
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (`plot.py: error: ...`, exit 2) like every other."""
+
+    def error(self, message):
+        sys.stderr.write(f"plot.py: error: {' '.join(message.split())} (see plot.py --help)\n")
+        sys.exit(2)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="plot.py", description=__doc__,
+    ap = Parser(prog="plot.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="figures of one `viewgap run` (JSON or --dump DIR)")
