@@ -98,6 +98,7 @@ std::atomic<int> g_pending{0};
 std::atomic<bool> g_exiting{false};
 std::atomic<const std::atomic<int>*> g_done{nullptr};
 std::atomic<int> g_total{0};
+std::atomic<bool> g_tty{false};  // stderr is a terminal: a progress line may be open
 
 // Async-signal-safe: fixed buffers, write(2) and _exit only.
 [[noreturn]] void interrupt_exit(int sig) {
@@ -117,6 +118,7 @@ std::atomic<int> g_total{0};
   };
   const std::atomic<int>* done = g_done.load();
   if (done != nullptr) {
+    if (g_tty.load()) put("\n");  // below the progress line
     put("viewgap sweep: interrupted after ");
     put_int(done->load());
     put("/");
@@ -326,6 +328,7 @@ void install_interrupt_handlers() {
 }
 
 void set_interrupt_progress(const std::atomic<int>* done, int total) {
+  g_tty.store(::isatty(STDERR_FILENO) == 1);
   g_total.store(total);
   g_done.store(done);
 }

@@ -85,9 +85,10 @@ class DirLock {
 // WriteGuard is alive (a write in progress finishes first). Cells or epochs in
 // flight are discarded: nothing of them has been written.
 void install_interrupt_handlers();
-// The line printed on an interrupt: "PREFIX interrupted after k/N UNIT; rerun with
-// --resume to continue" while `done` is set, else "viewgap: interrupted". `done`
-// must outlive the setting; pass nullptr to clear it.
+// While `done` is set (a sweep runs), the line printed on an interrupt is
+// "viewgap sweep: interrupted after k/N cells; rerun with --resume to continue"
+// (k read from `done`, which must outlive the setting; nullptr clears it); else
+// "viewgap: interrupted".
 void set_interrupt_progress(const std::atomic<int>* done, int total);
 
 // Defers interrupts while alive (nests; any thread).
