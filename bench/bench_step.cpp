@@ -22,10 +22,9 @@ const Dataset& data() {
   return d;
 }
 
-void BM_train_step(benchmark::State& state, std::string name) {
+void BM_train_step(benchmark::State& state, std::string name, ModelOptions opts) {
   const int B = int(state.range(0));
-  TrainConfig tc;
-  auto model = make_model(name, tc, B);
+  auto model = make_model(name, opts, B);
   model->init(0);
   Trainer trainer(*model, AdamConfig{}, B);
   std::vector<float> x(data().train.images.begin(), data().train.images.begin() + size_t(B) * kImagePixels);
@@ -38,8 +37,7 @@ void BM_train_step(benchmark::State& state, std::string name) {
 
 void BM_eval_batch(benchmark::State& state, std::string name) {
   const int B = int(state.range(0));
-  TrainConfig tc;
-  auto model = make_model(name, tc, B);
+  auto model = make_model(name, {}, B);
   model->init(0);
   for (auto _ : state) benchmark::DoNotOptimize(model->forward(data().circle.images.data(), B));
   state.counters["FLOPS"] = benchmark::Counter(batch_flops(*model, B, false),
@@ -47,9 +45,15 @@ void BM_eval_batch(benchmark::State& state, std::string name) {
   state.SetItemsProcessed(state.iterations() * B);
 }
 
-BENCHMARK_CAPTURE(BM_train_step, caps, std::string("caps"))->ArgName("batch")->Arg(32);
-BENCHMARK_CAPTURE(BM_train_step, cnn, std::string("cnn"))->ArgName("batch")->Arg(32);
-BENCHMARK_CAPTURE(BM_train_step, cnn136, std::string("cnn136"))->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_train_step, caps, std::string("caps"), ModelOptions{})->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_train_step, cnn, std::string("cnn"), ModelOptions{})->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_train_step, cnn136, std::string("cnn136"), ModelOptions{})->ArgName("batch")->Arg(32);
+// The routing and loss variants (--em-grad full, --loss spread): the paper's model.
+BENCHMARK_CAPTURE(BM_train_step, caps_em_grad_full, std::string("caps"), ModelOptions{{"em-grad", "full"}})
+    ->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_train_step, caps_paper, std::string("caps"),
+                  ModelOptions{{"em-grad", "full"}, {"loss", "spread"}, {"em-lambda-schedule", "official"}})
+    ->ArgName("batch")->Arg(32);
 BENCHMARK_CAPTURE(BM_eval_batch, caps, std::string("caps"))->ArgName("batch")->Arg(180)->Arg(256);
 BENCHMARK_CAPTURE(BM_eval_batch, cnn, std::string("cnn"))->ArgName("batch")->Arg(180)->Arg(256);
 

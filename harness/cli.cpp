@@ -19,14 +19,14 @@
 #include <stdexcept>
 #include <thread>
 
-#include "harness/numbers.h"
 #include "harness/report.h"
 #include "harness/profile.h"
 #include "harness/sweep.h"
 #include "harness/train.h"
 #include "kernels/dnnl_common.h"
 #include "kernels/isa.h"
-#include "models/capsnet.h"
+#include "models/numbers.h"
+#include "models/registry.h"
 
 namespace vg {
 
@@ -90,10 +90,17 @@ struct RunFlags {
   std::string train_az = "0:150", test_az = "200:330", elevations = "10:50";
   std::string n_train_views = "6", n_test_views = "6", n_elev = "3";
   std::string n_per_combo = "5", n_eval_per_combo = "2";
-  std::string em_iters = "3", em_lambda = "1", em_eps = "0";
-  std::string models = "caps,cnn", cnn_hidden = "64";
+  std::string models = "caps,cnn";
+  ModelOptions model = default_model_options();  // --cnn-hidden, --em-*, --loss, ...: the models' own
   std::string out_json, dump;
   bool quiet = false, reproducible = false;
+
+  // Every model option at its default, so each flag has a string to bind to.
+  static ModelOptions default_model_options() {
+    ModelOptions o;
+    for (const ModelOption& m : model_options()) o[m.name] = m.default_value;
+    return o;
+  }
 };
 
 // The run flags that take a value, once: `run` and `sweep` register them from
@@ -117,55 +124,74 @@ const FlagSpec kRunFlags[] = {
     {"n-elev", &RunFlags::n_elev, "Evenly spaced elevations"},
     {"n-per-combo", &RunFlags::n_per_combo, "Training images per (class, azimuth, elevation)"},
     {"n-eval-per-combo", &RunFlags::n_eval_per_combo, "Evaluation images per combination"},
-    {"em-iters", &RunFlags::em_iters, "EM routing iterations"},
-    {"em-lambda", &RunFlags::em_lambda, "Inverse temperature of the EM activation"},
-    {"em-eps", &RunFlags::em_eps, "Added to sum(R a) in the M-step (the seed used 1e-9)"},
     {"models", &RunFlags::models, "Comma-separated: caps, cnn, cnnN (hidden width N)"},
-    {"cnn-hidden", &RunFlags::cnn_hidden, "Hidden width of the model 'cnn' (136 matches the capsules)"},
 };
 
-// Registers every run flag except those in `skip`.
+// The models' options (models/registry.h) as flags of any command that builds a model.
+void add_model_flags(CLI::App* app, ModelOptions& opts) {
+  for (const ModelOption& m : model_options())
+    app->add_option(std::string("--") + m.name, opts[m.name], m.help)->capture_default_str();
+}
+
+// Registers every run flag except those in `skip`, and the model options.
 void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& skip) {
   for (const FlagSpec& s : kRunFlags)
     if (std::find(skip.begin(), skip.end(), s.name) == skip.end())
       app->add_option(std::string("--") + s.name, f.*(s.field), s.help)->capture_default_str();
+  add_model_flags(app, f.model);
 }
 
+// The text of run flag or model option `name` (what --grid NAME=... sets).
 std::string* run_flag(RunFlags& f, const std::string& name) {
   for (const FlagSpec& s : kRunFlags)
     if (name == s.name) return &(f.*(s.field));
+  if (const auto it = f.model.find(name); it != f.model.end()) return &it->second;
   return nullptr;
 }
 
-// Every number a flag carries is read here, by the one rule of harness/numbers.h.
-long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi) {
-  const ParsedNumber<long long> x = parse_whole(v);
-  if (!x || x.value < lo || x.value > hi) {
-    if (x.status == NumberStatus::syntax) throw UsageError(flag, v, "expected a whole number (digits, no spaces)");
-    throw UsageError(flag, v, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+// Checks `models` (from --models or --model) and every option they read; an
+// option set away from its default that none of them reads is an error too.
+void check_models(const std::string& flag, const std::string& value, const std::vector<std::string>& models,
+                  const ModelOptions& opts) {
+  for (const std::string& m : models) {
+    try {
+      check_model(m, opts);
+    } catch (const ModelOptionError& e) {
+      throw UsageError("--" + e.flag, e.value, e.why);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(flag, value, e.what());
+    }
   }
-  return x.value;
+  for (const ModelOption& o : model_options()) {
+    const std::string v = option_value(opts, o.name);
+    if (v == o.default_value) continue;
+    bool read = false;
+    std::string readers;
+    for (const ModelEntry& e : model_registry())
+      if (std::find_if(e.options.begin(), e.options.end(), [&](const char* n) { return o.name == std::string(n); }) !=
+          e.options.end()) {
+        readers += (readers.empty() ? "" : ", ") + std::string(e.name);
+        for (const std::string& m : models) read = read || find_model(m) == &e;
+      }
+    if (!read)
+      throw UsageError(std::string("--") + o.name, v,
+                       "no model in " + flag + " '" + value + "' uses it (it applies to " + readers + ")");
+  }
+}
+
+// Every number a flag carries is read by the one rule of models/numbers.h.
+long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi) {
+  long long x = 0;
+  if (const std::string why = whole_in(v, lo, hi, &x); !why.empty()) throw UsageError(flag, v, why);
+  return x;
 }
 
 // `single`: the value is stored as a float, so it must stay nonzero and finite there.
 double parse_real(const std::string& flag, const std::string& v, double lo, double hi,
                   bool lo_open, bool single = false) {
-  const ParsedNumber<double> x = parse_real_number(v);
-  if (x.status == NumberStatus::syntax)
-    throw UsageError(flag, v, "expected a decimal number (e.g. 0.002 or 2e-3; no spaces, no hex)");
-  if (x.status == NumberStatus::range) throw UsageError(flag, v, "out of range of a double");
-  if (x.value < lo || (lo_open && x.value == lo) || x.value > hi) {
-    std::ostringstream o;
-    o << "must be " << (lo_open ? "> " : ">= ") << lo << " and <= " << hi;
-    throw UsageError(flag, v, o.str());
-  }
-  if (single && x.value != 0 && std::fabs(x.value) < std::numeric_limits<float>::min()) {
-    std::ostringstream o;
-    o << "too small for single precision (it would be stored as " << float(x.value)
-      << "; the smallest is " << std::numeric_limits<float>::min() << ")";
-    throw UsageError(flag, v, o.str());
-  }
-  return x.value;
+  double x = 0;
+  if (const std::string why = real_in(v, lo, hi, lo_open, single, &x); !why.empty()) throw UsageError(flag, v, why);
+  return x;
 }
 
 // "A:B" in degrees and its count flag; whether the range makes sense is
@@ -201,16 +227,6 @@ std::string fmt_num(double v) {
   std::ostringstream o;
   o << v;
   return o.str();
-}
-
-// One bound on a CNN's hidden width, for --cnn-hidden and a model named cnnN alike.
-constexpr int kMaxCnnHidden = 65536;
-
-void check_model_name(const std::string& flag, const std::string& value, const std::string& m) {
-  if (!is_model_name(m)) throw UsageError(flag, value, "unknown model '" + m + "' (expected caps, cnn or cnnN)");
-  if (m != "cnn" && cnn_width(m, 1) > kMaxCnnHidden)
-    throw UsageError(flag, value, "model '" + m + "': a CNN has at most " + std::to_string(kMaxCnnHidden) +
-                                      " hidden units (the bound of --cnn-hidden)");
 }
 
 // Names the flag of a geometry problem. `run` takes --test-azimuths; a sweep
@@ -271,18 +287,15 @@ double dataset_bytes(const DataConfig& d) {
   return (dataset_images(d) + clean) * kImagePixels * sizeof(float) + dataset_images(d) * 12;
 }
 
-double model_params(const std::string& m, int cnn_hidden) {
-  const double w = cnn_width(m, cnn_hidden);
-  if (w < 0) return 558258;  // caps
-  return 16 * 25 + 16 + 4096 * w + w + w * kNumClasses + kNumClasses;
-}
+double model_params(const std::string& m, const ModelOptions& opts) { return double(model_param_count(m, opts)); }
 
 // Weights, gradient, Adam's two moments and a working copy; activations at the
-// largest batch (the evaluation batch at least).
-double model_bytes(const std::string& m, int cnn_hidden, int batch) {
-  const double w = std::max(cnn_width(m, cnn_hidden), 136);
-  const double per_image = 4.0 * 4096 + 4 * w + 1024;
-  return 20 * model_params(m, cnn_hidden) + double(std::max(batch, kEvalBatch)) * per_image * sizeof(float);
+// largest batch (the evaluation batch at least): conv1's output and its
+// gradient, and a layer after it as wide as the model's parameters allow.
+double model_bytes(const std::string& m, const ModelOptions& opts, int batch) {
+  const double width = std::max(model_params(m, opts) / 4096, 136.0);
+  const double per_image = 4.0 * 4096 + 4 * width + 1024;
+  return 20 * model_params(m, opts) + double(std::max(batch, kEvalBatch)) * per_image * sizeof(float);
 }
 
 // Libraries, oneDNN's scratch and everything else, measured at ~40 MB.
@@ -345,19 +358,20 @@ std::string gigabytes(double bytes) {
 // Refuses a configuration whose `jobs` cells at once (1 for `run`) cannot fit in memory.
 void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text) {
   if (dataset_images(o.data) > 2e6) blame_dataset(f, o, "would exceed 2 million images");
+  const ModelOptions& mo = o.train.model;
   std::string big = o.models.front();
   for (const std::string& m : o.models)
-    if (model_bytes(m, o.train.cnn_hidden, o.train.batch_size) > model_bytes(big, o.train.cnn_hidden, o.train.batch_size)) big = m;
-  const double data = dataset_bytes(o.data), model = model_bytes(big, o.train.cnn_hidden, o.train.batch_size);
+    if (model_bytes(m, mo, o.train.batch_size) > model_bytes(big, mo, o.train.batch_size)) big = m;
+  const double data = dataset_bytes(o.data), model = model_bytes(big, mo, o.train.batch_size);
   const double avail = available_bytes(), need = jobs * (data + model) + kBaseBytes;
   if (need <= avail) return;
   const std::string more = "more than the " + gigabytes(avail) + " of memory available";
   if (jobs > 1 && data + model + kBaseBytes <= avail)
     throw UsageError("--jobs", jobs_text, std::to_string(jobs) + " cells at once need about " + gigabytes(need) + ", " + more);
   if (model >= data) {
-    const std::string why = "model '" + big + "' (" + fmt_num(std::round(model_params(big, o.train.cnn_hidden) / 1e5) / 10) +
+    const std::string why = "model '" + big + "' (" + fmt_num(std::round(model_params(big, mo) / 1e5) / 10) +
                             " M parameters) needs about " + gigabytes(model + kBaseBytes) + ", " + more;
-    if (big == "cnn") throw UsageError("--cnn-hidden", f.cnn_hidden, why);
+    if (big == "cnn") throw UsageError("--cnn-hidden", option_value(f.model, "cnn-hidden"), why);
     throw UsageError("--models", f.models, why);
   }
   blame_dataset(f, o, "needs about " + gigabytes(data + kBaseBytes) + ", " + more);
@@ -366,7 +380,7 @@ void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::s
 // How many cells fit in memory at once (at least 1; check_memory refuses less).
 int jobs_that_fit(const RunOptions& o) {
   double model = 0;
-  for (const std::string& m : o.models) model = std::max(model, model_bytes(m, o.train.cnn_hidden, o.train.batch_size));
+  for (const std::string& m : o.models) model = std::max(model, model_bytes(m, o.train.model, o.train.batch_size));
   const double per_cell = dataset_bytes(o.data) + model;
   return int(std::clamp(std::floor((available_bytes() - kBaseBytes) / per_cell), 1.0, 1024.0));
 }
@@ -384,10 +398,6 @@ RunOptions validate_run(const RunFlags& f, int* threads, bool sweep = false) {
   o.reproducible = f.reproducible;
   if (f.reproducible && *threads != 1)
     throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
-  o.train.cnn_hidden = int(parse_int("--cnn-hidden", f.cnn_hidden, 1, kMaxCnnHidden));
-  o.train.em.iters = int(parse_int("--em-iters", f.em_iters, 1, 100));
-  o.train.em.lambda = float(parse_real("--em-lambda", f.em_lambda, 0, 1e6, true, true));
-  o.train.em.eps = float(parse_real("--em-eps", f.em_eps, 0, 1, false, true));
   o.data.train_azimuths = parse_range("--train-azimuths", f.train_az, "--n-train-views", f.n_train_views);
   o.data.test_azimuths = parse_range("--test-azimuths", f.test_az, "--n-test-views", f.n_test_views);
   o.data.elevations = parse_range("--elevations", f.elevations, "--n-elev", f.n_elev);
@@ -396,12 +406,14 @@ RunOptions validate_run(const RunFlags& f, int* threads, bool sweep = false) {
 
   o.models.clear();
   for (const std::string& m : split(f.models, ',')) {
-    check_model_name("--models", f.models, m);
+    if (find_model(m) == nullptr) throw UsageError("--models", f.models, "unknown model '" + m + "' (expected " + model_names() + ")");
     for (const auto& seen : o.models)
       if (seen == m) throw UsageError("--models", f.models, "model '" + m + "' listed twice");
     o.models.push_back(m);
   }
   if (o.models.empty()) throw UsageError("--models", f.models, "no model given");
+  o.train.model = f.model;
+  check_models("--models", f.models, o.models, f.model);
 
   if (!sweep) check_geometry_flags(f, o.data, false, {"--test-azimuths", f.test_az, "--test-azimuths", f.test_az, ""});
   // One step per epoch of a batch holding every image would train at chance.
@@ -460,8 +472,9 @@ int do_run(const RunFlags& f) {
                   model, e.epoch, opt.train.n_epochs, e.loss, e.familiar, e.heldout, e.seconds);
       },
       [&](const std::string&, Model& model, const Dataset& data) {
-        if (f.dump.empty()) return;
-        if (auto* caps = dynamic_cast<CapsNet*>(&model)) poses = class_poses(*caps, data.heldout);
+        // The figures show the first model with class capsules.
+        if (f.dump.empty() || !poses.empty() || model.class_capsules().pose_dim == 0) return;
+        poses = class_poses(model, data.heldout);
       });
   std::cout << format_run_table(opt, r);  // flushed, and checked, by flush_stdout() below
   const nlohmann::json j = run_to_json(opt, r, threads);
@@ -479,7 +492,7 @@ int do_run(const RunFlags& f) {
 
 struct SweepFlags {
   RunFlags run;
-  std::string seeds = "0:29", gaps = "0,30,60,90,120", test_width = "60", jobs, out;
+  std::string seeds = "0:29", gaps = "0,30,60,90,120", test_width = "60", jobs, out, reference;
   std::vector<std::string> grid;
   bool resume = false, quiet = false;
 };
@@ -543,7 +556,7 @@ int do_sweep(const SweepFlags& f) {
     RunFlags probe;
     if (eq == std::string::npos || run_flag(probe, name) == nullptr || name == "seed" ||
         name == "test-azimuths" || name == "threads" || name == "models")
-      throw UsageError("--grid", g, "expected NAME=v1,v2,... with NAME a run flag (e.g. lr, em-iters)");
+      throw UsageError("--grid", g, "expected NAME=v1,v2,... with NAME a run flag or model option (e.g. lr, em-grad, loss)");
     for (const auto& a : axes)
       if (a.first == name) throw UsageError("--grid", g, "flag '" + name + "' gridded twice");
     std::vector<std::string> values = split(g.substr(eq + 1), ',');
@@ -583,6 +596,11 @@ int do_sweep(const SweepFlags& f) {
     int threads = 1;
     const RunOptions base = validate_run(rf, &threads, true);  // names any bad fixed or grid value
     plan.models = base.models;
+    // By default caps is the reference (no paired statistics without it); a
+    // reference asked for must be among the models.
+    if (!f.reference.empty() && std::find(base.models.begin(), base.models.end(), f.reference) == base.models.end())
+      throw UsageError("--reference", f.reference, "is not among --models '" + rf.models + "'");
+    plan.reference = f.reference.empty() ? "caps" : f.reference;
     const AngleRange& tr = base.data.train_azimuths;
     // The held-out window of gap g starts g degrees after the training range
     // ends; run's geometry rules judge it (a window touching the range's end,
@@ -634,8 +652,11 @@ int do_sweep(const SweepFlags& f) {
     if (std::string(s.name) != "seed" && std::string(s.name) != "test-azimuths" &&
         std::string(s.name) != "threads")
       run_flags[s.name] = f.run.*(s.field);
+  for (const auto& [name, value] : f.run.model) run_flags[name] = value;
   plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
-                 {"grid", axes}, {"run_flags", run_flags}};
+                 {"grid", axes}, {"run_flags", run_flags}, {"reference", plan.reference}};
+  // The typed configuration of the first cell, in the run JSON's form (not hashed).
+  plan.run_config = run_config_json(plan.cells.front().opt, 1);
   if (f.run.reproducible) plan.config["reproducible"] = true;  // absent: older sweeps keep their hash
   std::unique_ptr<DirLock> lock;
   try {
@@ -654,26 +675,27 @@ int do_sweep(const SweepFlags& f) {
 
 struct ProfileFlags {
   std::string model = "caps", batch_size = "32", steps = "200", warmup = "20", seed = "0";
-  std::string threads = "1", cnn_hidden = "64", em_iters = "3", out = "profile.csv", trace;
+  std::string threads = "1", out = "profile.csv", trace;
+  ModelOptions options = RunFlags::default_model_options();
   bool reproducible = false;
 };
 
 int do_profile(const ProfileFlags& f) {
   ProfileOptions o;
-  check_model_name("--model", f.model, f.model);
+  if (find_model(f.model) == nullptr) throw UsageError("--model", f.model, "unknown model (expected " + model_names() + ")");
+  check_models("--model", f.model, {f.model}, f.options);
   o.model = f.model;
+  o.train.model = f.options;
   o.batch = int(parse_int("--batch-size", f.batch_size, 1, 4096));
   o.steps = int(parse_int("--steps", f.steps, 1, 1000000));
   o.warmup = int(parse_int("--warmup", f.warmup, 0, 1000000));
   o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, 1ll << 53));
-  o.train.cnn_hidden = int(parse_int("--cnn-hidden", f.cnn_hidden, 1, kMaxCnnHidden));
-  o.train.em.iters = int(parse_int("--em-iters", f.em_iters, 1, 100));
   const int threads = int(parse_int("--threads", f.threads, 1, 1024));
   if (f.reproducible && threads != 1)
     throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
-  const double need = model_bytes(f.model, o.train.cnn_hidden, o.batch) + dataset_bytes(DataConfig{}) + kBaseBytes;
+  const double need = model_bytes(f.model, f.options, o.batch) + dataset_bytes(DataConfig{}) + kBaseBytes;
   if (need > available_bytes())
-    throw UsageError(f.model == "cnn" ? "--cnn-hidden" : "--model", f.model == "cnn" ? f.cnn_hidden : f.model,
+    throw UsageError(f.model == "cnn" ? "--cnn-hidden" : "--model", f.model == "cnn" ? option_value(f.options, "cnn-hidden") : f.model,
                      "needs about " + gigabytes(need) + ", more than the " + gigabytes(available_bytes()) +
                          " of memory available");
   std::vector<OutputFile> outputs;
@@ -752,7 +774,8 @@ int cli_main(int argc, char** argv) {
   sweep->add_option("--seeds", sf.seeds, "Seeds: A:B (inclusive) or a comma list")->capture_default_str();
   sweep->add_option("--gaps", sf.gaps, "Gaps in degrees between the training range and the held-out window")->capture_default_str();
   sweep->add_option("--test-width", sf.test_width, "Width of the held-out window in degrees")->capture_default_str();
-  sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag --NAME (repeatable)");
+  sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable)");
+  sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default caps)");
   sweep->add_option("--jobs", sf.jobs, "Cells run in parallel (default: the number of cores)");
   sweep->add_option("--out", sf.out, "Output directory")->required();
   sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");
@@ -761,14 +784,13 @@ int cli_main(int argc, char** argv) {
   sf.run.train_az = "0:60";
   ProfileFlags pf;
   CLI::App* prof = app.add_subcommand("profile", "Per-layer timings of training steps -> CSV (and a Chrome trace)");
-  prof->add_option("--model", pf.model, "caps, cnn or cnnN")->capture_default_str();
+  prof->add_option("--model", pf.model, "The model: " + model_names())->capture_default_str();
   prof->add_option("--batch-size", pf.batch_size, "Batch size")->capture_default_str();
   prof->add_option("--steps", pf.steps, "Timed training steps")->capture_default_str();
   prof->add_option("--warmup", pf.warmup, "Untimed steps first")->capture_default_str();
   prof->add_option("--seed", pf.seed, "Seed of data and initialisation")->capture_default_str();
   prof->add_option("--threads", pf.threads, "oneDNN threads")->capture_default_str();
-  prof->add_option("--cnn-hidden", pf.cnn_hidden, "Hidden width of the model 'cnn'")->capture_default_str();
-  prof->add_option("--em-iters", pf.em_iters, "EM routing iterations")->capture_default_str();
+  add_model_flags(prof, pf.options);
   prof->add_option("--out", pf.out, "CSV: one row per layer and pass")->capture_default_str();
   prof->add_option("--trace", pf.trace, "Also write a Chrome trace-event JSON (Perfetto, chrome://tracing)");
   prof->add_flag("--reproducible", pf.reproducible, repro_help);

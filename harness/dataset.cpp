@@ -169,12 +169,18 @@ Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& a
 
 // Does not reject a zero gap: validating user input (train and test sharing an
 // azimuth) is the CLI's job; here gap_deg == 0 reports it.
+std::vector<double> circle_azimuths(const DataConfig&) {
+  std::vector<double> az;
+  for (int a = 0; a < 360; a += 10) az.push_back(a);
+  return az;
+}
+
 Dataset make_dataset(const DataConfig& cfg) {
   Dataset d;
   d.train_az = cfg.train_azimuths.values();
   d.test_az = cfg.test_azimuths.values();
   d.elevations = cfg.elevations.values();
-  for (int a = 0; a < 360; a += 10) d.circle_az.push_back(a);
+  d.circle_az = circle_azimuths(cfg);
   d.gap_deg = azimuth_gap(d.train_az, d.test_az);
   d.train = make_split(cfg, SplitId::Train, d.train_az, cfg.n_per_combo);
   d.familiar = make_split(cfg, SplitId::Familiar, d.train_az, cfg.n_eval_per_combo);

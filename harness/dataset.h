@@ -69,7 +69,11 @@ struct Dataset {
   double gap_deg = 0;  // circular gap between train and test azimuths
 };
 
-// Builds all four splits. The circle split is every 10 degrees from 0 to 350.
+// The azimuths of the circle split: every 10 degrees from 0 to 350. The one
+// definition: the dataset renders them, runs and sweeps report accuracy per entry.
+std::vector<double> circle_azimuths(const DataConfig& cfg);
+
+// Builds all four splits (the circle split at circle_azimuths(cfg)).
 Dataset make_dataset(const DataConfig& cfg);
 
 // What is wrong with a split geometry, and in which input (the CLI names the flag).

@@ -44,7 +44,7 @@ void run_profile(const ProfileOptions& opt) {
   DataConfig dc;
   dc.seed = opt.train.seed;
   const Dataset data = make_dataset(dc);
-  auto model = make_model(opt.model, opt.train, opt.batch);
+  auto model = make_model(opt.model, opt.train.model, opt.batch);
   model->init(opt.train.seed);
   AdamConfig ac;
   ac.lr = opt.train.lr;

@@ -19,6 +19,7 @@
 #include <stdexcept>
 
 #include "kernels/dnnl_common.h"
+#include "models/numbers.h"
 #include "kernels/isa.h"
 
 #include "git_version.h"  // generated at build time
@@ -101,10 +102,24 @@ std::string run_fingerprint(const RunResult& r) {
   return hex;
 }
 
-nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int threads) {
-  using nlohmann::json;
+// Model options typed as the registry declares them (numbers as numbers).
+nlohmann::json model_options_json(const ModelOptions& opts) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const ModelOption& o : model_options()) {
+    const std::string v = option_value(opts, o.name);
+    if (o.kind == OptionKind::integer) {
+      if (const auto x = parse_whole(v)) { j[o.name] = x.value; continue; }
+    } else if (o.kind == OptionKind::real) {
+      if (const auto x = parse_real_number(v)) { j[o.name] = x.value; continue; }
+    }
+    j[o.name] = v;
+  }
+  return j;
+}
+
+nlohmann::json run_config_json(const RunOptions& opt, int threads) {
   const TrainConfig& t = opt.train;
-  json cfg = {
+  return {
       {"seed", t.seed},
       {"n_epochs", t.n_epochs},
       {"lr", t.lr},
@@ -112,15 +127,18 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
       {"threads", threads},
       {"reproducible", opt.reproducible},
       {"models", opt.models},
-      {"cnn_hidden", t.cnn_hidden},
+      {"model_options", model_options_json(t.model)},
       {"train_azimuths", range_json(opt.data.train_azimuths)},
       {"test_azimuths", range_json(opt.data.test_azimuths)},
       {"elevations", range_json(opt.data.elevations)},
       {"n_per_combo", opt.data.n_per_combo},
       {"n_eval_per_combo", opt.data.n_eval_per_combo},
-      {"em", {{"iters", t.em.iters}, {"lambda", t.em.lambda}, {"eps", t.em.eps},
-              {"sigma2_min", t.em.sigma2_min}}},
   };
+}
+
+nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int threads) {
+  using nlohmann::json;
+  const json cfg = run_config_json(opt, threads);
   std::vector<double> dist;
   for (double a : r.data.circle_az) dist.push_back(azimuth_gap(r.data.train_az, {a}));
   json data = {
@@ -149,6 +167,8 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                       {"circle_history", m.circle_history},
                       {"history", hist},
                       {"step_loss", m.step_loss},
+                      {"steps", m.steps},
+                      {"stopped_early", m.stopped_early},
                       {"timing_s", {{"train", m.train_s}, {"eval", m.eval_s}, {"circle", m.circle_s}}}});
   }
   return {{"schema_version", kRunSchemaVersion},
@@ -210,18 +230,21 @@ std::string npy(const std::vector<float>& data, const std::vector<int>& shape) {
 }
 }  // namespace
 
-std::vector<ClassPose> class_poses(CapsNet& caps, const Split& split) {
+std::vector<ClassPose> class_poses(Model& model, const Split& split) {
   std::vector<ClassPose> out;
-  const int J = caps.config().n_classes;
+  const int J = kNumClasses;
   for (int c = 0; c < kNumClasses; ++c) {
     const auto it = std::find(split.labels.begin(), split.labels.end(), c);
     if (it == split.labels.end()) continue;
-    const float* logits = caps.forward(split.image(int(it - split.labels.begin())), 1);
+    const float* scores = model.forward(split.image(int(it - split.labels.begin())), 1);
+    const ClassCapsules caps = model.class_capsules();
+    if (caps.pose_dim == 0) return {};
     ClassPose p;
     p.label = c;
-    p.predicted = int(std::max_element(logits, logits + J) - logits);
-    p.mu.assign(caps.class_poses(), caps.class_poses() + J * kPoseDim);
-    p.a.assign(caps.class_activations(), caps.class_activations() + J);
+    p.predicted = int(std::max_element(scores, scores + J) - scores);
+    p.pose_dim = caps.pose_dim;
+    p.mu.assign(caps.poses, caps.poses + size_t(J) * caps.pose_dim);
+    p.a.assign(caps.activations, caps.activations + J);
     out.push_back(p);
   }
   return out;
@@ -247,7 +270,7 @@ void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run
   for (const ClassPose& p : poses) {
     nlohmann::json mu = nlohmann::json::array();
     for (size_t j = 0; j < p.a.size(); ++j)
-      mu.push_back(std::vector<float>(p.mu.begin() + j * 16, p.mu.begin() + (j + 1) * 16));
+      mu.push_back(std::vector<float>(p.mu.begin() + j * p.pose_dim, p.mu.begin() + (j + 1) * p.pose_dim));
     cp.push_back({{"label", p.label}, {"predicted", p.predicted}, {"mu", mu}, {"a", p.a}});
   }
   const nlohmann::json dump = {{"schema_version", 1},

@@ -6,11 +6,12 @@
 
 #include "harness/output.h"  // write_file_atomic, check_writable, make_output_dir
 #include "harness/train.h"
-#include "models/capsnet.h"
 
 namespace vg {
 
-inline constexpr int kRunSchemaVersion = 1;
+// 2: model options ("model_options") replace "cnn_hidden" and "em"; step losses,
+// fingerprint, steps and the stop rule's outcome per model.
+inline constexpr int kRunSchemaVersion = 2;
 
 // The CPU's model name (/proc/cpuinfo), or "unknown".
 std::string cpu_model();
@@ -22,21 +23,27 @@ nlohmann::json build_meta(int threads);
 // model's name, step losses, final and per-class accuracies and circle accuracies.
 std::string run_fingerprint(const RunResult& r);
 
+// The configuration of a run as the run JSON records it ("config"); a sweep's
+// meta.json holds the same for its first cell.
+nlohmann::json run_config_json(const RunOptions& opt, int threads);
+
 // Everything SPEC section 3 asks for, with the configuration and meta.
 nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int threads);
 
 // The seed-style table: per model params, familiar, held-out, drop, beside chance.
 std::string format_run_table(const RunOptions& opt, const RunResult& r);
 
-// One held-out example per class through the trained capsule model.
+// One held-out example per class through a trained model with class capsules.
 struct ClassPose {
   int label = 0, predicted = 0;
-  std::vector<float> mu;  // 5 class capsules x 16
+  int pose_dim = 0;
+  std::vector<float> mu;  // 5 class capsules x pose_dim
   std::vector<float> a;   // 5 activations
 };
 
-// The first example of each class in `split`, through the trained model.
-std::vector<ClassPose> class_poses(CapsNet& caps, const Split& split);
+// The first example of each class in `split`, through the trained model (its
+// class_capsules(); empty if it has none).
+std::vector<ClassPose> class_poses(Model& model, const Split& split);
 
 // `viewgap run --dump DIR`: what the figures need beyond the run JSON.
 //   DIR/run.json               run_json (with per-epoch circle snapshots)

@@ -23,7 +23,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "harness/numbers.h"
+#include "models/numbers.h"
 #include "harness/report.h"
 #include "harness/stats.h"
 
@@ -94,7 +94,10 @@ bool read_num(const std::string& s, double lo, double hi, double* v, bool nan_ok
   return true;
 }
 
-std::vector<double> circle_azimuths();
+// The circle every cell of a plan reports (the dataset's definition).
+std::vector<double> plan_circle(const SweepPlan& plan) {
+  return circle_azimuths(plan.cells.empty() ? DataConfig{} : plan.cells.front().opt.data);
+}
 
 // Rows already in DIR that make up whole cells of this plan. A cell is finished
 // only if every per-cell file holds all of its rows, each complete and agreeing
@@ -105,7 +108,7 @@ std::vector<double> circle_azimuths();
 // and the cell runs again.
 std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan) {
   const std::vector<std::string>& models = plan.models;
-  const std::vector<double> azimuths = circle_azimuths();
+  const std::vector<double> azimuths = plan_circle(plan);
   const size_t n_az = azimuths.size();
   auto plan_cell = [&](const std::string& id_text) -> const SweepCell* {
     const ParsedNumber<long long> id = parse_whole(id_text);
@@ -200,11 +203,6 @@ void sort_rows(std::vector<CellRow>& rows, const std::vector<std::string>& model
   });
 }
 
-std::vector<double> circle_azimuths() {
-  std::vector<double> az;
-  for (int a = 0; a < 36; ++a) az.push_back(10.0 * a);
-  return az;
-}
 
 void progress(bool quiet, int done, int total, double elapsed, int ran) {
   if (quiet) return;
@@ -319,6 +317,11 @@ std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan) {
   }
   if (!j.is_object() || j.value("kind", "") != "viewgap-sweep")
     throw std::runtime_error("holds a meta.json that is not a viewgap sweep's");
+  // Another version's tables would be misread: say so rather than guess.
+  const int version = j.contains("schema_version") && j["schema_version"].is_number_integer() ? j["schema_version"].get<int>() : 0;
+  if (version != kSweepSchemaVersion)
+    throw std::runtime_error("holds a sweep of format version " + std::to_string(version) + "; this viewgap writes version " +
+                             std::to_string(kSweepSchemaVersion) + " (the format changed: start a new sweep in another directory)");
   for (const auto& e : fs::directory_iterator(dir, ec))
     if (!is_sweep_file(e.path().filename().string()))
       throw std::runtime_error("holds '" + e.path().filename().string() + "', which is not a sweep's file");
@@ -349,7 +352,7 @@ void remove_if_present(const std::string& path) {
 SweepOutcome run_sweep(const SweepPlan& plan) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string dir = plan.dir;
-  const std::vector<double> azimuths = circle_azimuths();
+  const std::vector<double> azimuths = plan_circle(plan);
   const int total = int(plan.cells.size());
   SweepOutcome out;
 
@@ -366,6 +369,7 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
                          {"kind", "viewgap-sweep"},
                          {"config", plan.config},
                          {"config_hash", config_hash(plan.config)},
+                         {"run_config", plan.run_config},
                          {"models", plan.models},
                          {"cells_total", plan.cells.size()},
                          {"cells_done", out.resumed},
@@ -405,37 +409,36 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
       const SweepCell& c = *todo[k];
       omp_set_num_threads(1);  // one thread per cell: cells are the parallelism
       std::vector<CellRow> mine;
-      Dataset data;
+      // The cell is a run: the same run_experiment as `viewgap run`, with a
+      // failing model recorded (and the others run) instead of thrown.
+      RunOptions opt = c.opt;
+      opt.keep_going = true;
+      RunResult res;
       std::string data_error;
       try {
-        DataConfig dc = c.opt.data;
-        dc.seed = c.seed;
-        data = make_dataset(dc);
+        res = run_experiment(opt);
       } catch (const std::exception& e) {
-        data_error = e.what();
+        data_error = *e.what() ? e.what() : "unknown error";
       }
-      for (const std::string& m : plan.models) {
-        CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, m, "ok", "", 0, 0, 0, 0, 0, {}, {}};
-        const auto tm = std::chrono::steady_clock::now();
-        try {
-          if (!data_error.empty()) throw std::runtime_error(data_error);
-          const ModelResult res = train_and_evaluate(m, data, c.opt.train);
-          r.familiar = res.familiar;
-          r.heldout = res.heldout;
-          r.drop = res.drop;
-          r.n_params = res.n_params;
-          r.circle_acc = res.circle_acc;
-          for (double a : data.circle_az) r.circle_dist.push_back(azimuth_gap(data.train_az, {a}));
-        } catch (const std::exception& e) {
+      for (size_t k = 0; k < plan.models.size(); ++k) {
+        CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, plan.models[k], "ok", "", 0, 0, 0, 0, 0, {}, {}};
+        const ModelResult* m = data_error.empty() ? &res.models[k] : nullptr;
+        if (m != nullptr && m->error.empty()) {
+          r.familiar = m->familiar;
+          r.heldout = m->heldout;
+          r.drop = m->drop;
+          r.n_params = m->n_params;
+          r.circle_acc = m->circle_acc;
+          for (double a : res.data.circle_az) r.circle_dist.push_back(azimuth_gap(res.data.train_az, {a}));
+        } else {
           r.status = "failed";
           r.familiar = r.heldout = r.drop = NAN;
-          r.reason = e.what();
-          if (r.reason.empty()) r.reason = "unknown error";
+          r.reason = m != nullptr ? m->error : data_error;
           std::replace(r.reason.begin(), r.reason.end(), ',', ';');
           std::replace(r.reason.begin(), r.reason.end(), '\n', ' ');
           std::replace(r.reason.begin(), r.reason.end(), '\r', ' ');
         }
-        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - tm).count();
+        if (m != nullptr) r.seconds = m->train_s + m->eval_s + m->circle_s;
         mine.push_back(r);
       }
       // A cell lands whole: its circle rows, then its cell rows (a cell counts
@@ -488,7 +491,7 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
   rows = read_finished(dir, plan);
   if (int(rows.size()) != total * int(plan.models.size()))
     throw std::runtime_error("cannot read back '" + dir + "/cells.csv' and '" + dir + "/circle.csv' whole (changed by another program?)");
-  write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models));
+  write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models, plan.reference));
   write_file_atomic(dir + "/azimuth.csv", azimuth_csv(rows, plan.models));
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   meta["cells_done"] = done.load();
@@ -514,7 +517,8 @@ std::vector<CellRow> sorted_copy(std::vector<CellRow> rows, const std::vector<st
 }
 }  // namespace
 
-std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<std::string>& models) {
+std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<std::string>& models,
+                        const std::string& reference) {
   const std::vector<CellRow> rows = sorted_copy(unsorted, models);
   std::string out =
       "grid,gap,true_gap_deg,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,"
@@ -540,12 +544,12 @@ std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<
           x.push_back(metric[0] == 'f' ? r->familiar : metric[0] == 'h' ? r->heldout : r->drop);
         out += key + "model," + m + ',' + metric + ',' + stat_cols(summarize(x)) + ",,,,,\n";
       }
-    if (std::find(models.begin(), models.end(), "caps") == models.end()) continue;
+    if (std::find(models.begin(), models.end(), reference) == models.end()) continue;
     for (const std::string& other : models) {
-      if (other == "caps") continue;
+      if (other == reference) continue;
       for (const char* metric : {"heldout", "drop"}) {
         std::vector<double> a, b, d;
-        for (const auto& [seed, rc] : ok["caps"]) {
+        for (const auto& [seed, rc] : ok[reference]) {
           const auto it = ok[other].find(seed);
           if (it == ok[other].end()) continue;
           a.push_back(metric[0] == 'h' ? rc->heldout : rc->drop);
@@ -553,11 +557,11 @@ std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<
           d.push_back(a.back() - b.back());
         }
         const Paired p = paired_compare(a, b);
-        // For the drop, smaller is better: caps wins where d < 0.
+        // For the drop, smaller is better: the reference wins where d < 0.
         const bool lower_better = metric[0] == 'd';
         const int wins = lower_better ? p.losses : p.wins, losses = lower_better ? p.wins : p.losses;
         const double prob = p.n == 0 ? NAN : lower_better ? 1.0 - p.prob_improvement : p.prob_improvement;
-        out += key + "paired,caps-" + other + ',' + metric + ',' + stat_cols(summarize(d)) + ',' +
+        out += key + "paired," + reference + '-' + other + ',' + metric + ',' + stat_cols(summarize(d)) + ',' +
                std::to_string(wins) + ',' + std::to_string(p.ties) + ',' + std::to_string(losses) +
                ',' + num(prob) + ',' + num(p.p_value, "%.6g") + '\n';
       }

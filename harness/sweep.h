@@ -15,10 +15,11 @@
 //                grid,gap,true_gap_deg,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,prob_improvement,p_value
 //                kind=model:  model is a model name; metric familiar|heldout|drop;
 //                             statistics over seeds; wins..p_value empty.
-//                kind=paired: model is "caps-X" for each other model X; metric
-//                             heldout|drop; statistics of d = caps - X per seed;
-//                             wins/ties/losses count caps better/equal/worse (for
-//                             drop, better = smaller); prob_improvement = P(caps
+//                kind=paired: model is "R-X" for the reference R (--reference,
+//                             default caps) and each other model X; metric
+//                             heldout|drop; statistics of d = R - X per seed;
+//                             wins/ties/losses count R better/equal/worse (for
+//                             drop, better = smaller); prob_improvement = P(R
 //                             better), ties counted half; p_value: two-sided
 //                             Wilcoxon signed-rank test of d.
 //                CIs: 95 % percentile bootstrap of the mean, 10,000 resamples, fixed seed.
@@ -43,7 +44,9 @@
 
 namespace vg {
 
-inline constexpr int kSweepSchemaVersion = 1;
+// 2: model options and --reference in the configuration, the cell runner is
+// run_experiment. A directory of another version is refused on --resume.
+inline constexpr int kSweepSchemaVersion = 2;
 
 // One (seed, gap, grid point): every model trained on the same data.
 struct SweepCell {
@@ -57,10 +60,12 @@ struct SweepCell {
 struct SweepPlan {
   std::vector<SweepCell> cells;  // ordered by grid point, gap, seed
   std::vector<std::string> models;
+  std::string reference = "caps";  // paired statistics: reference - X for every other model
   int jobs = 1;
   std::string dir;
   bool resume = false, quiet = false;
-  nlohmann::json config;  // what defines the results; hashed into meta.json
+  nlohmann::json config;      // what defines the results; hashed into meta.json
+  nlohmann::json run_config;  // the first cell's typed configuration, as the run JSON has it
 };
 
 struct SweepOutcome {
@@ -107,8 +112,9 @@ struct CellRow {
 };
 
 // summary.csv and azimuth.csv from the rows (any order); `models` fixes the
-// order of models and which pairs are compared (caps against each other).
-std::string summary_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models);
+// order of models; every other model is compared with `reference`.
+std::string summary_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models,
+                        const std::string& reference = "caps");
 std::string azimuth_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models);
 
 }  // namespace vg

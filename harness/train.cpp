@@ -5,8 +5,6 @@
 #include <numeric>
 
 #include "kernels/rng.h"
-#include "models/capsnet.h"
-#include "models/cnn.h"
 
 namespace vg {
 
@@ -16,32 +14,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
-
-int cnn_width(const std::string& name, int default_width) {
-  if (name == "cnn") return default_width;
-  if (name.size() <= 3 || name.compare(0, 3, "cnn") != 0 || name.size() > 8) return -1;
-  int w = 0;
-  for (size_t k = 3; k < name.size(); ++k) {
-    if (name[k] < '0' || name[k] > '9') return -1;
-    w = w * 10 + (name[k] - '0');
-  }
-  return w >= 1 ? w : -1;
-}
-
-bool is_model_name(const std::string& name) { return name == "caps" || cnn_width(name, 64) > 0; }
-
-std::unique_ptr<Model> make_model(const std::string& name, const TrainConfig& cfg, int max_batch) {
-  if (name == "caps") {
-    CapsConfig c;
-    c.em = cfg.em;
-    return std::make_unique<CapsNet>(c, max_batch);
-  }
-  const int w = cnn_width(name, cfg.cnn_hidden);
-  if (w <= 0) throw std::invalid_argument("unknown model '" + name + "'");
-  CnnConfig c;
-  c.hidden = w;
-  return std::make_unique<Cnn>(c, max_batch);
-}
 
 double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct) {
   if (correct) correct->assign(split.size(), 0);
@@ -61,12 +33,15 @@ double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct)
 }
 
 namespace {
-// Accuracy per circle azimuth (multiples of 10 degrees) from per-sample correctness.
+// Accuracy per circle azimuth (Dataset::circle_az, in its order) from per-sample correctness.
 std::vector<double> per_azimuth(const Dataset& data, const std::vector<uint8_t>& correct) {
   const size_t n_az = data.circle_az.size();
   std::vector<int> n(n_az, 0), ok(n_az, 0);
   for (int k = 0; k < data.circle.size(); ++k) {
-    const size_t a = size_t(std::lround(data.circle.azimuth[k] / 10.0)) % n_az;
+    const size_t a = size_t(std::find_if(data.circle_az.begin(), data.circle_az.end(),
+                                         [&](double az) { return circular_distance(az, data.circle.azimuth[k]) < 1e-6; }) -
+                            data.circle_az.begin());
+    if (a == n_az) throw std::logic_error("circle image at an azimuth not in Dataset::circle_az");
     ++n[a];
     ok[a] += correct[k];
   }
@@ -81,7 +56,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
                                const std::function<void(Model&)>& on_trained) {
   if (cfg.n_epochs < 1 || cfg.batch_size < 1) throw std::invalid_argument("n_epochs and batch_size must be >= 1");
   const int max_batch = std::max(cfg.batch_size, kEvalBatch);
-  std::unique_ptr<Model> model = make_model(name, cfg, max_batch);
+  std::unique_ptr<Model> model = make_model(name, cfg.model, max_batch);
   model->init(cfg.seed);
   ModelResult res;
   res.name = name;
@@ -190,10 +165,22 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
   dc.seed = opt.train.seed;
   r.data = make_dataset(dc);
   r.dataset_s = seconds_since(t0);
-  for (const std::string& m : opt.models)
-    r.models.push_back(train_and_evaluate(m, r.data, opt.train, on_epoch, [&](Model& model) {
-      if (on_trained) on_trained(m, model, r.data);
-    }));
+  for (const std::string& m : opt.models) {
+    const auto tm = std::chrono::steady_clock::now();
+    try {
+      r.models.push_back(train_and_evaluate(m, r.data, opt.train, on_epoch, [&](Model& model) {
+        if (on_trained) on_trained(m, model, r.data);
+      }));
+    } catch (const std::exception& e) {
+      if (!opt.keep_going) throw;
+      ModelResult failed;
+      failed.name = m;
+      failed.familiar = failed.heldout = failed.drop = NAN;
+      failed.error = *e.what() ? e.what() : "unknown error";
+      failed.train_s = seconds_since(tm);
+      r.models.push_back(failed);
+    }
+  }
   r.total_s = seconds_since(t0);
   return r;
 }

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "harness/dataset.h"
-#include "kernels/em_routing.h"
 #include "models/model.h"
+#include "models/registry.h"
 
 namespace vg {
 
@@ -28,8 +28,7 @@ struct TrainConfig {
   int n_epochs = 10;
   int batch_size = 32;
   float lr = 2e-3f;
-  int cnn_hidden = 64;  // hidden width of the model named "cnn"
-  EmConfig em;
+  ModelOptions model;  // the models' own options (--cnn-hidden, --em-*, --loss, ...), as typed
   bool circle_every_epoch = false;  // also evaluate the circle split after each epoch
   StopRule stop;                    // empty: all n_epochs
 };
@@ -44,6 +43,7 @@ struct ModelResult {
   size_t n_params = 0;
   std::vector<EpochStats> history;
   std::vector<double> step_loss;  // mean loss of every training batch, in order
+  std::string error;              // empty, or why training failed (RunOptions::keep_going)
   long steps = 0;                 // training steps taken
   bool stopped_early = false;     // the stop rule ended training before n_epochs
   double familiar = 0, heldout = 0, drop = 0;
@@ -57,13 +57,6 @@ struct ModelResult {
 struct NonFiniteError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// "caps", "cnn" (hidden width cfg.cnn_hidden) or "cnnN" (hidden width N).
-// Throws std::invalid_argument for any other name.
-std::unique_ptr<Model> make_model(const std::string& name, const TrainConfig& cfg, int max_batch);
-bool is_model_name(const std::string& name);
-// Hidden width of a CNN model name ("cnn" -> default_width, "cnnN" -> N); -1 if not a CNN.
-int cnn_width(const std::string& name, int default_width);
 
 // Largest batch evaluated at once; also the models' max_batch.
 inline constexpr int kEvalBatch = 256;
@@ -91,6 +84,9 @@ struct RunOptions {
   TrainConfig train;
   std::vector<std::string> models{"caps", "cnn"};
   bool reproducible = false;  // pinned ISAs (recorded; the CLI does the pinning)
+  // A model that fails (NaN, a bad option) is recorded in its ModelResult::error
+  // and the others still run (sweeps); otherwise the failure is thrown (run).
+  bool keep_going = false;
 };
 
 struct RunResult {

@@ -1,10 +1,9 @@
 #include "models/registry.h"
 
-#include <cmath>
-#include <cstdlib>
 
 #include "models/capsnet.h"
 #include "models/cnn.h"
+#include "models/numbers.h"
 
 namespace vg {
 
@@ -35,27 +34,19 @@ std::string option_value(const ModelOptions& opts, const std::string& name) {
 
 namespace {
 
-// Numbers as the command line takes them: the whole text, no surrounding space.
+// Numbers by the command line's one rule (models/numbers.h).
 long long integer(const ModelOptions& opts, const char* name, long long lo, long long hi) {
   const std::string v = option_value(opts, name);
-  char* end = nullptr;
-  errno = 0;
-  const long long x = v.empty() || std::isspace(static_cast<unsigned char>(v[0])) ? 0 : std::strtoll(v.c_str(), &end, 10);
-  if (end == nullptr || *end != '\0' || errno != 0) throw ModelOptionError(name, v, "expected a whole number");
-  if (x < lo || x > hi)
-    throw ModelOptionError(name, v, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  long long x = 0;
+  if (const std::string why = whole_in(v, lo, hi, &x); !why.empty()) throw ModelOptionError(name, v, why);
   return x;
 }
 
 double real(const ModelOptions& opts, const char* name, double lo, double hi, bool lo_open) {
   const std::string v = option_value(opts, name);
-  char* end = nullptr;
-  const double x = v.empty() || std::isspace(static_cast<unsigned char>(v[0])) ? NAN : std::strtod(v.c_str(), &end);
-  if (end == nullptr || *end != '\0' || !std::isfinite(x)) throw ModelOptionError(name, v, "expected a finite number");
-  if (x < lo || (lo_open && x == lo) || x > hi)
-    throw ModelOptionError(name, v, std::string("must be ") + (lo_open ? "> " : ">= ") + std::to_string(lo) +
-                                        " and <= " + std::to_string(hi));
-  if (x != 0 && float(x) == 0.f) throw ModelOptionError(name, v, "underflows to 0 in single precision");
+  double x = 0;
+  if (const std::string why = real_in(v, lo, hi, lo_open, /*single=*/true, &x); !why.empty())
+    throw ModelOptionError(name, v, why);
   return x;
 }
 
@@ -85,7 +76,7 @@ EmConfig em_config(const ModelOptions& opts) {
       ModelOptions final_value{{"em-lambda-schedule", sched.substr(9)}};
       try {
         em.lambda = float(real(final_value, "em-lambda-schedule", 0, 1e6, true));
-      } catch (const ModelOptionError& e) {
+      } catch (const ModelOptionError&) {
         throw ModelOptionError("em-lambda-schedule", sched, "the final lambda after 'official:' must be a number > 0");
       }
     }
@@ -132,7 +123,7 @@ int cnn_hidden(const std::string& name, const ModelOptions& opts) {
   ModelOptions width{{"cnn-hidden", name.substr(3)}};
   try {
     return int(integer(width, "cnn-hidden", 1, 65536));
-  } catch (const ModelOptionError& e) {
+  } catch (const ModelOptionError&) {
     throw std::invalid_argument("model '" + name + "': the hidden width after 'cnn' must be a whole number from 1 to 65536");
   }
 }

@@ -30,10 +30,10 @@ using ModelOptions = std::map<std::string, std::string>;
 
 // A bad option value: names the flag and the value, says why.
 struct ModelOptionError : std::invalid_argument {
-  ModelOptionError(std::string flag, std::string value, const std::string& why)
+  ModelOptionError(std::string flag, std::string value, std::string why)
       : std::invalid_argument("--" + flag + " '" + value + "': " + why),
-        flag(std::move(flag)), value(std::move(value)) {}
-  std::string flag, value;
+        flag(std::move(flag)), value(std::move(value)), why(std::move(why)) {}
+  std::string flag, value, why;
 };
 
 struct ModelEntry {

@@ -88,7 +88,7 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   EXPECT_NE(o.out.find("chance"), std::string::npos);
   std::ifstream f(json_path);
   const auto j = nlohmann::json::parse(f);
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["config"]["n_epochs"], 1);
   EXPECT_EQ(j["dataset"]["gap_deg"], 30.0);
   ASSERT_EQ(j["models"].size(), 2u);

@@ -166,18 +166,6 @@ TEST(Training, NonFiniteInputStopsTheRunNamingModelLayerAndEpoch) {
   }
 }
 
-TEST(Training, ModelNames) {
-  EXPECT_TRUE(is_model_name("caps"));
-  EXPECT_TRUE(is_model_name("cnn"));
-  EXPECT_TRUE(is_model_name("cnn136"));
-  EXPECT_FALSE(is_model_name("cnn0"));
-  EXPECT_FALSE(is_model_name("cnnx"));
-  EXPECT_FALSE(is_model_name("rnn"));
-  TrainConfig tc;
-  tc.cnn_hidden = 136;
-  EXPECT_EQ(make_model("cnn", tc, 2)->params().count(), 558293u);
-  EXPECT_EQ(make_model("cnn64", tc, 2)->params().count(), 262949u);
-}
 
 }  // namespace
 }  // namespace vg

@@ -42,7 +42,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import animation  # noqa: E402
 
-SCHEMA_VERSION = 1
+# The format version each viewgap document kind has (harness/report.h, harness/sweep.h).
+SCHEMA_VERSION = {"viewgap-run": 2, "viewgap-sweep": 2, "viewgap-dump": 1}
 CHANCE = 0.2
 COLORS = {"caps": "tab:blue", "cnn": "tab:orange", "cnn136": "tab:green"}
 EXTRA_COLORS = ["tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
@@ -80,9 +81,9 @@ def load_json(path, kind):
         raise InputError(path, f"cannot read ({e})")
     if not isinstance(d, dict):
         raise InputError(path, "not a JSON object")
-    if d.get("schema_version") != SCHEMA_VERSION:
+    if d.get("schema_version") != SCHEMA_VERSION[kind]:
         raise InputError(path, f"schema_version {d.get('schema_version')!r}, this plot.py reads "
-                               f"{SCHEMA_VERSION} (made by another viewgap version?)")
+                               f"{SCHEMA_VERSION[kind]} (made by another viewgap version?)")
     if d.get("kind") != kind:
         raise InputError(path, f"kind {d.get('kind')!r}, expected {kind!r}")
     return d
@@ -523,7 +524,7 @@ def fig_sweep_paired(summary, title, out, suffix, written):
         ax.margins(x=0.15)
         gap_ticks(ax, summary)
         ax.set(xlabel="azimuth gap (degrees)", ylabel=ylabel,
-               title=f"paired difference, {'held-out' if metric == 'heldout' else 'drop'} (mean, 95 % CI; caps wins/ties/losses, Wilcoxon p)")
+               title=f"paired difference, {'held-out' if metric == 'heldout' else 'drop'} (mean, 95 % CI; reference wins/ties/losses, Wilcoxon p)")
         ax.title.set_fontsize(9)
         ax.legend(fontsize=8)
     fig.suptitle(title)
