@@ -163,6 +163,10 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                       {"heldout", m.heldout},
                       {"drop", m.drop},
                       {"heldout_per_class", per_class},
+                      {"class_activations", std::isnan(m.act_accuracy) ? json(nullptr)
+                                            : json{{"heldout_argmax_accuracy", m.act_accuracy},
+                                                   {"heldout_mean_true", m.act_true},
+                                                   {"heldout_mean_other", m.act_other}}},
                       {"circle_accuracy", m.circle_acc},
                       {"circle_history", m.circle_history},
                       {"history", hist},

@@ -51,6 +51,31 @@ std::vector<double> per_azimuth(const Dataset& data, const std::vector<uint8_t>&
 }
 }  // namespace
 
+namespace {
+// ModelResult::act_*: the class activations of `split` through a model with class capsules.
+void class_activation_stats(Model& model, const Split& split, ModelResult* res) {
+  int right = 0;
+  double a_true = 0, a_other = 0;
+  for (int start = 0; start < split.size(); start += kEvalBatch) {
+    const int B = std::min(kEvalBatch, split.size() - start);
+    model.forward(split.image(start), B);
+    const ClassCapsules caps = model.class_capsules();
+    if (caps.pose_dim == 0) return;
+    for (int b = 0; b < B; ++b) {
+      const float* a = caps.activations + size_t(b) * kNumClasses;
+      const int y = split.labels[start + b];
+      right += int(std::max_element(a, a + kNumClasses) - a) == y;
+      a_true += a[y];
+      for (int c = 0; c < kNumClasses; ++c) a_other += c == y ? 0.0 : a[c] / (kNumClasses - 1);
+    }
+  }
+  if (split.size() == 0) return;
+  res->act_accuracy = double(right) / split.size();
+  res->act_true = a_true / split.size();
+  res->act_other = a_other / split.size();
+}
+}  // namespace
+
 ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
                                const TrainConfig& cfg, const EpochCallback& on_epoch,
                                const std::function<void(Model&)>& on_trained) {
@@ -146,6 +171,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   for (int c = 0; c < kNumClasses; ++c)
     res.heldout_per_class.push_back(n_cls[c] ? double(ok_cls[c]) / n_cls[c] : 0.0);
 
+  class_activation_stats(*model, data.heldout, &res);
   accuracy(*model, data.circle, &correct);
   res.circle_acc = per_azimuth(data, correct);
   res.circle_s = seconds_since(t2);

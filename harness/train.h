@@ -1,5 +1,6 @@
 // Training loop and evaluation of one model on one dataset.
 #pragma once
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -48,6 +49,10 @@ struct ModelResult {
   bool stopped_early = false;     // the stop rule ended training before n_epochs
   double familiar = 0, heldout = 0, drop = 0;
   std::vector<double> heldout_per_class;  // accuracy per class on the held-out split
+  // Models with class capsules: do their activations carry the class? On the
+  // held-out split: how often the true class's activation is the largest, the
+  // mean activation of the true class and of the others (NaN without capsules).
+  double act_accuracy = NAN, act_true = NAN, act_other = NAN;
   std::vector<double> circle_acc;         // accuracy per circle azimuth (Dataset::circle_az)
   std::vector<std::vector<double>> circle_history;  // per epoch, if circle_every_epoch
   double train_s = 0, eval_s = 0, circle_s = 0;

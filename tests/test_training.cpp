@@ -34,6 +34,15 @@ TEST(Training, BothModelsLearnWellAboveChance) {
     EXPECT_EQ(m.circle_acc.size(), 36u);
     // The circle split includes the training azimuths: accuracy there is high.
     EXPECT_GT(m.circle_acc[0], 0.5) << m.name;
+    // Class activations are measured for the model that has class capsules only.
+    if (m.name == "caps") {
+      EXPECT_GE(m.act_accuracy, 0.0);
+      EXPECT_LE(m.act_accuracy, 1.0);
+      EXPECT_GT(m.act_true, 0.0);
+      EXPECT_LT(m.act_other, 1.0);
+    } else {
+      EXPECT_TRUE(std::isnan(m.act_accuracy)) << m.name;
+    }
   }
   EXPECT_EQ(r.data.gap_deg, 30.0);
 }

@@ -36,11 +36,20 @@ step() {  # name, command...
 }
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
-rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput"
+rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput" "$out/ablation_seed_split" "$out/ablation_gap90"
 step "canonical sweep" "$exe" sweep --seeds 0:29 --gaps 0,30,60,90,120 --train-azimuths 0:60 \
   --test-width 60 --models caps,cnn,cnn136 --jobs 2 --reproducible --quiet --out "$out/sweep_canonical"
 step "seed's configuration, 30 seeds" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 \
   --test-width 130 --models caps,cnn,cnn136 --jobs 2 --reproducible --quiet --out "$out/sweep_seed_config"
+# The routing/loss ablation (issue 10): {stopgrad, full} x {xent, spread} x
+# {lambda 1, the official schedule} at the seed's split and at a far gap.
+variants=(--grid em-grad=stopgrad,full --grid loss=xent,spread --grid em-lambda-schedule=fixed,official)
+step "ablation, seed's split" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 --test-width 130 \
+  --models caps,cnn "${variants[@]}" --jobs 2 --reproducible --quiet --out "$out/ablation_seed_split"
+step "ablation, gap 90" "$exe" sweep --seeds 0:29 --gaps 90 --train-azimuths 0:60 --test-width 60 \
+  --models caps,cnn "${variants[@]}" --jobs 2 --reproducible --quiet --out "$out/ablation_gap90"
+step "ablation table, figure and activations" $py tools/ablation.py --exe "$exe" --seeds 10 --out "$out" \
+  --sweep "seed's split=$out/ablation_seed_split" --sweep "gap 90=$out/ablation_gap90"
 # Throughput: the same 12 cells with 1 and 2 jobs, back to back.
 mkdir -p "$out/throughput"
 for j in 1 2; do
