@@ -1,5 +1,5 @@
 // The model registry: which models exist, the options they read, and how to
-// build one. Adding a model is adding its files plus one line in kModels
+// build one. Adding a model is adding its files plus one line in model_registry()
 // (registry.cpp). The harness names no concrete model: it passes a name from
 // --models and the options as the user typed them.
 #pragma once
