@@ -18,7 +18,7 @@
 #   cross  aarch64 cross toolchain and qemu-user (tools/cross_arm64.sh)
 #   arm64  list only (--list): the arm64 packages tools/cross_arm64.sh unpacks
 #          into its sysroot; never installed on the host
-#   fresh  debootstrap, for the fresh-machine check (tools/fresh_check.sh)
+#   fresh  debootstrap and Debian's keys, for the fresh-machine check (tools/fresh_check.sh)
 # Runs `apt-get update` once, only when something is missing; through sudo when
 # not root.
 set -euo pipefail
@@ -37,7 +37,7 @@ group_pkgs() {  # GROUP: its packages on one line; fails for an unknown group
     # runtime, so it needs no OpenCL.
     arm64) echo libdnnl-dev libtbb-dev libspdlog-dev libfmt-dev libcli11-dev \
       nlohmann-json3-dev libgtest-dev libgmock-dev ;;
-    fresh) echo debootstrap ;;
+    fresh) echo debootstrap debian-archive-keyring ;;
     *) return 1 ;;
   esac
 }
