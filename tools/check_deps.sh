@@ -137,14 +137,20 @@ while IFS=$'\t' read -r pk f; do
   for p in "${ps[@]}"; do
     grep -qxF "${p%:"$native"}" "$tmp/closure" && { ok=1; break; }
   done
-  if [ $ok -eq 0 ]; then
-    echo "check_deps: $f: from package $pk, which tools/deps.sh (groups: ${groups[*]}) neither lists nor pulls in through Depends" >&2
-    fail=1
-  fi
+  [ $ok -eq 1 ] || printf '%s\t%s\n' "$pk" "$f" >> "$tmp/uncovered"
 done < "$tmp/owned"
+if [ -s "$tmp/uncovered" ]; then  # one line per package: its first file and how many more
+  sort "$tmp/uncovered" | awk -F '\t' -v g="${groups[*]}" '
+    $1 != p { if (p != "") out(); p = $1; f = $2; n = 0; next } { n++ }
+    function out() { printf "check_deps: package %s (e.g. %s%s), read by the build, is neither listed in tools/deps.sh (groups: %s) nor in the Depends closure of a listed package\n", p, f, n ? ", and " n " more files" : "", g }
+    END { out() }' >&2
+  fail=1
+fi
 
-n_pk=$(cut -f1 "$tmp/owned" | tr ',' '\n' | sed 's/^ *//' | sort -u | wc -l)
+pks=$(cut -f1 "$tmp/owned" | tr ',' '\n' | sed "s/^ *//; s/:$native\$//" | sort -u)
+n_pk=$(wc -w <<< "$pks")
 n_sys=$(wc -l < "$tmp/sys_owned")
 [ $fail -eq 0 ] || die "FAILED: add the packages named above to tools/deps.sh"
 echo "check_deps: $build: $n_read files read; $(wc -l < "$tmp/owned") from $n_pk Debian packages," \
      "all covered by tools/deps.sh (groups: ${groups[*]})${sysroot:+; $n_sys from the arm64 sysroot}"
+echo "check_deps: packages read: $(tr '\n' ' ' <<< "$pks")"

@@ -12,11 +12,13 @@
 # so the check cannot drift from the docs). Anything those commands need that a
 # minimal root lacks must be installed by the commands themselves.
 #
-# Caches, both in build/fresh/ and both safe: the root as debootstrap left it,
-# as a tarball (every check unpacks a pristine copy; remade when the mirror,
-# suite or architecture change, or after a week), and the .deb files apt
-# downloads inside the root (bind-mounted; apt checks each against the fresh
-# index, so a cached file only saves the download).
+# Caches, both safe, in $VIEWGAP_FRESH_CACHE (default ~/.cache/viewgap-fresh,
+# outside the checkout so that CI's fresh clones share it): the root as
+# debootstrap left it, as a tarball (every check unpacks a pristine copy; remade
+# when the mirror, suite or architecture change, or after a week), and the .deb
+# files apt downloads inside the root (bind-mounted; apt checks each against the
+# fresh index, so a cached file only saves the download). The root itself is
+# build/fresh/root.
 #
 # Mounts /proc, /sys (read-only), a private /dev (tmpfs with the usual nodes,
 # not the host's) and the .deb cache; a trap unmounts them and deletes the root
@@ -38,7 +40,8 @@ suite=bookworm
 arch=$(dpkg --print-architecture)
 work=$src/build/fresh
 root=$work/root
-debs=$work/apt-archives
+cache=${VIEWGAP_FRESH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/viewgap-fresh}
+debs=$cache/apt-archives
 mkdir -p "$work" "$debs"
 
 # --- the README's commands ---------------------------------------------------------
@@ -99,7 +102,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # --- a pristine minbase root ---------------------------------------------------------------
-tarball=$work/$suite-minbase-$arch.tar
+tarball=$cache/$suite-minbase-$arch.tar
 key="$suite $arch minbase $mirror"
 if [ ! -f "$tarball" ] || [ "$(cat "$tarball.key" 2>/dev/null)" != "$key" ] || [ -n "$(find "$tarball" -mtime +7)" ]; then
   t0=$(date +%s)
