@@ -1,6 +1,15 @@
 // One whole training step (forward, loss, backward, Adam) and one evaluation
-// batch per model, on real images.
+// batch per model, on real images; and viewgap_bench's main, which takes the
+// same model flags as `viewgap run`:
+//   viewgap_bench --model caps --em-grad full --loss spread --benchmark_filter=model/
+// benchmarks a step of that model spec as "train_step/model/..." beside the
+// registered variants. Every other argument goes to Google Benchmark.
 #include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
 
 #include "harness/dataset.h"
 #include "harness/profile.h"
@@ -35,9 +44,9 @@ void BM_train_step(benchmark::State& state, std::string name, ModelOptions opts)
   state.SetItemsProcessed(state.iterations() * B);
 }
 
-void BM_eval_batch(benchmark::State& state, std::string name) {
+void BM_eval_batch(benchmark::State& state, std::string name, ModelOptions opts = {}) {
   const int B = int(state.range(0));
-  auto model = make_model(name, {}, B);
+  auto model = make_model(name, opts, B);
   model->init(0);
   for (auto _ : state) benchmark::DoNotOptimize(model->forward(data().circle.images.data(), B));
   state.counters["FLOPS"] = benchmark::Counter(batch_flops(*model, B, false),
@@ -85,3 +94,66 @@ BENCHMARK(BM_adam_step)->ArgName("params")->Arg(262949)->Arg(558258);
 
 }  // namespace
 }  // namespace vg
+
+// --model NAME and --OPTION VALUE (or --OPTION=VALUE) for the registry's model
+// options; a bad one is one line on stderr and exit 2, as in viewgap.
+int main(int argc, char** argv) {
+  std::string model;
+  vg::ModelOptions opts;
+  std::vector<char*> rest{argv[0]};
+  auto option_named = [](const std::string& n) {
+    for (const vg::ModelOption& o : vg::model_options())
+      if (n == o.name) return true;
+    return false;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], value;
+    const bool ours = a.rfind("--", 0) == 0 && !a.starts_with("--benchmark");
+    if (!ours) {
+      rest.push_back(argv[i]);
+      continue;
+    }
+    std::string name = a.substr(2);
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      std::fprintf(stderr, "viewgap_bench: error: %s needs a value\n", a.c_str());
+      return 2;
+    }
+    if (name == "model") {
+      model = value;
+    } else if (option_named(name)) {
+      opts[name] = value;
+    } else {
+      std::fprintf(stderr, "viewgap_bench: error: %s: not a model option (see `viewgap run --help`)\n", a.c_str());
+      return 2;
+    }
+  }
+  if (model.empty() && !opts.empty()) {
+    std::fprintf(stderr, "viewgap_bench: error: model options need --model NAME\n");
+    return 2;
+  }
+  if (!model.empty()) {
+    try {
+      vg::check_model(model, opts);
+      const vg::ModelEntry* entry = vg::find_model(model);
+      for (const auto& [name, value] : opts)
+        if (std::none_of(entry->options.begin(), entry->options.end(), [&](const char* o) { return name == o; }))
+          throw vg::ModelOptionError(name, value, "model " + model + " does not read this option");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "viewgap_bench: error: %s\n", e.what());
+      return 2;
+    }
+    benchmark::RegisterBenchmark("train_step/model", vg::BM_train_step, model, opts)->ArgName("batch")->Arg(32);
+    benchmark::RegisterBenchmark("eval_batch/model", vg::BM_eval_batch, model, opts)->ArgName("batch")->Arg(256);
+  }
+  int n = int(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  if (benchmark::ReportUnrecognizedArguments(n, rest.data())) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -31,8 +31,6 @@ namespace vg {
 
 namespace {
 
-const char* kCellsHeader =
-    "cell,seed,gap,true_gap_deg,grid,model,status,familiar,heldout,drop,n_params,seconds,reason\n";
 const char* kCircleHeader = "cell,seed,gap,grid,model,azimuth_deg,distance_deg,accuracy\n";
 
 std::string num(double v, const char* f = "%.6f") {
@@ -40,15 +38,6 @@ std::string num(double v, const char* f = "%.6f") {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
-}
-
-std::string cell_line(const CellRow& r) {
-  std::ostringstream o;
-  o << r.cell << ',' << r.seed << ',' << num(r.gap, "%g") << ',' << num(r.true_gap, "%g") << ','
-    << r.grid << ',' << r.model << ',' << r.status << ',' << num(r.familiar) << ','
-    << num(r.heldout) << ',' << num(r.drop) << ',' << r.n_params << ',' << num(r.seconds, "%.3f")
-    << ',' << r.reason << '\n';
-  return o.str();
 }
 
 std::string circle_lines(const CellRow& r, const std::vector<double>& azimuths) {
@@ -94,6 +83,71 @@ bool read_num(const std::string& s, double lo, double hi, double* v, bool nan_ok
   return true;
 }
 
+// One table defines cells.csv: its header (the names, in order), its writer
+// and its resume reader. `write` renders one field of a row; `read` checks a
+// field's text against the plan's cell and stores it in the row, false if it
+// is damaged. Fields are read in order, so a field may rely on earlier ones
+// (the accuracies are "nan" exactly when the status says the model failed).
+struct CellField {
+  const char* name;
+  std::string (*write)(const CellRow&);
+  bool (*read)(const std::string& text, const SweepCell& cell, CellRow& r);
+};
+
+const CellField kCellFields[] = {
+    {"cell", [](const CellRow& r) { return std::to_string(r.cell); },
+     [](const std::string& t, const SweepCell& c, CellRow& r) { r.cell = c.id; return t == std::to_string(c.id); }},
+    {"seed", [](const CellRow& r) { return std::to_string(r.seed); },
+     [](const std::string& t, const SweepCell& c, CellRow& r) { r.seed = c.seed; return t == std::to_string(c.seed); }},
+    {"gap", [](const CellRow& r) { return num(r.gap, "%g"); },
+     [](const std::string& t, const SweepCell& c, CellRow& r) { r.gap = c.gap; return t == num(c.gap, "%g"); }},
+    {"true_gap_deg", [](const CellRow& r) { return num(r.true_gap, "%g"); },
+     [](const std::string& t, const SweepCell& c, CellRow& r) { r.true_gap = c.true_gap; return t == num(c.true_gap, "%g"); }},
+    {"grid", [](const CellRow& r) { return r.grid; },
+     [](const std::string& t, const SweepCell& c, CellRow& r) { r.grid = t; return t == c.grid; }},
+    {"model", [](const CellRow& r) { return r.model; },  // checked against the plan's models by the reader
+     [](const std::string& t, const SweepCell&, CellRow& r) { r.model = t; return !t.empty(); }},
+    {"status", [](const CellRow& r) { return r.status; },
+     [](const std::string& t, const SweepCell&, CellRow& r) { r.status = t; return t == "ok" || t == "failed"; }},
+    {"familiar", [](const CellRow& r) { return num(r.familiar); },
+     [](const std::string& t, const SweepCell&, CellRow& r) { return read_num(t, 0, 1, &r.familiar, r.status != "ok"); }},
+    {"heldout", [](const CellRow& r) { return num(r.heldout); },
+     [](const std::string& t, const SweepCell&, CellRow& r) { return read_num(t, 0, 1, &r.heldout, r.status != "ok"); }},
+    {"drop", [](const CellRow& r) { return num(r.drop); },
+     [](const std::string& t, const SweepCell&, CellRow& r) { return read_num(t, -1, 1, &r.drop, r.status != "ok"); }},
+    {"n_params", [](const CellRow& r) { return std::to_string(r.n_params); },
+     [](const std::string& t, const SweepCell&, CellRow& r) {
+       const ParsedNumber<long long> n = parse_whole(t);
+       r.n_params = n && n.value >= 0 ? size_t(n.value) : 0;
+       return n && n.value >= 0;
+     }},
+    {"seconds", [](const CellRow& r) { return num(r.seconds, "%.3f"); },
+     [](const std::string& t, const SweepCell&, CellRow& r) { return read_num(t, 0, 1e9, &r.seconds); }},
+    {"reason", [](const CellRow& r) { return r.reason; },  // the writer strips commas and newlines
+     [](const std::string& t, const SweepCell&, CellRow& r) { r.reason = t; return (r.status == "ok") == t.empty(); }},
+};
+constexpr size_t kNCellFields = std::size(kCellFields);
+
+std::string cells_header() {
+  std::string s;
+  for (const CellField& f : kCellFields) {
+    if (!s.empty()) s += ',';
+    s += f.name;
+  }
+  s += '\n';
+  return s;
+}
+
+std::string cell_line(const CellRow& r) {
+  std::string s;
+  for (size_t i = 0; i < kNCellFields; ++i) {
+    if (i) s += ',';
+    s += kCellFields[i].write(r);
+  }
+  s += '\n';
+  return s;
+}
+
 // The circle every cell of a plan reports (the dataset's definition).
 std::vector<double> plan_circle(const SweepPlan& plan) {
   return circle_azimuths(plan.cells.empty() ? DataConfig{} : plan.cells.front().opt.data);
@@ -121,26 +175,12 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
   std::map<std::pair<int, std::string>, CellRow> by;   // (cell, model) -> row
   for (const std::string& line : complete_lines(dir + "/cells.csv")) {
     const auto f = fields(line);
-    const SweepCell* c = f.size() == 13 ? plan_cell(f[0]) : nullptr;
+    const SweepCell* c = f.size() == kNCellFields ? plan_cell(f[0]) : nullptr;
     if (c == nullptr) continue;  // not a row of this plan's
     CellRow r;
-    r.cell = c->id;
-    r.seed = c->seed;
-    r.gap = c->gap;
-    r.true_gap = c->true_gap;
-    r.grid = f[4];
-    r.model = f[5];
-    r.status = f[6];
-    r.reason = f[12];
-    const bool ok = r.status == "ok";
-    double n_params = 0;
-    const bool good = f[1] == std::to_string(c->seed) && f[2] == num(c->gap, "%g") &&
-                      f[3] == num(c->true_gap, "%g") && f[4] == c->grid && model_of(r.model) &&
-                      (ok || r.status == "failed") && read_num(f[7], 0, 1, &r.familiar, !ok) &&
-                      read_num(f[8], 0, 1, &r.heldout, !ok) && read_num(f[9], -1, 1, &r.drop, !ok) &&
-                      read_num(f[10], 0, 1e15, &n_params) && read_num(f[11], 0, 1e9, &r.seconds) &&
-                      (ok == r.reason.empty());
-    r.n_params = size_t(n_params);
+    bool good = true;
+    for (size_t i = 0; i < kNCellFields && good; ++i) good = kCellFields[i].read(f[i], *c, r);
+    good = good && model_of(r.model);
     if (!good || by.count({r.cell, r.model})) {
       bad.insert(c->id);
       continue;
@@ -385,7 +425,7 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
   }
   // Rewrite the kept rows (dropping anything of unfinished cells) before appending.
   sort_rows(rows, plan.models);
-  std::string cells_text = kCellsHeader, circle_text = kCircleHeader;
+  std::string cells_text = cells_header(), circle_text = kCircleHeader;
   for (const CellRow& r : rows) {
     cells_text += cell_line(r);
     circle_text += circle_lines(r, azimuths);
@@ -476,7 +516,7 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
   // aside), written as one step (an interrupt waits for all of them).
   WriteGuard guard;
   sort_rows(rows, plan.models);
-  cells_text = kCellsHeader;
+  cells_text = cells_header();
   circle_text = kCircleHeader;
   std::set<int> failed_ids;
   for (const CellRow& r : rows) {
