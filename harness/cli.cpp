@@ -371,7 +371,7 @@ void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::s
   if (model >= data) {
     const std::string why = "model '" + big + "' (" + fmt_num(std::round(model_params(big, mo) / 1e5) / 10) +
                             " M parameters) needs about " + gigabytes(model + kBaseBytes) + ", " + more;
-    if (big == "cnn") throw UsageError("--cnn-hidden", option_value(f.model, "cnn-hidden"), why);
+    if (const char* opt = size_option(big)) throw UsageError(std::string("--") + opt, option_value(f.model, opt), why);
     throw UsageError("--models", f.models, why);
   }
   blame_dataset(f, o, "needs about " + gigabytes(data + kBaseBytes) + ", " + more);
@@ -694,10 +694,12 @@ int do_profile(const ProfileFlags& f) {
   if (f.reproducible && threads != 1)
     throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
   const double need = model_bytes(f.model, f.options, o.batch) + dataset_bytes(DataConfig{}) + kBaseBytes;
-  if (need > available_bytes())
-    throw UsageError(f.model == "cnn" ? "--cnn-hidden" : "--model", f.model == "cnn" ? option_value(f.options, "cnn-hidden") : f.model,
+  if (need > available_bytes()) {
+    const char* opt = size_option(f.model);
+    throw UsageError(opt ? std::string("--") + opt : "--model", opt ? option_value(f.options, opt) : f.model,
                      "needs about " + gigabytes(need) + ", more than the " + gigabytes(available_bytes()) +
                          " of memory available");
+  }
   std::vector<OutputFile> outputs;
   for (const auto& [flag, path] : {std::pair{"--out", f.out}, std::pair{"--trace", f.trace}}) {
     if (path.empty() && std::string(flag) == "--trace") continue;

@@ -173,7 +173,7 @@ const std::vector<ModelEntry>& model_registry() {
       {"caps", "matrix capsules with EM routing (the seed's)",
        {"em-iters", "em-lambda", "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "loss", "spread-margin"},
        make_caps, caps_params},
-      {"cnnN", "CNN baseline; 'cnn' has --cnn-hidden units, 'cnnN' N", {"cnn-hidden"}, make_cnn, cnn_params},
+      {"cnnN", "CNN baseline; 'cnn' has --cnn-hidden units, 'cnnN' N", {"cnn-hidden"}, make_cnn, cnn_params, "cnn-hidden"},
   };
   return models;
 }
@@ -201,6 +201,14 @@ const ModelEntry& entry(const std::string& name) {
   return *e;
 }
 }  // namespace
+
+const char* size_option(const std::string& name) {
+  const ModelEntry* e = find_model(name);
+  if (e == nullptr || e->size_option == nullptr) return nullptr;
+  const std::string n = e->name;
+  const bool numbered = n.back() == 'N' && name.size() >= n.size();  // the name carries the size
+  return numbered ? nullptr : e->size_option;
+}
 
 size_t model_param_count(const std::string& name, const ModelOptions& opts) {
   return entry(name).param_count(name, opts);

@@ -43,6 +43,10 @@ struct ModelEntry {
   std::unique_ptr<Model> (*make)(const std::string& name, const ModelOptions& opts, int max_batch);
   // Parameters, from the options alone (an up-front memory check needs it).
   size_t (*param_count)(const std::string& name, const ModelOptions& opts);
+  // The option that sets the model's size when its name does not fix it
+  // (--cnn-hidden for "cnn", not for "cnn136"), or nullptr: a memory error
+  // names that flag.
+  const char* size_option = nullptr;
 };
 const std::vector<ModelEntry>& model_registry();
 
@@ -59,6 +63,10 @@ std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& o
 void check_model(const std::string& name, const ModelOptions& opts);
 // Parameters of `name` with `opts` (parses the options, allocates nothing big).
 size_t model_param_count(const std::string& name, const ModelOptions& opts);
+
+// The option that sets the size of model `name` ("cnn" -> "cnn-hidden"), or
+// nullptr if its name or nothing does ("cnn136", "caps").
+const char* size_option(const std::string& name);
 
 // The value of option `name` in opts, or its default.
 std::string option_value(const ModelOptions& opts, const std::string& name);

@@ -41,6 +41,16 @@ TEST(Registry, UnknownModelsListTheValidNames) {
   EXPECT_EQ(model_names(), "caps, cnn, cnnN");
 }
 
+// A memory error blames the flag that sets the model's size: --cnn-hidden for
+// "cnn", the name itself for "cnn136" and "caps".
+TEST(Registry, SizeOptionIsTheFlagThatSetsTheModelsSize) {
+  EXPECT_STREQ(size_option("cnn"), "cnn-hidden");
+  EXPECT_EQ(size_option("cnn136"), nullptr);
+  EXPECT_EQ(size_option("cnn1"), nullptr);
+  EXPECT_EQ(size_option("caps"), nullptr);
+  EXPECT_EQ(size_option("mlp"), nullptr);
+}
+
 TEST(Registry, OptionsReachTheModel) {
   const auto m = make_model("caps", {{"loss", "spread"}, {"spread-margin", "0.1:0.8"}, {"em-iters", "2"},
                                      {"em-grad", "full"}, {"em-cost-norm", "on"}, {"em-min-var", "1e-4"},
