@@ -155,11 +155,18 @@ void expect_identical(const std::map<std::string, std::string>& want, const std:
   for (const auto& [file, text] : want) EXPECT_EQ(got.at(file), text) << what << ": " << file << " differs";
 }
 
+// ASan refuses a library loaded ahead of its runtime unless told it is fine.
+std::string shim_env() {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  return std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") + "verify_asan_link_order=0 LD_PRELOAD=" +
+         VIEWGAP_FAULT_SHIM;
+}
+
 // The calls the shim counts in a run of `args`: their names, in order.
 std::vector<std::string> counted_calls(const std::string& args) {
   const std::string log = testing::TempDir() + "viewgap_faults_log." + std::to_string(getpid());
   fs::remove(log);
-  const Result r = viewgap(args, std::string("LD_PRELOAD=") + VIEWGAP_FAULT_SHIM + " VIEWGAP_FAULT_LOG=" + log);
+  const Result r = viewgap(args, shim_env() + " VIEWGAP_FAULT_LOG=" + log);
   EXPECT_EQ(r.code, 0) << r.err;
   std::vector<std::string> calls;
   std::ifstream in(log);
@@ -167,13 +174,6 @@ std::vector<std::string> counted_calls(const std::string& args) {
   std::string call;
   while (in >> n >> call) calls.push_back(call);
   return calls;
-}
-
-// ASan refuses a library loaded ahead of its runtime unless told it is fine.
-std::string shim_env() {
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  return std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") + "verify_asan_link_order=0 LD_PRELOAD=" +
-         VIEWGAP_FAULT_SHIM;
 }
 
 TEST(SweepFaults, DiskFullAtEachWriteStopsWithOneLineAndResumesToIdenticalTables) {
