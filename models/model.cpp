@@ -66,12 +66,19 @@ Trainer::Trainer(Model& model, const AdamConfig& adam, int max_batch)
 
 double Trainer::step(const float* images, const int* labels, int B, double progress) {
   if (size_t(B) * kScoreClasses > dscores_.size()) throw std::invalid_argument("Trainer::step: batch > max_batch");
+  // Labels for the model's own loss term during this step only.
+  struct Labels {
+    Model& m;
+    Labels(Model& m, const int* y) : m(m) { m.set_training_labels(y); }
+    ~Labels() { m.set_training_labels(nullptr); }
+  } with_labels(model_, labels);
   const float* scores = model_.forward(images, B);
   double loss;
   {
     LayerScope t(model_.profiler(), "loss", false);
     loss = loss_forward_backward(model_.loss(), dscores_.data(), scores, labels, B, kScoreClasses, progress);
   }
+  loss += model_.model_loss();
   if (!std::isfinite(loss)) return loss;  // no update: the caller finds the layer
   model_.backward(dscores_.data(), B);
   LayerScope t(model_.profiler(), "adam", true);

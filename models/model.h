@@ -127,6 +127,14 @@ class Model {
   // The layers in forward order with their FLOPs at `batch`.
   virtual std::vector<LayerInfo> layers(int batch) const = 0;
   virtual ClassCapsules class_capsules() const { return {}; }
+  // Training hooks for a model with a loss term of its own (e.g. a decoder's
+  // reconstruction loss, masked by the true class in training). The Trainer
+  // calls set_training_labels(labels) before forward and nullptr after the
+  // step, so a forward without labels is an evaluation. model_loss() is the
+  // batch-mean term computed in the last forward; it is added to loss()'s, and
+  // backward adds its gradient to the parameters' (still overwriting them).
+  virtual void set_training_labels(const int* /*labels*/) {}
+  virtual double model_loss() const { return 0; }
   // The loss the scores are trained with.
   const LossConfig& loss() const { return loss_; }
   ParamSet& params() { return params_; }
