@@ -54,7 +54,7 @@ Isa best_isa() {
 
 std::string isa_missing_features(Isa isa) {
   std::string missing;
-  auto need = [&](bool has, const char* name) {
+  [[maybe_unused]] auto need = [&](bool has, const char* name) {  // x86-64 only
     if (!has) missing += (missing.empty() ? "" : ", ") + std::string(name);
   };
   switch (isa) {
