@@ -124,7 +124,7 @@ const FlagSpec kRunFlags[] = {
     {"n-elev", &RunFlags::n_elev, "Evenly spaced elevations"},
     {"n-per-combo", &RunFlags::n_per_combo, "Training images per (class, azimuth, elevation)"},
     {"n-eval-per-combo", &RunFlags::n_eval_per_combo, "Evaluation images per combination"},
-    {"models", &RunFlags::models, "Comma-separated: caps, cnn, cnnN (hidden width N)"},
+    {"models", &RunFlags::models, "Comma-separated model names"},
 };
 
 // The models' options (models/registry.h) as flags of any command that builds a model.
@@ -135,9 +135,12 @@ void add_model_flags(CLI::App* app, ModelOptions& opts) {
 
 // Registers every run flag except those in `skip`, and the model options.
 void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& skip) {
-  for (const FlagSpec& s : kRunFlags)
-    if (std::find(skip.begin(), skip.end(), s.name) == skip.end())
-      app->add_option(std::string("--") + s.name, f.*(s.field), s.help)->capture_default_str();
+  for (const FlagSpec& s : kRunFlags) {
+    if (std::find(skip.begin(), skip.end(), s.name) != skip.end()) continue;
+    // The registry's models, named in --models' help.
+    const std::string help = std::string(s.name) == "models" ? "Comma-separated, of: " + model_names() : s.help;
+    app->add_option(std::string("--") + s.name, f.*(s.field), help)->capture_default_str();
+  }
   add_model_flags(app, f.model);
 }
 

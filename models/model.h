@@ -133,6 +133,10 @@ class Model {
   // step, so a forward without labels is an evaluation. model_loss() is the
   // batch-mean term computed in the last forward; it is added to loss()'s, and
   // backward adds its gradient to the parameters' (still overwriting them).
+  // A model fit in one pass over the training set instead of trained by steps
+  // (1-nearest-neighbour): fit() keeps what it needs and returns true; models
+  // trained by Trainer::step return false and are trained as usual.
+  virtual bool fit(const float* /*images*/, const int* /*labels*/, int /*n*/) { return false; }
   virtual void set_training_labels(const int* /*labels*/) {}
   virtual double model_loss() const { return 0; }
   // The loss the scores are trained with.

@@ -1,6 +1,7 @@
 #include "models/registry.h"
 
 
+#include "models/baselines.h"
 #include "models/capsnet.h"
 #include "models/cnn.h"
 #include "models/numbers.h"
@@ -151,6 +152,16 @@ std::unique_ptr<Model> make_cnn(const std::string& name, const ModelOptions& opt
   return std::make_unique<Cnn>(c, max_batch);
 }
 
+std::unique_ptr<Model> make_nn1(const std::string&, const ModelOptions&, int max_batch) {
+  return std::make_unique<NearestNeighbour>(max_batch);
+}
+size_t nn1_params(const std::string&, const ModelOptions&) { return 0; }
+
+std::unique_ptr<Model> make_linear(const std::string&, const ModelOptions&, int max_batch) {
+  return std::make_unique<Linear>(LossConfig{}, max_batch);
+}
+size_t linear_params(const std::string&, const ModelOptions&) { return 32 * 32 * 5 + 5; }
+
 // Does `name` (from --models) name `entry`? A registry name ending in N takes digits there.
 bool matches(const ModelEntry& e, const std::string& name) {
   const std::string n = e.name;
@@ -174,6 +185,8 @@ const std::vector<ModelEntry>& model_registry() {
        {"em-iters", "em-lambda", "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "loss", "spread-margin"},
        make_caps, caps_params},
       {"cnnN", "CNN baseline; 'cnn' has --cnn-hidden units, 'cnnN' N", {"cnn-hidden"}, make_cnn, cnn_params, "cnn-hidden"},
+      {"nn1", "1-nearest-neighbour on raw pixels (no training): a yardstick", {}, make_nn1, nn1_params},
+      {"linear", "softmax regression on raw pixels (1024 -> 5): a yardstick", {}, make_linear, linear_params},
   };
   return models;
 }

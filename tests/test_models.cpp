@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "harness/dataset.h"
+#include "models/baselines.h"
 #include "models/capsnet.h"
 #include "models/cnn.h"
 #include "tests/test_util.h"
@@ -250,6 +251,49 @@ TEST(GradientCheck, CnnBackwardMatchesFiniteDifferences) {
     Cnn cnn(c, B);
     cnn.init(13);
     check_model_gradients(cnn, x, y, B, [](bool) {});
+  }
+}
+
+TEST(GradientCheck, LinearBackwardMatchesFiniteDifferences) {
+  const int B = 4;
+  std::vector<int> y;
+  const auto x = sample_images(B, &y);
+  Linear lin(LossConfig{}, B);
+  lin.init(13);
+  check_model_gradients(lin, x, y, B, [](bool) {});
+}
+
+// 1-NN: a training image is its own nearest neighbour (distance 0), so its
+// class comes back exactly; a query is given the class of the training image
+// at the least Euclidean distance, found here by brute force in double.
+TEST(NearestNeighbour, ReturnsTheClassOfTheNearestTrainingImage) {
+  std::vector<int> y;
+  const auto train = sample_images(12, &y);
+  std::vector<int> yq;
+  DataConfig dc;
+  dc.seed = 9;
+  const Split q = make_split(dc, SplitId::HeldOut, {30.0, 200.0}, 1);
+  NearestNeighbour nn(q.size());
+  ASSERT_TRUE(nn.fit(train.data(), y.data(), 12));
+  EXPECT_EQ(nn.params().count(), 0u);
+  const float* s = nn.forward(train.data(), 12);
+  for (int b = 0; b < 12; ++b) EXPECT_EQ(s[b * kNumClasses + y[size_t(b)]], 1.f) << b;
+  s = nn.forward(q.images.data(), q.size());
+  for (int b = 0; b < q.size(); ++b) {
+    int best = 0;
+    double best_d = INFINITY;
+    for (int t = 0; t < 12; ++t) {
+      double d = 0;
+      for (int k = 0; k < kImagePixels; ++k) {
+        const double e = double(q.image(b)[k]) - train[size_t(t) * kImagePixels + k];
+        d += e * e;
+      }
+      if (d < best_d) best_d = d, best = t;
+    }
+    float sum = 0;
+    for (int c = 0; c < kNumClasses; ++c) sum += s[b * kNumClasses + c];
+    EXPECT_EQ(sum, 1.f);
+    EXPECT_EQ(s[b * kNumClasses + y[size_t(best)]], 1.f) << "query " << b;
   }
 }
 

@@ -19,6 +19,11 @@ TEST(Registry, EveryModelBuildsAndCountsItsParametersWithoutBuilding) {
     EXPECT_FALSE(m->layers(32).empty());
     for (const LayerInfo& l : m->layers(32)) EXPECT_GT(l.forward_flops, 0) << name << " " << l.name;
   }
+  // The yardsticks: nn1 holds no parameters (it keeps the training images), linear 1024 x 5 + 5 (raw 32 x 32 pixels).
+  EXPECT_EQ(model_param_count("nn1", {}), 0u);
+  EXPECT_EQ(make_model("nn1", {}, 4)->params().count(), 0u);
+  EXPECT_EQ(model_param_count("linear", {}), 1024u * 5 + 5);
+  EXPECT_EQ(make_model("linear", {}, 4)->params().count(), 1024u * 5 + 5);
   // --cnn-hidden sets the width of "cnn" only.
   EXPECT_EQ(model_param_count("cnn", {{"cnn-hidden", "136"}}), 558293u);
   EXPECT_EQ(model_param_count("cnn64", {{"cnn-hidden", "136"}}), 262949u);
@@ -38,7 +43,7 @@ TEST(Registry, UnknownModelsListTheValidNames) {
       EXPECT_TRUE(msg.find("caps, cnn, cnnN") != std::string::npos || msg.find("cnn") != std::string::npos) << msg;
     }
   }
-  EXPECT_EQ(model_names(), "caps, cnn, cnnN");
+  EXPECT_EQ(model_names(), "caps, cnn, cnnN, nn1, linear");
 }
 
 // A memory error blames the flag that sets the model's size: --cnn-hidden for

@@ -1,0 +1,100 @@
+#include "models/baselines.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace vg {
+
+namespace {
+constexpr int kPixels = 32 * 32, kClasses = 5;
+}
+
+NearestNeighbour::NearestNeighbour(int max_batch) : max_batch_(max_batch) {
+  params_.allocate();  // no parameters
+  scores_.resize(size_t(max_batch) * kClasses);
+}
+
+bool NearestNeighbour::fit(const float* images, const int* labels, int n) {
+  if (n < 1) throw std::invalid_argument("nn1: empty training set");
+  n_train_ = n;
+  labels_.assign(labels, labels + n);
+  train_t_.assign(size_t(kPixels) * n, 0.f);
+  bias_.assign(size_t(n), 0.f);
+  for (int t = 0; t < n; ++t) {
+    double sq = 0;
+    for (int k = 0; k < kPixels; ++k) {
+      const float v = images[size_t(t) * kPixels + k];
+      train_t_[size_t(k) * n + t] = v;
+      sq += double(v) * v;
+    }
+    bias_[size_t(t)] = float(-0.5 * sq);
+  }
+  dots_ = std::make_unique<Dense>(kPixels, n, /*relu=*/false);
+  dots_out_.assign(size_t(max_batch_) * n, 0.f);
+  return true;
+}
+
+const float* NearestNeighbour::forward(const float* images, int B) {
+  if (B > max_batch_) throw std::invalid_argument("nn1: batch > max_batch");
+  if (!dots_) throw std::logic_error("nn1: forward before fit");
+  {
+    LayerScope t(prof_, "dots", false);
+    dots_->forward(dots_out_.data(), images, train_t_.data(), bias_.data(), B);
+  }
+  LayerScope t(prof_, "argmax", false);
+  std::fill(scores_.begin(), scores_.begin() + size_t(B) * kClasses, 0.f);
+  for (int b = 0; b < B; ++b) {
+    const float* d = dots_out_.data() + size_t(b) * n_train_;
+    const int nearest = int(std::max_element(d, d + n_train_) - d);
+    scores_[size_t(b) * kClasses + labels_[size_t(nearest)]] = 1.f;
+  }
+  return scores_.data();
+}
+
+std::string NearestNeighbour::first_non_finite_layer(int B) const {
+  if (dots_ && !all_finite(dots_out_.data(), size_t(B) * n_train_)) return "dots";
+  return "";
+}
+
+std::vector<LayerInfo> NearestNeighbour::layers(int B) const {
+  return {{"dots", 2.0 * B * kPixels * n_train_, 0}, {"argmax", double(B) * n_train_, 0}};
+}
+
+Linear::Linear(const LossConfig& loss, int max_batch)
+    : Model(loss), max_batch_(max_batch), dense_(kPixels, kClasses, /*relu=*/false) {
+  w = params_.add("linear.weight", size_t(kPixels) * kClasses);
+  b = params_.add("linear.bias", kClasses);
+  params_.allocate();
+  logits_.resize(size_t(max_batch) * kClasses);
+}
+
+void Linear::init(uint64_t seed) {
+  // Glorot-normal weights (std sqrt(2 / (fan_in + fan_out))), zero bias.
+  std::fill(params_.values().begin(), params_.values().end(), 0.f);
+  init_normal(params_.value(w), params_.tensor(w).size, std::sqrt(2.f / float(kPixels + kClasses)), seed,
+              params_.tensor(w).name);
+}
+
+const float* Linear::forward(const float* images, int B) {
+  if (B > max_batch_) throw std::invalid_argument("linear: batch > max_batch");
+  images_ = images;
+  LayerScope t(prof_, "linear", false);
+  dense_.forward(logits_.data(), images, params_.value(w), params_.value(b), B);
+  return logits_.data();
+}
+
+void Linear::backward(const float* dlogits, int B) {
+  LayerScope t(prof_, "linear", true);
+  dense_.backward_weights(params_.grad(w), params_.grad(b), dlogits, images_, B);
+}
+
+std::string Linear::first_non_finite_layer(int B) const {
+  return all_finite(logits_.data(), size_t(B) * kClasses) ? "" : "linear";
+}
+
+std::vector<LayerInfo> Linear::layers(int B) const {
+  return {{"linear", 2.0 * B * kPixels * kClasses, 2.0 * B * kPixels * kClasses}};
+}
+
+}  // namespace vg
