@@ -687,6 +687,8 @@ int do_profile(const ProfileFlags& f) {
   ProfileOptions o;
   if (find_model(f.model) == nullptr) throw UsageError("--model", f.model, "unknown model (expected " + model_names() + ")");
   check_models("--model", f.model, {f.model}, f.options);
+  if (find_model(f.model)->fit_in_one_pass)
+    throw UsageError("--model", f.model, "is fit in one pass over the training set: it has no training step to profile");
   o.model = f.model;
   o.train.model = f.options;
   o.batch = int(parse_int("--batch-size", f.batch_size, 1, 4096));

@@ -185,7 +185,7 @@ const std::vector<ModelEntry>& model_registry() {
        {"em-iters", "em-lambda", "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "loss", "spread-margin"},
        make_caps, caps_params},
       {"cnnN", "CNN baseline; 'cnn' has --cnn-hidden units, 'cnnN' N", {"cnn-hidden"}, make_cnn, cnn_params, "cnn-hidden"},
-      {"nn1", "1-nearest-neighbour on raw pixels (no training): a yardstick", {}, make_nn1, nn1_params},
+      {"nn1", "1-nearest-neighbour on raw pixels (no training): a yardstick", {}, make_nn1, nn1_params, nullptr, true},
       {"linear", "softmax regression on raw pixels (1024 -> 5): a yardstick", {}, make_linear, linear_params},
   };
   return models;

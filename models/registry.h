@@ -47,6 +47,8 @@ struct ModelEntry {
   // (--cnn-hidden for "cnn", not for "cnn136"), or nullptr: a memory error
   // names that flag.
   const char* size_option = nullptr;
+  // Fit in one pass over the training set (Model::fit), with no training step.
+  bool fit_in_one_pass = false;
 };
 const std::vector<ModelEntry>& model_registry();
 

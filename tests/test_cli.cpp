@@ -57,6 +57,7 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"profile --reproducible --threads 2", "env -u VIEWGAP_ISA", "--threads '2'"},
       {"profile --steps 0", "", "--steps '0'"},
       {"profile --model rnn", "", "--model 'rnn'"},
+      {"profile --model nn1", "", "--model 'nn1': is fit in one pass"},
       {"profile --batch-size x", "", "--batch-size 'x'"},
       {"profile --trace /nonexistent-dir/t.json", "", "--trace '/nonexistent-dir/t.json'"},
       {"profile --out /nonexistent-dir/p.csv", "", "--out '/nonexistent-dir/p.csv'"},
