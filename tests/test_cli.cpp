@@ -183,7 +183,7 @@ TEST(Cli, OutcomesAgreeAsDistributionsAcrossKernelIsasAndThreadCounts) {
 // changes it, and then it is updated here on purpose, with results/ regenerated.
 constexpr const char* kReproducibleFingerprint = "6ac5dc49a4c60721";
 
-std::string reproducible_fingerprint(const std::string& prefix, const std::string& json) {
+[[maybe_unused]] std::string reproducible_fingerprint(const std::string& prefix, const std::string& json) {
   // VIEWGAP_ISA would conflict with --reproducible: the suite also runs with it set.
   const Outcome o = run("run --reproducible --n-epochs 2 --quiet --out-json " + json, "env -u VIEWGAP_ISA " + prefix);
   EXPECT_EQ(o.code, 0) << prefix << ": " << o.err;
