@@ -63,8 +63,11 @@ BENCHMARK_CAPTURE(BM_train_step, caps_em_grad_full, std::string("caps"), ModelOp
 BENCHMARK_CAPTURE(BM_train_step, caps_paper, std::string("caps"),
                   ModelOptions{{"em-grad", "full"}, {"loss", "spread"}, {"em-lambda-schedule", "official"}})
     ->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_train_step, dr, std::string("dr"), ModelOptions{})->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_train_step, dr_no_decoder, std::string("dr"), ModelOptions{{"recon-weight", "0"}})->ArgName("batch")->Arg(32);
 BENCHMARK_CAPTURE(BM_eval_batch, caps, std::string("caps"))->ArgName("batch")->Arg(180)->Arg(256);
 BENCHMARK_CAPTURE(BM_eval_batch, cnn, std::string("cnn"))->ArgName("batch")->Arg(180)->Arg(256);
+BENCHMARK_CAPTURE(BM_eval_batch, dr, std::string("dr"))->ArgName("batch")->Arg(180)->Arg(256);
 
 void BM_make_dataset(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(make_dataset(DataConfig{}).train.images.data());

@@ -4,6 +4,7 @@
 #include "models/baselines.h"
 #include "models/capsnet.h"
 #include "models/cnn.h"
+#include "models/dr.h"
 #include "models/numbers.h"
 
 namespace vg {
@@ -22,6 +23,11 @@ const std::vector<ModelOption>& model_options() {
       {"loss", OptionKind::choice, "xent",
        "Capsule models' loss: xent (the seed's logits), spread (the paper's, on activations) or margin (Sabour et al.)"},
       {"spread-margin", OptionKind::range, "0.2:0.9", "Spread loss margin A:B, annealed linearly over training"},
+      {"dr-iters", OptionKind::integer, "3", "Routing-by-agreement iterations of the model 'dr'"},
+      {"recon-weight", OptionKind::real, "0.0005",
+       "Weight of dr's reconstruction loss (sum of squared pixel errors, batch mean); 0: no decoder"},
+      {"dr-grad", OptionKind::choice, "full",
+       "full (backpropagate through every routing iteration) or stopgrad (dr's coupling coefficients constant)"},
   };
   return options;
 }
@@ -162,6 +168,22 @@ std::unique_ptr<Model> make_linear(const std::string&, const ModelOptions&, int 
 }
 size_t linear_params(const std::string&, const ModelOptions&) { return 32 * 32 * 5 + 5; }
 
+// dr trains the margin loss always and reads no --loss (see models/dr.h).
+DrConfig dr_config(const ModelOptions& opts) {
+  DrConfig c;
+  c.iters = int(integer(opts, "dr-iters", 1, 100));
+  const std::string w = option_value(opts, "recon-weight");
+  c.recon_weight = float(real(opts, "recon-weight", 0, 1e6, false));
+  if (c.recon_weight == 0.f && real(opts, "recon-weight", 0, 1e6, false) != 0)
+    throw ModelOptionError("recon-weight", w, "too small for a float (use 0 for no decoder)");
+  c.grad = choice(opts, "dr-grad", {"full", "stopgrad"}) == "full" ? DrGrad::full : DrGrad::stopgrad;
+  return c;
+}
+size_t dr_params(const std::string&, const ModelOptions& opts) { return DrNet::param_count(dr_config(opts)); }
+std::unique_ptr<Model> make_dr(const std::string&, const ModelOptions& opts, int max_batch) {
+  return std::make_unique<DrNet>(dr_config(opts), max_batch);
+}
+
 // Does `name` (from --models) name `entry`? A registry name ending in N takes digits there.
 bool matches(const ModelEntry& e, const std::string& name) {
   const std::string n = e.name;
@@ -187,6 +209,7 @@ const std::vector<ModelEntry>& model_registry() {
       {"cnnN", "CNN baseline; 'cnn' has --cnn-hidden units, 'cnnN' N", {"cnn-hidden"}, make_cnn, cnn_params, "cnn-hidden"},
       {"nn1", "1-nearest-neighbour on raw pixels (no training): a yardstick", {}, make_nn1, nn1_params, nullptr, true},
       {"linear", "softmax regression on raw pixels (1024 -> 5): a yardstick", {}, make_linear, linear_params},
+      {"dr", "vector capsules with dynamic routing and a reconstruction decoder (Sabour et al. 2017)", {"dr-iters", "recon-weight", "dr-grad"}, make_dr, dr_params},
   };
   return models;
 }
