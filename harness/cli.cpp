@@ -91,6 +91,7 @@ struct RunFlags {
   std::string n_train_views = "6", n_test_views = "6", n_elev = "3";
   std::string n_per_combo = "5", n_eval_per_combo = "2";
   std::string models = "caps,cnn";
+  std::string stop_at_familiar, match_familiar, stop_check_every;  // "": off / after each epoch
   ModelOptions model = default_model_options();  // --cnn-hidden, --em-*, --loss, ...: the models' own
   std::string out_json, dump;
   bool quiet = false, reproducible = false;
@@ -125,6 +126,12 @@ const FlagSpec kRunFlags[] = {
     {"n-per-combo", &RunFlags::n_per_combo, "Training images per (class, azimuth, elevation)"},
     {"n-eval-per-combo", &RunFlags::n_eval_per_combo, "Evaluation images per combination"},
     {"models", &RunFlags::models, "Comma-separated model names"},
+    {"stop-at-familiar", &RunFlags::stop_at_familiar,
+     "Stop each model when its accuracy on a familiar validation split reaches ACC in (0, 1] (--n-epochs caps it)"},
+    {"match-familiar", &RunFlags::match_familiar,
+     "Train MODEL (one of --models) first, in full; stop every other model at its final familiar validation accuracy"},
+    {"stop-check-every", &RunFlags::stop_check_every,
+     "Steps between checks of the stopping rule (default: after each epoch)"},
 };
 
 // The models' options (models/registry.h) as flags of any command that builds a model.
@@ -417,6 +424,27 @@ RunOptions validate_run(const RunFlags& f, int* threads, bool sweep = false) {
   if (o.models.empty()) throw UsageError("--models", f.models, "no model given");
   o.train.model = f.model;
   check_models("--models", f.models, o.models, f.model);
+
+  // Stopping at a familiar accuracy, measured on a validation split of its own
+  // (as many images per combination as the familiar test split).
+  if (!f.stop_at_familiar.empty()) {
+    if (!f.match_familiar.empty())
+      throw UsageError("--stop-at-familiar", f.stop_at_familiar, "conflicts with --match-familiar (which sets the target)");
+    o.stop_at_familiar = parse_real("--stop-at-familiar", f.stop_at_familiar, 0, 1, /*lo_open=*/true);
+  }
+  if (!f.match_familiar.empty()) {
+    if (std::find(o.models.begin(), o.models.end(), f.match_familiar) == o.models.end())
+      throw UsageError("--match-familiar", f.match_familiar, "not among --models '" + f.models + "'");
+    if (o.models.size() < 2)
+      throw UsageError("--match-familiar", f.match_familiar, "needs another model to stop at its accuracy");
+    o.match_familiar = f.match_familiar;
+  }
+  if (!f.stop_check_every.empty()) {
+    if (f.stop_at_familiar.empty() && f.match_familiar.empty())
+      throw UsageError("--stop-check-every", f.stop_check_every, "has no effect without --stop-at-familiar or --match-familiar");
+    o.train.stop_every = int(parse_int("--stop-check-every", f.stop_check_every, 1, 100000000));
+  }
+  if (o.stop_at_familiar > 0 || !o.match_familiar.empty()) o.data.n_val_per_combo = o.data.n_eval_per_combo;
 
   if (!sweep) check_geometry_flags(f, o.data, false, {"--test-azimuths", f.test_az, "--test-azimuths", f.test_az, ""});
   // One step per epoch of a batch holding every image would train at chance.

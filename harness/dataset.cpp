@@ -186,6 +186,7 @@ Dataset make_dataset(const DataConfig& cfg) {
   d.familiar = make_split(cfg, SplitId::Familiar, d.train_az, cfg.n_eval_per_combo);
   d.heldout = make_split(cfg, SplitId::HeldOut, d.test_az, cfg.n_eval_per_combo);
   d.circle = make_split(cfg, SplitId::Circle, d.circle_az, cfg.n_eval_per_combo);
+  if (cfg.n_val_per_combo > 0) d.validation = make_split(cfg, SplitId::Validation, d.train_az, cfg.n_val_per_combo);
   return d;
 }
 

@@ -51,11 +51,15 @@ struct DataConfig {
   AngleRange elevations{10, 50, 3};
   int n_per_combo = 5;       // train samples per (class, azimuth, elevation)
   int n_eval_per_combo = 2;  // familiar, held-out and circle samples per combo
+  // Samples per combo of a familiar *validation* split (training viewpoints,
+  // its own noise) that stopping rules read, so no test data steers training;
+  // 0: none (the split is made only when a rule needs it).
+  int n_val_per_combo = 0;
   double noise_std = 0.04;
 };
 
 // Split ids key the noise streams, so every split has its own fresh noise.
-enum class SplitId : uint32_t { Train = 0, Familiar = 1, HeldOut = 2, Circle = 3, Figures = 4 };
+enum class SplitId : uint32_t { Train = 0, Familiar = 1, HeldOut = 2, Circle = 3, Figures = 4, Validation = 5 };
 
 // Images ordered by (class, azimuth index, elevation index, sample); the pixel
 // noise of sample n of split s is the stream (seed, Noise, s, n), so the bytes
@@ -65,6 +69,7 @@ Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& a
 
 struct Dataset {
   Split train, familiar, heldout, circle;
+  Split validation;  // empty unless DataConfig::n_val_per_combo > 0
   std::vector<double> train_az, test_az, circle_az, elevations;
   double gap_deg = 0;  // circular gap between train and test azimuths
 };

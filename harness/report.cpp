@@ -133,6 +133,10 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"elevations", range_json(opt.data.elevations)},
       {"n_per_combo", opt.data.n_per_combo},
       {"n_eval_per_combo", opt.data.n_eval_per_combo},
+      {"n_val_per_combo", opt.data.n_val_per_combo},
+      {"stop_at_familiar", opt.stop_at_familiar > 0 ? nlohmann::json(opt.stop_at_familiar) : nlohmann::json(nullptr)},
+      {"match_familiar", opt.match_familiar.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.match_familiar)},
+      {"stop_check_every", t.stop_every > 0 ? nlohmann::json(t.stop_every) : nlohmann::json(nullptr)},
   };
 }
 
@@ -173,6 +177,10 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                       {"step_loss", m.step_loss},
                       {"steps", m.steps},
                       {"stopped_early", m.stopped_early},
+                      {"validation", std::isnan(m.validation) ? json(nullptr) : json(m.validation)},
+                      {"stop_target", std::isnan(m.stop_target) ? json(nullptr) : json(m.stop_target)},
+                      {"target_reached", std::isnan(m.stop_target) ? json(nullptr)
+                                                                   : json(m.validation >= m.stop_target)},
                       {"timing_s", {{"train", m.train_s}, {"eval", m.eval_s}, {"circle", m.circle_s}}}});
   }
   return {{"schema_version", kRunSchemaVersion},
@@ -184,6 +192,14 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
           {"timing_s", {{"dataset", r.dataset_s}, {"total", r.total_s}}},
           {"meta", build_meta(threads)}};
 }
+
+namespace {
+std::string fmt3(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", v);
+  return b;
+}
+}  // namespace
 
 std::string format_run_table(const RunOptions& opt, const RunResult& r) {
   std::ostringstream o;
@@ -200,9 +216,18 @@ std::string format_run_table(const RunOptions& opt, const RunResult& r) {
                 "held-out", "drop", "time (s)");
   o << line;
   for (const ModelResult& m : r.models) {
-    std::snprintf(line, sizeof line, "%-8s %9zu %9.3f %9.3f %7.3f %9.3f\n", m.name.c_str(),
+    std::snprintf(line, sizeof line, "%-8s %9zu %9.3f %9.3f %7.3f %9.3f", m.name.c_str(),
                   m.n_params, m.familiar, m.heldout, m.drop, m.train_s + m.eval_s + m.circle_s);
     o << line;
+    // Under a stopping rule: where each model stopped, and whether it got there.
+    if (!std::isnan(m.stop_target))
+      o << "   stopped at step " << m.steps << ", validation " << fmt3(m.validation)
+        << (m.validation >= m.stop_target ? " >= " : " < ") << "target " << fmt3(m.stop_target)
+        << (m.validation >= m.stop_target ? "" : " (not reached by --n-epochs)");
+    else if (!std::isnan(m.validation))
+      o << "   step " << m.steps << ", validation " << fmt3(m.validation)
+        << (opt.match_familiar == m.name ? " (the target)" : "");
+    o << '\n';
   }
   std::snprintf(line, sizeof line, "%-8s %9s %9.3f %9.3f %7.3f\n", "chance", "", 1.0 / kNumClasses,
                 1.0 / kNumClasses, 0.0);

@@ -121,6 +121,14 @@ const CellField kCellFields[] = {
        r.n_params = n && n.value >= 0 ? size_t(n.value) : 0;
        return n && n.value >= 0;
      }},
+    {"steps", [](const CellRow& r) { return std::to_string(r.steps); },
+     [](const std::string& t, const SweepCell&, CellRow& r) {
+       const ParsedNumber<long long> n = parse_whole(t);
+       r.steps = n && n.value >= 0 ? long(n.value) : 0;
+       return n && n.value >= 0;
+     }},
+    {"validation", [](const CellRow& r) { return num(r.validation); },
+     [](const std::string& t, const SweepCell&, CellRow& r) { return read_num(t, 0, 1, &r.validation, true); }},
     {"seconds", [](const CellRow& r) { return num(r.seconds, "%.3f"); },
      [](const std::string& t, const SweepCell&, CellRow& r) { return read_num(t, 0, 1e9, &r.seconds); }},
     {"reason", [](const CellRow& r) { return r.reason; },  // the writer strips commas and newlines
@@ -468,6 +476,8 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
           r.heldout = m->heldout;
           r.drop = m->drop;
           r.n_params = m->n_params;
+          r.steps = m->steps;
+          r.validation = m->validation;
           r.circle_acc = m->circle_acc;
           for (double a : res.data.circle_az) r.circle_dist.push_back(azimuth_gap(res.data.train_az, {a}));
         } else {

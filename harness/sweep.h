@@ -5,8 +5,11 @@
 // Outputs in DIR (CSV: header line, comma-separated, no quoting needed):
 //   cells.csv    one row per cell x model, appended and flushed as each cell
 //                finishes, sorted by cell when the sweep completes:
-//                cell,seed,gap,true_gap_deg,grid,model,status,familiar,heldout,drop,n_params,seconds,reason
+//                cell,seed,gap,true_gap_deg,grid,model,status,familiar,heldout,drop,n_params,steps,validation,seconds,reason
 //                (grid: "" or "name=value;name=value"; status: ok|failed;
+//                 steps: training steps taken (fewer than the cap when a
+//                 stopping rule ended training); validation: final accuracy
+//                 on the familiar validation split, "nan" without one;
 //                 reason: empty, or why the cell failed, commas replaced by ';')
 //   circle.csv   one row per cell x model x circle azimuth (ok cells only):
 //                cell,seed,gap,grid,model,azimuth_deg,distance_deg,accuracy
@@ -45,8 +48,9 @@
 namespace vg {
 
 // 2: model options and --reference in the configuration, the cell runner is
-// run_experiment. A directory of another version is refused on --resume.
-inline constexpr int kSweepSchemaVersion = 2;
+// run_experiment. 3: cells.csv records steps and validation accuracy (the
+// stopping rules). A directory of another version is refused on --resume.
+inline constexpr int kSweepSchemaVersion = 3;
 
 // One (seed, gap, grid point): every model trained on the same data.
 struct SweepCell {
@@ -109,6 +113,8 @@ struct CellRow {
   double familiar = 0, heldout = 0, drop = 0, seconds = 0;
   size_t n_params = 0;
   std::vector<double> circle_acc, circle_dist;  // ok rows: per circle azimuth
+  long steps = 0;           // training steps taken
+  double validation = NAN;  // final familiar validation accuracy (NaN: no validation split)
 };
 
 // summary.csv and azimuth.csv from the rows (any order); `models` fixes the

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <numeric>
 
 #include "kernels/rng.h"
@@ -145,6 +146,11 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
       if (!std::isfinite(loss)) fail("non-finite loss", epoch, B);
       loss_sum += loss * B;
       res.step_loss.push_back(loss);
+      if (cfg.stop && cfg.stop_every > 0 && step % cfg.stop_every == 0 && step < total_steps &&
+          cfg.stop(StopCheck{epoch, step, accuracy(*model, data.validation)})) {
+        res.stopped_early = true;
+        break;
+      }
     }
     if (!all_finite(model->params().values().data(), model->params().count()))
       fail("non-finite weights", epoch, 0);
@@ -153,7 +159,8 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     const auto t1 = std::chrono::steady_clock::now();
     EpochStats st;
     st.epoch = epoch;
-    st.loss = loss_sum / N;
+    // An epoch cut short by the stop rule: its mean over the images it saw.
+    st.loss = loss_sum / std::min<double>(N, double(res.step_loss.size() - size_t(epoch - 1) * steps_per_epoch) * cfg.batch_size);
     st.familiar = accuracy(*model, data.familiar);
     st.heldout = accuracy(*model, data.heldout, &correct);
     if (cfg.circle_every_epoch) {
@@ -165,7 +172,9 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     st.seconds = seconds_since(t0);
     res.history.push_back(st);
     if (on_epoch) on_epoch(name, st);
-    if (cfg.stop && epoch < cfg.n_epochs && cfg.stop(StopCheck{epoch, step, st.familiar})) {
+    if (res.stopped_early) break;
+    if (cfg.stop && cfg.stop_every == 0 && epoch < cfg.n_epochs &&
+        cfg.stop(StopCheck{epoch, step, accuracy(*model, data.validation)})) {
       res.stopped_early = true;
       break;
     }
@@ -186,6 +195,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   for (int c = 0; c < kNumClasses; ++c)
     res.heldout_per_class.push_back(n_cls[c] ? double(ok_cls[c]) / n_cls[c] : 0.0);
 
+  if (data.validation.size() > 0) res.validation = accuracy(*model, data.validation);
   class_activation_stats(*model, data.heldout, &res);
   accuracy(*model, data.circle, &correct);
   res.circle_acc = per_azimuth(data, correct);
@@ -206,12 +216,30 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
   dc.seed = opt.train.seed;
   r.data = make_dataset(dc);
   r.dataset_s = seconds_since(t0);
-  for (const std::string& m : opt.models) {
+  if ((opt.stop_at_familiar > 0 || !opt.match_familiar.empty()) && r.data.validation.size() == 0)
+    throw std::invalid_argument("stopping at a familiar accuracy needs a validation split (DataConfig::n_val_per_combo)");
+  // Under match_familiar the matched model trains first, in full; its final
+  // validation accuracy is every other model's target. Results keep opt.models' order.
+  std::vector<std::string> order = opt.models;
+  if (!opt.match_familiar.empty()) {
+    const auto it = std::find(order.begin(), order.end(), opt.match_familiar);
+    if (it == order.end()) throw std::invalid_argument("match_familiar: model '" + opt.match_familiar + "' is not run");
+    std::rotate(order.begin(), it, it + 1);
+  }
+  double target = opt.stop_at_familiar;
+  std::vector<ModelResult> results;
+  for (const std::string& m : order) {
     const auto tm = std::chrono::steady_clock::now();
+    TrainConfig tc = opt.train;
+    const bool matched = !opt.match_familiar.empty() && m == opt.match_familiar;
+    if (target > 0 && !matched) tc.stop = stop_at_accuracy(target);
     try {
-      r.models.push_back(train_and_evaluate(m, r.data, opt.train, on_epoch, [&](Model& model) {
+      results.push_back(train_and_evaluate(m, r.data, tc, on_epoch, [&](Model& model) {
         if (on_trained) on_trained(m, model, r.data);
       }));
+      // A model fit in one pass (no history) has no training to stop.
+      if (target > 0 && !matched && !results.back().history.empty()) results.back().stop_target = target;
+      if (matched) target = results.back().validation;
     } catch (const std::exception& e) {
       if (!opt.keep_going) throw;
       ModelResult failed;
@@ -219,9 +247,13 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
       failed.familiar = failed.heldout = failed.drop = NAN;
       failed.error = *e.what() ? e.what() : "unknown error";
       failed.train_s = seconds_since(tm);
-      r.models.push_back(failed);
+      results.push_back(failed);
+      if (matched) target = NAN;  // nothing to match: the others train to the cap
     }
   }
+  for (const std::string& m : opt.models)
+    for (ModelResult& res : results)
+      if (res.name == m) r.models.push_back(std::move(res));
   r.total_s = seconds_since(t0);
   return r;
 }

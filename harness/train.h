@@ -13,16 +13,22 @@
 
 namespace vg {
 
-// The stopping-rule seam. Training runs at most n_epochs; after each epoch's
-// evaluation the rule, if any, may end it early (fixed epochs today; stopping
-// at a familiar accuracy plugs in here). `progress` for the loss always counts
-// against the cap, so an early stop does not change the steps before it.
+// The stopping-rule seam. Training runs at most n_epochs; every `stop_every`
+// steps (0: after each epoch) the rule, if any, may end it early. It sees the
+// accuracy on the familiar *validation* split (Dataset::validation), never on
+// a test split. `progress` for the loss always counts against the cap, so an
+// early stop does not change the steps before it.
 struct StopCheck {
-  int epoch = 0;
-  long step = 0;         // training steps done
-  double familiar = 0;   // accuracy on the familiar split after this epoch
+  int epoch = 0;          // the epoch under way (1-based)
+  long step = 0;          // training steps done
+  double validation = 0;  // accuracy on the familiar validation split now
 };
 using StopRule = std::function<bool(const StopCheck&)>;  // true: stop now
+
+// Stops at a familiar validation accuracy of `target` or more.
+inline StopRule stop_at_accuracy(double target) {
+  return [target](const StopCheck& c) { return c.validation >= target; };
+}
 
 struct TrainConfig {
   uint64_t seed = 0;
@@ -32,6 +38,7 @@ struct TrainConfig {
   ModelOptions model;  // the models' own options (--cnn-hidden, --em-*, --loss, ...), as typed
   bool circle_every_epoch = false;  // also evaluate the circle split after each epoch
   StopRule stop;                    // empty: all n_epochs
+  int stop_every = 0;               // steps between checks of `stop`; 0: after each epoch
 };
 
 struct EpochStats {
@@ -46,7 +53,9 @@ struct ModelResult {
   std::vector<double> step_loss;  // mean loss of every training batch, in order
   std::string error;              // empty, or why training failed (RunOptions::keep_going)
   long steps = 0;                 // training steps taken
-  bool stopped_early = false;     // the stop rule ended training before n_epochs
+  bool stopped_early = false;     // the stop rule ended training before the cap
+  double validation = NAN;        // final accuracy on the validation split (if there is one)
+  double stop_target = NAN;       // the validation accuracy it was stopped at (stop_at_familiar, match_familiar)
   double familiar = 0, heldout = 0, drop = 0;
   std::vector<double> heldout_per_class;  // accuracy per class on the held-out split
   // Models with class capsules: do their activations carry the class? On the
@@ -92,6 +101,11 @@ struct RunOptions {
   // A model that fails (NaN, a bad option) is recorded in its ModelResult::error
   // and the others still run (sweeps); otherwise the failure is thrown (run).
   bool keep_going = false;
+  // Stopping at a familiar validation accuracy: a fixed one, or that of model
+  // `match_familiar` after its full training (trained first, then every other
+  // model stops when it reaches it). Either needs data.n_val_per_combo > 0.
+  double stop_at_familiar = 0;  // 0: off
+  std::string match_familiar;   // "": off
 };
 
 struct RunResult {

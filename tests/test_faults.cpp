@@ -45,6 +45,7 @@ constexpr size_t kStride = 1;
 
 namespace fs = std::filesystem;
 using vg::test::lines;
+using vg::test::without_seconds;
 using vg::test::slurp;
 
 // 2 seeds x 2 gaps, one CNN epoch on 30 images: ~0.1 s a cell.
@@ -107,17 +108,6 @@ bool eventually(F ready) {
   return false;
 }
 
-// cells.csv without its timing column (the 12th).
-std::string without_seconds(const std::string& csv) {
-  std::stringstream in(csv), out;
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t pos = 0;
-    for (int k = 0; k < 11; ++k) pos = line.find(',', pos) + 1;
-    out << line.substr(0, pos) << line.substr(line.find(',', pos) + 1) << '\n';
-  }
-  return out.str();
-}
 
 // The result tables of a sweep, timing aside.
 std::map<std::string, std::string> tables(const std::string& dir) {

@@ -180,8 +180,8 @@ class PlotTest(unittest.TestCase):
         out = self.path("fig")
         for name, edit, needle in (
                 ("nometa", lambda d: os.remove(os.path.join(d, "meta.json")), "meta.json: no such file"),
-                ("oldmeta", lambda d: self.edit(d, "meta.json", '"schema_version": 2', '"schema_version": 1'),
-                 "schema_version 1"),
+                ("oldmeta", lambda d: self.edit(d, "meta.json", '"schema_version": 3', '"schema_version": 2'),
+                 "schema_version 2"),
                 ("column", lambda d: self.edit(d, "summary.csv", "ci_lo", "lo"), "missing column(s) ci_lo"),
                 ("number", lambda d: self.edit(d, "azimuth.csv", "\n,0,caps,0.0,5,", "\n,0,caps,zero,5,"),
                  "line 2: column 'distance_deg' is not a number")):

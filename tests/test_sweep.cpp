@@ -13,6 +13,7 @@ namespace vg {
 namespace {
 
 using test::lines;
+using test::without_seconds;
 using test::Outcome;
 using test::run;
 using test::slurp;
@@ -25,18 +26,6 @@ std::string fresh_dir(const std::string& name) {
   return d;
 }
 
-// cells.csv without its timing column (12th).
-std::string without_seconds(const std::string& csv) {
-  std::stringstream in(csv), out;
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t pos = 0;
-    for (int k = 0; k < 11; ++k) pos = line.find(',', pos) + 1;
-    const size_t end = line.find(',', pos);
-    out << line.substr(0, pos) << line.substr(end + 1) << '\n';
-  }
-  return out.str();
-}
 
 TEST(Sweep, BadInputIsOneLineExitTwoBeforeAnyCell) {
   const std::string dir = fresh_dir("bad");

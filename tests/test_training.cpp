@@ -208,5 +208,83 @@ TEST(Training, StopRuleEndsTrainingEarlyWithoutChangingTheStepsBefore) {
   EXPECT_EQ(early.familiar, early.history.back().familiar);
 }
 
+// The validation split: the familiar split's viewpoints and labels, its own
+// noise, so a stopping rule never reads a test image.
+TEST(Training, ValidationSplitHasFamiliarViewpointsAndItsOwnNoise) {
+  DataConfig dc;
+  dc.n_val_per_combo = dc.n_eval_per_combo;
+  const Dataset d = make_dataset(dc);
+  ASSERT_EQ(d.validation.size(), d.familiar.size());
+  EXPECT_EQ(d.validation.labels, d.familiar.labels);
+  EXPECT_EQ(d.validation.azimuth, d.familiar.azimuth);
+  EXPECT_EQ(d.validation.elevation, d.familiar.elevation);
+  EXPECT_NE(d.validation.images, d.familiar.images);
+  EXPECT_EQ(make_dataset(DataConfig{}).validation.size(), 0);  // made only when asked for
+}
+
+// Every K steps the rule sees the validation accuracy; stopping keeps the steps before.
+TEST(Training, StopRuleCheckedEveryKStepsOnTheValidationSplit) {
+  DataConfig dc;
+  dc.n_per_combo = 2;
+  dc.n_val_per_combo = 2;
+  const Dataset d = make_dataset(dc);
+  TrainConfig tc;
+  tc.n_epochs = 6;
+  tc.seed = 3;
+  const ModelResult full = train_and_evaluate("cnn", d, tc);
+  tc.stop_every = 7;
+  std::vector<long> checked;
+  tc.stop = [&](const StopCheck& c) {
+    checked.push_back(c.step);
+    EXPECT_GE(c.validation, 0.0);
+    EXPECT_LE(c.validation, 1.0);
+    return c.step == 21;
+  };
+  const ModelResult early = train_and_evaluate("cnn", d, tc);
+  EXPECT_EQ(checked, (std::vector<long>{7, 14, 21}));
+  EXPECT_TRUE(early.stopped_early);
+  EXPECT_EQ(early.steps, 21);
+  ASSERT_EQ(early.step_loss.size(), 21u);
+  for (size_t k = 0; k < 21; ++k) EXPECT_EQ(early.step_loss[k], full.step_loss[k]) << k;
+  EXPECT_FALSE(std::isnan(early.validation));
+}
+
+TEST(Training, StopAtFamiliarAndMatchFamiliarSetEachModelsTarget) {
+  RunOptions o = small_run();
+  o.data.n_per_combo = 2;
+  o.data.n_val_per_combo = 2;
+  o.models = {"caps", "cnn", "linear"};
+  o.stop_at_familiar = 0.6;
+  const RunResult fixed = run_experiment(o);
+  for (const ModelResult& m : fixed.models) {
+    EXPECT_EQ(m.stop_target, 0.6) << m.name;
+    // Stopped at the first check at or above the target, or ran to the cap below it.
+    if (m.stopped_early) {
+      EXPECT_GE(m.validation, 0.6) << m.name;
+    } else {
+      EXPECT_EQ(m.history.size(), size_t(o.train.n_epochs)) << m.name;
+    }
+  }
+  o.stop_at_familiar = 0;
+  o.match_familiar = "cnn";
+  const RunResult matched = run_experiment(o);
+  ASSERT_EQ(matched.models.size(), 3u);  // in the order asked for, though cnn trained first
+  EXPECT_EQ(matched.models[0].name, "caps");
+  EXPECT_EQ(matched.models[1].name, "cnn");
+  const ModelResult& cnn = matched.models[1];
+  EXPECT_FALSE(cnn.stopped_early);
+  EXPECT_TRUE(std::isnan(cnn.stop_target));
+  EXPECT_EQ(cnn.history.size(), size_t(o.train.n_epochs));
+  for (const ModelResult* m : {&matched.models[0], &matched.models[2]}) {
+    EXPECT_EQ(m->stop_target, cnn.validation) << m->name;
+    if (m->stopped_early) {
+      EXPECT_GE(m->validation, cnn.validation) << m->name;
+    }
+  }
+  // Asking for a target without a validation split is a programming error.
+  o.data.n_val_per_combo = 0;
+  EXPECT_THROW(run_experiment(o), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace vg

@@ -36,6 +36,25 @@ inline std::string slurp(const std::string& path) {
 
 inline int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
+// A sweep's cells.csv without its timing column (the header's "seconds").
+inline std::string without_seconds(const std::string& csv) {
+  const std::string header = csv.substr(0, csv.find('\n'));
+  int col = 0;
+  for (size_t pos = 0, next; (next = header.find(',', pos)) != std::string::npos && header.substr(pos, next - pos) != "seconds";
+       pos = next + 1)
+    ++col;
+  std::string out;
+  size_t start = 0;
+  for (size_t nl; (nl = csv.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const std::string line = csv.substr(start, nl - start);
+    size_t from = 0;
+    for (int k = 0; k < col && from != std::string::npos; ++k) from = line.find(',', from) + 1;
+    const size_t to = line.find(',', from);
+    out += (to == std::string::npos ? line : line.substr(0, from) + line.substr(to + 1)) + '\n';
+  }
+  return out;
+}
+
 // The viewgap binary run as a user would: exit code, stdout, stderr.
 struct Outcome {
   int code;

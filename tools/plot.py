@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import animation  # noqa: E402
 
 # The format version each viewgap document kind has (harness/report.h, harness/sweep.h).
-SCHEMA_VERSION = {"viewgap-run": 2, "viewgap-sweep": 2, "viewgap-dump": 1}
+SCHEMA_VERSION = {"viewgap-run": 2, "viewgap-sweep": 3, "viewgap-dump": 1}
 CHANCE = 0.2
 COLORS = {"caps": "tab:blue", "cnn": "tab:orange", "cnn136": "tab:green"}
 EXTRA_COLORS = ["tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
