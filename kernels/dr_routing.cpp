@@ -48,7 +48,9 @@ void dr_squash_forward(float* v, const float* s, size_t n, int dim) {
     const float* x = s + q * dim;
     float n2 = 0.f;
     for (int h = 0; h < dim; ++h) n2 += x[h] * x[h];
-    const float scale = std::sqrt(n2) / (1.f + n2);  // 0 at s = 0
+    // |s| / (1 + |s|^2) as 1 / (|s| + 1 / |s|): 0 at s = 0, and ~1 / |s| where
+    // |s|^2 alone would overflow (|s| > 1.8e19 overflows the norm: NaN).
+    const float nrm = std::sqrt(n2), scale = 1.f / (nrm + 1.f / nrm);
     float* y = v + q * dim;
     for (int h = 0; h < dim; ++h) y[h] = scale * x[h];
   }

@@ -86,7 +86,8 @@ const DrRoutingKernels* dr_routing_for(Isa isa);
 const DrRoutingKernels& dr_routing_kernels();
 
 // squash(s) = |s|^2 / (1 + |s|^2) s / |s| = s |s| / (1 + |s|^2), for n vectors
-// of `dim` floats (v may alias s). squash(0) = 0, and |squash(s)| < 1.
+// of `dim` floats (v may alias s). squash(0) = 0, and |squash(s)| < 1 (<= 1
+// in float). Finite for |s| up to ~1.8e19, where |s|^2 overflows (then NaN).
 void dr_squash_forward(float* v, const float* s, size_t n, int dim);
 // ds = J^T dv with J = scale I + n scale'(n) u u^T (u = s/|s|, scale = n/(1+n^2),
 // scale' = (1-n^2)/(1+n^2)^2), written without dividing by |s| beyond forming

@@ -144,8 +144,10 @@ const float* DrNet::forward(const float* images, int B) {
     LayerScope t(prof_, "routing", false);
     dr_routing_forward(v_.data(), len_.data(), st_, uhat_.data(), B, I, J, cfg_.iters, k_);
   }
-  recon_loss_ = 0;
-  if (!has_decoder()) return len_.data();
+  // A non-finite length must reach the step's loss so the run stops naming the
+  // layer: the margin loss's max(0, m - NaN) is 0 and would hide it.
+  recon_loss_ = all_finite(len_.data(), size_t(B) * J) ? 0.0 : double(NAN);
+  if (!has_decoder() || std::isnan(recon_loss_)) return len_.data();
   LayerScope t(prof_, "decoder", false);
   const int D = J * kDrOutDim;
   std::fill_n(dec_in_.begin(), size_t(B) * D, 0.f);
@@ -240,6 +242,10 @@ std::string DrNet::first_non_finite_layer(int B) const {
   if (!all_finite(uhat_.data(), b * I * J * kDrOutDim)) return "predictions";
   if (!all_finite(v_.data(), b * J * kDrOutDim) || !all_finite(len_.data(), b * J)) return "class (dynamic routing)";
   if (has_decoder() && !all_finite(rec_.data(), b * kPixels)) return "decoder";
+  // The reconstruction loss also reads the images: oneDNN's conv + ReLU maps a
+  // NaN pixel to 0, so a NaN image shows first (and only) here.
+  if (!std::isfinite(recon_loss_))
+    return all_finite(images_, b * kPixels) ? "decoder (reconstruction loss)" : "reconstruction loss (non-finite input image)";
   return "";
 }
 

@@ -50,6 +50,7 @@ class DrNet final : public Model {
   std::vector<LayerInfo> layers(int batch) const override;
   ClassCapsules class_capsules() const override { return {kDrOutDim, v_.data(), len_.data()}; }
   void set_training_labels(const int* labels) override { labels_ = labels; }
+  // The reconstruction term; NaN if the last forward's lengths were not finite.
   double model_loss() const override { return recon_loss_; }
 
   // Parameters of a model with `cfg` (the registry's count, without building).

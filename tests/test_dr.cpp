@@ -506,6 +506,40 @@ TEST(DrModel, NonFiniteWeightsAreNamedByLayer) {
   EXPECT_EQ(m.first_non_finite_layer(B), "predictions");
 }
 
+TEST(DrModel, NonFiniteRoutingIsNamedAndStopsTheStep) {
+  // Predictions of ~1e20: |s|^2 overflows in the routing's squash.
+  const int B = 2;
+  std::vector<int> y;
+  const auto x = sample_images(B, &y);
+  DrNet m(DrConfig{}, B);
+  m.init(5);
+  for (size_t k = 0; k < m.params().tensor(m.route_w).size; ++k) m.params().value(m.route_w)[k] *= 1e21f;
+  Trainer t(m, AdamConfig{}, B);
+  EXPECT_FALSE(std::isfinite(t.step(x.data(), y.data(), B, 0.0)));
+  EXPECT_EQ(m.first_non_finite_layer(B), "class (dynamic routing)");
+  EXPECT_EQ(m.params().first_non_finite(false), "");  // no update after a non-finite loss
+}
+
+TEST(DrTraining, NonFiniteInputStopsTheRunNamingModelLayerAndEpoch) {
+  DataConfig dc;
+  dc.n_per_combo = 1;
+  Dataset d = make_dataset(dc);
+  for (float& p : d.train.images) p = NAN;
+  TrainConfig tc;
+  tc.n_epochs = 2;
+  try {
+    train_and_evaluate("dr", d, tc);
+    ADD_FAILURE() << "expected NonFiniteError";
+  } catch (const NonFiniteError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("dr: ", 0), 0u) << msg;
+    EXPECT_NE(msg.find("epoch 1"), std::string::npos) << msg;
+    // oneDNN's conv + ReLU maps NaN pixels to 0: the NaN reaches the loss
+    // through the reconstruction target, the input.
+    EXPECT_NE(msg.find("input"), std::string::npos) << msg;
+  }
+}
+
 TEST(DrRegistry, BadOptionValuesAreOneLineErrors) {
   auto why = [](const ModelOptions& o) -> std::string {
     try {
