@@ -88,6 +88,7 @@ void enable_reproducible() {
 struct RunFlags {
   std::string seed = "0", n_epochs = "10", lr = "2e-3", batch_size = "32", threads = "1";
   std::string train_az = "0:150", test_az = "200:330", elevations = "10:50";
+  std::string test_elevations, n_test_elev, split;  // "": the training elevations; no preset
   std::string n_train_views = "6", n_test_views = "6", n_elev = "3";
   std::string n_per_combo = "5", n_eval_per_combo = "2";
   std::string models = "caps,cnn";
@@ -123,6 +124,10 @@ const FlagSpec kRunFlags[] = {
     {"n-test-views", &RunFlags::n_test_views, "Evenly spaced held-out azimuths"},
     {"elevations", &RunFlags::elevations, "Elevation range A:B in degrees"},
     {"n-elev", &RunFlags::n_elev, "Evenly spaced elevations"},
+    {"test-elevations", &RunFlags::test_elevations,
+     "Held-out elevation range A:B (default: the training elevations); outside the training band: elevation extrapolation"},
+    {"n-test-elev", &RunFlags::n_test_elev, "Evenly spaced held-out elevations (default: --n-elev)"},
+    {"split", &RunFlags::split, "A named split: paper-azimuth or paper-elevation (smallNORB's viewpoints, README)"},
     {"n-per-combo", &RunFlags::n_per_combo, "Training images per (class, azimuth, elevation)"},
     {"n-eval-per-combo", &RunFlags::n_eval_per_combo, "Evaluation images per combination"},
     {"models", &RunFlags::models, "Comma-separated model names"},
@@ -258,6 +263,9 @@ void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_tou
     case GeometryPart::test_overlap: throw UsageError(t.overlap_flag, t.overlap_value, t.overlap_prefix + p->why);
     case GeometryPart::elev_range: throw UsageError("--elevations", f.elevations, p->why);
     case GeometryPart::elev_count: throw UsageError("--n-elev", f.n_elev, p->why);
+    case GeometryPart::test_elev_range: throw UsageError("--test-elevations", f.test_elevations, p->why);
+    case GeometryPart::test_elev_count:  // its default is --n-elev's value
+      throw UsageError("--n-test-elev", f.n_test_elev.empty() ? f.n_elev : f.n_test_elev, p->why);
   }
 }
 
@@ -398,7 +406,45 @@ int jobs_that_fit(const RunOptions& o) {
 // Validates every flag into RunOptions, throwing UsageError naming the first
 // bad one. `sweep`: the held-out window, memory and outputs are the sweep's to
 // check (it builds one window per gap and runs cells in parallel).
-RunOptions validate_run(const RunFlags& f, int* threads, bool sweep = false) {
+// The named splits (--split): smallNORB's viewpoints, as the paper uses them.
+struct SplitPreset {
+  const char* name;
+  std::vector<std::pair<const char*, const char*>> flags;  // run flag -> value
+};
+const SplitPreset kSplitPresets[] = {
+    // Train on azimuths 300..40 (a third of the circle), test on 60..280; all 9 elevations.
+    {"paper-azimuth", {{"train-azimuths", "300:400"}, {"n-train-views", "6"}, {"test-azimuths", "60:280"},
+                       {"n-test-views", "12"}, {"elevations", "30:70"}, {"n-elev", "9"}}},
+    // All 18 azimuths; train on the 3 lowest of the 9 elevations, test on the 6 highest.
+    {"paper-elevation", {{"train-azimuths", "0:340"}, {"n-train-views", "18"}, {"test-azimuths", "0:340"},
+                         {"n-test-views", "18"}, {"elevations", "30:40"}, {"n-elev", "3"},
+                         {"test-elevations", "45:70"}, {"n-test-elev", "6"}}},
+};
+
+std::string* run_flag(RunFlags& f, const std::string& name);
+
+// The flags with --split's preset applied; a flag the preset sets that the
+// user also set is a conflict.
+RunFlags with_split(const RunFlags& given) {
+  if (given.split.empty()) return given;
+  RunFlags f = given, defaults;
+  std::string names;
+  for (const SplitPreset& p : kSplitPresets) {
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+    if (given.split != p.name) continue;
+    for (const auto& [flag, value] : p.flags) {
+      if (*run_flag(f, flag) != *run_flag(defaults, flag))
+        throw UsageError("--split", given.split, std::string("conflicts with --") + flag + " '" + *run_flag(f, flag) +
+                                                     "' (the preset sets it to " + value + ")");
+      *run_flag(f, flag) = value;
+    }
+    return f;
+  }
+  throw UsageError("--split", given.split, "unknown split (expected " + names + ")");
+}
+
+RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep = false) {
+  const RunFlags f = with_split(flags);
   RunOptions o;
   o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
   o.train.n_epochs = int(parse_int("--n-epochs", f.n_epochs, 1, 100000));
@@ -411,6 +457,13 @@ RunOptions validate_run(const RunFlags& f, int* threads, bool sweep = false) {
   o.data.train_azimuths = parse_range("--train-azimuths", f.train_az, "--n-train-views", f.n_train_views);
   o.data.test_azimuths = parse_range("--test-azimuths", f.test_az, "--n-test-views", f.n_test_views);
   o.data.elevations = parse_range("--elevations", f.elevations, "--n-elev", f.n_elev);
+  if (!f.test_elevations.empty() || !f.n_test_elev.empty()) {
+    if (f.test_elevations.empty())
+      throw UsageError("--n-test-elev", f.n_test_elev, "needs --test-elevations");
+    // Without a count: as many held-out elevations as training ones.
+    o.data.test_elevations = parse_range("--test-elevations", f.test_elevations, "--n-test-elev",
+                                         f.n_test_elev.empty() ? f.n_elev : f.n_test_elev);
+  }
   o.data.n_per_combo = int(parse_int("--n-per-combo", f.n_per_combo, 1, 10000));
   o.data.n_eval_per_combo = int(parse_int("--n-eval-per-combo", f.n_eval_per_combo, 1, 10000));
 

@@ -131,7 +131,22 @@ void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img)
 
 Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& azimuths,
                  int per_combo) {
-  const std::vector<double> elev = cfg.elevations.values();
+  return make_split(cfg, id, azimuths, cfg.elevations.values(), per_combo);
+}
+
+std::vector<double> heldout_elevations(const DataConfig& cfg) {
+  return cfg.test_elevations.count > 0 ? cfg.test_elevations.values() : cfg.elevations.values();
+}
+
+double elevation_gap(const DataConfig& cfg) {
+  double gap = INFINITY;
+  for (double t : heldout_elevations(cfg))
+    for (double e : cfg.elevations.values()) gap = std::min(gap, std::fabs(t - e));
+  return gap;
+}
+
+Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& azimuths,
+                 const std::vector<double>& elev, int per_combo) {
   const int n_az = int(azimuths.size()), n_el = int(elev.size());
   const int n_combo = kNumClasses * n_az * n_el;
   const int n = n_combo * std::max(per_combo, 0);
@@ -184,7 +199,14 @@ Dataset make_dataset(const DataConfig& cfg) {
   d.gap_deg = azimuth_gap(d.train_az, d.test_az);
   d.train = make_split(cfg, SplitId::Train, d.train_az, cfg.n_per_combo);
   d.familiar = make_split(cfg, SplitId::Familiar, d.train_az, cfg.n_eval_per_combo);
-  d.heldout = make_split(cfg, SplitId::HeldOut, d.test_az, cfg.n_eval_per_combo);
+  d.test_elevations = heldout_elevations(cfg);
+  d.elev_gap_deg = elevation_gap(cfg);
+  d.heldout = make_split(cfg, SplitId::HeldOut, d.test_az, d.test_elevations, cfg.n_eval_per_combo);
+  if (cfg.test_elevations.count > 0) {
+    for (int e = 0; e <= 80; e += 10) d.profile_elevations.push_back(e);
+    d.elevation_profile = make_split(cfg, SplitId::ElevationProfile, d.train_az, d.profile_elevations,
+                                     cfg.n_eval_per_combo);
+  }
   d.circle = make_split(cfg, SplitId::Circle, d.circle_az, cfg.n_eval_per_combo);
   if (cfg.n_val_per_combo > 0) d.validation = make_split(cfg, SplitId::Validation, d.train_az, cfg.n_val_per_combo);
   return d;
@@ -233,6 +255,18 @@ std::optional<GeometryProblem> check_geometry(const DataConfig& cfg, bool allow_
   if (auto p = check_range(te, GeometryPart::test_range, GeometryPart::test_count, true)) return p;
   if (auto p = check_range(cfg.elevations, GeometryPart::elev_range, GeometryPart::elev_count, false)) return p;
   constexpr double eps = 1e-9;
+  if (cfg.test_elevations.count > 0) {
+    if (auto p = check_range(cfg.test_elevations, GeometryPart::test_elev_range, GeometryPart::test_elev_count, false))
+      return p;
+    const AngleRange& el = cfg.elevations;
+    bool outside_band = true;
+    for (double t : cfg.test_elevations.values()) outside_band = outside_band && (t < el.from - eps || t > el.to + eps);
+    // An elevation extrapolation: every held-out view differs from every
+    // training view in elevation, so the azimuths may be shared.
+    if (outside_band) {
+      return std::nullopt;
+    }
+  }
   const double span = tr.to - tr.from;
   for (double t : te.values()) {
     const double offset = wrap360(t - tr.from);  // where t lies going up from A

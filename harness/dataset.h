@@ -48,7 +48,10 @@ struct DataConfig {
   uint64_t seed = 0;
   AngleRange train_azimuths{0, 150, 6};
   AngleRange test_azimuths{200, 330, 6};
-  AngleRange elevations{10, 50, 3};
+  AngleRange elevations{10, 50, 3};       // training (and familiar) elevations
+  // Held-out elevations; count 0: the training ones (azimuth extrapolation).
+  // Set apart from the training band, they make an elevation extrapolation.
+  AngleRange test_elevations{0, 0, 0};
   int n_per_combo = 5;       // train samples per (class, azimuth, elevation)
   int n_eval_per_combo = 2;  // familiar, held-out and circle samples per combo
   // Samples per combo of a familiar *validation* split (training viewpoints,
@@ -59,19 +62,32 @@ struct DataConfig {
 };
 
 // Split ids key the noise streams, so every split has its own fresh noise.
-enum class SplitId : uint32_t { Train = 0, Familiar = 1, HeldOut = 2, Circle = 3, Figures = 4, Validation = 5 };
+enum class SplitId : uint32_t { Train = 0, Familiar = 1, HeldOut = 2, Circle = 3, Figures = 4, Validation = 5,
+                                ElevationProfile = 6 };
 
 // Images ordered by (class, azimuth index, elevation index, sample); the pixel
 // noise of sample n of split s is the stream (seed, Noise, s, n), so the bytes
 // do not depend on the number of threads.
 Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& azimuths,
                  int per_combo);
+// The same at the given elevations (instead of cfg.elevations).
+Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& azimuths,
+                 const std::vector<double>& elevations, int per_combo);
+
+// The held-out elevations: cfg.test_elevations, or the training ones.
+std::vector<double> heldout_elevations(const DataConfig& cfg);
+// Smallest distance between a held-out and a training elevation (0: shared).
+double elevation_gap(const DataConfig& cfg);
 
 struct Dataset {
   Split train, familiar, heldout, circle;
   Split validation;  // empty unless DataConfig::n_val_per_combo > 0
-  std::vector<double> train_az, test_az, circle_az, elevations;
-  double gap_deg = 0;  // circular gap between train and test azimuths
+  // Under an elevation extrapolation: the training azimuths at every
+  // profile_elevations entry (the circle's counterpart for elevation).
+  Split elevation_profile;
+  std::vector<double> train_az, test_az, circle_az, elevations, test_elevations, profile_elevations;
+  double gap_deg = 0;       // circular gap between train and test azimuths
+  double elev_gap_deg = 0;  // gap between train and held-out elevations
 };
 
 // The azimuths of the circle split: every 10 degrees from 0 to 350. The one
@@ -82,7 +98,10 @@ std::vector<double> circle_azimuths(const DataConfig& cfg);
 Dataset make_dataset(const DataConfig& cfg);
 
 // What is wrong with a split geometry, and in which input (the CLI names the flag).
-enum class GeometryPart { train_range, train_count, test_range, test_count, test_overlap, elev_range, elev_count };
+enum class GeometryPart {
+  train_range, train_count, test_range, test_count, test_overlap, elev_range, elev_count,
+  test_elev_range, test_elev_count
+};
 struct GeometryProblem {
   GeometryPart part;
   std::string why;  // one clause, e.g. "B < A (...)"
@@ -99,6 +118,10 @@ struct GeometryProblem {
 //   not on a training azimuth (SPEC section 1), not between two of them.
 //   `allow_touching_end`: the one exception, a held-out azimuth exactly at B
 //   (a sweep's gap-0 window starts there by construction; its true gap is 0).
+//   The exception to that rule: held-out elevations all outside the training
+//   band (an elevation extrapolation), where no held-out view can equal a
+//   training view, so the azimuths may be shared. Held-out elevations inside
+//   the band keep the azimuth rule: a view then may not coincide in both angles.
 std::optional<GeometryProblem> check_geometry(const DataConfig& cfg, bool allow_touching_end = false);
 
 }  // namespace vg

@@ -131,6 +131,8 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"train_azimuths", range_json(opt.data.train_azimuths)},
       {"test_azimuths", range_json(opt.data.test_azimuths)},
       {"elevations", range_json(opt.data.elevations)},
+      {"test_elevations", opt.data.test_elevations.count > 0 ? range_json(opt.data.test_elevations)
+                                                             : nlohmann::json(nullptr)},
       {"n_per_combo", opt.data.n_per_combo},
       {"n_eval_per_combo", opt.data.n_eval_per_combo},
       {"n_val_per_combo", opt.data.n_val_per_combo},
@@ -147,6 +149,10 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
   for (double a : r.data.circle_az) dist.push_back(azimuth_gap(r.data.train_az, {a}));
   json data = {
       {"gap_deg", r.data.gap_deg},
+      {"elevation_gap_deg", r.data.elev_gap_deg},
+      {"train_elevations", r.data.elevations},
+      {"test_elevations", r.data.test_elevations},
+      {"profile_elevations", r.data.profile_elevations},
       {"sizes", {{"train", r.data.train.size()}, {"familiar", r.data.familiar.size()},
                  {"heldout", r.data.heldout.size()}, {"circle", r.data.circle.size()}}},
       {"classes", std::vector<std::string>(kClassNames, kClassNames + kNumClasses)},
@@ -172,6 +178,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                                                    {"heldout_mean_true", m.act_true},
                                                    {"heldout_mean_other", m.act_other}}},
                       {"circle_accuracy", m.circle_acc},
+                      {"elevation_accuracy", m.elevation_acc},
                       {"circle_history", m.circle_history},
                       {"history", hist},
                       {"step_loss", m.step_loss},
@@ -212,6 +219,12 @@ std::string format_run_table(const RunOptions& opt, const RunResult& r) {
                 d.train_azimuths.to, d.train_azimuths.count, d.test_azimuths.from,
                 d.test_azimuths.to, d.test_azimuths.count, r.data.gap_deg);
   o << line;
+  if (d.test_elevations.count > 0) {
+    std::snprintf(line, sizeof line, "train elevations %g:%g (%d), held-out %g:%g (%d); elevation gap %g deg\n",
+                  d.elevations.from, d.elevations.to, d.elevations.count, d.test_elevations.from,
+                  d.test_elevations.to, d.test_elevations.count, r.data.elev_gap_deg);
+    o << line;
+  }
   std::snprintf(line, sizeof line, "%-8s %9s %9s %9s %7s %9s\n", "model", "params", "familiar",
                 "held-out", "drop", "time (s)");
   o << line;

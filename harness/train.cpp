@@ -199,6 +199,19 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   class_activation_stats(*model, data.heldout, &res);
   accuracy(*model, data.circle, &correct);
   res.circle_acc = per_azimuth(data, correct);
+  if (data.elevation_profile.size() > 0) {
+    accuracy(*model, data.elevation_profile, &correct);
+    std::vector<int> n(data.profile_elevations.size(), 0), ok(n.size(), 0);
+    for (int k = 0; k < data.elevation_profile.size(); ++k) {
+      const size_t e = size_t(std::find(data.profile_elevations.begin(), data.profile_elevations.end(),
+                                        double(data.elevation_profile.elevation[size_t(k)])) -
+                              data.profile_elevations.begin());
+      if (e == n.size()) throw std::logic_error("profile image at an elevation not in Dataset::profile_elevations");
+      ++n[e];
+      ok[e] += correct[size_t(k)];
+    }
+    for (size_t e = 0; e < n.size(); ++e) res.elevation_acc.push_back(n[e] ? double(ok[e]) / n[e] : 0.0);
+  }
   res.circle_s = seconds_since(t2);
   if (on_trained) on_trained(*model);
   return res;

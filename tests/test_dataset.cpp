@@ -229,4 +229,52 @@ TEST(Dataset, DeterministicBySeedAndThreadCount) {
   EXPECT_TRUE(same_bytes(one, two));
 }
 
+// Elevation extrapolation: held-out elevations outside the training band may
+// share the azimuths (no held-out view equals a training view); inside the band
+// the azimuth rule holds. The held-out split renders the held-out elevations,
+// and the profile split the training azimuths at 0..80 degrees.
+TEST(Dataset, ElevationExtrapolationSplitsAndGeometry) {
+  vg::DataConfig cfg;
+  cfg.train_azimuths = {0, 340, 18};
+  cfg.test_azimuths = {0, 340, 18};
+  cfg.elevations = {30, 40, 3};
+  cfg.test_elevations = {45, 70, 6};
+  EXPECT_FALSE(vg::check_geometry(cfg).has_value());
+  EXPECT_EQ(vg::elevation_gap(cfg), 5.0);
+  cfg.n_per_combo = 1;
+  cfg.n_eval_per_combo = 1;
+  const vg::Dataset d = vg::make_dataset(cfg);
+  EXPECT_EQ(d.heldout.size(), 5 * 18 * 6);
+  for (float e : d.heldout.elevation) EXPECT_TRUE(e >= 45 && e <= 70) << e;
+  for (float e : d.familiar.elevation) EXPECT_TRUE(e >= 30 && e <= 40) << e;
+  EXPECT_EQ(d.profile_elevations.size(), 9u);
+  EXPECT_EQ(d.elevation_profile.size(), 5 * 18 * 9);
+  // One held-out elevation inside the band: the shared azimuths are refused.
+  cfg.test_elevations = {35, 70, 8};
+  const auto p = vg::check_geometry(cfg);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->part, vg::GeometryPart::test_overlap);
+  // Without held-out elevations nothing changes: no profile split.
+  EXPECT_EQ(vg::make_dataset(vg::DataConfig{}).elevation_profile.size(), 0);
+  EXPECT_EQ(vg::heldout_elevations(vg::DataConfig{}), vg::DataConfig{}.elevations.values());
+}
+
+// High elevations (looking down from up to 80 degrees) still give each class a
+// silhouette of its own: the clean renders of any two classes differ clearly
+// at every elevation and azimuth the profile uses.
+TEST(Dataset, ClassesStayDistinctAtHighElevations) {
+  std::vector<float> a(vg::kImagePixels), b(vg::kImagePixels);
+  for (double el = 0; el <= 80; el += 10)
+    for (double az = 0; az < 360; az += 20)
+      for (int c1 = 0; c1 < vg::kNumClasses; ++c1)
+        for (int c2 = c1 + 1; c2 < vg::kNumClasses; ++c2) {
+          vg::render_clean(c1, az, el, a.data());
+          vg::render_clean(c2, az, el, b.data());
+          double diff = 0;
+          for (int k = 0; k < vg::kImagePixels; ++k) diff += std::fabs(a[k] - b[k]);
+          EXPECT_GT(diff, 10.0) << vg::kClassNames[c1] << " vs " << vg::kClassNames[c2] << " at az " << az
+                                << ", el " << el;
+        }
+}
+
 }  // namespace
