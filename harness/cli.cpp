@@ -89,6 +89,7 @@ struct RunFlags {
   std::string seed = "0", n_epochs = "10", lr = "2e-3", batch_size = "32", threads = "1";
   std::string train_az = "0:150", test_az = "200:330", elevations = "10:50";
   std::string test_elevations, n_test_elev, split;  // "": the training elevations; no preset
+  std::string shapes = "seed";
   std::string n_train_views = "6", n_test_views = "6", n_elev = "3";
   std::string n_per_combo = "5", n_eval_per_combo = "2";
   std::string models = "caps,cnn";
@@ -127,6 +128,7 @@ const FlagSpec kRunFlags[] = {
     {"test-elevations", &RunFlags::test_elevations,
      "Held-out elevation range A:B (default: the training elevations); outside the training band: elevation extrapolation"},
     {"n-test-elev", &RunFlags::n_test_elev, "Evenly spaced held-out elevations (default: --n-elev)"},
+    {"shapes", &RunFlags::shapes, "The shape set: seed (the seed's five) or asym (no rotational symmetry)"},
     {"split", &RunFlags::split, "A named split: paper-azimuth or paper-elevation (smallNORB's viewpoints, README)"},
     {"n-per-combo", &RunFlags::n_per_combo, "Training images per (class, azimuth, elevation)"},
     {"n-eval-per-combo", &RunFlags::n_eval_per_combo, "Evaluation images per combination"},
@@ -457,6 +459,9 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep = false)
   o.data.train_azimuths = parse_range("--train-azimuths", f.train_az, "--n-train-views", f.n_train_views);
   o.data.test_azimuths = parse_range("--test-azimuths", f.test_az, "--n-test-views", f.n_test_views);
   o.data.elevations = parse_range("--elevations", f.elevations, "--n-elev", f.n_elev);
+  if (f.shapes == "seed") o.data.shapes = ShapeSet::seed;
+  else if (f.shapes == "asym") o.data.shapes = ShapeSet::asym;
+  else throw UsageError("--shapes", f.shapes, "unknown shape set (expected seed, asym)");
   if (!f.test_elevations.empty() || !f.n_test_elev.empty()) {
     if (f.test_elevations.empty())
       throw UsageError("--n-test-elev", f.n_test_elev, "needs --test-elevations");

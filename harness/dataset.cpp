@@ -105,14 +105,73 @@ std::vector<Point3> shape_points(int cls) {
   return p;
 }
 
-void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img) {
+namespace {
+// Points every `step` along the segment a -> b, a included, b excluded.
+void segment(std::vector<Point3>& p, Point3 a, Point3 b, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float t = float(i) / float(n);
+    p.push_back({a[0] + t * (b[0] - a[0]), a[1] + t * (b[1] - a[1]), a[2] + t * (b[2] - a[2])});
+  }
+}
+}  // namespace
+
+// The asym set: y is the vertical axis (azimuth turns about it). Each shape's
+// footprint in the x-z plane has no rotational symmetry, and each has its own
+// height profile, so the five stay apart from every viewpoint.
+std::vector<Point3> shape_points(int cls, ShapeSet set) {
+  if (set == ShapeSet::seed) return shape_points(cls);
+  std::vector<Point3> p;
+  switch (cls) {
+    case 0:  // hook: a post, an arm along +x at the top, a short drop at its end, a foot along +z
+      segment(p, {-0.5f, -0.8f, -0.3f}, {-0.5f, 0.6f, -0.3f}, 8);
+      segment(p, {-0.5f, 0.6f, -0.3f}, {0.6f, 0.6f, -0.3f}, 6);
+      segment(p, {0.6f, 0.6f, -0.3f}, {0.6f, 0.2f, -0.3f}, 3);
+      segment(p, {-0.5f, -0.8f, -0.3f}, {-0.5f, -0.8f, 0.5f}, 4);
+      break;
+    case 1:  // stairs: three rising steps along +x, the treads running back along -z
+      for (int s = 0; s < 3; ++s) {
+        const float x = -0.7f + 0.5f * float(s), y = -0.6f + 0.45f * float(s);
+        segment(p, {x, y, 0.3f}, {x + 0.5f, y, 0.3f}, 3);
+        segment(p, {x + 0.5f, y, 0.3f}, {x + 0.5f, y + 0.45f, 0.3f}, 2);
+        segment(p, {x, y, 0.3f}, {x, y, 0.3f - 0.3f * float(s + 1)}, 2);
+      }
+      break;
+    case 2:  // prongs: a stem and three unequal prongs at unequal angles
+      segment(p, {0, -0.7f, 0}, {0, 0.3f, 0}, 5);
+      segment(p, {0, 0.3f, 0}, {0.85f, 0.5f, 0}, 5);
+      segment(p, {0, 0.3f, 0}, {0, 0.1f, 0.45f}, 3);
+      segment(p, {0, 0.3f, 0}, {-0.5f, 0.75f, -0.5f}, 4);
+      p.push_back({0.85f, 0.5f, 0});
+      break;
+    case 3:  // chair: a seat, a back on one side only, two legs of unequal length
+      segment(p, {-0.5f, 0, -0.4f}, {0.5f, 0, -0.4f}, 5);
+      segment(p, {0.5f, 0, -0.4f}, {0.5f, 0, 0.4f}, 4);
+      segment(p, {0.5f, 0, 0.4f}, {-0.5f, 0, 0.4f}, 5);
+      segment(p, {-0.5f, 0, -0.4f}, {-0.5f, 0.8f, -0.4f}, 4);   // the back's post
+      segment(p, {-0.5f, 0.8f, -0.4f}, {-0.5f, 0.8f, 0.4f}, 4);  // and its rail
+      segment(p, {0.5f, 0, 0.4f}, {0.5f, -0.8f, 0.4f}, 4);       // long leg
+      segment(p, {0.5f, 0, -0.4f}, {0.5f, -0.4f, -0.4f}, 2);     // short leg
+      break;
+    case 4:  // helix: a rising spiral of shrinking radius over 1.5 turns
+      for (int i = 0; i < 24; ++i) {
+        const double t = 3.0 * std::numbers::pi * i / 23.0, r = 0.8 - 0.45 * i / 23.0;
+        p.push_back({float(r * std::cos(t)), float(-0.8 + 1.5 * i / 23.0), float(r * std::sin(t))});
+      }
+      break;
+    default:
+      break;
+  }
+  return p;
+}
+
+void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img, ShapeSet set) {
   constexpr double deg = std::numbers::pi / 180.0;
   const double ca = std::cos(azimuth_deg * deg), sa = std::sin(azimuth_deg * deg);
   const double ce = std::cos(elevation_deg * deg), se = std::sin(elevation_deg * deg);
   constexpr double inv2s2 = 1.0 / (2.0 * kSigma * kSigma);
   double acc[kImagePixels] = {};
   double ex[kImageSide], ey[kImageSide];
-  for (const Point3& q : shape_points(cls)) {
+  for (const Point3& q : shape_points(cls, set)) {
     // p' = R_x(el) . R_y(az) . p
     const double x1 = ca * q[0] + sa * q[2], y1 = q[1], z1 = -sa * q[0] + ca * q[2];
     const double x = x1, y = ce * y1 - se * z1, z = se * y1 + ce * z1;
@@ -156,7 +215,7 @@ Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& a
 #pragma omp parallel for schedule(dynamic)
   for (int k = 0; k < n_combo; ++k) {
     const int cls = k / (n_az * n_el), a = (k / n_el) % n_az, e = k % n_el;
-    render_clean(cls, azimuths[size_t(a)], elev[size_t(e)], clean.data() + size_t(k) * kImagePixels);
+    render_clean(cls, azimuths[size_t(a)], elev[size_t(e)], clean.data() + size_t(k) * kImagePixels, cfg.shapes);
   }
 
   Split s;

@@ -14,6 +14,16 @@ inline constexpr int kImagePixels = kImageSide * kImageSide;
 inline constexpr int kNumClasses = 5;
 inline constexpr const char* kClassNames[kNumClasses] = {"cross", "L", "T", "frame", "tripod"};
 
+// The shape sets (--shapes). `seed`: the seed's five (SPEC section 1); cross and
+// frame look the same every 90 degrees of azimuth and T every 180, so their
+// held-out views are familiar ones. `asym`: five shapes with no rotational
+// symmetry about the vertical axis, so every class carries the gap.
+enum class ShapeSet { seed, asym };
+inline constexpr const char* kAsymClassNames[kNumClasses] = {"hook", "stairs", "prongs", "chair", "helix"};
+inline const char* class_name(ShapeSet s, int cls) {
+  return s == ShapeSet::asym ? kAsymClassNames[cls] : kClassNames[cls];
+}
+
 // K evenly spaced angles from `from` to `to` inclusive, in degrees; values wrap
 // modulo 360 (300:420 crosses 0). K == 1 gives just `from`.
 struct AngleRange {
@@ -30,10 +40,13 @@ double azimuth_gap(const std::vector<double>& train_az, const std::vector<double
 using Point3 = std::array<float, 3>;
 // The points of class `cls` (0..4), exactly as SPEC section 1 lists them.
 std::vector<Point3> shape_points(int cls);
+// The points of class `cls` of shape set `set`.
+std::vector<Point3> shape_points(int cls, ShapeSet set);
 
 // Noise-free render of class `cls` at (azimuth, elevation) into img[32*32]
 // (row-major, row v then column u), values in [0, 1].
-void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img);
+void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img,
+                  ShapeSet set = ShapeSet::seed);
 
 // One split: N images of 32x32 floats, labels and the viewpoint of each.
 struct Split {
@@ -59,6 +72,7 @@ struct DataConfig {
   // 0: none (the split is made only when a rule needs it).
   int n_val_per_combo = 0;
   double noise_std = 0.04;
+  ShapeSet shapes = ShapeSet::seed;
 };
 
 // Split ids key the noise streams, so every split has its own fresh noise.

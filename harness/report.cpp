@@ -117,6 +117,14 @@ nlohmann::json model_options_json(const ModelOptions& opts) {
   return j;
 }
 
+namespace {
+std::vector<std::string> class_names(ShapeSet s) {
+  std::vector<std::string> n;
+  for (int c = 0; c < kNumClasses; ++c) n.push_back(class_name(s, c));
+  return n;
+}
+}  // namespace
+
 nlohmann::json run_config_json(const RunOptions& opt, int threads) {
   const TrainConfig& t = opt.train;
   return {
@@ -133,6 +141,7 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"elevations", range_json(opt.data.elevations)},
       {"test_elevations", opt.data.test_elevations.count > 0 ? range_json(opt.data.test_elevations)
                                                              : nlohmann::json(nullptr)},
+      {"shapes", opt.data.shapes == ShapeSet::asym ? "asym" : "seed"},
       {"n_per_combo", opt.data.n_per_combo},
       {"n_eval_per_combo", opt.data.n_eval_per_combo},
       {"n_val_per_combo", opt.data.n_val_per_combo},
@@ -155,7 +164,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
       {"profile_elevations", r.data.profile_elevations},
       {"sizes", {{"train", r.data.train.size()}, {"familiar", r.data.familiar.size()},
                  {"heldout", r.data.heldout.size()}, {"circle", r.data.circle.size()}}},
-      {"classes", std::vector<std::string>(kClassNames, kClassNames + kNumClasses)},
+      {"classes", class_names(opt.data.shapes)},
       {"circle_azimuths", r.data.circle_az},
       {"circle_distance_deg", dist},
   };
@@ -166,7 +175,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
       hist.push_back({{"epoch", e.epoch}, {"loss", e.loss}, {"familiar", e.familiar},
                       {"heldout", e.heldout}, {"seconds", e.seconds}});
     json per_class;
-    for (int c = 0; c < kNumClasses; ++c) per_class[kClassNames[c]] = m.heldout_per_class[c];
+    for (int c = 0; c < kNumClasses; ++c) per_class[class_name(opt.data.shapes, c)] = m.heldout_per_class[c];
     models.push_back({{"name", m.name},
                       {"n_params", m.n_params},
                       {"familiar", m.familiar},
@@ -301,6 +310,7 @@ void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run
                 const std::vector<ClassPose>& poses) {
   DataConfig dc;
   dc.seed = seed;
+  if (run_json["config"].value("shapes", "seed") == "asym") dc.shapes = ShapeSet::asym;
   const std::vector<double> azimuths = {0, 60, 120, 180, 240, 300};
   dc.elevations = {30, 30, 1};
   const Split by_az = make_split(dc, SplitId::Figures, azimuths, 1);
@@ -317,7 +327,7 @@ void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run
   }
   const nlohmann::json dump = {{"schema_version", 1},
                                {"kind", "viewgap-dump"},
-                               {"classes", std::vector<std::string>(kClassNames, kClassNames + kNumClasses)},
+                               {"classes", class_names(dc.shapes)},
                                {"azimuths", azimuths},
                                {"azimuth_elevation", 30},
                                {"elevations", {0, 20, 40, 60, 80}},

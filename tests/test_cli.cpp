@@ -68,6 +68,7 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"run --n-test-elev 3", "", "--n-test-elev '3': needs --test-elevations"},
       {"run --test-elevations 10:50 --test-azimuths 0:150", "", "--test-azimuths '0:150'"},
       {"run --split bogus", "", "--split 'bogus': unknown split (expected paper-azimuth, paper-elevation)"},
+      {"run --shapes round", "", "--shapes 'round': unknown shape set (expected seed, asym)"},
       {"run --split paper-azimuth --n-elev 5", "", "--split 'paper-azimuth': conflicts with --n-elev '5'"},
       {"profile --batch-size x", "", "--batch-size 'x'"},
       {"profile --trace /nonexistent-dir/t.json", "", "--trace '/nonexistent-dir/t.json'"},

@@ -262,19 +262,38 @@ TEST(Dataset, ElevationExtrapolationSplitsAndGeometry) {
 // High elevations (looking down from up to 80 degrees) still give each class a
 // silhouette of its own: the clean renders of any two classes differ clearly
 // at every elevation and azimuth the profile uses.
-TEST(Dataset, ClassesStayDistinctAtHighElevations) {
+double render_diff(int c1, double az1, int c2, double az2, double el, vg::ShapeSet set) {
   std::vector<float> a(vg::kImagePixels), b(vg::kImagePixels);
-  for (double el = 0; el <= 80; el += 10)
-    for (double az = 0; az < 360; az += 20)
-      for (int c1 = 0; c1 < vg::kNumClasses; ++c1)
-        for (int c2 = c1 + 1; c2 < vg::kNumClasses; ++c2) {
-          vg::render_clean(c1, az, el, a.data());
-          vg::render_clean(c2, az, el, b.data());
-          double diff = 0;
-          for (int k = 0; k < vg::kImagePixels; ++k) diff += std::fabs(a[k] - b[k]);
-          EXPECT_GT(diff, 10.0) << vg::kClassNames[c1] << " vs " << vg::kClassNames[c2] << " at az " << az
-                                << ", el " << el;
-        }
+  vg::render_clean(c1, az1, el, a.data(), set);
+  vg::render_clean(c2, az2, el, b.data(), set);
+  double diff = 0;
+  for (int k = 0; k < vg::kImagePixels; ++k) diff += std::fabs(a[k] - b[k]);
+  return diff;  // summed over pixels; a whole shape's ink is ~50-150
+}
+
+TEST(Dataset, ClassesStayDistinctAtHighElevations) {
+  for (vg::ShapeSet set : {vg::ShapeSet::seed, vg::ShapeSet::asym})
+    for (double el = 0; el <= 80; el += 10)
+      for (double az = 0; az < 360; az += 20)
+        for (int c1 = 0; c1 < vg::kNumClasses; ++c1)
+          for (int c2 = c1 + 1; c2 < vg::kNumClasses; ++c2)
+            EXPECT_GT(render_diff(c1, az, c2, az, el, set), 10.0)
+                << vg::class_name(set, c1) << " vs " << vg::class_name(set, c2) << " at az " << az << ", el " << el;
+}
+
+// The seed's cross and frame repeat every 90 degrees of azimuth and its T every
+// 180; no asym shape repeats under any turn about the vertical axis, so its
+// held-out views are new views of every class.
+TEST(Dataset, AsymShapesHaveNoRotationalSymmetryAboutTheVerticalAxis) {
+  EXPECT_LT(render_diff(0, 10, 0, 100, 30, vg::ShapeSet::seed), 1e-6);   // cross
+  EXPECT_LT(render_diff(3, 10, 3, 100, 30, vg::ShapeSet::seed), 1e-6);   // frame
+  EXPECT_LT(render_diff(2, 10, 2, 190, 30, vg::ShapeSet::seed), 1e-6);   // T
+  for (int c = 0; c < vg::kNumClasses; ++c)
+    for (double turn : {60.0, 72.0, 90.0, 120.0, 180.0})
+      for (double el : {10.0, 30.0, 50.0})
+        for (double az = 0; az < 360; az += 30)
+          EXPECT_GT(render_diff(c, az, c, az + turn, el, vg::ShapeSet::asym), 5.0)
+              << vg::kAsymClassNames[c] << " turned by " << turn << " from az " << az << ", el " << el;
 }
 
 }  // namespace
