@@ -426,16 +426,16 @@ const SplitPreset kSplitPresets[] = {
 std::string* run_flag(RunFlags& f, const std::string& name);
 
 // The flags with --split's preset applied; a flag the preset sets that the
-// user also set is a conflict.
-RunFlags with_split(const RunFlags& given) {
+// user also set (changed from the command's `defaults`) is a conflict.
+RunFlags with_split(const RunFlags& given, const RunFlags& defaults) {
   if (given.split.empty()) return given;
-  RunFlags f = given, defaults;
+  RunFlags f = given;
   std::string names;
   for (const SplitPreset& p : kSplitPresets) {
     names += (names.empty() ? "" : ", ") + std::string(p.name);
     if (given.split != p.name) continue;
     for (const auto& [flag, value] : p.flags) {
-      if (*run_flag(f, flag) != *run_flag(defaults, flag))
+      if (*run_flag(f, flag) != *run_flag(const_cast<RunFlags&>(defaults), flag))
         throw UsageError("--split", given.split, std::string("conflicts with --") + flag + " '" + *run_flag(f, flag) +
                                                      "' (the preset sets it to " + value + ")");
       *run_flag(f, flag) = value;
@@ -445,8 +445,15 @@ RunFlags with_split(const RunFlags& given) {
   throw UsageError("--split", given.split, "unknown split (expected " + names + ")");
 }
 
+// The defaults of `sweep`'s run flags (its training range is 0:60).
+RunFlags sweep_run_defaults() {
+  RunFlags f;
+  f.train_az = "0:60";
+  return f;
+}
+
 RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep = false) {
-  const RunFlags f = with_split(flags);
+  const RunFlags f = with_split(flags, sweep ? sweep_run_defaults() : RunFlags{});
   RunOptions o;
   o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
   o.train.n_epochs = int(parse_int("--n-epochs", f.n_epochs, 1, 100000));
@@ -626,8 +633,11 @@ std::string canonical_value(const std::string& v) {
 
 int do_sweep(const SweepFlags& f) {
   const std::vector<uint64_t> seeds = parse_seeds(f.seeds);
+  // "--gaps given": one held-out set, the run flags' own (--test-azimuths,
+  // --test-elevations or a --split preset), instead of windows stepped by gap.
+  const bool given = f.gaps == "given";
   std::vector<double> gaps;
-  for (const std::string& g : split(f.gaps, ',')) {
+  for (const std::string& g : given ? std::vector<std::string>{"0"} : split(f.gaps, ',')) {
     const double v = parse_real("--gaps", g, 0, 359, false);
     if (std::find(gaps.begin(), gaps.end(), v) != gaps.end()) throw UsageError("--gaps", f.gaps, "gap " + fmt_num(v) + " listed twice");
     gaps.push_back(v);
@@ -696,6 +706,7 @@ int do_sweep(const SweepFlags& f) {
     // at gap 0, is the one exception).
     auto window = [&](double g) {
       RunOptions o = base;
+      if (given) return o;
       o.data.test_azimuths.from = tr.to + g;
       o.data.test_azimuths.to = tr.to + g + width;
       return o;
@@ -704,9 +715,12 @@ int do_sweep(const SweepFlags& f) {
       return fmt_num(o.data.test_azimuths.from) + ":" + fmt_num(o.data.test_azimuths.to);
     };
     // If the window does not fit beside the training range even at gap 0, its width is at fault.
-    check_geometry_flags(rf, window(0).data, true,
-                         {"--test-width", f.test_width, "--test-width", f.test_width,
-                          "a window this wide (" + span(window(0)) + " at gap 0) reaches round to the training range: "});
+    if (given)
+      check_geometry_flags(rf, base.data, false, {"--test-azimuths", rf.test_az, "--test-azimuths", rf.test_az, ""});
+    else
+      check_geometry_flags(rf, window(0).data, true,
+                           {"--test-width", f.test_width, "--test-width", f.test_width,
+                            "a window this wide (" + span(window(0)) + " at gap 0) reaches round to the training range: "});
     for (double g : gaps) {
       const RunOptions opt = window(g);
       check_geometry_flags(rf, opt.data, true,
@@ -717,7 +731,7 @@ int do_sweep(const SweepFlags& f) {
         SweepCell c;
         c.id = int(plan.cells.size());
         c.seed = seed;
-        c.gap = g;
+        c.gap = given ? true_gap : g;
         c.true_gap = true_gap;
         c.grid = grid;
         c.opt = opt;
@@ -738,7 +752,7 @@ int do_sweep(const SweepFlags& f) {
   // Everything that defines the results (not --jobs, --resume, --quiet, --out).
   nlohmann::json run_flags;
   for (const FlagSpec& s : kRunFlags)
-    if (std::string(s.name) != "seed" && std::string(s.name) != "test-azimuths" &&
+    if (std::string(s.name) != "seed" && (given || std::string(s.name) != "test-azimuths") &&
         std::string(s.name) != "threads")
       run_flags[s.name] = f.run.*(s.field);
   for (const auto& [name, value] : f.run.model) run_flags[name] = value;
@@ -865,7 +879,9 @@ int cli_main(int argc, char** argv) {
   SweepFlags sf;
   CLI::App* sweep = app.add_subcommand("sweep", "Seeds x azimuth gaps (x any run flag) in parallel, with statistics");
   sweep->add_option("--seeds", sf.seeds, "Seeds: A:B (inclusive) or a comma list")->capture_default_str();
-  sweep->add_option("--gaps", sf.gaps, "Gaps in degrees between the training range and the held-out window")->capture_default_str();
+  sweep->add_option("--gaps", sf.gaps,
+                    "Gaps in degrees between the training range and the held-out window; 'given': the held-out "
+                    "set of --test-azimuths/--test-elevations/--split as given")->capture_default_str();
   sweep->add_option("--test-width", sf.test_width, "Width of the held-out window in degrees")->capture_default_str();
   sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable)");
   sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default caps)");
@@ -874,7 +890,7 @@ int cli_main(int argc, char** argv) {
   sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");
   sweep->add_flag("--quiet,-q", sf.quiet, "No progress on stderr");
   sweep->add_flag("--reproducible", sf.run.reproducible, repro_help);
-  sf.run.train_az = "0:60";
+  sf.run.train_az = sweep_run_defaults().train_az;
   ProfileFlags pf;
   CLI::App* prof = app.add_subcommand("profile", "Per-layer timings of training steps -> CSV (and a Chrome trace)");
   prof->add_option("--model", pf.model, "The model: " + model_names())->capture_default_str();

@@ -50,6 +50,22 @@ step "ablation, gap 90" "$exe" sweep --seeds 0:29 --gaps 90 --train-azimuths 0:6
   --models caps,cnn "${variants[@]}" --jobs 2 --reproducible --quiet --out "$out/ablation_gap90"
 step "ablation table, figure and activations" $py tools/ablation.py --exe "$exe" --seeds 10 --out "$out" \
   --sweep "seed's split=$out/ablation_seed_split" --sweep "gap 90=$out/ablation_gap90"
+# The paper's Table 2 (issue 11): each protocol's split, the capsules stopped at
+# the CNN's familiar validation accuracy, the seed's and the paper's capsules,
+# both shape sets, with the trivial baselines.
+paper=(--em-grad full --loss spread --em-lambda-schedule official)
+for protocol in azimuth elevation; do
+  rm -rf "$out/table2_${protocol}_seed" "$out/table2_${protocol}_paper"
+  step "table 2, $protocol, seed's capsules" "$exe" sweep --split paper-$protocol --gaps given --seeds 0:29 \
+    --models caps,cnn,nn1,linear --match-familiar cnn --stop-check-every 10 --grid shapes=seed,asym \
+    --jobs 2 --reproducible --quiet --out "$out/table2_${protocol}_seed"
+  step "table 2, $protocol, the paper's capsules" "$exe" sweep --split paper-$protocol --gaps given --seeds 0:29 \
+    --models caps,cnn --match-familiar cnn --stop-check-every 10 --grid shapes=seed,asym "${paper[@]}" \
+    --jobs 2 --reproducible --quiet --out "$out/table2_${protocol}_paper"
+done
+step "table 2" $py tools/table2.py --out "$out" \
+  --sweep "azimuth/seed=$out/table2_azimuth_seed" --sweep "azimuth/paper=$out/table2_azimuth_paper" \
+  --sweep "elevation/seed=$out/table2_elevation_seed" --sweep "elevation/paper=$out/table2_elevation_paper"
 # Throughput: the same 12 cells with 1 and 2 jobs, back to back.
 mkdir -p "$out/throughput"
 for j in 1 2; do
