@@ -636,6 +636,8 @@ int do_sweep(const SweepFlags& f) {
   // "--gaps given": one held-out set, the run flags' own (--test-azimuths,
   // --test-elevations or a --split preset), instead of windows stepped by gap.
   const bool given = f.gaps == "given";
+  if (!given && f.run.test_az != RunFlags{}.test_az)
+    throw UsageError("--test-azimuths", f.run.test_az, "applies with --gaps given only (gaps step the held-out window)");
   std::vector<double> gaps;
   for (const std::string& g : given ? std::vector<std::string>{"0"} : split(f.gaps, ',')) {
     const double v = parse_real("--gaps", g, 0, 359, false);
@@ -903,7 +905,7 @@ int cli_main(int argc, char** argv) {
   prof->add_option("--out", pf.out, "CSV: one row per layer and pass")->capture_default_str();
   prof->add_option("--trace", pf.trace, "Also write a Chrome trace-event JSON (Perfetto, chrome://tracing)");
   prof->add_flag("--reproducible", pf.reproducible, repro_help);
-  add_run_flags(sweep, sf.run, {"seed", "test-azimuths", "threads"});
+  add_run_flags(sweep, sf.run, {"seed", "threads"});  // --test-azimuths: with --gaps given only
 
   // CLI11 says only "A subcommand is required" for a mistyped one: name it.
   const auto subs = app.get_subcommands([](const CLI::App*) { return true; });

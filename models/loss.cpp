@@ -91,6 +91,10 @@ double margin(float* d, const float* s, const int* labels, int B, int C, const L
 
 double loss_forward_backward(const LossConfig& cfg, float* dscores, const float* scores,
                              const int* labels, int B, int C, double progress) {
+  // A non-finite score is a non-finite loss, whatever the loss: the hinge of
+  // the spread and margin losses (max(0, m - NaN) = 0) would otherwise hide it.
+  for (int k = 0; k < B * C; ++k)
+    if (!std::isfinite(scores[k])) return NAN;
   switch (cfg.kind) {
     case LossKind::xent: return softmax_xent(dscores, scores, labels, B, C);
     case LossKind::spread: return spread(dscores, scores, labels, B, C, spread_margin(cfg, progress));

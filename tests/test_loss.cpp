@@ -106,5 +106,21 @@ TEST(Loss, NamesParseAndUnknownNamesListTheValidOnes) {
   }
 }
 
+// A NaN or Inf score makes the loss NaN for every loss (the hinges would
+// otherwise clip it to 0 and training would go on with a broken model).
+TEST(Loss, NonFiniteScoresGiveANonFiniteLossForEveryLoss) {
+  const int labels[2] = {0, 3};
+  std::vector<float> d(10);
+  for (LossKind k : {LossKind::xent, LossKind::spread, LossKind::margin})
+    for (float bad : {NAN, INFINITY, -INFINITY}) {
+      std::vector<float> s(10, 0.3f);
+      s[7] = bad;
+      LossConfig c;
+      c.kind = k;
+      EXPECT_FALSE(std::isfinite(loss_forward_backward(c, d.data(), s.data(), labels, 2, 5, 0.5)))
+          << int(k) << " " << bad;
+    }
+}
+
 }  // namespace
 }  // namespace vg

@@ -43,7 +43,7 @@ TEST(Registry, UnknownModelsListTheValidNames) {
       EXPECT_TRUE(msg.find("caps, cnn, cnnN") != std::string::npos || msg.find("cnn") != std::string::npos) << msg;
     }
   }
-  EXPECT_EQ(model_names(), "caps, cnn, cnnN, nn1, linear");
+  EXPECT_EQ(model_names(), "caps, cnn, cnnN, nn1, linear, dr");
 }
 
 // A memory error blames the flag that sets the model's size: --cnn-hidden for

@@ -44,6 +44,8 @@ TEST(Sweep, BadInputIsOneLineExitTwoBeforeAnyCell) {
       {"--grid lr=", "--grid 'lr='"},
       {"--grid lr=0.1,-1", "--lr '-1'"},
       {"--models caps,xyz", "--models 'caps,xyz'"},
+      {"--gaps given --test-azimuths 0:30", "--test-azimuths '0:30'"},  // inside the training range 0:60
+      {"--gaps given --split paper-elevation --train-azimuths 0:100", "--split 'paper-elevation': conflicts"},
   };
   for (const auto& [args, mention] : cases) {
     const Outcome o = run("sweep --out " + dir + " " + args);
@@ -170,6 +172,22 @@ TEST(Sweep, SummaryTablesByHand) {
   EXPECT_NE(az.find(",30,caps,0,3,1.000000,1.000000,1.000000\n"), std::string::npos) << az;
   EXPECT_NE(az.find(",30,caps,40,3,0.700000,"), std::string::npos) << az;
   EXPECT_NE(az.find(",30,cnn,40,4,0.500000,"), std::string::npos) << az;
+}
+
+// --gaps given: one held-out set per seed, the run flags' own (here the
+// paper-elevation preset: shared azimuths, held-out elevations above the band).
+TEST(Sweep, GivenHeldOutSetRunsOneCellPerSeed) {
+  const std::string dir = fresh_dir("given");
+  const Outcome o = run("sweep --out " + dir +
+                        " --split paper-elevation --gaps given --seeds 0:1 --n-epochs 1 --n-per-combo 1 "
+                        "--n-eval-per-combo 1 --models cnn,nn1 --match-familiar cnn --quiet");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::string cells = slurp(dir + "/cells.csv");
+  EXPECT_EQ(lines(cells), 1 + 2 * 2);  // 2 seeds x 2 models
+  EXPECT_NE(cells.find("\n0,0,0,0,,cnn,ok,"), std::string::npos) << cells;  // true azimuth gap 0
+  const auto meta = nlohmann::json::parse(slurp(dir + "/meta.json"));
+  EXPECT_EQ(meta["config"]["run_flags"]["split"], "paper-elevation");
+  EXPECT_EQ(meta["config"]["run_flags"]["test-azimuths"], "200:330");  // recorded (the preset overrides it)
 }
 
 }  // namespace
