@@ -3,7 +3,7 @@
 # results/provenance.md with the machine, the commit and each step's wall time.
 # Every step runs with --reproducible, so the tables come out bit for bit the
 # same on any x86-64 CPU with AVX2+FMA (timings and provenance aside).
-# Usage: bash tools/make_results.sh   (about 10 minutes on 2 cores)
+# Usage: bash tools/make_results.sh   (about 20 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
@@ -36,9 +36,10 @@ step() {  # name, command...
 }
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
-rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput" "$out/ablation_seed_split" "$out/ablation_gap90"
+rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput" "$out/ablation_seed_split" "$out/ablation_gap90" \
+  "$out/recon_seed_split" "$out/recon_gap90"
 step "canonical sweep" "$exe" sweep --seeds 0:29 --gaps 0,30,60,90,120 --train-azimuths 0:60 \
-  --test-width 60 --models caps,cnn,cnn136 --jobs 2 --reproducible --quiet --out "$out/sweep_canonical"
+  --test-width 60 --models caps,cnn,cnn136,dr --jobs 2 --reproducible --quiet --out "$out/sweep_canonical"
 step "seed's configuration, 30 seeds" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 \
   --test-width 130 --models caps,cnn,cnn136 --jobs 2 --reproducible --quiet --out "$out/sweep_seed_config"
 # The routing/loss ablation (issue 10): {stopgrad, full} x {xent, spread} x
@@ -50,6 +51,12 @@ step "ablation, gap 90" "$exe" sweep --seeds 0:29 --gaps 90 --train-azimuths 0:6
   --models caps,cnn "${variants[@]}" --jobs 2 --reproducible --quiet --out "$out/ablation_gap90"
 step "ablation table, figure and activations" $py tools/ablation.py --exe "$exe" --seeds 10 --out "$out" \
   --sweep "seed's split=$out/ablation_seed_split" --sweep "gap 90=$out/ablation_gap90"
+# Does the reconstruction loss help dynamic routing (issue 12)? dr with and
+# without its decoder, paired with the CNN (reference dr), at the seed's split and gap 90.
+step "dr reconstruction, seed's split" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 --test-width 130 \
+  --models dr,cnn --reference dr --grid recon-weight=0,0.0005 --jobs 2 --reproducible --quiet --out "$out/recon_seed_split"
+step "dr reconstruction, gap 90" "$exe" sweep --seeds 0:29 --gaps 90 --train-azimuths 0:60 --test-width 60 \
+  --models dr,cnn --reference dr --grid recon-weight=0,0.0005 --jobs 2 --reproducible --quiet --out "$out/recon_gap90"
 # The paper's Table 2 (issue 11): each protocol's split, the capsules stopped at
 # the CNN's familiar validation accuracy, the seed's and the paper's capsules,
 # both shape sets, with the trivial baselines.
