@@ -589,6 +589,7 @@ int do_run(const RunFlags& f) {
 struct SweepFlags {
   RunFlags run;
   std::string seeds = "0:29", gaps = "0,30,60,90,120", test_width = "60", jobs, out, reference;
+  std::string shard, merge;  // "K/N"; "DIR,DIR,..."
   std::vector<std::string> grid;
   bool resume = false, quiet = false;
 };
@@ -763,6 +764,25 @@ int do_sweep(const SweepFlags& f) {
   // The typed configuration of the first cell, in the run JSON's form (not hashed).
   plan.run_config = run_config_json(plan.cells.front().opt, 1);
   if (f.run.reproducible) plan.config["reproducible"] = true;  // absent: older sweeps keep their hash
+  // --shard K/N: the cells with id = K mod N; --merge: the shards' tables into --out.
+  std::vector<std::string> merge_dirs;
+  if (!f.shard.empty()) {
+    const auto slash = f.shard.find('/');
+    const ParsedNumber<long long> k = parse_whole(f.shard.substr(0, slash));
+    const ParsedNumber<long long> n = parse_whole(slash == std::string::npos ? "" : f.shard.substr(slash + 1));
+    if (!k || !n || n.value < 1 || n.value > 1000000 || k.value < 0 || k.value >= n.value)
+      throw UsageError("--shard", f.shard, "expected K/N with 0 <= K < N (e.g. 3/16: the cells whose index is 3 mod 16)");
+    if (!f.merge.empty()) throw UsageError("--merge", f.merge, "conflicts with --shard (merge the shards in one more step)");
+    plan.shard = int(k.value);
+    plan.shards = int(n.value);
+    if (plan.shards > 1) plan.config["shard"] = f.shard;
+  }
+  if (!f.merge.empty()) {
+    if (f.resume) throw UsageError("--merge", f.merge, "conflicts with --resume (resume each shard, then merge)");
+    merge_dirs = split(f.merge, ',');
+    for (const std::string& d : merge_dirs)
+      if (d.empty()) throw UsageError("--merge", f.merge, "empty directory name");
+  }
   std::unique_ptr<DirLock> lock;
   try {
     lock = prepare_sweep_dir(plan);
@@ -771,9 +791,26 @@ int do_sweep(const SweepFlags& f) {
   } catch (const std::runtime_error& e) {
     throw UsageError("--out", f.out, e.what());
   }
+  if (!merge_dirs.empty()) {
+    SweepOutcome r;
+    try {
+      r = merge_shards(plan, merge_dirs);
+    } catch (const WriteError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      throw UsageError("--merge", f.merge, e.what());
+    }
+    std::printf("%d cells merged from %zu shards (%d failed); results in %s\n", int(plan.cells.size()),
+                merge_dirs.size(), r.failed, f.out.c_str());
+    flush_stdout();
+    return 0;
+  }
   const SweepOutcome r = run_sweep(plan);
-  std::printf("%d cells (%d run now, %d resumed, %d failed) in %.1f s; results in %s\n",
-              int(plan.cells.size()), r.ran, r.resumed, r.failed, r.wall_s, f.out.c_str());
+  int in_shard = 0;
+  for (const SweepCell& c : plan.cells) in_shard += plan.in_shard(c);
+  std::printf("%d cells%s (%d run now, %d resumed, %d failed) in %.1f s; results in %s\n", in_shard,
+              plan.shards > 1 ? (" of " + std::to_string(plan.cells.size()) + ", shard " + f.shard).c_str() : "",
+              r.ran, r.resumed, r.failed, r.wall_s, f.out.c_str());
   flush_stdout();
   return 0;
 }
@@ -890,6 +927,10 @@ int cli_main(int argc, char** argv) {
   sweep->add_option("--jobs", sf.jobs, "Cells run in parallel (default: the number of cores)");
   sweep->add_option("--out", sf.out, "Output directory")->required();
   sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");
+  sweep->add_option("--shard", sf.shard,
+                    "K/N: run only the cells whose index is K mod N (a Slurm array task: K = $SLURM_ARRAY_TASK_ID)");
+  sweep->add_option("--merge", sf.merge,
+                    "DIR,DIR,...: merge the shard directories of this sweep into --out (same flags, without --shard)");
   sweep->add_flag("--quiet,-q", sf.quiet, "No progress on stderr");
   sweep->add_flag("--reproducible", sf.run.reproducible, repro_help);
   sf.run.train_az = sweep_run_defaults().train_az;

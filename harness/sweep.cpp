@@ -397,20 +397,29 @@ void remove_if_present(const std::string& path) {
 }
 }  // namespace
 
+namespace {
+int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics,
+                       nlohmann::json& meta, std::chrono::steady_clock::time_point t0);
+}  // namespace
+
 SweepOutcome run_sweep(const SweepPlan& plan) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string dir = plan.dir;
   const std::vector<double> azimuths = plan_circle(plan);
-  const int total = int(plan.cells.size());
   SweepOutcome out;
 
   std::vector<CellRow> rows = plan.resume ? read_finished(dir, plan) : std::vector<CellRow>{};
+  std::erase_if(rows, [&](const CellRow& r) { return !plan.in_shard(plan.cells[size_t(r.cell)]); });
   std::set<int> finished;
   for (const CellRow& r : rows) finished.insert(r.cell);
   out.resumed = int(finished.size());
   std::vector<const SweepCell*> todo;
-  for (const SweepCell& c : plan.cells)
+  int total = 0;
+  for (const SweepCell& c : plan.cells) {
+    if (!plan.in_shard(c)) continue;
+    ++total;
     if (!finished.count(c.id)) todo.push_back(&c);
+  }
 
   // meta.json first: from its first table on, the directory is this sweep's.
   nlohmann::json meta = {{"schema_version", kSweepSchemaVersion},
@@ -419,7 +428,7 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
                          {"config_hash", config_hash(plan.config)},
                          {"run_config", plan.run_config},
                          {"models", plan.models},
-                         {"cells_total", plan.cells.size()},
+                         {"cells_total", total},
                          {"cells_done", out.resumed},
                          {"cells_failed", 0},
                          {"jobs", plan.jobs},
@@ -522,16 +531,29 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
     throw std::runtime_error(write_error);
   }
 
-  // Final tables: sorted, so --jobs 1 and --jobs N give the same bytes (timing
-  // aside), written as one step (an interrupt waits for all of them).
+  out.failed = write_final_tables(plan, rows, total, plan.shards == 1, meta, t0);
+  out.wall_s = meta["wall_time_s"].get<double>();
+  return out;
+}
+
+namespace {
+// The tables of `rows` (every row of `total` cells) into plan.dir: sorted, so
+// --jobs 1 and --jobs N (and any sharding, merged) give the same bytes (timing
+// aside), written as one step (an interrupt waits for all of them); with
+// `statistics`, summary.csv and azimuth.csv too; then meta.json. Returns the
+// number of failed cells.
+int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics,
+                       nlohmann::json& meta, std::chrono::steady_clock::time_point t0) {
+  const std::string& dir = plan.dir;
+  const std::vector<double> azimuths = plan_circle(plan);
   WriteGuard guard;
   sort_rows(rows, plan.models);
-  cells_text = cells_header();
-  circle_text = kCircleHeader;
-  std::set<int> failed_ids;
+  std::string cells_text = cells_header(), circle_text = kCircleHeader;
+  std::set<int> failed_ids, done_ids;
   for (const CellRow& r : rows) {
     cells_text += cell_line(r);
     circle_text += circle_lines(r, azimuths);
+    done_ids.insert(r.cell);
     if (r.status != "ok") failed_ids.insert(r.cell);
   }
   write_file_atomic(dir + "/cells.csv", cells_text);
@@ -541,14 +563,75 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
   rows = read_finished(dir, plan);
   if (int(rows.size()) != total * int(plan.models.size()))
     throw std::runtime_error("cannot read back '" + dir + "/cells.csv' and '" + dir + "/circle.csv' whole (changed by another program?)");
-  write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models, plan.reference));
-  write_file_atomic(dir + "/azimuth.csv", azimuth_csv(rows, plan.models));
-  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  meta["cells_done"] = done.load();
+  if (statistics) {
+    write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models, plan.reference));
+    write_file_atomic(dir + "/azimuth.csv", azimuth_csv(rows, plan.models));
+  }
+  meta["cells_done"] = int(done_ids.size());
   meta["cells_failed"] = int(failed_ids.size());
-  meta["wall_time_s"] = out.wall_s;
+  meta["wall_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
-  out.failed = int(failed_ids.size());
+  return int(failed_ids.size());
+}
+}  // namespace
+
+SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>& dirs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<CellRow> rows;
+  std::set<int> shards_seen;
+  int n_shards = 0;
+  for (const std::string& d : dirs) {
+    nlohmann::json meta;
+    try {
+      std::ifstream f(d + "/meta.json");
+      if (!f) throw std::runtime_error("no meta.json");
+      meta = nlohmann::json::parse(f);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("'" + d + "': not a sweep directory (" + e.what() + ")");
+    }
+    if (meta.value("kind", "") != "viewgap-sweep" || meta.value("schema_version", 0) != kSweepSchemaVersion)
+      throw std::runtime_error("'" + d + "': not a sweep of this viewgap's format");
+    nlohmann::json cfg = meta["config"];
+    const std::string shard = cfg.value("shard", "");
+    cfg.erase("shard");
+    if (cfg != plan.config) throw std::runtime_error("'" + d + "': a shard of another sweep configuration");
+    int k = -1, n = 0;
+    if (std::sscanf(shard.c_str(), "%d/%d", &k, &n) != 2 || k < 0 || n < 1 || k >= n)
+      throw std::runtime_error("'" + d + "': not a shard (made without --shard K/N)");
+    if (n_shards != 0 && n != n_shards)
+      throw std::runtime_error("'" + d + "': shard " + shard + " of another split than " + std::to_string(n_shards));
+    n_shards = n;
+    if (!shards_seen.insert(k).second) throw std::runtime_error("'" + d + "': shard " + shard + " given twice");
+    SweepPlan mine = plan;
+    mine.shard = k;
+    mine.shards = n;
+    std::vector<CellRow> got = read_finished(d, mine);
+    std::erase_if(got, [&](const CellRow& r) { return !mine.in_shard(plan.cells[size_t(r.cell)]); });
+    int expect = 0;
+    for (const SweepCell& c : plan.cells) expect += mine.in_shard(c);
+    const int have = int(got.size() / std::max<size_t>(1, plan.models.size()));
+    if (have != expect)
+      throw std::runtime_error("'" + d + "': shard " + shard + " has " + std::to_string(have) + " of its " +
+                               std::to_string(expect) + " cells finished (rerun it with --resume)");
+    rows.insert(rows.end(), got.begin(), got.end());
+  }
+  if (int(shards_seen.size()) != n_shards)
+    throw std::runtime_error("shards missing: " + std::to_string(shards_seen.size()) + " of " +
+                             std::to_string(n_shards) + " given");
+  nlohmann::json meta = {{"schema_version", kSweepSchemaVersion},
+                         {"kind", "viewgap-sweep"},
+                         {"config", plan.config},
+                         {"config_hash", config_hash(plan.config)},
+                         {"run_config", plan.run_config},
+                         {"models", plan.models},
+                         {"cells_total", plan.cells.size()},
+                         {"jobs", plan.jobs},
+                         {"merged_from", dirs},
+                         {"meta", build_meta(1)}};
+  SweepOutcome out;
+  out.resumed = int(plan.cells.size());
+  out.failed = write_final_tables(plan, rows, int(plan.cells.size()), true, meta, t0);
+  out.wall_s = meta["wall_time_s"].get<double>();
   return out;
 }
 

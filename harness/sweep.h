@@ -70,6 +70,11 @@ struct SweepPlan {
   bool resume = false, quiet = false;
   nlohmann::json config;      // what defines the results; hashed into meta.json
   nlohmann::json run_config;  // the first cell's typed configuration, as the run JSON has it
+  // Slurm arrays and the like: this process runs the cells whose id is
+  // `shard` mod `shards` (the full plan's ids, so any shard count gives the
+  // same cells); a shard writes cells.csv and circle.csv but no statistics.
+  int shard = 0, shards = 1;
+  bool in_shard(const SweepCell& c) const { return c.id % shards == shard; }
 };
 
 struct SweepOutcome {
@@ -93,6 +98,14 @@ inline constexpr const char* kSweepLockFile = "sweep.lock";
 // started sweep without --resume, or holds files that are not a sweep's. Removes
 // the temporary files of writers that died; overwrites nothing else.
 std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan);
+
+// Merges the shard directories `dirs` of `plan` (each made by `--shard K/N`
+// with this plan's configuration; every K of 0..N-1 once) into plan.dir, which
+// then holds exactly the tables of an unsharded sweep of the plan (timing
+// columns aside). Throws std::runtime_error naming the directory at fault: not
+// a shard of this sweep, a shard missing or given twice, or cells unfinished
+// (rerun that shard with --resume).
+SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>& dirs);
 
 // Runs the cells not finished in DIR on `jobs` TBB workers, each cell
 // single-threaded, appending each finished cell to circle.csv then cells.csv;

@@ -46,6 +46,9 @@ TEST(Sweep, BadInputIsOneLineExitTwoBeforeAnyCell) {
       {"--models caps,xyz", "--models 'caps,xyz'"},
       {"--gaps given --test-azimuths 0:30", "--test-azimuths '0:30'"},  // inside the training range 0:60
       {"--gaps given --split paper-elevation --train-azimuths 0:100", "--split 'paper-elevation': conflicts"},
+      {"--shard 3/3", "--shard '3/3'"},
+      {"--shard 1", "--shard '1'"},
+      {"--shard 0/2 --merge a,b", "--merge 'a,b': conflicts with --shard"},
   };
   for (const auto& [args, mention] : cases) {
     const Outcome o = run("sweep --out " + dir + " " + args);
@@ -188,6 +191,47 @@ TEST(Sweep, GivenHeldOutSetRunsOneCellPerSeed) {
   const auto meta = nlohmann::json::parse(slurp(dir + "/meta.json"));
   EXPECT_EQ(meta["config"]["run_flags"]["split"], "paper-elevation");
   EXPECT_EQ(meta["config"]["run_flags"]["test-azimuths"], "200:330");  // recorded (the preset overrides it)
+}
+
+// --shard K/N runs the cells with index K mod N; --merge gives the tables of
+// the unsharded sweep (timing aside), and refuses shards missing, repeated,
+// unfinished or of another configuration.
+TEST(Sweep, ShardsMergeIntoTheTablesOfTheUnshardedSweep) {
+  const std::string base = fresh_dir("shard"), full = base + "/full", merged = base + "/merged";
+  ASSERT_EQ(run("sweep --out " + full + kTiny + " --jobs 2").code, 0);
+  std::string dirs;
+  for (int k = 0; k < 4; ++k) {  // 4 shards of 6 cells: shards of 2, 2, 1 and 1
+    const std::string d = base + "/s" + std::to_string(k);
+    const Outcome o = run("sweep --out " + d + kTiny + " --jobs 1 --shard " + std::to_string(k) + "/4");
+    ASSERT_EQ(o.code, 0) << o.err;
+    EXPECT_EQ(lines(slurp(d + "/cells.csv")), 1 + (k < 2 ? 2 : 1) * 2) << k;
+    EXPECT_FALSE(std::filesystem::exists(d + "/summary.csv"));  // statistics need every shard
+    dirs += (k ? "," : "") + d;
+  }
+  const Outcome m = run("sweep --out " + merged + kTiny + " --merge " + dirs);
+  ASSERT_EQ(m.code, 0) << m.err;
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv"})
+    EXPECT_EQ(slurp(merged + "/" + f), slurp(full + "/" + f)) << f;
+  EXPECT_EQ(without_seconds(slurp(merged + "/cells.csv")), without_seconds(slurp(full + "/cells.csv")));
+
+  auto refused = [&](const std::string& merge, const std::string& mention) {
+    const std::string out = fresh_dir("shard_bad");
+    const Outcome o = run("sweep --out " + out + kTiny + " --merge " + merge);
+    EXPECT_EQ(o.code, 2) << merge << "\n" << o.err;
+    EXPECT_EQ(lines(o.err), 1) << o.err;
+    EXPECT_NE(o.err.find(mention), std::string::npos) << o.err;
+  };
+  refused(base + "/s0," + base + "/s1," + base + "/s2", "shards missing: 3 of 4");
+  refused(base + "/s0," + base + "/s0," + base + "/s1," + base + "/s2", "given twice");
+  refused(full, "not a shard");
+  // A shard with a cell lost (its last rows cut) must be resumed first.
+  const std::string cells = slurp(base + "/s1/cells.csv");
+  std::ofstream(base + "/s1/cells.csv", std::ios::trunc) << cells.substr(0, cells.find('\n') + 1);
+  refused(dirs, "has 0 of its 2 cells finished (rerun it with --resume)");
+  // Another configuration's shard.
+  const std::string other = base + "/other";
+  ASSERT_EQ(run("sweep --out " + other + kTiny + " --lr 1e-3 --shard 0/4").code, 0);
+  refused(other + "," + base + "/s1," + base + "/s2," + base + "/s3", "a shard of another sweep configuration");
 }
 
 }  // namespace
