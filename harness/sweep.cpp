@@ -398,6 +398,22 @@ void remove_if_present(const std::string& path) {
 }  // namespace
 
 namespace {
+// meta.json of a sweep of `total` cells, before any has run.
+nlohmann::json sweep_meta(const SweepPlan& plan, int total) {
+  return {{"schema_version", kSweepSchemaVersion},
+          {"kind", "viewgap-sweep"},
+          {"config", plan.config},
+          {"config_hash", config_hash(plan.config)},
+          {"run_config", plan.run_config},
+          {"models", plan.models},
+          {"cells_total", total},
+          {"cells_done", 0},
+          {"cells_failed", 0},
+          {"jobs", plan.jobs},
+          {"wall_time_s", nullptr},
+          {"meta", build_meta(1)}};
+}
+
 int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics,
                        nlohmann::json& meta, std::chrono::steady_clock::time_point t0);
 }  // namespace
@@ -422,18 +438,8 @@ SweepOutcome run_sweep(const SweepPlan& plan) {
   }
 
   // meta.json first: from its first table on, the directory is this sweep's.
-  nlohmann::json meta = {{"schema_version", kSweepSchemaVersion},
-                         {"kind", "viewgap-sweep"},
-                         {"config", plan.config},
-                         {"config_hash", config_hash(plan.config)},
-                         {"run_config", plan.run_config},
-                         {"models", plan.models},
-                         {"cells_total", total},
-                         {"cells_done", out.resumed},
-                         {"cells_failed", 0},
-                         {"jobs", plan.jobs},
-                         {"wall_time_s", nullptr},
-                         {"meta", build_meta(1)}};
+  nlohmann::json meta = sweep_meta(plan, total);
+  meta["cells_done"] = out.resumed;
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
   // The statistics exist only for a complete sweep.
   if (!todo.empty()) {
@@ -618,16 +624,8 @@ SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>&
   if (int(shards_seen.size()) != n_shards)
     throw std::runtime_error("shards missing: " + std::to_string(shards_seen.size()) + " of " +
                              std::to_string(n_shards) + " given");
-  nlohmann::json meta = {{"schema_version", kSweepSchemaVersion},
-                         {"kind", "viewgap-sweep"},
-                         {"config", plan.config},
-                         {"config_hash", config_hash(plan.config)},
-                         {"run_config", plan.run_config},
-                         {"models", plan.models},
-                         {"cells_total", plan.cells.size()},
-                         {"jobs", plan.jobs},
-                         {"merged_from", dirs},
-                         {"meta", build_meta(1)}};
+  nlohmann::json meta = sweep_meta(plan, int(plan.cells.size()));
+  meta["merged_from"] = dirs;
   SweepOutcome out;
   out.resumed = int(plan.cells.size());
   out.failed = write_final_tables(plan, rows, int(plan.cells.size()), true, meta, t0);
