@@ -73,6 +73,9 @@ DrNet::DrNet(const DrConfig& cfg, int max_batch)
     d_h1_.resize(h1_.size());
     d_dec_in_.resize(dec_in_.size());
     d_v_.resize(B * J * kDrOutDim);
+    one_in_.resize(d0);
+    one_h1_.resize(d1);
+    one_h2_.resize(d2);
   }
   params_.allocate();
   if (param_count(cfg) != params_.count()) throw std::logic_error("DrNet::param_count disagrees with the model");
@@ -164,6 +167,18 @@ const float* DrNet::forward(const float* images, int B) {
   for (size_t p = 0; p < size_t(B) * kPixels; ++p) rec_[p] = sigmoid(rec_[p]);
   recon_loss_ = reconstruction_loss(d_rec_.data(), rec_.data(), images, B, cfg_.recon_weight);
   return len_.data();
+}
+
+bool DrNet::decode(const float* capsule16, int cls, float* out) {
+  if (!has_decoder()) return false;
+  if (cls < 0 || cls >= cfg_.n_classes) throw std::invalid_argument("DrNet::decode: class out of range");
+  std::fill(one_in_.begin(), one_in_.end(), 0.f);
+  std::copy_n(capsule16, kDrOutDim, one_in_.data() + cls * kDrOutDim);
+  fc1_->forward(one_h1_.data(), one_in_.data(), params_.value(fc1_w), params_.value(fc1_b), 1);
+  fc2_->forward(one_h2_.data(), one_h1_.data(), params_.value(fc2_w), params_.value(fc2_b), 1);
+  fc3_->forward(out, one_h2_.data(), params_.value(fc3_w), params_.value(fc3_b), 1);
+  for (int p = 0; p < kPixels; ++p) out[p] = sigmoid(out[p]);
+  return true;
 }
 
 void DrNet::backward(const float* dscores, int B) {

@@ -52,6 +52,9 @@ class DrNet final : public Model {
   void set_training_labels(const int* labels) override { labels_ = labels; }
   // The reconstruction term; NaN if the last forward's lengths were not finite.
   double model_loss() const override { return recon_loss_; }
+  // The decoder on one 16-D capsule of class `cls` (the others masked out) into
+  // out (32 x 32), as forward decodes the masked class; false without a decoder.
+  bool decode(const float* capsule16, int cls, float* out) override;
 
   // Parameters of a model with `cfg` (the registry's count, without building).
   static size_t param_count(const DrConfig& cfg);
@@ -87,6 +90,8 @@ class DrNet final : public Model {
   // Activations and gradients, sized once for max_batch.
   std::vector<float> conv_out_, prim_, u_, uhat_, v_, len_, dec_in_, h1_, h2_, rec_;
   std::vector<float> d_rec_, d_h2_, d_h1_, d_dec_in_, d_v_, d_uhat_, d_u_, d_prim_, d_conv_;
+  // decode()'s own buffers (one row), so it leaves the last forward's intact.
+  std::vector<float> one_in_, one_h1_, one_h2_;
 };
 
 }  // namespace vg

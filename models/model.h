@@ -127,6 +127,12 @@ class Model {
   // The layers in forward order with their FLOPs at `batch`.
   virtual std::vector<LayerInfo> layers(int batch) const = 0;
   virtual ClassCapsules class_capsules() const { return {}; }
+  // A model with a reconstruction decoder (figures): writes to `image` (32 x 32)
+  // what the decoder makes of `capsule` (class_capsules().pose_dim values) as
+  // class `cls`'s capsule, the other classes masked out, and returns true. An
+  // evaluation-only pass on buffers of its own: the last forward's state (and
+  // so backward) is untouched. Models without a decoder return false.
+  virtual bool decode(const float* /*capsule*/, int /*cls*/, float* /*image*/) { return false; }
   // Training hooks for a model with a loss term of its own (e.g. a decoder's
   // reconstruction loss, masked by the true class in training). The Trainer
   // calls set_training_labels(labels) before forward and nullptr after the

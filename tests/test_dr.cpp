@@ -470,6 +470,63 @@ TEST(DrModel, DecoderMasksByTheTrueClassInTrainingAndThePredictedOneInEvaluation
   EXPECT_EQ(m.layers(B).back().name, "decoder");
 }
 
+TEST(DrModel, DecodeOfTheTrueClassCapsuleIsTheReconstructionAndPerturbingChangesIt) {
+  const int B = 4;
+  std::vector<int> y;
+  const auto x = sample_images(B, &y);
+  DrNet m(DrConfig{}, B);
+  m.init(5);
+  // Batch 1 (decode's own batch size: the same oneDNN primitive, so the same bits).
+  for (int b = 0; b < B; ++b) {
+    const float* img = x.data() + size_t(b) * kImagePixels;
+    m.set_training_labels(&y[b]);
+    m.forward(img, 1);
+    const std::vector<float> rec(m.reconstruction(), m.reconstruction() + kImagePixels);
+    const double loss = m.model_loss();
+    std::vector<float> caps(m.class_capsules().poses + y[b] * kDrOutDim,
+                            m.class_capsules().poses + (y[b] + 1) * kDrOutDim);
+    std::vector<float> out(kImagePixels, -1.f);
+    ASSERT_TRUE(m.decode(caps.data(), y[b], out.data()));
+    for (int p = 0; p < kImagePixels; ++p) ASSERT_EQ(out[p], rec[p]) << "example " << b << " pixel " << p;
+    // One dimension shifted: another image, still in (0, 1).
+    for (int d : {0, 7, 15}) {
+      std::vector<float> shifted = caps, out2(kImagePixels);
+      shifted[d] += 0.25f;
+      ASSERT_TRUE(m.decode(shifted.data(), y[b], out2.data()));
+      double diff = 0;
+      for (int p = 0; p < kImagePixels; ++p) {
+        diff += std::abs(out2[p] - out[p]);
+        ASSERT_TRUE(out2[p] > 0.f && out2[p] < 1.f);
+      }
+      EXPECT_GT(diff, 1e-3) << "dimension " << d;
+    }
+    // decode leaves the last forward as it was.
+    for (int p = 0; p < kImagePixels; ++p) ASSERT_EQ(m.reconstruction()[p], rec[p]);
+    EXPECT_EQ(m.model_loss(), loss);
+    EXPECT_EQ(m.decoder_classes()[0], y[b]);
+  }
+  m.set_training_labels(nullptr);
+  // From a batch forward: the same up to the GEMM's blocking.
+  m.set_training_labels(y.data());
+  m.forward(x.data(), B);
+  std::vector<float> out(kImagePixels);
+  for (int b = 0; b < B; ++b) {
+    ASSERT_TRUE(m.decode(m.class_capsules().poses + (size_t(b) * kNumClasses + y[b]) * kDrOutDim, y[b], out.data()));
+    for (int p = 0; p < kImagePixels; ++p) ASSERT_NEAR(out[p], m.reconstruction()[b * kImagePixels + p], 1e-6);
+  }
+  m.set_training_labels(nullptr);
+  // Without a decoder, and for models without one: false, out untouched.
+  DrConfig off;
+  off.recon_weight = 0;
+  DrNet bare(off, 1);
+  bare.init(5);
+  out.assign(kImagePixels, -1.f);
+  EXPECT_FALSE(bare.decode(out.data(), 0, out.data()));
+  EXPECT_FALSE(make_model("cnn", {}, 1)->decode(out.data(), 0, out.data()));
+  EXPECT_EQ(out[0], -1.f);
+  EXPECT_THROW(m.decode(out.data(), kNumClasses, out.data()), std::invalid_argument);
+}
+
 TEST(DrModel, ZeroImagesAndEveryIsaGiveFiniteCloseScores) {
   const int B = 5;
   std::vector<int> y;
