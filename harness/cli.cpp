@@ -561,16 +561,19 @@ int do_run(const RunFlags& f) {
             opt.train.seed, opt.train.n_epochs, f.models, threads, isa_name(selected_isa()),
             onednn_isa(), opt.reproducible ? ", reproducible" : "");
   std::vector<ClassPose> poses;
+  ClassReconstructions recons;
   const RunResult r = run_experiment(
       opt,
       [&](const std::string& model, const EpochStats& e) {
         log->info("[{}] epoch {:>3}/{}  loss {:.4f}  familiar {:.3f}  held-out {:.3f}  ({:.3f} s)",
                   model, e.epoch, opt.train.n_epochs, e.loss, e.familiar, e.heldout, e.seconds);
       },
-      [&](const std::string&, Model& model, const Dataset& data) {
-        // The figures show the first model with class capsules.
-        if (f.dump.empty() || !poses.empty() || model.class_capsules().pose_dim == 0) return;
-        poses = class_poses(model, data.heldout);
+      [&](const std::string& name, Model& model, const Dataset& data) {
+        // The figures show the first model with class capsules, and the first
+        // with a decoder.
+        if (f.dump.empty()) return;
+        if (poses.empty() && model.class_capsules().pose_dim > 0) poses = class_poses(model, data.heldout);
+        if (recons.model.empty()) recons = class_reconstructions(name, model, data.heldout);
       });
   std::cout << format_run_table(opt, r);  // flushed, and checked, by flush_stdout() below
   const nlohmann::json j = run_to_json(opt, r, threads);
@@ -579,7 +582,7 @@ int do_run(const RunFlags& f) {
     log->info("wrote {}", f.out_json);
   }
   if (!f.dump.empty()) {
-    write_dump(f.dump, opt.train.seed, j, poses);
+    write_dump(f.dump, opt.train.seed, j, poses, recons);
     log->info("wrote figure inputs to {}", f.dump);
   }
   flush_stdout();

@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
@@ -301,13 +302,65 @@ std::vector<ClassPose> class_poses(Model& model, const Split& split) {
   return out;
 }
 
+ClassReconstructions class_reconstructions(const std::string& model_name, Model& model, const Split& split) {
+  constexpr int kMaxExamples = 100;  // per class, for the dimensions' variances
+  ClassReconstructions r;
+  std::vector<float> out(kImagePixels);
+  for (int c = 0; c < kNumClasses; ++c) {
+    std::vector<int> examples;
+    for (int i = 0; i < split.size() && int(examples.size()) < kMaxExamples; ++i)
+      if (split.labels[i] == c) examples.push_back(i);
+    if (examples.empty()) continue;
+    // The true class capsule of each example; the first is the one shown.
+    std::vector<std::vector<float>> caps;
+    int predicted = 0;
+    for (int i : examples) {
+      const float* scores = model.forward(split.image(i), 1);
+      const ClassCapsules cc = model.class_capsules();
+      if (cc.pose_dim == 0) return {};
+      caps.emplace_back(cc.poses + size_t(c) * cc.pose_dim, cc.poses + size_t(c + 1) * cc.pose_dim);
+      if (caps.size() > 1) continue;
+      predicted = int(std::max_element(scores, scores + kNumClasses) - scores);
+      if (!model.decode(caps[0].data(), c, out.data())) return {};  // no decoder: no figure
+    }
+    const std::vector<float>& v = caps[0];
+    const int D = int(v.size());
+    std::vector<double> var(D, 0.0);
+    for (int d = 0; d < D; ++d) {
+      double mean = 0;
+      for (const auto& u : caps) mean += u[d];
+      mean /= double(caps.size());
+      for (const auto& u : caps) var[d] += (u[d] - mean) * (u[d] - mean);
+    }
+    std::vector<int> dims(D);
+    std::iota(dims.begin(), dims.end(), 0);
+    std::stable_sort(dims.begin(), dims.end(), [&](int a, int b) { return var[a] > var[b]; });
+    dims.resize(std::min(D, kReconDims));
+    const float* input = split.image(examples[0]);
+    r.images.insert(r.images.end(), input, input + kImagePixels);
+    r.images.insert(r.images.end(), out.begin(), out.end());
+    for (int d : dims)
+      for (double delta : kReconDeltas) {
+        std::vector<float> shifted = v;
+        shifted[d] += float(delta);
+        model.decode(shifted.data(), c, out.data());
+        r.images.insert(r.images.end(), out.begin(), out.end());
+      }
+    r.labels.push_back(c);
+    r.predicted.push_back(predicted);
+    r.dims.push_back(dims);
+  }
+  if (!r.labels.empty()) r.model = model_name;
+  return r;
+}
+
 std::vector<std::string> dump_files(const std::string& dir) {
-  return {dir + "/dataset_azimuths.npy", dir + "/dataset_elevations.npy", dir + "/dump.json",
-          dir + "/run.json"};
+  return {dir + "/dataset_azimuths.npy", dir + "/dataset_elevations.npy", dir + "/reconstructions.npy",
+          dir + "/dump.json", dir + "/run.json"};
 }
 
 void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run_json,
-                const std::vector<ClassPose>& poses) {
+                const std::vector<ClassPose>& poses, const ClassReconstructions& recons) {
   DataConfig dc;
   dc.seed = seed;
   if (run_json["config"].value("shapes", "seed") == "asym") dc.shapes = ShapeSet::asym;
@@ -325,14 +378,29 @@ void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run
       mu.push_back(std::vector<float>(p.mu.begin() + j * p.pose_dim, p.mu.begin() + (j + 1) * p.pose_dim));
     cp.push_back({{"label", p.label}, {"predicted", p.predicted}, {"mu", mu}, {"a", p.a}});
   }
-  const nlohmann::json dump = {{"schema_version", 1},
+  // Without a decoder no reconstructions.npy is written (one left by an earlier
+  // run stays, unreferenced).
+  nlohmann::json rec = nullptr;
+  if (!recons.model.empty()) {
+    const std::vector<int> shape = {int(recons.labels.size()), recons.columns(), 32, 32};
+    write_file_atomic(dir + "/reconstructions.npy", npy(recons.images, shape));
+    rec = {{"model", recons.model},
+           {"file", "reconstructions.npy"},
+           {"shape", shape},
+           {"labels", recons.labels},
+           {"predicted", recons.predicted},
+           {"dims", recons.dims},
+           {"deltas", std::vector<double>(std::begin(kReconDeltas), std::end(kReconDeltas))}};
+  }
+  const nlohmann::json dump = {{"schema_version", kDumpSchemaVersion},
                                {"kind", "viewgap-dump"},
                                {"classes", class_names(dc.shapes)},
                                {"azimuths", azimuths},
                                {"azimuth_elevation", 30},
                                {"elevations", {0, 20, 40, 60, 80}},
                                {"elevation_azimuth", 60},
-                               {"class_poses", cp}};
+                               {"class_poses", cp},
+                               {"reconstructions", rec}};
   write_file_atomic(dir + "/dump.json", dump.dump(2) + "\n");
   write_file_atomic(dir + "/run.json", run_json.dump(2) + "\n");
 }

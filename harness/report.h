@@ -1,6 +1,7 @@
 // What a run writes: the table on stdout, the JSON document, provenance, and
 // file output (harness/output.h).
 #pragma once
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -45,15 +46,42 @@ struct ClassPose {
 // class_capsules(); empty if it has none).
 std::vector<ClassPose> class_poses(Model& model, const Split& split);
 
+// Sabour et al.'s reconstruction figure (2017, fig. 4): for the first held-out
+// example of each class, the input, the decoder's image of its true class
+// capsule, and the images with one capsule dimension shifted. Of the class's
+// capsule, the kReconDims dimensions of largest variance over (up to 100 of)
+// that class's held-out examples are shifted, each by every kReconDeltas value.
+inline constexpr int kReconDims = 4;
+inline constexpr double kReconDeltas[] = {-0.25, -0.15, -0.05, 0.05, 0.15, 0.25};
+struct ClassReconstructions {
+  std::string model;                  // "": the model has no decoder (nothing to draw)
+  std::vector<int> labels, predicted;  // per row (a class found in the split)
+  std::vector<std::vector<int>> dims;  // per row: the dimensions shifted, largest variance first
+  // rows x (2 + kReconDims x 6) x 32 x 32: input, reconstruction, then for
+  // each dimension in `dims` order, one image per kReconDeltas value.
+  std::vector<float> images;
+  int columns() const { return 2 + int(dims.empty() ? 0 : dims[0].size()) * int(std::size(kReconDeltas)); }
+};
+
+// Through the trained `model`'s Model::decode(); empty if it has no decoder.
+ClassReconstructions class_reconstructions(const std::string& model_name, Model& model, const Split& split);
+
 // `viewgap run --dump DIR`: what the figures need beyond the run JSON.
 //   DIR/run.json               run_json (with per-epoch circle snapshots)
 //   DIR/dataset_azimuths.npy   float32 [5, 6, 32, 32]: azimuths 0,60..300 at elevation 30
 //   DIR/dataset_elevations.npy float32 [5, 5, 32, 32]: elevations 0,20..80 at azimuth 60
-//   DIR/dump.json              class names, those angles, class_poses
+//   DIR/reconstructions.npy    float32 [rows, 2 + 4 x 6, 32, 32]: recons.images (only
+//                              if a model has a decoder)
+//   DIR/dump.json              class names, those angles, class_poses, and
+//                              "reconstructions": null or {model, file, shape,
+//                              labels, predicted, dims, deltas}
 void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run_json,
-                const std::vector<ClassPose>& poses);
+                const std::vector<ClassPose>& poses, const ClassReconstructions& recons);
 
-// The files write_dump writes in DIR (for checking them before any work).
+// 2: "reconstructions" (and reconstructions.npy).
+inline constexpr int kDumpSchemaVersion = 2;
+
+// The files write_dump may write in DIR (for checking them before any work).
 std::vector<std::string> dump_files(const std::string& dir);
 
 }  // namespace vg
