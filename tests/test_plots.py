@@ -34,6 +34,7 @@ EXE = os.environ.get("VIEWGAP_EXE") or os.path.join(ROOT, "build", "release", "v
 
 RUN_ONLY = ["training_curves.png", "familiar_heldout.png", "circle_accuracy.png"]
 DUMP_ONLY = ["dataset_azimuths.png", "dataset_elevations.png", "capsule_poses.png"]
+RECONSTRUCTIONS = "reconstructions.png"  # a dump with a decoder's images (dr)
 SWEEP = ["sweep_gap.png", "sweep_paired.png", "sweep_distance.png"]
 VARIANCE_FLOOR = 1e-3  # of grey levels in [0, 1]; a blank figure has 0
 
@@ -102,7 +103,24 @@ class PlotTest(unittest.TestCase):
                         "--run", os.path.join(FIXTURES, "run.json")], check=True)
         out = self.path("fig")
         self.assert_plotted(plot("run", dump, "--out", out), out,
-                            RUN_ONLY + DUMP_ONLY + ["training.gif"])
+                            RUN_ONLY + DUMP_ONLY + [RECONSTRUCTIONS, "training.gif"])
+
+    def test_fixture_dump_without_a_decoder_and_of_version_1(self):
+        dump = self.path("dump")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "dump", dump,
+                        "--run", os.path.join(FIXTURES, "run.json")], check=True)
+        os.remove(os.path.join(dump, "reconstructions.npy"))
+        self.edit_json(dump, "dump.json", lambda d: d.update(reconstructions=None))
+        out = self.path("fig")
+        r = plot("run", dump, "--out", out, "--no-gif")
+        self.assert_plotted(r, out, RUN_ONLY + DUMP_ONLY)
+        self.assertIn("reconstructions.png (none in the dump", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, RECONSTRUCTIONS)))
+        # A version 1 dump (before reconstructions) still plots.
+        self.edit_json(dump, "dump.json", lambda d: (d.pop("reconstructions"), d.update(schema_version=1)))
+        shutil.rmtree(out)
+        self.assert_plotted(plot("run", dump, "--out", out, "--no-gif"), out, RUN_ONLY + DUMP_ONLY)
+        self.assertFalse(os.path.exists(os.path.join(out, RECONSTRUCTIONS)))
 
     def test_fixture_sweep(self):
         out = self.path("fig")
@@ -126,12 +144,24 @@ class PlotTest(unittest.TestCase):
     @unittest.skipUnless(exe_supports("run", "--dump"), "viewgap run has no --dump yet")
     def test_real_run_dump(self):
         dump = self.path("dump")
-        viewgap("run", "--n-epochs", "2", "--n-per-combo", "1", "--quiet", "--dump", dump)
-        for f in ("run.json", "dump.json", "dataset_azimuths.npy", "dataset_elevations.npy"):
+        # caps first (the poses), cnn without capsules, dr with a decoder (the reconstructions).
+        viewgap("run", "--models", "caps,cnn,dr", "--n-epochs", "2", "--n-per-combo", "1", "--quiet",
+                "--dump", dump)
+        for f in ("run.json", "dump.json", "dataset_azimuths.npy", "dataset_elevations.npy",
+                  "reconstructions.npy"):
             self.assertTrue(os.path.isfile(os.path.join(dump, f)), f"viewgap run --dump wrote no {f}")
+        with open(os.path.join(dump, "dump.json")) as f:
+            rec = json.load(f)["reconstructions"]
+        self.assertEqual(rec["model"], "dr")
+        self.assertEqual(rec["shape"], [5, 2 + 4 * 6, 32, 32])
+        a = np.load(os.path.join(dump, rec["file"]))
+        self.assertEqual(list(a.shape), rec["shape"])
+        self.assertTrue(((a >= 0) & (a <= 1)).all())
+        # A shifted dimension changes the decoder's image.
+        self.assertGreater(np.abs(a[:, 2] - a[:, 1]).max(), 1e-4)
         out = self.path("fig")
         self.assert_plotted(plot("run", dump, "--out", out), out,
-                            RUN_ONLY + DUMP_ONLY + ["training.gif"])
+                            RUN_ONLY + DUMP_ONLY + [RECONSTRUCTIONS, "training.gif"])
 
     @unittest.skipUnless(exe_supports("sweep"), "viewgap has no sweep yet")
     def test_real_sweep(self):
@@ -175,6 +205,12 @@ class PlotTest(unittest.TestCase):
                         "--run", os.path.join(FIXTURES, "run.json")], check=True)
         os.remove(os.path.join(dump, "dataset_elevations.npy"))
         self.assert_error(plot("run", dump, "--out", self.path("fig")), "dataset_elevations.npy: no such file")
+        np.save(os.path.join(dump, "dataset_elevations.npy"), np.zeros((5, 5, 32, 32), np.float32))
+        np.save(os.path.join(dump, "reconstructions.npy"), np.zeros((5, 20, 32, 32), np.float32))
+        self.assert_error(plot("run", dump, "--out", self.path("fig")),
+                          "reconstructions.npy: shape (5, 20, 32, 32), expected (5, 26, H, W)")
+        self.edit_json(dump, "dump.json", lambda d: d["reconstructions"].update(file="../x.npy"))
+        self.assert_error(plot("run", dump, "--out", self.path("fig")), "'reconstructions.file' must be a file name")
 
     def test_bad_sweep(self):
         out = self.path("fig")
@@ -218,6 +254,14 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(os.path.islink(os.path.join(out2, "training_curves.png")))
         self.assertTrue(os.path.isfile(os.path.join(out2, "elsewhere.png")))
+
+    def edit_json(self, d, name, change):
+        p = os.path.join(d, name)
+        with open(p) as f:
+            doc = json.load(f)
+        change(doc)
+        with open(p, "w") as f:
+            json.dump(doc, f)
 
     def edit(self, d, name, old, new):
         p = os.path.join(d, name)

@@ -7,8 +7,9 @@
 `run` takes the JSON of `viewgap run --out-json F`, or the directory of
 `viewgap run --dump DIR` (run.json, dump.json, dataset_*.npy). From run.json alone it
 draws the training curves, the familiar/held-out bars and the accuracy around the
-circle; a dump adds the dataset grids, the class-capsule poses and, from the per-epoch
-circle accuracies, the training animation.
+circle; a dump adds the dataset grids, the class-capsule poses, the decoder's
+reconstructions (when a model has a decoder, e.g. dr) and, from the per-epoch circle
+accuracies, the training animation.
 
 `sweep` takes the directory of `viewgap sweep --out DIR` (summary.csv, azimuth.csv,
 cells.csv, meta.json): accuracy and drop vs gap, the paired capsule - X differences,
@@ -43,7 +44,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import animation  # noqa: E402
 
 # The format version each viewgap document kind has (harness/report.h, harness/sweep.h).
-SCHEMA_VERSION = {"viewgap-run": 2, "viewgap-sweep": 3, "viewgap-dump": 1}
+SCHEMA_VERSION = {"viewgap-run": 2, "viewgap-sweep": 3, "viewgap-dump": 2}
+# Older versions still read: a version 1 dump is a version 2 one without "reconstructions".
+ALSO_READS = {"viewgap-dump": (1,)}
 CHANCE = 0.2
 COLORS = {"caps": "tab:blue", "cnn": "tab:orange", "cnn136": "tab:green"}
 EXTRA_COLORS = ["tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
@@ -81,7 +84,7 @@ def load_json(path, kind):
         raise InputError(path, f"cannot read ({e})")
     if not isinstance(d, dict):
         raise InputError(path, "not a JSON object")
-    if d.get("schema_version") != SCHEMA_VERSION[kind]:
+    if d.get("schema_version") not in (SCHEMA_VERSION[kind],) + ALSO_READS.get(kind, ()):
         raise InputError(path, f"schema_version {d.get('schema_version')!r}, this plot.py reads "
                                f"{SCHEMA_VERSION[kind]} (made by another viewgap version?)")
     if d.get("kind") != kind:
@@ -356,6 +359,61 @@ def fig_poses(dump, caption, path, out, written):
     save(fig, os.path.join(out, "capsule_poses.png"), written)
 
 
+def fig_reconstructions(dump, src, caption, path, out, written):
+    """Sabour et al.'s figure: per class, the input, its reconstruction from the true class
+    capsule, and reconstructions with one capsule dimension shifted. False if the dump has none."""
+    rec = dump.get("reconstructions")
+    if rec is None:
+        return False
+    if not isinstance(rec, dict):
+        raise InputError(path, "field 'reconstructions' has the wrong type (expected an object or null)")
+    classes = get(dump, "classes", path, list)
+    name = get(rec, "file", path, str)
+    if not name or os.path.basename(name) != name:
+        raise InputError(path, f"'reconstructions.file' must be a file name in the dump directory, not {name!r}")
+    labels = [int(v) for v in numbers(get(rec, "labels", path, list), None, path, "reconstructions.labels")]
+    predicted = numbers(get(rec, "predicted", path, list), len(labels), path, "reconstructions.predicted")
+    deltas = numbers(get(rec, "deltas", path, list), None, path, "reconstructions.deltas")
+    dims = get(rec, "dims", path, list)
+    if not labels or any(not 0 <= c < len(classes) for c in labels):
+        raise InputError(path, f"'reconstructions.labels' must name classes 0..{len(classes) - 1}")
+    if len(dims) != len(labels):
+        raise InputError(path, f"'reconstructions.dims' has {len(dims)} rows, expected {len(labels)}")
+    k = len(dims[0]) if isinstance(dims[0], list) else -1
+    dims = [numbers(d, k, path, "reconstructions.dims").astype(int) for d in dims]
+    p = len(deltas)
+    ims = load_npy(os.path.join(src, name), (len(labels), 2 + k * p))
+    model = rec.get("model", "?")
+
+    # Columns: input, reconstruction, then one group of len(deltas) per dimension,
+    # the groups set apart by a narrow spacer.
+    ratios = [1, 1] + sum(([0.35] + [1] * p for _ in range(k)), [])
+    cell = 0.72
+    fig = plt.figure(figsize=(cell * sum(ratios) + 1.2, cell * 1.12 * len(labels) + 1.6))
+    gs = fig.add_gridspec(len(labels), len(ratios), width_ratios=ratios, wspace=0.06, hspace=0.18)
+    for i, (c, pred) in enumerate(zip(labels, predicted)):
+        cols = [0, 1] + [2 + g * (p + 1) + 1 + j for g in range(k) for j in range(p)]
+        for j, col in enumerate(cols):
+            ax = fig.add_subplot(gs[i, col])
+            ax.imshow(ims[i, j], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+            ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
+            if j == 0:
+                wrong = int(pred) != c
+                ax.set_ylabel(f"{classes[c]}" + (f"\n(pred. {classes[int(pred)]})" if wrong else ""),
+                              fontsize=9, color="tab:red" if wrong else "black")
+            elif j >= 2 and (j - 2) % p == 0:
+                ax.set_ylabel(f"dim {dims[i][(j - 2) // p]}", fontsize=8)
+            if i == 0:
+                ax.set_title("input" if j == 0 else "reconstr." if j == 1 else
+                             f"{deltas[(j - 2) % p]:+.2f}", fontsize=8)
+    fig.suptitle(f"Reconstructions by the {model} decoder from the true class capsule, one held-out example "
+                 f"per class (red: misclassified);\nthen one capsule dimension shifted by the amount above each "
+                 f"column (per row, the {k} dimensions of largest variance over the class's held-out "
+                 f"examples)\n{caption}", fontsize=10)
+    save(fig, os.path.join(out, "reconstructions.png"), written)
+    return True
+
+
 def gif_training(run, caption, path, out, written):
     az, _ = circle_data(run, path)
     hist = {m["name"]: [numbers(h, len(az), path, f"{m['name']}.circle_history")
@@ -436,8 +494,10 @@ def cmd_run(args):
 
     if has_dump:
         fig_poses(dump, caption, dump_path, args.out, written)
+        if not fig_reconstructions(dump, src, caption, dump_path, args.out, written):
+            skipped.append("reconstructions.png (none in the dump: no model with a decoder)")
     else:
-        skipped.append("capsule_poses.png")
+        skipped += ["capsule_poses.png", "reconstructions.png"]
     if args.no_gif:
         skipped.append("training.gif (--no-gif)")
     elif all(m.get("circle_history") for m in models):  # `run --out-json` writes it empty
