@@ -80,6 +80,7 @@ for j in 1 2; do
     --reproducible --quiet --out "$out/throughput/jobs$j"
 done
 step "run figures (seed 0, --dump)" bash -c "rm -rf $out/run_seed0 && $exe run --reproducible --quiet --dump $out/run_seed0 >/dev/null && $py tools/plot.py run $out/run_seed0 --out $out/figures"
+step "dr figures (seed 0, --dump)" bash -c "rm -rf $out/run_dr_seed0 && mkdir -p $out/figures/dr && $exe run --models dr --reproducible --quiet --dump $out/run_dr_seed0 >/dev/null && $py tools/plot.py run $out/run_dr_seed0 --out $out/figures/dr"
 step "sweep figures" $py tools/plot.py sweep "$out/sweep_canonical" --out "$out/figures"
 # Cells per second of the two throughput sweeps, from their meta.json.
 $py - "$out/throughput" >> "$prov" <<'PY'
