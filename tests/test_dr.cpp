@@ -20,6 +20,8 @@
 namespace vg {
 namespace {
 
+using test::sample_images;
+
 constexpr int H = kDrOutDim, K = kDrInDim;
 
 std::vector<float> absv(const std::vector<float>& x) {
@@ -327,19 +329,6 @@ TEST(DrRouting, CouplingsSumToOneLengthsBelowOneAndZeroInputsStayFinite) {
 }
 
 // ---- The whole model ------------------------------------------------------------------
-
-std::vector<float> sample_images(int B, std::vector<int>* labels) {
-  DataConfig dc;
-  dc.seed = 3;
-  Split s = make_split(dc, SplitId::Train, {0.0, 60.0}, 1);
-  std::vector<float> x;
-  for (int b = 0; b < B; ++b) {
-    const int k = (b * 7) % s.size();
-    x.insert(x.end(), s.image(k), s.image(k) + kImagePixels);
-    labels->push_back(s.labels[k]);
-  }
-  return x;
-}
 
 // The training loss: margin loss on the lengths plus the model's reconstruction term.
 double train_loss(DrNet& m, const std::vector<float>& x, const std::vector<int>& y, int B, float* d = nullptr) {

@@ -17,6 +17,8 @@
 namespace vg {
 namespace {
 
+using test::sample_images;
+
 TEST(Models, ParameterCountsMatchTheSpec) {
   EXPECT_EQ(CapsNet(CapsConfig{}, 4).params().count(), 558258u);
   EXPECT_EQ(Cnn(CnnConfig{}, 4).params().count(), 262949u);
@@ -77,20 +79,6 @@ TEST(Init, SameTensorNameSameValuesAcrossModels) {
   double ss = 0;
   for (size_t k = 0; k < m; ++k) ss += double(w[k]) * w[k];
   EXPECT_NEAR(std::sqrt(ss / m), std::sqrt(2.0 / 4096), 0.01 * std::sqrt(2.0 / 4096));
-}
-
-// Real images so the ReLUs see realistic inputs.
-std::vector<float> sample_images(int B, std::vector<int>* labels) {
-  DataConfig dc;
-  dc.seed = 3;
-  Split s = make_split(dc, SplitId::Train, {0.0, 60.0}, 1);
-  std::vector<float> x;
-  for (int b = 0; b < B; ++b) {
-    const int k = (b * 7) % s.size();
-    x.insert(x.end(), s.image(k), s.image(k) + kImagePixels);
-    labels->push_back(s.labels[k]);
-  }
-  return x;
 }
 
 // The model's own loss (xent, or the spread loss halfway through its annealing, or margin).

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/dataset.h"
 #include "kernels/rng.h"
 
 namespace vg::test {
@@ -32,6 +33,22 @@ inline double dot(const std::vector<float>& a, const std::vector<float>& b) {
 inline std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// B real training images (seed 3, azimuths 0 and 60, every 7th) with their
+// labels: realistic inputs (mostly black background, lit strokes) for the
+// models' gradient checks.
+inline std::vector<float> sample_images(int B, std::vector<int>* labels) {
+  DataConfig dc;
+  dc.seed = 3;
+  const Split s = make_split(dc, SplitId::Train, {0.0, 60.0}, 1);
+  std::vector<float> x;
+  for (int b = 0; b < B; ++b) {
+    const int k = (b * 7) % s.size();
+    x.insert(x.end(), s.image(k), s.image(k) + kImagePixels);
+    labels->push_back(s.labels[size_t(k)]);
+  }
+  return x;
 }
 
 inline int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
