@@ -87,7 +87,7 @@ Header check_header(std::span<const uint8_t> head, uint64_t size, Kind kind, con
     fail(name, "truncated header: " + std::to_string(size) + " bytes, a rank-" + std::to_string(ndim) + " header needs " +
                    std::to_string(h.header_bytes));
   // Dims beyond the rank are padding, documented as 1 and ignored by every reader; not checked.
-  int64_t dims[4];
+  int64_t dims[4] = {};
   std::string dims_text;
   for (int k = 0; k < ndim; ++k) {
     dims[k] = int32_t(le32(head.data() + 8 + 4 * k));
