@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -366,7 +367,24 @@ TEST(NorbErrors, HugeHeaderRefusedBeforeAllocation) {
 
 struct FuzzOutcome {
   int loaded = 0, refused = 0;
+  std::set<std::string> kinds;  // distinct refusals, numbers and file names stripped
 };
+
+std::string error_kind(const std::string& msg) {
+  const std::string m = msg.substr(msg.find(": ") + 2);
+  std::string k;
+  for (size_t i = 0; i < m.size();) {
+    const bool hex = m.compare(i, 2, "0x") == 0;
+    if (hex || std::isdigit(static_cast<unsigned char>(m[i])) || (m[i] == '-' && i + 1 < m.size() && std::isdigit(static_cast<unsigned char>(m[i + 1])))) {
+      i += hex ? 2 : 1;
+      while (i < m.size() && std::isxdigit(static_cast<unsigned char>(m[i]))) ++i;
+      k += '#';
+    } else {
+      k += m[i++];
+    }
+  }
+  return k;
+}
 
 void mutate(Bytes& b, Stream& rng, int n_records) {
   const int32_t interesting[] = {0, 1, -1, 2, 3, 4, 5, 96, 97, 1 << 30, std::numeric_limits<int32_t>::max(),
@@ -434,6 +452,7 @@ FuzzOutcome fuzz_memory(int iterations, uint64_t seed) {
     } catch (const NorbError& err) {
       g_watch = false;
       EXPECT_EQ(std::string(err.what()).find('\n'), std::string::npos);
+      out.kinds.insert(error_kind(err.what()));
       ++out.refused;
     }
     EXPECT_LE(g_largest, input + 1024) << "iteration " << it;
@@ -450,11 +469,12 @@ TEST(NorbFuzz, MutatedBuffersLoadOrRefuse) {
   constexpr int kMutations = 200000;
   const FuzzOutcome o = fuzz_memory(kMutations, 13);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("[ fuzz ] %d mutated triples: %d loaded, %d refused, 0 crashes, %.1f s\n", kMutations, o.loaded,
-              o.refused, s);
+  std::printf("[ fuzz ] %d mutated triples: %d loaded, %d refused (%zu distinct errors), 0 crashes, %.1f s\n",
+              kMutations, o.loaded, o.refused, o.kinds.size(), s);
   EXPECT_EQ(o.loaded + o.refused, kMutations);
   EXPECT_GT(o.loaded, kMutations / 20);  // pixel flips leave the triple valid
   EXPECT_GT(o.refused, kMutations / 2);
+  EXPECT_GE(o.kinds.size(), 20u);  // the mutations reach most of the checks
 }
 
 TEST(NorbFuzz, MutatedFilesLoadOrRefuse) {

@@ -43,7 +43,7 @@ def records(split, n):
     return (j // 4860).astype("<i4"), info.astype("<i4")
 
 
-def write_split(out, split, n, chunk=1024):
+def write_split(out, split, n, chunk=128):
     base = os.path.join(out, STEM[split])
     cat, info = records(split, n)
     with open(base + "cat.mat", "wb") as f:
