@@ -355,41 +355,8 @@ void check_dr_gradients(DrNet& m, const std::vector<float>& x, const std::vector
   m.backward(d.data(), B);
   m.set_training_labels(nullptr);
   const std::vector<float> grad = p.grads();
-  const double noise = 8.0 * FLT_EPSILON * std::fabs(loss0) / h;
   if (m.config().grad == DrGrad::stopgrad) m.freeze_routing(true);
-  for (int t = 0; t < p.num_tensors(); ++t) {
-    const auto& T = p.tensor(t);
-    float* w = p.value(t);
-    const float* g = grad.data() + T.offset;
-    double gnorm = 0;
-    for (size_t k = 0; k < T.size; ++k) gnorm += double(g[k]) * g[k];
-    gnorm = std::sqrt(gnorm);
-    if (gnorm == 0) {
-      ADD_FAILURE() << T.name << ": zero gradient";
-      continue;
-    }
-    const std::vector<float> w0(w, w + T.size);
-    auto at = [&](double s) {
-      for (size_t k = 0; k < T.size; ++k) w[k] = float(w0[k] + s * g[k] / gnorm);
-      return train_loss(m, x, y, B);
-    };
-    const double fd = (at(h) - at(-h)) / (2 * h);
-    std::copy(w0.begin(), w0.end(), w);
-    EXPECT_NEAR(fd, gnorm, 2e-2 * gnorm + noise) << T.name;
-    std::vector<size_t> idx(T.size);
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + std::min<size_t>(3, T.size), idx.end(),
-                      [&](size_t a, size_t b) { return std::fabs(g[a]) > std::fabs(g[b]); });
-    for (size_t q = 0; q < std::min<size_t>(3, T.size); ++q) {
-      const size_t k = idx[q];
-      w[k] = float(w0[k] + h);
-      const double fp = train_loss(m, x, y, B);
-      w[k] = float(w0[k] - h);
-      const double fm = train_loss(m, x, y, B);
-      w[k] = w0[k];
-      EXPECT_NEAR((fp - fm) / (2 * h), g[k], 3e-2 * std::fabs(g[k]) + noise) << T.name << "[" << k << "]";
-    }
-  }
+  test::check_tensor_gradients(p, grad, loss0, [&] { return train_loss(m, x, y, B); }, h, "");
   m.freeze_routing(false);
 }
 

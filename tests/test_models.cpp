@@ -108,45 +108,8 @@ void check_model_gradients(Model& m, const std::vector<float>& x, const std::vec
   const double loss0 = loss_of(m, x, y, B, d.data());
   m.backward(d.data(), B);
   const std::vector<float> grad = m.params().grads();
-  // The forward pass is float: a difference quotient with step h cannot
-  // resolve less than ~ eps * |loss| / h (a few in 1e-4 here).
-  auto noise = [&](double h) { return 8.0 * FLT_EPSILON * std::fabs(loss0) / h; };
   freeze(true);
-  ParamSet& p = m.params();
-  for (int t = 0; t < p.num_tensors(); ++t) {
-    const auto& T = p.tensor(t);
-    float* w = p.value(t);
-    const float* g = grad.data() + T.offset;
-    double gnorm = 0;
-    for (size_t k = 0; k < T.size; ++k) gnorm += double(g[k]) * g[k];
-    gnorm = std::sqrt(gnorm);
-    if (gnorm == 0) {
-      ADD_FAILURE() << m.name() << " " << T.name << ": zero gradient";
-      continue;
-    }
-    // Along u = g / |g| the derivative is |g|.
-    const std::vector<float> w0(w, w + T.size);
-    auto at = [&](double s) {
-      for (size_t k = 0; k < T.size; ++k) w[k] = float(w0[k] + s * g[k] / gnorm);
-      return loss_of(m, x, y, B);
-    };
-    const double fd = (at(h) - at(-h)) / (2 * h);
-    std::copy(w0.begin(), w0.end(), w);
-    EXPECT_NEAR(fd, gnorm, 2e-2 * gnorm + noise(h)) << m.name() << " " << T.name;
-    // The three largest entries one by one.
-    std::vector<size_t> idx(T.size);
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + std::min<size_t>(3, T.size), idx.end(),
-                      [&](size_t a, size_t b) { return std::fabs(g[a]) > std::fabs(g[b]); });
-    for (size_t q = 0; q < std::min<size_t>(3, T.size); ++q) {
-      const size_t k = idx[q];
-      const float hk = float(h);
-      w[k] = w0[k] + hk; const double fp = loss_of(m, x, y, B);
-      w[k] = w0[k] - hk; const double fm = loss_of(m, x, y, B);
-      w[k] = w0[k];
-      EXPECT_NEAR((fp - fm) / (2 * hk), g[k], 3e-2 * std::fabs(g[k]) + noise(hk)) << m.name() << " " << T.name << "[" << k << "]";
-    }
-  }
+  test::check_tensor_gradients(m.params(), grad, loss0, [&] { return loss_of(m, x, y, B); }, h, m.name() + " ");
   freeze(false);
 }
 
