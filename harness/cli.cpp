@@ -427,7 +427,7 @@ std::string* run_flag(RunFlags& f, const std::string& name);
 
 // The flags with --split's preset applied; a flag the preset sets that the
 // user also set (changed from the command's `defaults`) is a conflict.
-RunFlags with_split(const RunFlags& given, const RunFlags& defaults) {
+RunFlags with_split(const RunFlags& given, RunFlags defaults) {
   if (given.split.empty()) return given;
   RunFlags f = given;
   std::string names;
@@ -435,7 +435,7 @@ RunFlags with_split(const RunFlags& given, const RunFlags& defaults) {
     names += (names.empty() ? "" : ", ") + std::string(p.name);
     if (given.split != p.name) continue;
     for (const auto& [flag, value] : p.flags) {
-      if (*run_flag(f, flag) != *run_flag(const_cast<RunFlags&>(defaults), flag))
+      if (*run_flag(f, flag) != *run_flag(defaults, flag))
         throw UsageError("--split", given.split, std::string("conflicts with --") + flag + " '" + *run_flag(f, flag) +
                                                      "' (the preset sets it to " + value + ")");
       *run_flag(f, flag) = value;
