@@ -592,7 +592,8 @@ int do_run(const RunFlags& f) {
 struct SweepFlags {
   RunFlags run;
   std::string seeds = "0:29", gaps = "0,30,60,90,120", test_width = "60", jobs, out, reference;
-  std::string shard, merge;  // "K/N"; "DIR,DIR,..."
+  std::string shard;  // "K/N"
+  std::string merge;  // `viewgap merge`: the shard directories, one a line
   std::vector<std::string> grid;
   bool resume = false, quiet = false;
 };
@@ -775,23 +776,28 @@ int do_sweep(const SweepFlags& f) {
     const ParsedNumber<long long> n = parse_whole(slash == std::string::npos ? "" : f.shard.substr(slash + 1));
     if (!k || !n || n.value < 1 || n.value > 1000000 || k.value < 0 || k.value >= n.value)
       throw UsageError("--shard", f.shard, "expected K/N with 0 <= K < N (e.g. 3/16: the cells whose index is 3 mod 16)");
-    if (!f.merge.empty()) throw UsageError("--merge", f.merge, "conflicts with --shard (merge the shards in one more step)");
     plan.shard = int(k.value);
     plan.shards = int(n.value);
     if (plan.shards > 1) plan.config["shard"] = f.shard;
   }
-  if (!f.merge.empty()) {
-    if (f.resume) throw UsageError("--merge", f.merge, "conflicts with --resume (resume each shard, then merge)");
-    merge_dirs = split(f.merge, ',');
-    for (const std::string& d : merge_dirs)
-      if (d.empty()) throw UsageError("--merge", f.merge, "empty directory name");
+  if (!f.merge.empty()) merge_dirs = split(f.merge, '\n');
+  // Started by mpirun/srun: rank 0 runs the sweep and writes; the other ranks
+  // run the cells it hands them (harness/cluster.h).
+  std::unique_ptr<Cluster> cluster;
+  if (launched_by_mpi() && merge_dirs.empty()) {
+    if (!f.shard.empty())
+      throw UsageError("--shard", f.shard, "conflicts with an MPI launch (mpirun/srun hands out the cells; shards are for job arrays)");
+    cluster = Cluster::join();
+    if (cluster->rank() != 0) return serve_sweep(plan, *cluster);
   }
   std::unique_ptr<DirLock> lock;
   try {
     lock = prepare_sweep_dir(plan);
   } catch (const WriteError&) {
+    if (cluster) dismiss_workers(*cluster, 1);
     throw;  // a full disk is not bad input: exit 1
   } catch (const std::runtime_error& e) {
+    if (cluster) dismiss_workers(*cluster, 2);
     throw UsageError("--out", f.out, e.what());
   }
   if (!merge_dirs.empty()) {
@@ -801,14 +807,20 @@ int do_sweep(const SweepFlags& f) {
     } catch (const WriteError&) {
       throw;
     } catch (const std::runtime_error& e) {
-      throw UsageError("--merge", f.merge, e.what());
+      throw std::invalid_argument(e.what());  // names the shard directory at fault
     }
     std::printf("%d cells merged from %zu shards (%d failed); results in %s\n", int(plan.cells.size()),
                 merge_dirs.size(), r.failed, f.out.c_str());
     flush_stdout();
     return 0;
   }
-  const SweepOutcome r = run_sweep(plan);
+  SweepOutcome r;
+  try {
+    r = run_sweep(plan, cluster.get());
+  } catch (...) {
+    if (cluster) dismiss_workers(*cluster, 1);  // ranks still waiting to start end too
+    throw;
+  }
   int in_shard = 0;
   for (const SweepCell& c : plan.cells) in_shard += plan.in_shard(c);
   std::printf("%d cells%s (%d run now, %d resumed, %d failed) in %.1f s; results in %s\n", in_shard,
@@ -816,6 +828,70 @@ int do_sweep(const SweepFlags& f) {
               r.ran, r.resumed, r.failed, r.wall_s, f.out.c_str());
   flush_stdout();
   return 0;
+}
+
+// viewgap merge DIR... --out DIR: the shards' configuration, read from the
+// first one's meta.json, becomes the sweep's flags again (the same parser and
+// plan as `sweep`), so the merge checks every shard against that plan.
+struct MergeFlags {
+  std::vector<std::string> dirs;
+  std::string out;
+  bool force = false;
+};
+
+int do_merge(const MergeFlags& m) {
+  for (const std::string& d : m.dirs)
+    if (d.empty()) throw UsageError("DIR", d, "empty directory name");
+  const std::string& first = m.dirs.front();
+  nlohmann::json cfg;
+  try {
+    std::ifstream in(first + "/meta.json");
+    if (!in) throw std::runtime_error("no meta.json");
+    cfg = nlohmann::json::parse(in).at("config");
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("'" + first + "': not a sweep directory (" + e.what() + ")");
+  }
+  SweepFlags f;
+  auto number = [](const nlohmann::json& v) {
+    if (v.is_number_integer()) return std::to_string(v.get<long long>());
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
+    return std::string(buf);
+  };
+  auto list = [&](const nlohmann::json& a) {
+    std::string s;
+    for (const auto& v : a) s += (s.empty() ? "" : ",") + number(v);
+    return s;
+  };
+  try {
+    if (!cfg.contains("shard")) throw std::runtime_error("made without --shard K/N");
+    f.seeds = list(cfg.at("seeds"));
+    f.test_width = number(cfg.at("test_width"));
+    const nlohmann::json& rf = cfg.at("run_flags");
+    f.gaps = rf.contains("test-azimuths") ? "given" : list(cfg.at("gaps"));
+    for (const auto& axis : cfg.at("grid")) {
+      std::string g = axis.at(0).get<std::string>() + "=";
+      for (const auto& v : axis.at(1)) g += (g.back() == '=' ? "" : ",") + v.get<std::string>();
+      f.grid.push_back(g);
+    }
+    for (const auto& [name, value] : rf.items()) {
+      std::string* field = run_flag(f.run, name);
+      if (field == nullptr) throw std::runtime_error("flag --" + name + " unknown to this viewgap");
+      *field = value.get<std::string>();
+    }
+    f.reference = cfg.value("reference", "");
+    f.run.reproducible = cfg.value("reproducible", false);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("'" + first + "': not a shard of a sweep this viewgap can merge (" + e.what() + ")");
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(m.out + "/meta.json", ec) && !m.force)
+    throw UsageError("--out", m.out, "holds a sweep already; add --force to replace its tables with the merge");
+  f.out = m.out;
+  f.resume = m.force;  // lets prepare_sweep_dir accept a sweep of this configuration
+  f.quiet = true;
+  for (const std::string& d : m.dirs) f.merge += (f.merge.empty() ? "" : "\n") + d;
+  return do_sweep(f);
 }
 
 struct ProfileFlags {
@@ -905,6 +981,8 @@ void check_no_empty_values(CLI::App& app) {
 }  // namespace
 
 int cli_main(int argc, char** argv) {
+  // Under mpirun every rank parses the same flags: rank 0 alone reports what is wrong.
+  const bool mute = launched_by_mpi() && launcher_rank() != 0;
   CLI::App app{"viewgap: novel-viewpoint generalisation of matrix capsules (EM routing) vs CNNs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("viewgap 0.1.0"));
@@ -932,11 +1010,14 @@ int cli_main(int argc, char** argv) {
   sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");
   sweep->add_option("--shard", sf.shard,
                     "K/N: run only the cells whose index is K mod N (a Slurm array task: K = $SLURM_ARRAY_TASK_ID)");
-  sweep->add_option("--merge", sf.merge,
-                    "DIR,DIR,...: merge the shard directories of this sweep into --out (same flags, without --shard)");
   sweep->add_flag("--quiet,-q", sf.quiet, "No progress on stderr");
   sweep->add_flag("--reproducible", sf.run.reproducible, repro_help);
   sf.run.train_az = sweep_run_defaults().train_az;
+  MergeFlags mf;
+  CLI::App* merge = app.add_subcommand("merge", "Merge the shards of a sweep (sweep --shard K/N) into the tables of the whole");
+  merge->add_option("DIR", mf.dirs, "The shard directories, every K of 0..N-1 once")->required();
+  merge->add_option("--out", mf.out, "Output directory")->required();
+  merge->add_flag("--force", mf.force, "Replace the tables of a sweep of the same configuration in --out");
   ProfileFlags pf;
   CLI::App* prof = app.add_subcommand("profile", "Per-layer timings of training steps -> CSV (and a Chrome trace)");
   prof->add_option("--model", pf.model, "The model: " + model_names())->capture_default_str();
@@ -955,7 +1036,7 @@ int cli_main(int argc, char** argv) {
   const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(subs.begin(), subs.end(), [&](const CLI::App* a) { return a->get_name() == argv[1]; })) {
-    std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run, sweep or profile)\n",
+    if (!mute) std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run, sweep, merge or profile)\n",
                  printable(argv[1]).c_str());
     return 2;
   }
@@ -968,7 +1049,7 @@ int cli_main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "viewgap: error: %s\n", printable(parse_error_line(app, e)).c_str());
+    if (!mute) std::fprintf(stderr, "viewgap: error: %s\n", printable(parse_error_line(app, e)).c_str());
     return 2;
   }
   try {
@@ -981,17 +1062,18 @@ int cli_main(int argc, char** argv) {
     if (run->parsed()) return do_run(rf);
     if (sweep->parsed()) return do_sweep(sf);
     if (prof->parsed()) return do_profile(pf);
+    if (merge->parsed()) return do_merge(mf);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "viewgap %s: error: %s\n", app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str(), e.what());
+    if (!mute) std::fprintf(stderr, "viewgap %s: error: %s\n", app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str(), e.what());
     return 2;
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
+    if (!mute) std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
     return 2;
   } catch (const NonFiniteError& e) {
-    std::fprintf(stderr, "viewgap: stopped: %s\n", printable(e.what()).c_str());
+    if (!mute) std::fprintf(stderr, "viewgap: stopped: %s\n", printable(e.what()).c_str());
     return 3;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
+    if (!mute) std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
     return 1;
   }
   return 0;

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/cluster.h"
 #include "harness/output.h"
 #include "harness/train.h"
 
@@ -115,7 +116,20 @@ SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>&
 // write stops the sweep (std::runtime_error naming the file). SIGINT/SIGTERM:
 // the cells in flight are discarded, the line "interrupted after k/N cells;
 // rerun with --resume to continue" printed, exit 128 + signal.
-SweepOutcome run_sweep(const SweepPlan& plan);
+//
+// Under MPI (`cluster` of more than one rank; this is rank 0): every rank runs
+// `jobs` cells at a time, handed out one by one as slots free (cells differ in
+// duration), and rank 0, the only writer, lands the workers' cells as they
+// arrive, so the tables are the single-process sweep's (timing aside). A rank
+// that dies ends the job (the launcher's doing); --resume then finishes.
+SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster = nullptr);
+
+// Every other rank of an MPI sweep: waits for rank 0's word, then runs the
+// cells it hands out until there are none. Returns the exit code: 0, or rank
+// 0's code if it failed before the sweep started (it has said why).
+int serve_sweep(const SweepPlan& plan, Cluster& cluster);
+// Rank 0 failed before run_sweep: the other ranks end with `code`, silently.
+void dismiss_workers(Cluster& cluster, int code);
 
 // One finished cell x model, as in cells.csv (and its circle accuracies).
 struct CellRow {

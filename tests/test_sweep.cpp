@@ -2,6 +2,11 @@
 // resuming after a kill, and the statistics tables.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -48,7 +53,8 @@ TEST(Sweep, BadInputIsOneLineExitTwoBeforeAnyCell) {
       {"--gaps given --split paper-elevation --train-azimuths 0:100", "--split 'paper-elevation': conflicts"},
       {"--shard 3/3", "--shard '3/3'"},
       {"--shard 1", "--shard '1'"},
-      {"--shard 0/2 --merge a,b", "--merge 'a,b': conflicts with --shard"},
+      {"--shard 0/0", "--shard '0/0'"},
+      {"--shard a/b", "--shard 'a/b'"},
   };
   for (const auto& [args, mention] : cases) {
     const Outcome o = run("sweep --out " + dir + " " + args);
@@ -206,33 +212,146 @@ TEST(Sweep, ShardsMergeIntoTheTablesOfTheUnshardedSweep) {
     ASSERT_EQ(o.code, 0) << o.err;
     EXPECT_EQ(lines(slurp(d + "/cells.csv")), 1 + (k < 2 ? 2 : 1) * 2) << k;
     EXPECT_FALSE(std::filesystem::exists(d + "/summary.csv"));  // statistics need every shard
-    dirs += (k ? "," : "") + d;
+    dirs += (k ? " " : "") + d;
   }
-  const Outcome m = run("sweep --out " + merged + kTiny + " --merge " + dirs);
+  // `merge` takes the configuration from the shards: no sweep flags needed.
+  const Outcome m = run("merge " + dirs + " --out " + merged);
   ASSERT_EQ(m.code, 0) << m.err;
   for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv"})
     EXPECT_EQ(slurp(merged + "/" + f), slurp(full + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(merged + "/cells.csv")), without_seconds(slurp(full + "/cells.csv")));
 
-  auto refused = [&](const std::string& merge, const std::string& mention) {
-    const std::string out = fresh_dir("shard_bad");
-    const Outcome o = run("sweep --out " + out + kTiny + " --merge " + merge);
-    EXPECT_EQ(o.code, 2) << merge << "\n" << o.err;
+  auto refused = [&](const std::string& args, const std::string& mention) {
+    const Outcome o = run("merge " + args);
+    EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
     EXPECT_EQ(lines(o.err), 1) << o.err;
     EXPECT_NE(o.err.find(mention), std::string::npos) << o.err;
   };
-  refused(base + "/s0," + base + "/s1," + base + "/s2", "shards missing: 3 of 4");
-  refused(base + "/s0," + base + "/s0," + base + "/s1," + base + "/s2", "given twice");
-  refused(full, "not a shard");
+  const std::string out = " --out " + fresh_dir("shard_bad");
+  // Onto an existing sweep only with --force (which then rewrites the same tables).
+  refused(dirs + " --out " + merged, "add --force");
+  ASSERT_EQ(run("merge " + dirs + " --out " + merged + " --force").code, 0);
+  EXPECT_EQ(slurp(merged + "/summary.csv"), slurp(full + "/summary.csv"));
+  refused(base + "/s0 " + base + "/s1 " + base + "/s2" + out, "shards missing: 3 of 4");
+  refused(base + "/s0 " + base + "/s0 " + base + "/s1 " + base + "/s2" + out, "given twice");
+  refused(full + out, "not a shard");
+  refused(base + "/nowhere" + out, "not a sweep directory");
+  refused(out, "DIR is required");
   // A shard with a cell lost (its last rows cut) must be resumed first.
   const std::string cells = slurp(base + "/s1/cells.csv");
   std::ofstream(base + "/s1/cells.csv", std::ios::trunc) << cells.substr(0, cells.find('\n') + 1);
-  refused(dirs, "has 0 of its 2 cells finished (rerun it with --resume)");
+  refused(dirs + out, "has 0 of its 2 cells finished (rerun it with --resume)");
   // Another configuration's shard.
   const std::string other = base + "/other";
   ASSERT_EQ(run("sweep --out " + other + kTiny + " --lr 1e-3 --shard 0/4").code, 0);
-  refused(other + "," + base + "/s1," + base + "/s2," + base + "/s3", "a shard of another sweep configuration");
+  refused(other + " " + base + "/s1 " + base + "/s2 " + base + "/s3" + out, "a shard of another sweep configuration");
 }
+
+#ifdef VIEWGAP_MPIRUN
+// mpirun as root (CI runs as root), more ranks than cores.
+const std::string kMpirun = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") + VIEWGAP_MPIRUN +
+                            " --oversubscribe -np 3 " + VIEWGAP_EXE;
+
+Outcome mpirun(const std::string& args) {
+  const std::string dir = testing::TempDir(), tag = std::to_string(getpid());
+  const std::string out = dir + "viewgap_mpi_out." + tag, err = dir + "viewgap_mpi_err." + tag;
+  const int status = std::system((kMpirun + " " + args + " >" + out + " 2>" + err).c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+// Lines of `text` that viewgap printed (mpirun adds its own banners).
+int viewgap_lines(const std::string& text) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) n += l.rfind("viewgap", 0) == 0;
+  return n;
+}
+
+// Three ranks (rank 0 writing, every rank running cells) write the tables of
+// the single-process sweep, byte for byte (timing aside).
+TEST(SweepMpi, RanksWriteTheTablesOfTheSingleProcessSweep) {
+  const std::string base = fresh_dir("mpi"), single = base + "/single", ranks = base + "/ranks";
+  ASSERT_EQ(run("sweep --out " + single + kTiny + " --jobs 1").code, 0);
+  const Outcome o = mpirun("sweep --out " + ranks + kTiny + " --jobs 1");
+  ASSERT_EQ(o.code, 0) << o.err;
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv"})
+    EXPECT_EQ(slurp(ranks + "/" + f), slurp(single + "/" + f)) << f;
+  EXPECT_EQ(without_seconds(slurp(ranks + "/cells.csv")), without_seconds(slurp(single + "/cells.csv")));
+  const auto meta = nlohmann::json::parse(slurp(ranks + "/meta.json"));
+  EXPECT_EQ(meta["mpi"]["ranks"], 3);
+  EXPECT_GE(meta["mpi"]["worker_cells"].get<int>(), 1);  // the workers ran cells, rank 0 wrote them
+  EXPECT_EQ(meta["config_hash"], nlohmann::json::parse(slurp(single + "/meta.json"))["config_hash"]);
+}
+
+TEST(SweepMpi, BadInputIsOneLineFromRankZero) {
+  const std::string dir = fresh_dir("mpi_bad");
+  for (const auto& [args, mention] : std::vector<std::pair<std::string, std::string>>{
+           {"--shard 0/2", "--shard '0/2': conflicts with an MPI launch"}, {"--jobs 0", "--jobs '0'"}}) {
+    const Outcome o = mpirun("sweep --out " + dir + kTiny + " " + args);
+    EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
+    EXPECT_EQ(viewgap_lines(o.err), 1) << args << "\n" << o.err;  // not one per rank
+    EXPECT_NE(o.err.find(mention), std::string::npos) << o.err;
+  }
+  // A directory in use: rank 0 refuses it, and the other ranks end without a word.
+  const std::string held = fresh_dir("mpi_held");
+  ASSERT_EQ(run("sweep --out " + held + kTiny + " --jobs 1").code, 0);
+  const Outcome o = mpirun("sweep --out " + held + kTiny + " --jobs 1");
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_EQ(viewgap_lines(o.err), 1) << o.err;
+  EXPECT_NE(o.err.find("add --resume"), std::string::npos) << o.err;
+}
+
+// The PID of the process whose environment holds `var` and whose command line
+// mentions `needle` (an MPI rank of this test's sweep), or -1.
+pid_t find_process(const std::string& var, const std::string& needle) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string env = slurp(e.path().string() + "/environ"), cmd = slurp(e.path().string() + "/cmdline");
+    std::replace(env.begin(), env.end(), '\0', '\n');
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (("\n" + env).find("\n" + var + "\n") != std::string::npos && cmd.find(needle) != std::string::npos &&
+        cmd.find("mpirun") == std::string::npos)
+      return pid_t(std::stoi(name));
+  }
+  return -1;
+}
+
+// A worker rank killed mid-sweep ends the job; --resume under mpirun then
+// finishes the missing cells, and the tables are the single-process sweep's.
+TEST(SweepMpi, JobKilledMidwayResumesToIdenticalTables) {
+  const std::string base = fresh_dir("mpi_kill"), single = base + "/single", ranks = base + "/ranks";
+  const std::string args = " --seeds 0:7 --gaps 0,30 --n-epochs 3 --n-per-combo 1 --quiet --jobs 1";
+  ASSERT_EQ(run("sweep --out " + single + args).code, 0);
+  const pid_t job = fork();
+  ASSERT_GE(job, 0);
+  if (job == 0) {
+    const std::string cmd = kMpirun + " sweep --out " + ranks + args + " >/dev/null 2>" + base + "/err";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Once a cell has landed, kill rank 1.
+  pid_t worker = -1;
+  for (int i = 0; i < 3000 && worker < 0; ++i) {
+    usleep(10000);
+    if (lines(slurp(ranks + "/cells.csv")) >= 3) worker = find_process("OMPI_COMM_WORLD_RANK=1", ranks);
+  }
+  ASSERT_GT(worker, 0) << "no cell landed, or no rank 1 found";
+  kill(worker, SIGKILL);
+  int status = 0;
+  waitpid(job, &status, 0);
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the job ended normally after a rank died";
+  EXPECT_NE(slurp(base + "/err").find("rerun with --resume to continue"), std::string::npos) << slurp(base + "/err");
+  EXPECT_FALSE(std::filesystem::exists(ranks + "/summary.csv"));
+  const Outcome resumed = mpirun("sweep --out " + ranks + args + " --resume");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv"})
+    EXPECT_EQ(slurp(ranks + "/" + f), slurp(single + "/" + f)) << f;
+  EXPECT_EQ(without_seconds(slurp(ranks + "/cells.csv")), without_seconds(slurp(single + "/cells.csv")));
+  for (const auto& e : std::filesystem::directory_iterator(ranks))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+}
+#endif
 
 }  // namespace
 }  // namespace vg

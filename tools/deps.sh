@@ -29,6 +29,7 @@ group_pkgs() {  # GROUP: its packages on one line; fails for an unknown group
   case "$1" in
     base) echo build-essential cmake ninja-build git pkg-config bc \
       libdnnl-dev ocl-icd-opencl-dev libtbb-dev libspdlog-dev libfmt-dev libcli11-dev \
+      libopenmpi-dev openmpi-bin \
       nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev \
       python3 python3-matplotlib python3-numpy python3-pil qemu-user ;;
     cross) echo g++-aarch64-linux-gnu qemu-user ;;
