@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cerrno>
 #include <cstdlib>
@@ -636,7 +637,7 @@ std::string canonical_value(const std::string& v) {
   return o.str();
 }
 
-int do_sweep(const SweepFlags& f) {
+int sweep_on(const SweepFlags& f, Cluster* cluster) {
   const std::vector<uint64_t> seeds = parse_seeds(f.seeds);
   // "--gaps given": one held-out set, the run flags' own (--test-azimuths,
   // --test-elevations or a --split preset), instead of windows stepped by gap.
@@ -783,21 +784,17 @@ int do_sweep(const SweepFlags& f) {
   if (!f.merge.empty()) merge_dirs = split(f.merge, '\n');
   // Started by mpirun/srun: rank 0 runs the sweep and writes; the other ranks
   // run the cells it hands them (harness/cluster.h).
-  std::unique_ptr<Cluster> cluster;
-  if (launched_by_mpi() && merge_dirs.empty()) {
+  if (cluster != nullptr) {
     if (!f.shard.empty())
       throw UsageError("--shard", f.shard, "conflicts with an MPI launch (mpirun/srun hands out the cells; shards are for job arrays)");
-    cluster = Cluster::join();
     if (cluster->rank() != 0) return serve_sweep(plan, *cluster);
   }
   std::unique_ptr<DirLock> lock;
   try {
     lock = prepare_sweep_dir(plan);
   } catch (const WriteError&) {
-    if (cluster) dismiss_workers(*cluster, 1);
     throw;  // a full disk is not bad input: exit 1
   } catch (const std::runtime_error& e) {
-    if (cluster) dismiss_workers(*cluster, 2);
     throw UsageError("--out", f.out, e.what());
   }
   if (!merge_dirs.empty()) {
@@ -814,13 +811,7 @@ int do_sweep(const SweepFlags& f) {
     flush_stdout();
     return 0;
   }
-  SweepOutcome r;
-  try {
-    r = run_sweep(plan, cluster.get());
-  } catch (...) {
-    if (cluster) dismiss_workers(*cluster, 1);  // ranks still waiting to start end too
-    throw;
-  }
+  const SweepOutcome r = run_sweep(plan, cluster);
   int in_shard = 0;
   for (const SweepCell& c : plan.cells) in_shard += plan.in_shard(c);
   std::printf("%d cells%s (%d run now, %d resumed, %d failed) in %.1f s; results in %s\n", in_shard,
@@ -828,6 +819,53 @@ int do_sweep(const SweepFlags& f) {
               r.ran, r.resumed, r.failed, r.wall_s, f.out.c_str());
   flush_stdout();
   return 0;
+}
+
+// The one line for a failure, and its exit code: 2 bad input, 3 non-finite
+// training, 1 anything else.
+int report_error(const std::exception_ptr& ep, const std::string& command) {
+  try {
+    std::rethrow_exception(ep);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "viewgap %s: error: %s\n", command.c_str(), e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
+    return 2;
+  } catch (const NonFiniteError& e) {
+    std::fprintf(stderr, "viewgap: stopped: %s\n", printable(e.what()).c_str());
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "viewgap: error: unknown failure\n");
+    return 1;
+  }
+}
+
+// `sweep`: under mpirun/srun every rank joins the job before it judges the
+// flags, so that a failure on any rank ends the job in order: rank 0 says what
+// is wrong (one line) and then dismisses the others, which end silently with
+// exit 0 (a worker's non-zero exit would make the launcher kill rank 0 before
+// it has spoken). A worker that fails alone says so and sits the sweep out.
+int do_sweep(const SweepFlags& f) {
+  if (!launched_by_mpi() || !f.merge.empty()) return sweep_on(f, nullptr);
+  const std::unique_ptr<Cluster> cluster = Cluster::join();
+  try {
+    return sweep_on(f, cluster.get());
+  } catch (...) {
+    if (cluster->rank() == 0) {
+      const int code = report_error(std::current_exception(), "sweep");
+      dismiss_workers(*cluster, code);
+      return code;
+    }
+    if (sit_out_sweep(*cluster)) {
+      std::fprintf(stderr, "viewgap sweep (rank %d): ", cluster->rank());
+      report_error(std::current_exception(), "sweep");
+    }
+    return 0;
+  }
 }
 
 // viewgap merge DIR... --out DIR: the shards' configuration, read from the
@@ -983,6 +1021,9 @@ void check_no_empty_values(CLI::App& app) {
 int cli_main(int argc, char** argv) {
   // Under mpirun every rank parses the same flags: rank 0 alone reports what is wrong.
   const bool mute = launched_by_mpi() && launcher_rank() != 0;
+  // Nor do they report an interrupt (the launcher's, when the job ends): they write nothing.
+  if (mute)
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
   CLI::App app{"viewgap: novel-viewpoint generalisation of matrix capsules (EM routing) vs CNNs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("viewgap 0.1.0"));
@@ -1063,20 +1104,13 @@ int cli_main(int argc, char** argv) {
     if (sweep->parsed()) return do_sweep(sf);
     if (prof->parsed()) return do_profile(pf);
     if (merge->parsed()) return do_merge(mf);
-  } catch (const UsageError& e) {
-    if (!mute) std::fprintf(stderr, "viewgap %s: error: %s\n", app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name().c_str(), e.what());
-    return 2;
-  } catch (const std::invalid_argument& e) {
-    if (!mute) std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
-    return 2;
-  } catch (const NonFiniteError& e) {
-    if (!mute) std::fprintf(stderr, "viewgap: stopped: %s\n", printable(e.what()).c_str());
-    return 3;
-  } catch (const std::exception& e) {
-    if (!mute) std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
-    return 1;
+  } catch (...) {
+    if (mute) return 1;
+    return report_error(std::current_exception(), app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name());
   }
   return 0;
 }
+
+
 
 }  // namespace vg

@@ -695,6 +695,15 @@ void dismiss_workers(Cluster& cluster, int code) {
   for (int r = 1; r < cluster.size(); ++r) cluster.send(r, kGo, std::to_string(code));
 }
 
+bool sit_out_sweep(Cluster& cluster) {
+  std::string msg;
+  int src = 0, tag = 0;
+  while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollSleep);
+  if (tag != kGo || msg != "0") return false;
+  cluster.send(0, kHello, "0");  // no slots: rank 0 hands this rank nothing
+  return true;
+}
+
 int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
   // An interrupt ends a worker without a word: it writes nothing, and rank 0
   // reports how far the sweep got.
@@ -702,7 +711,9 @@ int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
   std::string msg;
   int src = 0, tag = 0;
   while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollSleep);
-  if (tag != kGo || msg != "0") return tag == kGo ? std::atoi(msg.c_str()) : 1;
+  // Dismissed: rank 0 has said why and exits with the code; a worker's own
+  // non-zero exit would make the launcher kill rank 0 mid-sentence.
+  if (tag != kGo || msg != "0") return 0;
 
   // The slots run on TBB on a thread of their own; this thread talks to rank 0.
   tbb::concurrent_bounded_queue<int> inbox;                 // cell ids (-1: the slot ends)
@@ -733,10 +744,10 @@ int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
       }
       if (cluster.poll(&src, &tag, &msg)) {
         busy = true;
-        if (tag == kGo) {  // rank 0 failed: end (after the cells in hand) with its code
+        if (tag == kGo) {  // rank 0 failed (and said so): end after the cells in hand
           for (int k = 0; k < jobs; ++k) inbox.push(-1);
           slots.join();
-          return std::atoi(msg.c_str());
+          return 0;
         }
         if (tag != kCell) throw std::runtime_error("rank 0 sent an unknown message (tag " + std::to_string(tag) + ")");
         const int id = std::stoi(msg);

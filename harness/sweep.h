@@ -125,11 +125,15 @@ SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>&
 SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster = nullptr);
 
 // Every other rank of an MPI sweep: waits for rank 0's word, then runs the
-// cells it hands out until there are none. Returns the exit code: 0, or rank
-// 0's code if it failed before the sweep started (it has said why).
+// cells it hands out until there are none, or rank 0 dismisses it (rank 0
+// then reports the failure and carries the exit code). Returns 0.
 int serve_sweep(const SweepPlan& plan, Cluster& cluster);
 // Rank 0 failed before run_sweep: the other ranks end with `code`, silently.
 void dismiss_workers(Cluster& cluster, int code);
+// Another rank failed before serve_sweep: waits for rank 0's word and, if the
+// sweep started, tells rank 0 this rank runs nothing. True if it started (the
+// failure is then this rank's own to report).
+bool sit_out_sweep(Cluster& cluster);
 
 // One finished cell x model, as in cells.csv (and its circle accuracies).
 struct CellRow {
