@@ -16,6 +16,7 @@
 #include <csignal>
 #include <deque>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -544,8 +545,14 @@ void run_slots(int jobs, const std::function<const SweepCell*()>& take,
   });
 }
 
-// Time to sleep between polls of an idle MPI loop (a cell takes ~0.3 s).
-constexpr auto kPollSleep = std::chrono::microseconds(200);
+// Polling MPI costs the cells on that core (each poll runs Open MPI's progress
+// engine: at every 200 us, cells ran 25 % slower), and a message waits up to
+// one period. So rank 0 polls every 1/200 of the mean cell time seen so far
+// (2.7 ms for the default cell of 0.55 s: the wait stays ~0.25 % of a cell),
+// within these bounds; a worker polls only while a reply is due, at the floor.
+constexpr auto kPollFloor = std::chrono::microseconds(200);
+constexpr auto kPollCeiling = std::chrono::milliseconds(20);
+constexpr double kPollsPerCell = 200;
 }  // namespace
 
 SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
@@ -591,6 +598,8 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   std::atomic<int> done{out.resumed};
   const InterruptProgress interrupt_note(&done, total);
   std::string write_error;
+  double cell_seconds = 0;  // of the cells landed (the pace of MPI polling)
+  int cells_landed = 0;
   progress(plan.quiet, done, total, 0, 0);
   Dispenser cells(todo);
 
@@ -609,7 +618,11 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
       WriteGuard guard;
       circle_f.append(circle_add);
       cells_f.append(cells_add);
-      for (const CellRow& r : mine) out.failed += r.status != "ok";
+      for (const CellRow& r : mine) {
+        out.failed += r.status != "ok";
+        cell_seconds += r.seconds;
+      }
+      ++cells_landed;
       rows.insert(rows.end(), mine.begin(), mine.end());
       ++done;
     } catch (const std::exception& e) {
@@ -641,11 +654,17 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
       return true;
     };
     std::string msg;
+    auto poll_period = [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      const std::chrono::duration<double> d(cells_landed ? cell_seconds / cells_landed / kPollsPerCell : 0.001);
+      return std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(d),
+                        std::chrono::microseconds(kPollFloor), std::chrono::microseconds(kPollCeiling));
+    };
     try {
       while (!all_ended()) {
         int src = 0, tag = 0;
         if (!cluster->poll(&src, &tag, &msg)) {
-          std::this_thread::sleep_for(kPollSleep);
+          std::this_thread::sleep_for(poll_period());
           continue;
         }
         int asking = 0;  // slots of `src` asking for a cell
@@ -698,7 +717,7 @@ void dismiss_workers(Cluster& cluster, int code) {
 bool sit_out_sweep(Cluster& cluster) {
   std::string msg;
   int src = 0, tag = 0;
-  while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollSleep);
+  while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollFloor);
   if (tag != kGo || msg != "0") return false;
   cluster.send(0, kHello, "0");  // no slots: rank 0 hands this rank nothing
   return true;
@@ -710,14 +729,16 @@ int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
   std::string msg;
   int src = 0, tag = 0;
-  while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollSleep);
+  while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollFloor);
   // Dismissed: rank 0 has said why and exits with the code; a worker's own
   // non-zero exit would make the launcher kill rank 0 mid-sentence.
   if (tag != kGo || msg != "0") return 0;
 
   // The slots run on TBB on a thread of their own; this thread talks to rank 0.
   tbb::concurrent_bounded_queue<int> inbox;                 // cell ids (-1: the slot ends)
-  tbb::concurrent_queue<std::pair<std::string, double>> outbox;  // finished cells, with the wait before each
+  tbb::concurrent_queue<std::string> outbox;  // finished cells
+  std::mutex out_mu;                           // a finished cell wakes this thread
+  std::condition_variable out_cv;
   const int jobs = plan.jobs;
   std::thread slots([&] {
     auto take = [&]() -> const SweepCell* {
@@ -725,7 +746,13 @@ int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
       inbox.pop(id);
       return id < 0 ? nullptr : &plan.cells[size_t(id)];
     };
-    auto land = [&](std::vector<CellRow> rows) { outbox.push({rows_json(rows).dump(), 0.0}); };
+    auto land = [&](std::vector<CellRow> rows) {
+      {
+        std::lock_guard<std::mutex> lock(out_mu);
+        outbox.push(rows_json(rows).dump());
+      }
+      out_cv.notify_one();
+    };
     run_slots(jobs, take, land, [&](const SweepCell& c) { return run_cell(plan, c); });
   });
   cluster.send(0, kHello, std::to_string(jobs));
@@ -733,17 +760,16 @@ int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
   // Time from asking for a cell to getting it, per ask (the dispatch cost).
   std::deque<std::chrono::steady_clock::time_point> asked(size_t(jobs), std::chrono::steady_clock::now());
   double last_wait = 0;
+  int awaiting = jobs;  // cells asked for and not yet answered
   try {
     while (ended < jobs) {
-      std::pair<std::string, double> result;
-      bool busy = false;
+      std::string result;
       while (outbox.try_pop(result)) {
-        busy = true;
-        cluster.send(0, kResult, "{\"wait_s\":" + std::to_string(last_wait) + ",\"rows\":" + result.first + "}");
+        cluster.send(0, kResult, "{\"wait_s\":" + std::to_string(last_wait) + ",\"rows\":" + result + "}");
         asked.push_back(std::chrono::steady_clock::now());
+        ++awaiting;
       }
       if (cluster.poll(&src, &tag, &msg)) {
-        busy = true;
         if (tag == kGo) {  // rank 0 failed (and said so): end after the cells in hand
           for (int k = 0; k < jobs; ++k) inbox.push(-1);
           slots.join();
@@ -754,10 +780,17 @@ int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
         if (id >= int(plan.cells.size())) throw std::runtime_error("rank 0 handed out cell " + msg + ", not in this rank's plan");
         last_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked.front()).count();
         asked.pop_front();
+        --awaiting;
         ended += id < 0;
         inbox.push(id);
+      } else if (awaiting > 0) {
+        std::this_thread::sleep_for(kPollFloor);  // a reply is due within rank 0's period
+      } else {
+        // Every slot is busy: sleep until one finishes (MPI is not polled
+        // meanwhile; a dismissal waits for the timeout).
+        std::unique_lock<std::mutex> lock(out_mu);
+        out_cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return !outbox.empty(); });
       }
-      if (!busy) std::this_thread::sleep_for(kPollSleep);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "viewgap sweep (rank %d): error: %s\n", cluster.rank(), e.what());
