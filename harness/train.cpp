@@ -1,9 +1,16 @@
 #include "harness/train.h"
 
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "kernels/rng.h"
 
@@ -239,30 +246,95 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
     if (it == order.end()) throw std::invalid_argument("match_familiar: model '" + opt.match_familiar + "' is not run");
     std::rotate(order.begin(), it, it + 1);
   }
-  double target = opt.stop_at_familiar;
-  std::vector<ModelResult> results;
-  for (const std::string& m : order) {
+  // Each model trains single-threaded from its own seeded stream, so running
+  // them concurrently (opt.threads > 1: one per core) changes no bit. What the
+  // caller sees of a trained model (on_trained) comes in training order all
+  // the same, and epoch reports one at a time.
+  std::mutex report_mu;
+  std::condition_variable turn_cv;
+  size_t turn = 0;                         // the index in `order` whose on_trained is next
+  std::vector<char> reported(order.size());  // on_trained done, or the model failed
+  std::vector<ModelResult> results(order.size());
+  auto pass_turn = [&](size_t i) {
+    {
+      std::lock_guard<std::mutex> lock(report_mu);
+      reported[i] = 1;
+      while (turn < order.size() && reported[turn]) ++turn;
+    }
+    turn_cv.notify_all();
+  };
+  auto train = [&](size_t i, double target) {
+    const std::string& m = order[i];
     const auto tm = std::chrono::steady_clock::now();
     TrainConfig tc = opt.train;
     const bool matched = !opt.match_familiar.empty() && m == opt.match_familiar;
     if (target > 0 && !matched) tc.stop = stop_at_accuracy(target);
+    auto take_turn = [&] {  // once every earlier model has been reported (or failed)
+      std::unique_lock<std::mutex> lock(report_mu);
+      turn_cv.wait(lock, [&] { return turn == i; });
+    };
     try {
-      results.push_back(train_and_evaluate(m, r.data, tc, on_epoch, [&](Model& model) {
+      EpochCallback epoch;
+      if (on_epoch)
+        epoch = [&](const std::string& name, const EpochStats& e) {
+          std::lock_guard<std::mutex> lock(report_mu);
+          on_epoch(name, e);
+        };
+      results[i] = train_and_evaluate(m, r.data, tc, epoch, [&](Model& model) {
+        take_turn();
         if (on_trained) on_trained(m, model, r.data);
-      }));
+        pass_turn(i);
+      });
       // A model fit in one pass (no history) has no training to stop.
-      if (target > 0 && !matched && !results.back().history.empty()) results.back().stop_target = target;
-      if (matched) target = results.back().validation;
+      if (target > 0 && !matched && !results[i].history.empty()) results[i].stop_target = target;
     } catch (const std::exception& e) {
+      pass_turn(i);  // the models after it are reported without it
       if (!opt.keep_going) throw;
       ModelResult failed;
       failed.name = m;
       failed.familiar = failed.heldout = failed.drop = NAN;
       failed.error = *e.what() ? e.what() : "unknown error";
       failed.train_s = seconds_since(tm);
-      results.push_back(failed);
-      if (matched) target = NAN;  // nothing to match: the others train to the cap
+      results[i] = failed;
     }
+  };
+  // Under match_familiar the matched model trains first, alone; its final
+  // validation accuracy is every other model's target. On this thread too,
+  // every model trains on one thread (restored after).
+  struct OneThread {
+    int saved = omp_get_max_threads();
+    OneThread() { omp_set_num_threads(1); }
+    ~OneThread() { omp_set_num_threads(saved); }
+  } one_thread;
+  double target = opt.stop_at_familiar;
+  size_t first = 0;
+  if (!opt.match_familiar.empty()) {
+    train(0, 0);
+    target = results[0].error.empty() ? results[0].validation : NAN;  // failed: the others train to the cap
+    first = 1;
+  }
+  const int workers = std::min(std::max(opt.threads, 1), int(order.size() - first));
+  if (workers <= 1) {
+    for (size_t i = first; i < order.size(); ++i) train(i, target);
+  } else {
+    // A model that fails (keep_going off) makes the run fail; the others finish first.
+    std::atomic<size_t> next{first};
+    std::vector<std::exception_ptr> errors(order.size());
+    std::vector<std::thread> pool;
+    for (int w = 0; w < workers; ++w)
+      pool.emplace_back([&] {
+        omp_set_num_threads(1);
+        for (size_t i; (i = next.fetch_add(1)) < order.size();) {
+          try {
+            train(i, target);
+          } catch (...) {
+            errors[i] = std::current_exception();
+          }
+        }
+      });
+    for (std::thread& t : pool) t.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);
   }
   for (const std::string& m : opt.models)
     for (ModelResult& res : results)
