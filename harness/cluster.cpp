@@ -1,5 +1,7 @@
 #include "harness/cluster.h"
 
+#include "harness/mpi_module.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -28,20 +30,6 @@ int launcher_rank() {
   return 0;
 }
 
-extern "C" {
-// Must match harness/mpi_module.cpp.
-struct vg_mpi_module {
-  int version;
-  int (*init)(int*, int*);
-  int (*send)(int, int, const char*, int);
-  int (*poll)(int*, int*, int*);
-  int (*recv)(int, int, char*, int);
-  void (*abort_job)(int);
-  int (*finalize)();
-};
-}
-
-struct Cluster::Module : vg_mpi_module {};
 
 std::unique_ptr<Cluster> Cluster::join() {
   std::error_code ec;
@@ -57,7 +45,7 @@ std::unique_ptr<Cluster> Cluster::join() {
   auto entry = reinterpret_cast<Entry>(dlsym(h, "vg_mpi_module_v1"));
   if (entry == nullptr || entry()->version != 1) throw std::runtime_error("'" + path + "' is not viewgap's MPI module");
   std::unique_ptr<Cluster> c(new Cluster);
-  c->m_ = static_cast<const Module*>(entry());
+  c->m_ = entry();
   if (c->m_->init(&c->rank_, &c->size_) != 0) throw std::runtime_error("MPI_Init_thread failed");
   return c;
 }

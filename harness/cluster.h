@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+struct vg_mpi_module;  // harness/mpi_module.h
+
 namespace vg {
 
 // The rank the launcher gave this process (0 when not launched by MPI), read
@@ -38,9 +40,8 @@ class Cluster {
   [[noreturn]] void abort(int code);
 
  private:
-  struct Module;
   Cluster() = default;
-  const Module* m_ = nullptr;
+  const vg_mpi_module* m_ = nullptr;
   int rank_ = 0, size_ = 1;
 };
 

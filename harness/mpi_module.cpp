@@ -6,6 +6,8 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include "harness/mpi_module.h"
+
 namespace {
 
 int init(int* rank, int* size) {
@@ -44,16 +46,6 @@ int finalize() { return MPI_Finalize(); }
 }  // namespace
 
 extern "C" {
-// Must match harness/cluster.cpp.
-struct vg_mpi_module {
-  int version;
-  int (*init)(int*, int*);
-  int (*send)(int, int, const char*, int);
-  int (*poll)(int*, int*, int*);
-  int (*recv)(int, int, char*, int);
-  void (*abort_job)(int);
-  int (*finalize)();
-};
 
 __attribute__((visibility("default"))) const vg_mpi_module* vg_mpi_module_v1() {
   static const vg_mpi_module m{1, init, send, poll, recv, abort_job, finalize};
