@@ -1,3 +1,5 @@
+#include <malloc.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -6,6 +8,13 @@
 #include "harness/output.h"
 
 int main(int argc, char** argv) {
+  // Buffers up to 32 MB (every one viewgap has: weights, Adam state, splits)
+  // come from the heap and stay there when freed, so the next model, cell or
+  // evaluation reuses pages already mapped. glibc's default maps each large
+  // buffer afresh and unmaps it on free, and every page faults in again: the
+  // default run took 20,000 page faults and 0.66 s, now 12,800 and 0.57 s.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
   vg::install_interrupt_handlers();
   int code = vg::cli_main(argc, argv);
   // Whatever was printed (a table, --help) must have reached stdout: output lost
