@@ -5,7 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -20,6 +23,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/output.h"
 #include "harness/report.h"
 #include "harness/profile.h"
 #include "harness/sweep.h"
@@ -91,6 +95,7 @@ struct RunFlags {
   std::string train_az = "0:150", test_az = "200:330", elevations = "10:50";
   std::string test_elevations, n_test_elev, split;  // "": the training elevations; no preset
   std::string shapes = "seed";
+  std::string data = "synthetic", cameras = "both", brightness = "0", contrast = "0";  // --data norb:DIR
   std::string n_train_views = "6", n_test_views = "6", n_elev = "3";
   std::string n_per_combo = "5", n_eval_per_combo = "2";
   std::string models = "caps,cnn";
@@ -130,7 +135,12 @@ const FlagSpec kRunFlags[] = {
      "Held-out elevation range A:B (default: the training elevations); outside the training band: elevation extrapolation"},
     {"n-test-elev", &RunFlags::n_test_elev, "Evenly spaced held-out elevations (default: --n-elev)"},
     {"shapes", &RunFlags::shapes, "The shape set: seed (the seed's five) or asym (no rotational symmetry)"},
-    {"split", &RunFlags::split, "A named split: paper-azimuth or paper-elevation (smallNORB's viewpoints, README)"},
+    {"split", &RunFlags::split,
+     "A named split: paper-azimuth or paper-elevation (smallNORB's viewpoints, README); with --data norb:DIR also full"},
+    {"data", &RunFlags::data, "synthetic (rendered) or norb:DIR (smallNORB's six NYU files in DIR, README)"},
+    {"cameras", &RunFlags::cameras, "With --data norb: both (2 input channels), first or second"},
+    {"brightness", &RunFlags::brightness, "With --data norb: training brightness jitter, uniform in +-B (0..1)"},
+    {"contrast", &RunFlags::contrast, "With --data norb: training contrast jitter, a factor uniform in 1 +- C (0..1)"},
     {"n-per-combo", &RunFlags::n_per_combo, "Training images per (class, azimuth, elevation)"},
     {"n-eval-per-combo", &RunFlags::n_eval_per_combo, "Evaluation images per combination"},
     {"models", &RunFlags::models, "Comma-separated model names"},
@@ -159,8 +169,10 @@ void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& s
   add_model_flags(app, f.model);
 }
 
-// The text of run flag or model option `name` (what --grid NAME=... sets).
-std::string* run_flag(RunFlags& f, const std::string& name) {
+// The text of run flag or model option `name` (what --grid NAME=... sets), or
+// nullptr; `Flags` is RunFlags or const RunFlags.
+template <class Flags>
+auto run_flag(Flags& f, const std::string& name) -> decltype(&f.seed) {
   for (const FlagSpec& s : kRunFlags)
     if (name == s.name) return &(f.*(s.field));
   if (const auto it = f.model.find(name); it != f.model.end()) return &it->second;
@@ -304,6 +316,7 @@ double dataset_images(const DataConfig& d) {
 
 // Images, their labels and viewpoints, and the clean renders of the largest split.
 double dataset_bytes(const DataConfig& d) {
+  if (d.norb) return double(d.norb->images_in_memory) * (norb_channels(d.norb->prep.cameras) * kImagePixels * 4 + 12);
   const double clean = double(kNumClasses) * d.elevations.count * 36;
   return (dataset_images(d) + clean) * kImagePixels * sizeof(float) + dataset_images(d) * 12;
 }
@@ -424,7 +437,6 @@ const SplitPreset kSplitPresets[] = {
                          {"test-elevations", "45:70"}, {"n-test-elev", "6"}}},
 };
 
-std::string* run_flag(RunFlags& f, const std::string& name);
 
 // The flags with --split's preset applied; a flag the preset sets that the
 // user also set (changed from the command's `defaults`) is a conflict.
@@ -453,8 +465,75 @@ RunFlags sweep_run_defaults() {
   return f;
 }
 
+// The run flags that describe the synthetic data, and those of --data norb:DIR.
+const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-train-views", "n-test-views",
+                                       "elevations", "n-elev", "test-elevations", "n-test-elev", "shapes",
+                                       "n-per-combo", "n-eval-per-combo"};
+const char* const kNorbFlags[] = {"data", "cameras", "brightness", "contrast"};
+
+// --data norb:DIR: the split, cameras and jitter, and the files' index (read
+// and checked now, so a bad file is a one-line error before any work).
+NorbConfig validate_norb(const RunFlags& f, const RunFlags& defaults, long* n_train) {
+  NorbConfig c;
+  c.dir = f.data.substr(5);
+  if (c.dir.empty()) throw UsageError("--data", f.data, "expected norb:DIR (the directory of smallNORB's six files)");
+  for (const char* name : kSyntheticFlags)
+    if (*run_flag(f, name) != *run_flag(defaults, name))
+      throw UsageError(std::string("--") + name, *run_flag(f, name),
+                       "applies to --data synthetic only (smallNORB's viewpoints come from --split)");
+  if (f.split.empty() || f.split == "paper-azimuth") c.split = NorbSplitKind::azimuth;
+  else if (f.split == "paper-elevation") c.split = NorbSplitKind::elevation;
+  else if (f.split == "full") c.split = NorbSplitKind::full;
+  else throw UsageError("--split", f.split, "unknown split (expected paper-azimuth, paper-elevation, full)");
+  if (f.cameras == "both") c.prep.cameras = NorbCameras::both;
+  else if (f.cameras == "first") c.prep.cameras = NorbCameras::first;
+  else if (f.cameras == "second") c.prep.cameras = NorbCameras::second;
+  else throw UsageError("--cameras", f.cameras, "expected both, first or second");
+  c.prep.max_brightness = float(parse_real("--brightness", f.brightness, 0, 1, false));
+  c.prep.max_contrast = float(parse_real("--contrast", f.contrast, 0, 1, false));
+  if (!f.stop_at_familiar.empty() || !f.match_familiar.empty())
+    throw UsageError(f.stop_at_familiar.empty() ? "--match-familiar" : "--stop-at-familiar",
+                     f.stop_at_familiar.empty() ? f.match_familiar : f.stop_at_familiar,
+                     "needs a familiar validation split, which --data norb does not make");
+  if (!f.dump.empty()) throw UsageError("--dump", f.dump, "draws the synthetic data only (not --data norb)");
+  try {
+    const NorbData d = norb_load_dir(c.dir);
+    const NorbSplit s = c.split == NorbSplitKind::azimuth     ? norb_split_azimuth(d.train.info(), d.test.info())
+                        : c.split == NorbSplitKind::elevation ? norb_split_elevation(d.train.info(), d.test.info())
+                                                              : norb_split_full(d.train.info(), d.test.info());
+    if (s.train.empty()) throw NorbError("no training image lies at the split's training viewpoints");
+    if (s.familiar.empty() && s.novel.empty()) throw NorbError("the test set is empty");
+    *n_train = long(s.train.size());
+    std::vector<double> train_az, novel_az;
+    for (int i : s.train) train_az.push_back(norb_azimuth_deg(d.train.info()[size_t(i)].azimuth));
+    for (int i : s.novel) novel_az.push_back(norb_azimuth_deg(d.test.info()[size_t(i)].azimuth));
+    for (auto* v : {&train_az, &novel_az}) {
+      std::sort(v->begin(), v->end());
+      v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
+    c.gap_deg = novel_az.empty() ? 0.0 : azimuth_gap(train_az, novel_az);
+    c.train_az = train_az;
+    // In memory: centre crops of the training and test images (the held-out split
+    // again under `full`), channels x 32 x 32 floats each.
+    c.images_in_memory = long(s.train.size() + s.familiar.size() + s.novel.size()) +
+                         (c.split == NorbSplitKind::full ? long(s.familiar.size()) : 0);
+  } catch (const NorbError& e) {
+    throw UsageError("--data", f.data, e.what());
+  }
+  return c;
+}
+
 RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep = false) {
-  const RunFlags f = with_split(flags, sweep ? sweep_run_defaults() : RunFlags{});
+  const RunFlags defaults = sweep ? sweep_run_defaults() : RunFlags{};
+  const bool norb = flags.data != "synthetic";
+  if (norb && flags.data.rfind("norb:", 0) != 0)
+    throw UsageError("--data", flags.data, "expected synthetic or norb:DIR");
+  if (!norb)
+    for (const char* name : kNorbFlags)
+      if (*run_flag(flags, name) != *run_flag(defaults, name))
+        throw UsageError(std::string("--") + name, *run_flag(flags, name),
+                         "applies to --data norb:DIR only");
+  const RunFlags f = norb ? flags : with_split(flags, defaults);
   RunOptions o;
   o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
   o.train.n_epochs = int(parse_int("--n-epochs", f.n_epochs, 1, 100000));
@@ -477,6 +556,8 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep = false)
   }
   o.data.n_per_combo = int(parse_int("--n-per-combo", f.n_per_combo, 1, 10000));
   o.data.n_eval_per_combo = int(parse_int("--n-eval-per-combo", f.n_eval_per_combo, 1, 10000));
+  long norb_train = 0;
+  if (norb) o.data.norb = validate_norb(f, defaults, &norb_train);
 
   o.models.clear();
   for (const std::string& m : split(f.models, ',')) {
@@ -510,11 +591,15 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep = false)
   }
   if (o.stop_at_familiar > 0 || !o.match_familiar.empty()) o.data.n_val_per_combo = o.data.n_eval_per_combo;
 
-  if (!sweep) check_geometry_flags(f, o.data, false, {"--test-azimuths", f.test_az, "--test-azimuths", f.test_az, ""});
+  if (!sweep && !norb)
+    check_geometry_flags(f, o.data, false, {"--test-azimuths", f.test_az, "--test-azimuths", f.test_az, ""});
   // One step per epoch of a batch holding every image would train at chance.
   const long long train_images = 1ll * kNumClasses * o.data.train_azimuths.count * o.data.elevations.count *
                                  o.data.n_per_combo;
-  if (o.train.batch_size > train_images)
+  if (norb && o.train.batch_size > norb_train)
+    throw UsageError("--batch-size", f.batch_size,
+                     "larger than the training set (" + std::to_string(norb_train) + " images in the split)");
+  if (!norb && o.train.batch_size > train_images)
     throw UsageError("--batch-size", f.batch_size,
                      "larger than the training set (" + std::to_string(train_images) + " images = 5 classes x " +
                          std::to_string(o.data.train_azimuths.count) + " views x " +
@@ -640,7 +725,11 @@ int sweep_on(const SweepFlags& f, Cluster* cluster) {
   const std::vector<uint64_t> seeds = parse_seeds(f.seeds);
   // "--gaps given": one held-out set, the run flags' own (--test-azimuths,
   // --test-elevations or a --split preset), instead of windows stepped by gap.
-  const bool given = f.gaps == "given";
+  // smallNORB's split fixes the held-out views: one window, as given.
+  const bool norb = f.run.data != RunFlags{}.data;
+  if (norb && f.gaps != SweepFlags{}.gaps && f.gaps != "given")
+    throw UsageError("--gaps", f.gaps, "with --data norb the split fixes the held-out views (leave --gaps out, or give 'given')");
+  const bool given = f.gaps == "given" || norb;
   if (!given && f.run.test_az != RunFlags{}.test_az)
     throw UsageError("--test-azimuths", f.run.test_az, "applies with --gaps given only (gaps step the held-out window)");
   std::vector<double> gaps;
@@ -722,18 +811,21 @@ int sweep_on(const SweepFlags& f, Cluster* cluster) {
       return fmt_num(o.data.test_azimuths.from) + ":" + fmt_num(o.data.test_azimuths.to);
     };
     // If the window does not fit beside the training range even at gap 0, its width is at fault.
-    if (given)
+    if (given && !norb)
       check_geometry_flags(rf, base.data, false, {"--test-azimuths", rf.test_az, "--test-azimuths", rf.test_az, ""});
-    else
+    else if (!given)
       check_geometry_flags(rf, window(0).data, true,
                            {"--test-width", f.test_width, "--test-width", f.test_width,
                             "a window this wide (" + span(window(0)) + " at gap 0) reaches round to the training range: "});
     for (double g : gaps) {
       const RunOptions opt = window(g);
-      check_geometry_flags(rf, opt.data, true,
-                           {"--test-width", f.test_width, "--gaps", f.gaps,
-                            "gap " + fmt_num(g) + " (held-out window " + span(opt) + "): "});
-      const double true_gap = azimuth_gap(tr.values(), opt.data.test_azimuths.values());
+      if (!norb)
+        check_geometry_flags(rf, opt.data, true,
+                             {"--test-width", f.test_width, "--gaps", f.gaps,
+                              "gap " + fmt_num(g) + " (held-out window " + span(opt) + "): "});
+      // smallNORB: the split's own azimuth gap (paper-azimuth: 20 degrees).
+      const double true_gap =
+          norb ? opt.data.norb->gap_deg : azimuth_gap(tr.values(), opt.data.test_azimuths.values());
       for (uint64_t seed : seeds) {
         SweepCell c;
         c.id = int(plan.cells.size());
@@ -758,9 +850,12 @@ int sweep_on(const SweepFlags& f, Cluster* cluster) {
   plan.jobs = jobs;
   // Everything that defines the results (not --jobs, --resume, --quiet, --out).
   nlohmann::json run_flags;
+  // The flags of --data norb only when set, so sweeps made before them keep their hash.
   for (const FlagSpec& s : kRunFlags)
     if (std::string(s.name) != "seed" && (given || std::string(s.name) != "test-azimuths") &&
-        std::string(s.name) != "threads")
+        std::string(s.name) != "threads" &&
+        (norb || std::find_if(std::begin(kNorbFlags), std::end(kNorbFlags),
+                              [&](const char* n) { return s.name == std::string(n); }) == std::end(kNorbFlags)))
       run_flags[s.name] = f.run.*(s.field);
   for (const auto& [name, value] : f.run.model) run_flags[name] = value;
   plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
@@ -870,6 +965,58 @@ int do_sweep(const SweepFlags& f) {
 // viewgap merge DIR... --out DIR: the shards' configuration, read from the
 // first one's meta.json, becomes the sweep's flags again (the same parser and
 // plan as `sweep`), so the merge checks every shard against that plan.
+// `viewgap export-norb DIR`: the synthetic shapes as smallNORB's six files.
+struct ExportFlags {
+  std::string dir, seed = "0", shapes = "seed", instances = "5", lightings = "6";
+  bool quiet = false;
+};
+
+int do_export_norb(const ExportFlags& f) {
+  NorbExportConfig c;
+  c.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
+  if (f.shapes == "seed") c.shapes = ShapeSet::seed;
+  else if (f.shapes == "asym") c.shapes = ShapeSet::asym;
+  else throw UsageError("--shapes", f.shapes, "unknown shape set (expected seed, asym)");
+  c.instances = int(parse_int("--instances", f.instances, 1, 5));
+  c.lightings = int(parse_int("--lightings", f.lightings, 1, kNorbLightings));
+  // Every output judged before any work: DIR made if absent, and none of the
+  // six files there yet (an export never replaces a file).
+  const std::pair<NorbPart, NorbFiles> parts[] = {{NorbPart::training, norb_files(f.dir, NorbPart::training)},
+                                                   {NorbPart::testing, norb_files(f.dir, NorbPart::testing)}};
+  try {
+    make_output_dir(f.dir);
+    remove_stale_temps(resolve_output_path(f.dir), false);
+    for (const auto& [part, files] : parts)
+      for (const std::string* path : {&files.dat, &files.cat, &files.info}) {
+        struct stat st;
+        if (::lstat(path->c_str(), &st) == 0)
+          throw std::runtime_error("holds " + *path + " already (export-norb replaces no file: remove it, or choose another DIR)");
+        check_writable(*path);
+      }
+  } catch (const std::runtime_error& e) {
+    throw UsageError("DIR", f.dir, e.what());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  long pairs = 0;
+  for (const auto& [part, files] : parts) {
+    NorbExportSplit s = render_norb_split(c, part);
+    std::vector<int32_t> info;
+    for (const NorbInfo& r : s.info) info.insert(info.end(), {r.instance, r.elevation, r.azimuth, r.lighting});
+    const int32_t n = int32_t(s.labels.size()), cat_dims[] = {n}, info_dims[] = {n, kNorbInfoCols};
+    write_file_atomic(files.info, norb_encode_ints(info, info_dims));
+    write_file_atomic(files.cat, norb_encode_ints(s.labels, cat_dims));
+    std::vector<uint8_t> dat = norb_encode_pairs(s.pairs);
+    s.pairs = {};
+    write_file_atomic(files.dat, dat);
+    pairs += n;
+  }
+  if (!f.quiet)
+    std::fprintf(stderr, "viewgap export-norb: %ld stereo pairs of 96 x 96 (%s shapes, %d instance(s), %d lighting(s)) in %s, %.1f s\n",
+                 pairs, f.shapes.c_str(), c.instances, c.lightings, f.dir.c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return 0;
+}
+
 struct MergeFlags {
   std::vector<std::string> dirs;
   std::string out;
@@ -1058,6 +1205,15 @@ int cli_main(int argc, char** argv) {
   merge->add_option("DIR", mf.dirs, "The shard directories, every K of 0..N-1 once")->required();
   merge->add_option("--out", mf.out, "Output directory")->required();
   merge->add_flag("--force", mf.force, "Replace the tables of a sweep of the same configuration in --out");
+  ExportFlags ef;
+  CLI::App* exp = app.add_subcommand("export-norb",
+                                     "Write the synthetic shapes as smallNORB's six files (96 x 96 stereo, its viewpoints)");
+  exp->add_option("DIR", ef.dir, "Output directory (created if absent; no file there is replaced)")->required();
+  exp->add_option("--seed", ef.seed, "Seed of the pixel noise")->capture_default_str();
+  exp->add_option("--shapes", ef.shapes, "The shape set: seed or asym")->capture_default_str();
+  exp->add_option("--instances", ef.instances, "Instances per class and split, 1..5 (smallNORB: 5)")->capture_default_str();
+  exp->add_option("--lightings", ef.lightings, "Lighting levels, 1..6 (smallNORB: 6)")->capture_default_str();
+  exp->add_flag("--quiet,-q", ef.quiet, "No summary on stderr");
   ProfileFlags pf;
   CLI::App* prof = app.add_subcommand("profile", "Per-layer timings of training steps -> CSV (and a Chrome trace)");
   prof->add_option("--model", pf.model, "The model: " + model_names())->capture_default_str();
@@ -1076,7 +1232,7 @@ int cli_main(int argc, char** argv) {
   const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(subs.begin(), subs.end(), [&](const CLI::App* a) { return a->get_name() == argv[1]; })) {
-    if (!mute) std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run, sweep, merge or profile)\n",
+    if (!mute) std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run, sweep, merge, profile or export-norb)\n",
                  printable(argv[1]).c_str());
     return 2;
   }
@@ -1103,6 +1259,7 @@ int cli_main(int argc, char** argv) {
     if (sweep->parsed()) return do_sweep(sf);
     if (prof->parsed()) return do_profile(pf);
     if (merge->parsed()) return do_merge(mf);
+    if (exp->parsed()) return do_export_norb(ef);
   } catch (...) {
     if (mute) return 1;
     return report_error(std::current_exception(), app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name());

@@ -164,28 +164,85 @@ std::vector<Point3> shape_points(int cls, ShapeSet set) {
   return p;
 }
 
-void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img, ShapeSet set) {
+namespace {
+// Renders `points` at (azimuth, elevation) into side x side, values in [0, 1]:
+// the 32 x 32 geometry (margin, span, blob width) scaled by side / 32.
+void render_points(const std::vector<Point3>& points, double azimuth_deg, double elevation_deg, int side,
+                   float* img) {
   constexpr double deg = std::numbers::pi / 180.0;
   const double ca = std::cos(azimuth_deg * deg), sa = std::sin(azimuth_deg * deg);
   const double ce = std::cos(elevation_deg * deg), se = std::sin(elevation_deg * deg);
-  constexpr double inv2s2 = 1.0 / (2.0 * kSigma * kSigma);
-  double acc[kImagePixels] = {};
-  double ex[kImageSide], ey[kImageSide];
-  for (const Point3& q : shape_points(cls, set)) {
+  const double scale = double(side) / kImageSide;
+  const double margin = kMargin * scale, span = kSpan * scale, sigma = kSigma * scale;
+  const double inv2s2 = 1.0 / (2.0 * sigma * sigma);
+  std::vector<double> acc(size_t(side) * side, 0.0), ex(static_cast<size_t>(side)), ey(static_cast<size_t>(side));
+  for (const Point3& q : points) {
     // p' = R_x(el) . R_y(az) . p
     const double x1 = ca * q[0] + sa * q[2], y1 = q[1], z1 = -sa * q[0] + ca * q[2];
     const double x = x1, y = ce * y1 - se * z1, z = se * y1 + ce * z1;
-    const double u = (x + 1) / 2 * kSpan + kMargin, v = (1 - y) / 2 * kSpan + kMargin;
+    const double u = (x + 1) / 2 * span + margin, v = (1 - y) / 2 * span + margin;
     const double w = 0.6 + 0.4 * (z + 1) / 2;
-    // The Gaussian is separable: 64 exps per point instead of 1024.
-    for (int i = 0; i < kImageSide; ++i) {
-      ex[i] = std::exp(-(i - u) * (i - u) * inv2s2);
-      ey[i] = w * std::exp(-(i - v) * (i - v) * inv2s2);
+    // The Gaussian is separable: 2 side exps per point instead of side^2.
+    for (int i = 0; i < side; ++i) {
+      ex[size_t(i)] = std::exp(-(i - u) * (i - u) * inv2s2);
+      ey[size_t(i)] = w * std::exp(-(i - v) * (i - v) * inv2s2);
     }
-    for (int r = 0; r < kImageSide; ++r)
-      for (int c = 0; c < kImageSide; ++c) acc[r * kImageSide + c] += ey[r] * ex[c];
+    for (int r = 0; r < side; ++r)
+      for (int c = 0; c < side; ++c) acc[size_t(r) * side + size_t(c)] += ey[size_t(r)] * ex[size_t(c)];
   }
-  for (int i = 0; i < kImagePixels; ++i) img[i] = float(std::clamp(acc[i], 0.0, 1.0));
+  for (size_t i = 0; i < acc.size(); ++i) img[i] = float(std::clamp(acc[i], 0.0, 1.0));
+}
+}  // namespace
+
+void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img, ShapeSet set) {
+  render_points(shape_points(cls, set), azimuth_deg, elevation_deg, kImageSide, img);
+}
+
+NorbExportSplit render_norb_split(const NorbExportConfig& cfg, NorbPart part) {
+  if (cfg.instances < 1 || cfg.instances > 5 || cfg.lightings < 1 || cfg.lightings > kNorbLightings)
+    throw std::invalid_argument("render_norb_split: 1..5 instances and 1..6 lightings");
+  // NYU's instance numbers per split, and a stretch (-1, 0, +1 in x, y, z) per instance.
+  constexpr int kTrain[5] = {4, 6, 7, 8, 9}, kTest[5] = {0, 1, 2, 3, 5};
+  constexpr int kStretch[10][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {-1, 0, 0}, {0, -1, 0},
+                                   {0, 0, -1}, {1, 1, 0}, {-1, 0, 1}, {0, -1, -1}, {1, -1, 1}};
+  const int* instance = part == NorbPart::training ? kTrain : kTest;
+  constexpr int kAz = kNorbAzimuthMax / 2 + 1, kEl = kNorbElevations;
+  const int n_views = kNorbClasses * cfg.instances * kEl * kAz;  // lighting changes no geometry
+  constexpr int kSide = kNorbSide, kPix = kNorbImageBytes;
+  // One clean render per view and camera.
+  std::vector<float> clean(size_t(n_views) * 2 * kPix);
+#pragma omp parallel for schedule(dynamic)
+  for (int v = 0; v < n_views; ++v) {
+    const int cls = v / (cfg.instances * kEl * kAz), inst = instance[(v / (kEl * kAz)) % cfg.instances];
+    const int el = (v / kAz) % kEl, az = v % kAz;
+    std::vector<Point3> points = shape_points(cls, cfg.shapes);
+    for (Point3& q : points)
+      for (int axis = 0; axis < 3; ++axis) q[size_t(axis)] *= float(1.0 + kNorbInstanceStretch * kStretch[inst][axis]);
+    for (int cam = 0; cam < 2; ++cam)
+      render_points(points, norb_azimuth_deg(2 * az) + (cam == 0 ? -0.5 : 0.5) * kNorbStereoDeg,
+                    norb_elevation_deg(el), kSide, clean.data() + (size_t(v) * 2 + size_t(cam)) * kPix);
+  }
+  NorbExportSplit s;
+  const int n = n_views * cfg.lightings;
+  s.pairs.resize(size_t(n) * kNorbPairBytes);
+  s.labels.resize(size_t(n));
+  s.info.resize(size_t(n));
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < n; ++i) {
+    const int v = i / cfg.lightings, light = i % cfg.lightings;
+    const int cls = v / (cfg.instances * kEl * kAz), inst = instance[(v / (kEl * kAz)) % cfg.instances];
+    s.labels[size_t(i)] = cls;
+    s.info[size_t(i)] = NorbInfo{inst, (v / kAz) % kEl, 2 * (v % kAz), light};
+    Stream rng(cfg.seed, Purpose::Noise, 16 + uint32_t(part), uint64_t(i));
+    std::vector<float> noise(kNorbPairBytes);
+    rng.fill_normal(noise.data(), kNorbPairBytes, float(kNorbExportNoise));
+    const float gain = 255.f * (0.5f + 0.1f * float(light));
+    const float* src = clean.data() + size_t(v) * 2 * kPix;
+    uint8_t* dst = s.pairs.data() + size_t(i) * kNorbPairBytes;
+    for (int p = 0; p < kNorbPairBytes; ++p)
+      dst[p] = uint8_t(std::clamp(std::lround(src[p] * gain + noise[size_t(p)]), 0l, 255l));
+  }
+  return s;
 }
 
 Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& azimuths,
@@ -243,13 +300,107 @@ Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& a
 
 // Does not reject a zero gap: validating user input (train and test sharing an
 // azimuth) is the CLI's job; here gap_deg == 0 reports it.
-std::vector<double> circle_azimuths(const DataConfig&) {
+std::vector<double> circle_azimuths(const DataConfig& cfg) {
   std::vector<double> az;
-  for (int a = 0; a < 360; a += 10) az.push_back(a);
+  const int step = cfg.norb ? int(norb_azimuth_deg(2)) : 10;  // smallNORB: its 18 azimuths
+  for (int a = 0; a < 360; a += step) az.push_back(a);
   return az;
 }
 
+std::vector<double> training_azimuths(const DataConfig& cfg) {
+  return cfg.norb ? cfg.norb->train_az : cfg.train_azimuths.values();
+}
+
+namespace {
+
+// The distinct values, ascending.
+std::vector<double> distinct(const std::vector<float>& v) {
+  std::vector<double> d(v.begin(), v.end());
+  std::sort(d.begin(), d.end());
+  d.erase(std::unique(d.begin(), d.end()), d.end());
+  return d;
+}
+
+// The centre crops (the paper's evaluation input) of set's images `idx`.
+Split norb_crops(const NorbSet& set, const std::vector<int>& idx, const NorbPrep& prep) {
+  Split s;
+  s.channels = norb_channels(prep.cameras);
+  const int n = int(idx.size());
+  s.images.resize(size_t(n) * s.pixels());
+  s.labels.resize(size_t(n));
+  s.azimuth.resize(size_t(n));
+  s.elevation.resize(size_t(n));
+  std::string error;  // the first read that failed (an exception must not leave the parallel region)
+#pragma omp parallel
+  {
+    std::vector<uint8_t> pair(kNorbPairBytes);
+#pragma omp for schedule(static)
+    for (int i = 0; i < n; ++i) {
+      const int k = idx[size_t(i)];
+      try {
+        set.read_pair(k, pair.data());
+      } catch (const NorbError& e) {
+#pragma omp critical(norb_crops)
+        if (error.empty()) error = e.what();
+        continue;
+      }
+      norb_eval_sample(pair.data(), prep, s.images.data() + size_t(i) * s.pixels());
+      const NorbInfo& info = set.info()[size_t(k)];
+      s.labels[size_t(i)] = set.labels()[size_t(k)];
+      s.azimuth[size_t(i)] = float(norb_azimuth_deg(info.azimuth));
+      s.elevation[size_t(i)] = float(norb_elevation_deg(info.elevation));
+    }
+  }
+  if (!error.empty()) throw NorbError(error);
+  return s;
+}
+
+// smallNORB under one of the paper's splits: training images drawn afresh each
+// epoch (random crops, jitter), evaluation on centre crops of the test set; the
+// circle and the elevation profile are the test set itself.
+Dataset make_norb_dataset(const DataConfig& cfg) {
+  const NorbConfig& nc = *cfg.norb;
+  const auto files = std::make_shared<const NorbData>(norb_load_dir(nc.dir));
+  const std::vector<NorbInfo>&tr = files->train.info(), &te = files->test.info();
+  const NorbSplit sp = nc.split == NorbSplitKind::azimuth     ? norb_split_azimuth(tr, te)
+                       : nc.split == NorbSplitKind::elevation ? norb_split_elevation(tr, te)
+                                                              : norb_split_full(tr, te);
+  if (sp.train.empty()) throw NorbError(nc.dir + ": no training image lies at the split's training viewpoints");
+  if (sp.familiar.empty() && sp.novel.empty()) throw NorbError(nc.dir + ": the test set is empty");
+  Dataset d;
+  d.views_from_test = true;
+  d.train = norb_crops(files->train, sp.train, nc.prep);
+  d.train.draw = [files, idx = sp.train, prep = nc.prep, seed = cfg.seed](int i, uint64_t epoch, float* dst) {
+    std::vector<uint8_t> pair(kNorbPairBytes);
+    files->train.read_pair(idx[size_t(i)], pair.data());
+    Stream rng = norb_augment_stream(seed, epoch, uint64_t(i));
+    norb_train_sample(pair.data(), prep, rng, dst);
+  };
+  d.familiar = norb_crops(files->test, sp.familiar, nc.prep);
+  if (nc.split == NorbSplitKind::full) {
+    d.heldout = d.familiar;  // no viewpoint is novel
+    d.heldout_is_familiar = true;
+  } else {
+    d.heldout = norb_crops(files->test, sp.novel, nc.prep);
+  }
+  d.train_az = distinct(d.train.azimuth);
+  d.elevations = distinct(d.train.elevation);
+  d.test_az = distinct(d.heldout.azimuth);
+  d.test_elevations = distinct(d.heldout.elevation);
+  d.circle_az = circle_azimuths(cfg);
+  d.gap_deg = azimuth_gap(d.train_az, d.test_az);
+  d.elev_gap_deg = INFINITY;
+  for (double t : d.test_elevations)
+    for (double e : d.elevations) d.elev_gap_deg = std::min(d.elev_gap_deg, std::fabs(t - e));
+  if (nc.split == NorbSplitKind::elevation)
+    for (int e = 0; e < kNorbElevations; ++e) d.profile_elevations.push_back(norb_elevation_deg(e));
+  return d;
+}
+
+}  // namespace
+
 Dataset make_dataset(const DataConfig& cfg) {
+  if (cfg.norb) return make_norb_dataset(cfg);
   Dataset d;
   d.train_az = cfg.train_azimuths.values();
   d.test_az = cfg.test_azimuths.values();

@@ -1,11 +1,15 @@
 // Synthetic smallNORB: five 3D point-set classes rendered as 32x32 images
-// (SPEC section 1), and the train / familiar / held-out / circle splits.
+// (SPEC section 1), and the train / familiar / held-out / circle splits; or
+// the same splits read from smallNORB's files (--data norb:DIR, harness/norb.h).
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "harness/norb.h"
 
 namespace vg {
 
@@ -48,13 +52,32 @@ std::vector<Point3> shape_points(int cls, ShapeSet set);
 void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img,
                   ShapeSet set = ShapeSet::seed);
 
-// One split: N images of 32x32 floats, labels and the viewpoint of each.
+// One split: N images of channels x 32 x 32 floats, labels and the viewpoint of each.
 struct Split {
-  std::vector<float> images;  // N x 1024
+  int channels = 1;           // 1 synthetic; smallNORB: 2 cameras, or 1
+  std::vector<float> images;  // N x channels x 1024
   std::vector<int> labels;    // N
   std::vector<float> azimuth, elevation;  // N, degrees in [0, 360)
+  // A training sample drawn afresh every epoch (smallNORB's random crops and
+  // jitter): writes sample i of `epoch` to dst (channels x 1024), a pure
+  // function of (seed, epoch, i). Empty: image(i) every epoch.
+  std::function<void(int i, uint64_t epoch, float* dst)> draw;
   int size() const { return int(labels.size()); }
-  const float* image(int i) const { return images.data() + size_t(i) * kImagePixels; }
+  size_t pixels() const { return size_t(channels) * kImagePixels; }  // per image
+  const float* image(int i) const { return images.data() + size_t(i) * pixels(); }
+};
+
+// smallNORB's files instead of the renderer (--data norb:DIR, --split).
+enum class NorbSplitKind { azimuth, elevation, full };
+struct NorbConfig {
+  std::string dir;  // the six NYU files (harness/norb.h: norb_files)
+  NorbSplitKind split = NorbSplitKind::azimuth;
+  NorbPrep prep;    // cameras and training jitter
+  long images_in_memory = 0;  // centre crops the dataset holds (the CLI's memory check reads it)
+  // The split's training azimuths and azimuth gap (Dataset::train_az, gap_deg),
+  // read from the files' index by the CLI for a sweep's plan.
+  std::vector<double> train_az;
+  double gap_deg = 0;
 };
 
 struct DataConfig {
@@ -73,6 +96,9 @@ struct DataConfig {
   int n_val_per_combo = 0;
   double noise_std = 0.04;
   ShapeSet shapes = ShapeSet::seed;
+  // Set: smallNORB (or files in its format) under one of the paper's splits;
+  // every field above but `seed` is then unused.
+  std::optional<NorbConfig> norb;
 };
 
 // Split ids key the noise streams, so every split has its own fresh noise.
@@ -102,14 +128,60 @@ struct Dataset {
   std::vector<double> train_az, test_az, circle_az, elevations, test_elevations, profile_elevations;
   double gap_deg = 0;       // circular gap between train and test azimuths
   double elev_gap_deg = 0;  // gap between train and held-out elevations
+  // smallNORB: the circle and the elevation profile are the test set itself
+  // (every azimuth and elevation of the test instances), read from the
+  // familiar and held-out splits instead of copies of their own.
+  bool views_from_test = false;
+  bool heldout_is_familiar = false;  // --split full: no viewpoint is novel; held-out repeats familiar
+
+  // The splits the circle (or the elevation profile, `profile`) is read from, in order.
+  std::vector<const Split*> view_splits(bool profile) const {
+    if (!views_from_test) return {profile ? &elevation_profile : &circle};
+    if (heldout_is_familiar) return {&familiar};
+    return {&familiar, &heldout};
+  }
 };
 
-// The azimuths of the circle split: every 10 degrees from 0 to 350. The one
-// definition: the dataset renders them, runs and sweeps report accuracy per entry.
+// The azimuths of the circle split: every 10 degrees from 0 to 350 (smallNORB:
+// its 18, every 20). The one definition: the dataset renders them, runs and
+// sweeps report accuracy per entry.
 std::vector<double> circle_azimuths(const DataConfig& cfg);
 
-// Builds all four splits (the circle split at circle_azimuths(cfg)).
+// The azimuths a configuration trains on: train_azimuths' values, or the
+// smallNORB split's (NorbConfig::train_az).
+std::vector<double> training_azimuths(const DataConfig& cfg);
+
+// Builds all four splits (the circle split at circle_azimuths(cfg)); from
+// smallNORB's files if cfg.norb is set (throws NorbError for a bad file).
 Dataset make_dataset(const DataConfig& cfg);
+
+// ---- The synthetic shapes as smallNORB files (viewgap export-norb): a test
+// fixture for the loader, and a dataset whose novel-viewpoint results can be
+// set beside the 32 x 32 path's.
+// - 96 x 96 stereo pairs: two cameras kNorbStereoDeg apart in azimuth;
+// - smallNORB's grid: 18 azimuths (0..340 by 20), 9 elevations (30..70 by 5);
+// - lighting l (0..5) as brightness: intensity x (0.5 + 0.1 l);
+// - instances as small shape variations: each axis stretched or shrunk by up
+//   to kNorbInstanceStretch (NYU's instance numbers: 4,6,7,8,9 train, 0,1,2,3,5 test);
+// - Gaussian pixel noise of kNorbExportNoise grey levels, from the stream
+//   (seed, Noise, part, record), then rounded to uint8.
+inline constexpr double kNorbStereoDeg = 5.0;
+inline constexpr double kNorbInstanceStretch = 0.08;
+inline constexpr double kNorbExportNoise = 3.0;
+struct NorbExportConfig {
+  uint64_t seed = 0;
+  ShapeSet shapes = ShapeSet::seed;
+  int instances = 5;  // per split, 1..5 (the first of NYU's numbers)
+  int lightings = 6;  // 1..6
+};
+struct NorbExportSplit {
+  std::vector<uint8_t> pairs;  // N x 2 x 96 x 96
+  std::vector<int32_t> labels;
+  std::vector<NorbInfo> info;
+};
+// Records ordered by (class, instance, elevation, azimuth, lighting), as many
+// as 5 x instances x 9 x 18 x lightings (24,300 at the defaults).
+NorbExportSplit render_norb_split(const NorbExportConfig& cfg, NorbPart part);
 
 // What is wrong with a split geometry, and in which input (the CLI names the flag).
 enum class GeometryPart {

@@ -160,6 +160,10 @@ void check_writable(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
+  write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(content.data()), content.size()));
+}
+
+void write_file_atomic(const std::string& path, std::span<const uint8_t> content) {
   if (path.empty()) throw std::runtime_error("cannot write '': empty path");
   const std::string target = resolve_output_path(path);
   // The same judgement as check_writable, again at the moment of writing.
@@ -181,7 +185,7 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     return cannot_write(path, errno_text(err));
   };
   if (exists && ::fchmod(fd, st.st_mode & 07777) != 0) throw fail(errno);
-  if (!write_all(fd, content.data(), content.size())) throw fail(errno);
+  if (!write_all(fd, reinterpret_cast<const char*>(content.data()), content.size())) throw fail(errno);
   if (::fsync(fd) != 0) throw fail(errno);
   if (::close(fd) != 0) {
     const int err = errno;

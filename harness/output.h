@@ -11,6 +11,8 @@
 //   interrupt never leaves a torn file or a temporary one behind.
 #pragma once
 #include <atomic>
+#include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -35,6 +37,7 @@ void check_writable(const std::string& path);
 // directory, fsync and rename(2), so readers never see a half-written file; an
 // existing file keeps its permissions. Throws std::runtime_error naming `path`.
 void write_file_atomic(const std::string& path, const std::string& content);
+void write_file_atomic(const std::string& path, std::span<const uint8_t> content);
 
 // Appends whole records to an existing regular file with write(2), unbuffered. A
 // failed append (a full disk) is cut back to where it began, if the file system

@@ -119,16 +119,32 @@ nlohmann::json model_options_json(const ModelOptions& opts) {
 }
 
 namespace {
-std::vector<std::string> class_names(ShapeSet s) {
+// smallNORB's files carry its class numbers (animal, human, plane, truck, car).
+const char* class_name(const DataConfig& d, int cls) {
+  return d.norb ? kNorbClassNames[cls] : class_name(d.shapes, cls);
+}
+std::vector<std::string> class_names(const DataConfig& d) {
   std::vector<std::string> n;
-  for (int c = 0; c < kNumClasses; ++c) n.push_back(class_name(s, c));
+  for (int c = 0; c < kNumClasses; ++c) n.push_back(class_name(d, c));
   return n;
+}
+const char* norb_split_name(NorbSplitKind k) {
+  return k == NorbSplitKind::azimuth ? "paper-azimuth" : k == NorbSplitKind::elevation ? "paper-elevation" : "full";
+}
+const char* norb_cameras_name(NorbCameras c) {
+  return c == NorbCameras::both ? "both" : c == NorbCameras::first ? "first" : "second";
+}
+// "300,320,340,0,20,40": degrees as a comma list.
+std::string degrees(const std::vector<double>& v) {
+  std::ostringstream o;
+  for (size_t i = 0; i < v.size(); ++i) o << (i ? "," : "") << v[i];
+  return o.str();
 }
 }  // namespace
 
 nlohmann::json run_config_json(const RunOptions& opt, int threads) {
   const TrainConfig& t = opt.train;
-  return {
+  nlohmann::json j = {
       {"seed", t.seed},
       {"n_epochs", t.n_epochs},
       {"lr", t.lr},
@@ -150,7 +166,22 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"match_familiar", opt.match_familiar.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.match_familiar)},
       {"stop_check_every", t.stop_every > 0 ? nlohmann::json(t.stop_every) : nlohmann::json(nullptr)},
   };
+  if (const auto& n = opt.data.norb)  // absent for the synthetic data, as before there was a choice
+    j["data"] = {{"norb", n->dir},
+                 {"split", norb_split_name(n->split)},
+                 {"cameras", norb_cameras_name(n->prep.cameras)},
+                 {"brightness", n->prep.max_brightness},
+                 {"contrast", n->prep.max_contrast}};
+  return j;
 }
+
+namespace {
+int circle_size(const Dataset& d) {
+  int n = 0;
+  for (const Split* s : d.view_splits(false)) n += s->size();
+  return n;
+}
+}  // namespace
 
 nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int threads) {
   using nlohmann::json;
@@ -164,8 +195,8 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
       {"test_elevations", r.data.test_elevations},
       {"profile_elevations", r.data.profile_elevations},
       {"sizes", {{"train", r.data.train.size()}, {"familiar", r.data.familiar.size()},
-                 {"heldout", r.data.heldout.size()}, {"circle", r.data.circle.size()}}},
-      {"classes", class_names(opt.data.shapes)},
+                 {"heldout", r.data.heldout.size()}, {"circle", circle_size(r.data)}}},
+      {"classes", class_names(opt.data)},
       {"circle_azimuths", r.data.circle_az},
       {"circle_distance_deg", dist},
   };
@@ -176,7 +207,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
       hist.push_back({{"epoch", e.epoch}, {"loss", e.loss}, {"familiar", e.familiar},
                       {"heldout", e.heldout}, {"seconds", e.seconds}});
     json per_class;
-    for (int c = 0; c < kNumClasses; ++c) per_class[class_name(opt.data.shapes, c)] = m.heldout_per_class[c];
+    for (int c = 0; c < kNumClasses; ++c) per_class[class_name(opt.data, c)] = m.heldout_per_class[c];
     models.push_back({{"name", m.name},
                       {"n_params", m.n_params},
                       {"familiar", m.familiar},
@@ -222,13 +253,22 @@ std::string format_run_table(const RunOptions& opt, const RunResult& r) {
   std::ostringstream o;
   char line[256];
   const auto& d = opt.data;
-  std::snprintf(line, sizeof line,
-                "seed %llu, %d epochs; train azimuths %g:%g (%d views), held-out %g:%g (%d views); "
-                "gap %g deg\n",
-                (unsigned long long)opt.train.seed, opt.train.n_epochs, d.train_azimuths.from,
-                d.train_azimuths.to, d.train_azimuths.count, d.test_azimuths.from,
-                d.test_azimuths.to, d.test_azimuths.count, r.data.gap_deg);
-  o << line;
+  if (d.norb) {
+    o << "seed " << opt.train.seed << ", " << opt.train.n_epochs << " epochs; smallNORB " << d.norb->dir << ", split "
+      << norb_split_name(d.norb->split) << ", cameras " << norb_cameras_name(d.norb->prep.cameras) << "\n"
+      << r.data.train.size() << " training images at azimuths " << degrees(r.data.train_az) << ", elevations "
+      << degrees(r.data.elevations) << "; " << r.data.heldout.size() << " held-out at azimuths "
+      << degrees(r.data.test_az) << ", elevations " << degrees(r.data.test_elevations) << "; gap " << r.data.gap_deg
+      << " deg (elevation " << r.data.elev_gap_deg << ")\n";
+  } else {
+    std::snprintf(line, sizeof line,
+                  "seed %llu, %d epochs; train azimuths %g:%g (%d views), held-out %g:%g (%d views); "
+                  "gap %g deg\n",
+                  (unsigned long long)opt.train.seed, opt.train.n_epochs, d.train_azimuths.from,
+                  d.train_azimuths.to, d.train_azimuths.count, d.test_azimuths.from,
+                  d.test_azimuths.to, d.test_azimuths.count, r.data.gap_deg);
+    o << line;
+  }
   if (d.test_elevations.count > 0) {
     std::snprintf(line, sizeof line, "train elevations %g:%g (%d), held-out %g:%g (%d); elevation gap %g deg\n",
                   d.elevations.from, d.elevations.to, d.elevations.count, d.test_elevations.from,
@@ -394,7 +434,7 @@ void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run
   }
   const nlohmann::json dump = {{"schema_version", kDumpSchemaVersion},
                                {"kind", "viewgap-dump"},
-                               {"classes", class_names(dc.shapes)},
+                               {"classes", class_names(dc)},
                                {"azimuths", azimuths},
                                {"azimuth_elevation", 30},
                                {"elevations", {0, 20, 40, 60, 80}},

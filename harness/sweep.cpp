@@ -212,7 +212,7 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
     double acc = 0;
     const bool good = a < n_az && f[1] == std::to_string(c->seed) && f[2] == num(c->gap, "%g") &&
                       f[3] == c->grid && model_of(f[4]) &&
-                      f[6] == num(azimuth_gap(c->opt.data.train_azimuths.values(), {azimuths[a]}), "%g") &&
+                      f[6] == num(azimuth_gap(training_azimuths(c->opt.data), {azimuths[a]}), "%g") &&
                       read_num(f[7], 0, 1, &acc);
     if (!good) {
       bad.insert(c->id);

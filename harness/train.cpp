@@ -41,20 +41,29 @@ double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct)
 }
 
 namespace {
-// Accuracy per circle azimuth (Dataset::circle_az, in its order) from per-sample correctness.
-std::vector<double> per_azimuth(const Dataset& data, const std::vector<uint8_t>& correct) {
-  const size_t n_az = data.circle_az.size();
-  std::vector<int> n(n_az, 0), ok(n_az, 0);
-  for (int k = 0; k < data.circle.size(); ++k) {
-    const size_t a = size_t(std::find_if(data.circle_az.begin(), data.circle_az.end(),
-                                         [&](double az) { return circular_distance(az, data.circle.azimuth[k]) < 1e-6; }) -
-                            data.circle_az.begin());
-    if (a == n_az) throw std::logic_error("circle image at an azimuth not in Dataset::circle_az");
-    ++n[a];
-    ok[a] += correct[k];
+// Accuracy per viewpoint of the circle (`profile` false: per Dataset::circle_az)
+// or of the elevation profile (per Dataset::profile_elevations), in that order,
+// over the splits Dataset::view_splits names.
+std::vector<double> per_view(Model& model, const Dataset& data, bool profile) {
+  const std::vector<double>& grid = profile ? data.profile_elevations : data.circle_az;
+  std::vector<int> n(grid.size(), 0), ok(grid.size(), 0);
+  std::vector<uint8_t> correct;
+  for (const Split* s : data.view_splits(profile)) {
+    accuracy(model, *s, &correct);
+    for (int k = 0; k < s->size(); ++k) {
+      const double view = profile ? s->elevation[size_t(k)] : s->azimuth[size_t(k)];
+      const size_t g = size_t(std::find_if(grid.begin(), grid.end(), [&](double x) {
+                                return profile ? std::fabs(x - view) < 1e-6 : circular_distance(x, view) < 1e-6;
+                              }) - grid.begin());
+      if (g == grid.size())
+        throw std::logic_error(profile ? "profile image at an elevation not in Dataset::profile_elevations"
+                                       : "circle image at an azimuth not in Dataset::circle_az");
+      ++n[g];
+      ok[g] += correct[size_t(k)];
+    }
   }
   std::vector<double> acc;
-  for (size_t a = 0; a < n_az; ++a) acc.push_back(n[a] ? double(ok[a]) / n[a] : 0.0);
+  for (size_t g = 0; g < grid.size(); ++g) acc.push_back(n[g] ? double(ok[g]) / n[g] : 0.0);
   return acc;
 }
 }  // namespace
@@ -89,7 +98,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
                                const std::function<void(Model&)>& on_trained) {
   if (cfg.n_epochs < 1 || cfg.batch_size < 1) throw std::invalid_argument("n_epochs and batch_size must be >= 1");
   const int max_batch = std::max(cfg.batch_size, kEvalBatch);
-  std::unique_ptr<Model> model = make_model(name, cfg.model, max_batch);
+  std::unique_ptr<Model> model = make_model(name, cfg.model, max_batch, data.train.channels);
   model->init(cfg.seed);
   ModelResult res;
   res.name = name;
@@ -101,7 +110,8 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   const Split& train = data.train;
   const int N = train.size();
   std::vector<int> order(N);
-  std::vector<float> batch_x(size_t(cfg.batch_size) * kImagePixels);
+  const size_t pixels = train.pixels();
+  std::vector<float> batch_x(size_t(cfg.batch_size) * pixels);
   std::vector<int> batch_y(cfg.batch_size);
   const long steps_per_epoch = (N + cfg.batch_size - 1) / cfg.batch_size;
   const long total_steps = cfg.n_epochs * steps_per_epoch;  // the cap: the spread margin anneals over it
@@ -143,8 +153,9 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     for (int start = 0; start < N; start += cfg.batch_size) {
       const int B = std::min(cfg.batch_size, N - start);
       for (int b = 0; b < B; ++b) {
-        std::copy_n(train.image(order[start + b]), kImagePixels,
-                    batch_x.data() + size_t(b) * kImagePixels);
+        float* x = batch_x.data() + size_t(b) * pixels;
+        if (train.draw) train.draw(order[start + b], uint64_t(epoch), x);
+        else std::copy_n(train.image(order[start + b]), pixels, x);
         batch_y[b] = train.labels[order[start + b]];
       }
       const double progress = total_steps > 1 ? double(step) / double(total_steps - 1) : 1.0;
@@ -170,11 +181,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     st.loss = loss_sum / std::min<double>(N, double(res.step_loss.size() - size_t(epoch - 1) * steps_per_epoch) * cfg.batch_size);
     st.familiar = accuracy(*model, data.familiar);
     st.heldout = accuracy(*model, data.heldout, &correct);
-    if (cfg.circle_every_epoch) {
-      std::vector<uint8_t> circle_ok;
-      accuracy(*model, data.circle, &circle_ok);
-      res.circle_history.push_back(per_azimuth(data, circle_ok));
-    }
+    if (cfg.circle_every_epoch) res.circle_history.push_back(per_view(*model, data, false));
     res.eval_s += seconds_since(t1);
     st.seconds = seconds_since(t0);
     res.history.push_back(st);
@@ -204,21 +211,8 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
 
   if (data.validation.size() > 0) res.validation = accuracy(*model, data.validation);
   class_activation_stats(*model, data.heldout, &res);
-  accuracy(*model, data.circle, &correct);
-  res.circle_acc = per_azimuth(data, correct);
-  if (data.elevation_profile.size() > 0) {
-    accuracy(*model, data.elevation_profile, &correct);
-    std::vector<int> n(data.profile_elevations.size(), 0), ok(n.size(), 0);
-    for (int k = 0; k < data.elevation_profile.size(); ++k) {
-      const size_t e = size_t(std::find(data.profile_elevations.begin(), data.profile_elevations.end(),
-                                        double(data.elevation_profile.elevation[size_t(k)])) -
-                              data.profile_elevations.begin());
-      if (e == n.size()) throw std::logic_error("profile image at an elevation not in Dataset::profile_elevations");
-      ++n[e];
-      ok[e] += correct[size_t(k)];
-    }
-    for (size_t e = 0; e < n.size(); ++e) res.elevation_acc.push_back(n[e] ? double(ok[e]) / n[e] : 0.0);
-  }
+  res.circle_acc = per_view(*model, data, false);
+  if (!data.profile_elevations.empty()) res.elevation_acc = per_view(*model, data, true);
   res.circle_s = seconds_since(t2);
   if (on_trained) on_trained(*model);
   return res;

@@ -7,10 +7,11 @@
 namespace vg {
 
 namespace {
-constexpr int kPixels = 32 * 32, kClasses = 5;
+constexpr int kClasses = 5;
 }
 
-NearestNeighbour::NearestNeighbour(int max_batch) : max_batch_(max_batch) {
+NearestNeighbour::NearestNeighbour(int max_batch, int in_channels)
+    : max_batch_(max_batch), pixels_(in_channels * 32 * 32) {
   params_.allocate();  // no parameters
   scores_.resize(size_t(max_batch) * kClasses);
 }
@@ -19,18 +20,18 @@ bool NearestNeighbour::fit(const float* images, const int* labels, int n) {
   if (n < 1) throw std::invalid_argument("nn1: empty training set");
   n_train_ = n;
   labels_.assign(labels, labels + n);
-  train_t_.assign(size_t(kPixels) * n, 0.f);
+  train_t_.assign(size_t(pixels_) * n, 0.f);
   bias_.assign(size_t(n), 0.f);
   for (int t = 0; t < n; ++t) {
     double sq = 0;
-    for (int k = 0; k < kPixels; ++k) {
-      const float v = images[size_t(t) * kPixels + k];
+    for (int k = 0; k < pixels_; ++k) {
+      const float v = images[size_t(t) * pixels_ + k];
       train_t_[size_t(k) * n + t] = v;
       sq += double(v) * v;
     }
     bias_[size_t(t)] = float(-0.5 * sq);
   }
-  dots_ = std::make_unique<Dense>(kPixels, n, /*relu=*/false);
+  dots_ = std::make_unique<Dense>(pixels_, n, /*relu=*/false);
   dots_out_.assign(size_t(max_batch_) * n, 0.f);
   return true;
 }
@@ -58,12 +59,12 @@ std::string NearestNeighbour::first_non_finite_layer(int B) const {
 }
 
 std::vector<LayerInfo> NearestNeighbour::layers(int B) const {
-  return {{"dots", 2.0 * B * kPixels * n_train_, 0}, {"argmax", double(B) * n_train_, 0}};
+  return {{"dots", 2.0 * B * pixels_ * n_train_, 0}, {"argmax", double(B) * n_train_, 0}};
 }
 
-Linear::Linear(const LossConfig& loss, int max_batch)
-    : Model(loss), max_batch_(max_batch), dense_(kPixels, kClasses, /*relu=*/false) {
-  w = params_.add("linear.weight", size_t(kPixels) * kClasses);
+Linear::Linear(const LossConfig& loss, int max_batch, int in_channels)
+    : Model(loss), max_batch_(max_batch), pixels_(in_channels * 32 * 32), dense_(pixels_, kClasses, /*relu=*/false) {
+  w = params_.add("linear.weight", size_t(pixels_) * kClasses);
   b = params_.add("linear.bias", kClasses);
   params_.allocate();
   logits_.resize(size_t(max_batch) * kClasses);
@@ -72,7 +73,7 @@ Linear::Linear(const LossConfig& loss, int max_batch)
 void Linear::init(uint64_t seed) {
   // Glorot-normal weights (std sqrt(2 / (fan_in + fan_out))), zero bias.
   std::fill(params_.values().begin(), params_.values().end(), 0.f);
-  init_normal(params_.value(w), params_.tensor(w).size, std::sqrt(2.f / float(kPixels + kClasses)), seed,
+  init_normal(params_.value(w), params_.tensor(w).size, std::sqrt(2.f / float(pixels_ + kClasses)), seed,
               params_.tensor(w).name);
 }
 
@@ -94,7 +95,7 @@ std::string Linear::first_non_finite_layer(int B) const {
 }
 
 std::vector<LayerInfo> Linear::layers(int B) const {
-  return {{"linear", 2.0 * B * kPixels * kClasses, 2.0 * B * kPixels * kClasses}};
+  return {{"linear", 2.0 * B * pixels_ * kClasses, 2.0 * B * pixels_ * kClasses}};
 }
 
 }  // namespace vg

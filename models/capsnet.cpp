@@ -20,7 +20,7 @@ CapsNet::CapsNet(const CapsConfig& cfg, int max_batch)
     : Model(cfg.loss),
       cfg_(cfg),
       max_batch_(max_batch),
-      conv_shape_{1, 32, 32, cfg.conv_channels, 5, 2, 2},
+      conv_shape_{cfg.in_channels, 32, 32, cfg.conv_channels, 5, 2, 2},
       conv1_(conv_shape_, /*relu=*/true),
       primary_(conv_shape_.out_size(), cfg.n_primary * (kPoseDim + 1), /*relu=*/false),
       pose_k_(kernels_for(cfg.isa, pose_matmul_for, pose_matmul())),

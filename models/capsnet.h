@@ -18,6 +18,7 @@
 namespace vg {
 
 struct CapsConfig {
+  int in_channels = 1;  // input images: in_channels x 32 x 32 (smallNORB: 2 cameras)
   int conv_channels = 16;
   int n_primary = 8;
   int n_classes = 5;

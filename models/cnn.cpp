@@ -9,7 +9,7 @@ namespace vg {
 Cnn::Cnn(const CnnConfig& cfg, int max_batch)
     : cfg_(cfg),
       max_batch_(max_batch),
-      conv_shape_{1, 32, 32, cfg.conv_channels, 5, 2, 2},
+      conv_shape_{cfg.in_channels, 32, 32, cfg.conv_channels, 5, 2, 2},
       conv1_(conv_shape_, /*relu=*/true),
       hidden_(conv_shape_.out_size(), cfg.hidden, /*relu=*/true),
       out_(cfg.hidden, cfg.n_classes, /*relu=*/false) {

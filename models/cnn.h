@@ -10,6 +10,7 @@
 namespace vg {
 
 struct CnnConfig {
+  int in_channels = 1;  // input images: in_channels x 32 x 32
   int conv_channels = 16;
   int hidden = 64;
   int n_classes = 5;

@@ -7,7 +7,7 @@
 namespace vg {
 
 namespace {
-constexpr int kPixels = 32 * 32;
+constexpr int kSidePixels = 32 * 32;  // one channel
 
 const DrRoutingKernels& kernels_for(const std::optional<Isa>& isa) {
   if (!isa) return dr_routing_kernels();
@@ -20,12 +20,13 @@ inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 }  // namespace
 
 size_t DrNet::param_count(const DrConfig& c) {
-  const size_t conv = size_t(c.conv_channels) * 25 + c.conv_channels;
+  const size_t conv = size_t(c.in_channels) * c.conv_channels * 25 + c.conv_channels;
   const size_t in = size_t(c.conv_channels) * 16 * 16, prim = size_t(c.n_primary) * kDrInDim;
   size_t n = conv + in * prim + prim + size_t(c.n_primary) * c.n_classes * kDrInDim * kDrOutDim;
   if (c.recon_weight > 0.f) {
     const size_t d0 = size_t(c.n_classes) * kDrOutDim, d1 = c.decoder_hidden1, d2 = c.decoder_hidden2;
-    n += d0 * d1 + d1 + d1 * d2 + d2 + d2 * kPixels + kPixels;
+    const size_t px = size_t(c.in_channels) * kSidePixels;
+    n += d0 * d1 + d1 + d1 * d2 + d2 + d2 * px + px;
   }
   return n;
 }
@@ -38,7 +39,7 @@ DrNet::DrNet(const DrConfig& cfg, int max_batch)
       }()),
       cfg_(cfg),
       max_batch_(max_batch),
-      conv_shape_{1, 32, 32, cfg.conv_channels, 5, 2, 2},
+      conv_shape_{cfg.in_channels, 32, 32, cfg.conv_channels, 5, 2, 2},
       conv1_(conv_shape_, /*relu=*/true),
       primary_(conv_shape_.out_size(), cfg.n_primary * kDrInDim, /*relu=*/false),
       k_(kernels_for(cfg.isa)) {
@@ -59,15 +60,15 @@ DrNet::DrNet(const DrConfig& cfg, int max_batch)
     fc1_b = params_.add("decoder.fc1.bias", d1);
     fc2_w = params_.add("decoder.fc2.weight", size_t(d1) * d2);
     fc2_b = params_.add("decoder.fc2.bias", d2);
-    fc3_w = params_.add("decoder.fc3.weight", size_t(d2) * kPixels);
-    fc3_b = params_.add("decoder.fc3.bias", kPixels);
+    fc3_w = params_.add("decoder.fc3.weight", size_t(d2) * pixels());
+    fc3_b = params_.add("decoder.fc3.bias", pixels());
     fc1_.emplace(d0, d1, /*relu=*/true);
     fc2_.emplace(d1, d2, /*relu=*/true);
-    fc3_.emplace(d2, kPixels, /*relu=*/false);
+    fc3_.emplace(d2, pixels(), /*relu=*/false);
     dec_in_.resize(B * d0);
     h1_.resize(B * d1);
     h2_.resize(B * d2);
-    rec_.resize(B * kPixels);
+    rec_.resize(B * pixels());
     d_rec_.resize(rec_.size());
     d_h2_.resize(h2_.size());
     d_h1_.resize(h1_.size());
@@ -115,9 +116,9 @@ void DrNet::init(uint64_t seed) {
 
 // The decoder: input v_j of the masked class only (the others zero), three
 // dense layers, a sigmoid; loss w * sum_p (x_hat_p - x_p)^2 averaged over the batch.
-static double reconstruction_loss(float* d_rec, const float* rec, const float* images, int B, float w) {
+static double reconstruction_loss(float* d_rec, const float* rec, const float* images, int B, int pixels, float w) {
   double sse = 0;
-  for (size_t p = 0; p < size_t(B) * kPixels; ++p) {
+  for (size_t p = 0; p < size_t(B) * pixels; ++p) {
     const float e = rec[p] - images[p];
     sse += double(e) * e;
     // through the sigmoid: d x_hat / d z = x_hat (1 - x_hat)
@@ -164,8 +165,8 @@ const float* DrNet::forward(const float* images, int B) {
   fc1_->forward(h1_.data(), dec_in_.data(), params_.value(fc1_w), params_.value(fc1_b), B);
   fc2_->forward(h2_.data(), h1_.data(), params_.value(fc2_w), params_.value(fc2_b), B);
   fc3_->forward(rec_.data(), h2_.data(), params_.value(fc3_w), params_.value(fc3_b), B);
-  for (size_t p = 0; p < size_t(B) * kPixels; ++p) rec_[p] = sigmoid(rec_[p]);
-  recon_loss_ = reconstruction_loss(d_rec_.data(), rec_.data(), images, B, cfg_.recon_weight);
+  for (size_t p = 0; p < size_t(B) * pixels(); ++p) rec_[p] = sigmoid(rec_[p]);
+  recon_loss_ = reconstruction_loss(d_rec_.data(), rec_.data(), images, B, pixels(), cfg_.recon_weight);
   return len_.data();
 }
 
@@ -177,7 +178,7 @@ bool DrNet::decode(const float* capsule16, int cls, float* out) {
   fc1_->forward(one_h1_.data(), one_in_.data(), params_.value(fc1_w), params_.value(fc1_b), 1);
   fc2_->forward(one_h2_.data(), one_h1_.data(), params_.value(fc2_w), params_.value(fc2_b), 1);
   fc3_->forward(out, one_h2_.data(), params_.value(fc3_w), params_.value(fc3_b), 1);
-  for (int p = 0; p < kPixels; ++p) out[p] = sigmoid(out[p]);
+  for (int p = 0; p < pixels(); ++p) out[p] = sigmoid(out[p]);
   return true;
 }
 
@@ -241,10 +242,10 @@ std::vector<LayerInfo> DrNet::layers(int B) const {
        dr_routing_backward_flops(B, I, J, cfg_.iters, cfg_.grad)}};
   if (has_decoder()) {
     const double d0 = J * kDrOutDim, d1 = cfg_.decoder_hidden1, d2 = cfg_.decoder_hidden2;
-    const double mm = 2.0 * B * (d0 * d1 + d1 * d2 + d2 * kPixels);
+    const double mm = 2.0 * B * (d0 * d1 + d1 * d2 + d2 * pixels());
     // forward: + sigmoid (exp, add, div) and the squared error (sub, mul, add);
     // backward: data and weights, the loss's gradient (5 per pixel)
-    l.push_back({"decoder", mm + 6.0 * B * kPixels, 2 * mm + 5.0 * B * kPixels});
+    l.push_back({"decoder", mm + 6.0 * B * pixels(), 2 * mm + 5.0 * B * pixels()});
   }
   return l;
 }
@@ -256,11 +257,11 @@ std::string DrNet::first_non_finite_layer(int B) const {
   if (!all_finite(u_.data(), b * I * kDrInDim)) return "primary";
   if (!all_finite(uhat_.data(), b * I * J * kDrOutDim)) return "predictions";
   if (!all_finite(v_.data(), b * J * kDrOutDim) || !all_finite(len_.data(), b * J)) return "class (dynamic routing)";
-  if (has_decoder() && !all_finite(rec_.data(), b * kPixels)) return "decoder";
+  if (has_decoder() && !all_finite(rec_.data(), b * pixels())) return "decoder";
   // The reconstruction loss also reads the images: oneDNN's conv + ReLU maps a
   // NaN pixel to 0, so a NaN image shows first (and only) here.
   if (!std::isfinite(recon_loss_))
-    return all_finite(images_, b * kPixels) ? "decoder (reconstruction loss)" : "reconstruction loss (non-finite input image)";
+    return all_finite(images_, b * pixels()) ? "decoder (reconstruction loss)" : "reconstruction loss (non-finite input image)";
   return "";
 }
 

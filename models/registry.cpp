@@ -135,38 +135,43 @@ int cnn_hidden(const std::string& name, const ModelOptions& opts) {
   }
 }
 
-size_t caps_params(const std::string&, const ModelOptions& opts) {
+size_t caps_params(const std::string&, const ModelOptions& opts, int in_channels) {
   const CapsConfig c = caps_config(opts);
-  const size_t conv = size_t(c.conv_channels) * 25 + c.conv_channels;
+  const size_t conv = size_t(in_channels) * c.conv_channels * 25 + c.conv_channels;
   const size_t in = size_t(c.conv_channels) * 16 * 16, prim = size_t(c.n_primary) * (kPoseDim + 1);
   return conv + in * prim + prim + size_t(c.n_primary) * c.n_classes * kPoseDim + 2 * size_t(c.n_classes);
 }
 
-size_t cnn_params(const std::string& name, const ModelOptions& opts) {
-  const CnnConfig c{16, cnn_hidden(name, opts), 5};
-  const size_t conv = size_t(c.conv_channels) * 25 + c.conv_channels, in = size_t(c.conv_channels) * 16 * 16;
+size_t cnn_params(const std::string& name, const ModelOptions& opts, int in_channels) {
+  const CnnConfig c{in_channels, 16, cnn_hidden(name, opts), 5};
+  const size_t conv = size_t(in_channels) * c.conv_channels * 25 + c.conv_channels, in = size_t(c.conv_channels) * 16 * 16;
   return conv + in * c.hidden + c.hidden + size_t(c.hidden) * c.n_classes + c.n_classes;
 }
 
-std::unique_ptr<Model> make_caps(const std::string&, const ModelOptions& opts, int max_batch) {
-  return std::make_unique<CapsNet>(caps_config(opts), max_batch);
+std::unique_ptr<Model> make_caps(const std::string&, const ModelOptions& opts, int in_channels, int max_batch) {
+  CapsConfig c = caps_config(opts);
+  c.in_channels = in_channels;
+  return std::make_unique<CapsNet>(c, max_batch);
 }
 
-std::unique_ptr<Model> make_cnn(const std::string& name, const ModelOptions& opts, int max_batch) {
+std::unique_ptr<Model> make_cnn(const std::string& name, const ModelOptions& opts, int in_channels, int max_batch) {
   CnnConfig c;
+  c.in_channels = in_channels;
   c.hidden = cnn_hidden(name, opts);
   return std::make_unique<Cnn>(c, max_batch);
 }
 
-std::unique_ptr<Model> make_nn1(const std::string&, const ModelOptions&, int max_batch) {
-  return std::make_unique<NearestNeighbour>(max_batch);
+std::unique_ptr<Model> make_nn1(const std::string&, const ModelOptions&, int in_channels, int max_batch) {
+  return std::make_unique<NearestNeighbour>(max_batch, in_channels);
 }
-size_t nn1_params(const std::string&, const ModelOptions&) { return 0; }
+size_t nn1_params(const std::string&, const ModelOptions&, int) { return 0; }
 
-std::unique_ptr<Model> make_linear(const std::string&, const ModelOptions&, int max_batch) {
-  return std::make_unique<Linear>(LossConfig{}, max_batch);
+std::unique_ptr<Model> make_linear(const std::string&, const ModelOptions&, int in_channels, int max_batch) {
+  return std::make_unique<Linear>(LossConfig{}, max_batch, in_channels);
 }
-size_t linear_params(const std::string&, const ModelOptions&) { return 32 * 32 * 5 + 5; }
+size_t linear_params(const std::string&, const ModelOptions&, int in_channels) {
+  return size_t(in_channels) * 32 * 32 * 5 + 5;
+}
 
 // dr trains the margin loss always and reads no --loss (see models/dr.h).
 DrConfig dr_config(const ModelOptions& opts) {
@@ -179,9 +184,15 @@ DrConfig dr_config(const ModelOptions& opts) {
   c.grad = choice(opts, "dr-grad", {"full", "stopgrad"}) == "full" ? DrGrad::full : DrGrad::stopgrad;
   return c;
 }
-size_t dr_params(const std::string&, const ModelOptions& opts) { return DrNet::param_count(dr_config(opts)); }
-std::unique_ptr<Model> make_dr(const std::string&, const ModelOptions& opts, int max_batch) {
-  return std::make_unique<DrNet>(dr_config(opts), max_batch);
+size_t dr_params(const std::string&, const ModelOptions& opts, int in_channels) {
+  DrConfig c = dr_config(opts);
+  c.in_channels = in_channels;
+  return DrNet::param_count(c);
+}
+std::unique_ptr<Model> make_dr(const std::string&, const ModelOptions& opts, int in_channels, int max_batch) {
+  DrConfig c = dr_config(opts);
+  c.in_channels = in_channels;
+  return std::make_unique<DrNet>(c, max_batch);
 }
 
 // Does `name` (from --models) name `entry`? A registry name ending in N takes digits there.
@@ -246,14 +257,15 @@ const char* size_option(const std::string& name) {
   return numbered ? nullptr : e->size_option;
 }
 
-size_t model_param_count(const std::string& name, const ModelOptions& opts) {
-  return entry(name).param_count(name, opts);
+size_t model_param_count(const std::string& name, const ModelOptions& opts, int in_channels) {
+  return entry(name).param_count(name, opts, in_channels);
 }
 
 void check_model(const std::string& name, const ModelOptions& opts) { (void)model_param_count(name, opts); }
 
-std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch) {
-  return entry(name).make(name, opts, max_batch);
+std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch, int in_channels) {
+  if (in_channels < 1) throw std::invalid_argument("make_model: in_channels must be >= 1");
+  return entry(name).make(name, opts, in_channels, max_batch);
 }
 
 }  // namespace vg

@@ -40,9 +40,10 @@ struct ModelEntry {
   const char* name;  // as in --models; a name ending in "N" takes a number there ("cnnN")
   const char* help;
   std::vector<const char*> options;  // the options this model reads
-  std::unique_ptr<Model> (*make)(const std::string& name, const ModelOptions& opts, int max_batch);
+  // Input images are in_channels x 32 x 32 (1 synthetic, 2 for smallNORB's cameras).
+  std::unique_ptr<Model> (*make)(const std::string& name, const ModelOptions& opts, int in_channels, int max_batch);
   // Parameters, from the options alone (an up-front memory check needs it).
-  size_t (*param_count)(const std::string& name, const ModelOptions& opts);
+  size_t (*param_count)(const std::string& name, const ModelOptions& opts, int in_channels);
   // The option that sets the model's size when its name does not fix it
   // (--cnn-hidden for "cnn", not for "cnn136"), or nullptr: a memory error
   // names that flag.
@@ -57,14 +58,15 @@ const ModelEntry* find_model(const std::string& name);
 // "caps, cnn, cnnN": the names --models accepts, for error messages.
 std::string model_names();
 
-// Builds `name` with `opts` for batches up to max_batch. Throws
+// Builds `name` with `opts` for batches up to max_batch of in_channels x 32 x 32
+// images (conv1 and the pixel baselines take the channel count from the data). Throws
 // std::invalid_argument for an unknown name (listing the valid ones) and
 // ModelOptionError for a bad value of an option the model reads. Building
 // allocates the model's buffers; check_model validates without building.
-std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch);
+std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch, int in_channels = 1);
 void check_model(const std::string& name, const ModelOptions& opts);
 // Parameters of `name` with `opts` (parses the options, allocates nothing big).
-size_t model_param_count(const std::string& name, const ModelOptions& opts);
+size_t model_param_count(const std::string& name, const ModelOptions& opts, int in_channels = 1);
 
 // The option that sets the size of model `name` ("cnn" -> "cnn-hidden"), or
 // nullptr if its name or nothing does ("cnn136", "caps").

@@ -275,4 +275,134 @@ TEST(Cli, ReproducibleFingerprintIsTheSameOnAnEmulatedAvx2OnlyCpu) {
 #endif
 }
 
+// ---- smallNORB through the binary: files written by `viewgap export-norb`
+// (96 x 96 stereo, smallNORB's viewpoints), read by `run --data norb:DIR`.
+
+// A small export shared by the tests of one process: 1 instance, 1 lighting
+// (810 pairs per split), asym shapes.
+const std::string& norb_fixture() {
+  static const std::string dir = [] {
+    const std::string d = testing::TempDir() + "viewgap_norb." + std::to_string(getpid());
+    std::filesystem::remove_all(d);
+    const Outcome o = run("export-norb " + d + " --instances 1 --lightings 1 --shapes asym --quiet");
+    EXPECT_EQ(o.code, 0) << o.err;
+    return d;
+  }();
+  return dir;
+}
+
+TEST(NorbRun, ExportIsDeterministicAndReplacesNoFile) {
+  const std::string dir = norb_fixture();
+  const std::string again = testing::TempDir() + "viewgap_norb_again." + std::to_string(getpid());
+  std::filesystem::remove_all(again);
+  ASSERT_EQ(run("export-norb " + again + " --instances 1 --lightings 1 --shapes asym --quiet").code, 0);
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    ++files;
+    EXPECT_EQ(vg::test::slurp(e.path()), vg::test::slurp(again + "/" + e.path().filename().string())) << e.path();
+  }
+  EXPECT_EQ(files, 6u);
+  // Into a directory that holds the files: refused before any work, nothing touched.
+  const std::string dat = again + "/smallnorb-5x46789x9x18x6x2x96x96-training-dat.mat";
+  const auto before = std::filesystem::last_write_time(dat);
+  const Outcome o = run("export-norb " + again + " --seed 1");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_EQ(lines(o.err), 1) << o.err;
+  EXPECT_NE(o.err.find("DIR '" + again + "': holds " + again), std::string::npos) << o.err;
+  EXPECT_EQ(std::filesystem::last_write_time(dat), before);
+  std::filesystem::remove_all(again);
+}
+
+TEST(NorbRun, PaperAzimuthSplitTrainsBothModelsAboveChance) {
+  const std::string dir = norb_fixture();
+  const std::string json = testing::TempDir() + "viewgap_norb_run." + std::to_string(getpid()) + ".json";
+  // Over three seeds, not one: a single seed's accuracy is not a property of the code.
+  double familiar[2] = {0, 0};
+  for (int seed : {0, 1, 2}) {
+    const Outcome o = run("run --data norb:" + dir + " --split paper-azimuth --n-epochs 8 --quiet --seed " +
+                          std::to_string(seed) + " --out-json " + json);
+    ASSERT_EQ(o.code, 0) << o.err;
+    EXPECT_NE(o.out.find("split paper-azimuth, cameras both"), std::string::npos) << o.out;
+    const auto j = nlohmann::json::parse(vg::test::slurp(json));
+    // The paper's third of the circle: 6 of 18 azimuths to train on, the 12 others novel.
+    EXPECT_EQ(j["dataset"]["sizes"]["train"], 5 * 9 * 6);
+    EXPECT_EQ(j["dataset"]["sizes"]["familiar"], 5 * 9 * 6);
+    EXPECT_EQ(j["dataset"]["sizes"]["heldout"], 5 * 9 * 12);
+    EXPECT_EQ(j["dataset"]["gap_deg"], 20.0);
+    EXPECT_EQ(j["dataset"]["circle_azimuths"].size(), 18u);
+    EXPECT_EQ(j["config"]["data"]["split"], "paper-azimuth");
+    // conv1 takes both cameras: 16 x 5 x 5 weights more than the one-channel model.
+    EXPECT_EQ(j["models"][0]["n_params"], 558258 + 400);
+    for (int m = 0; m < 2; ++m) familiar[m] += j["models"][m]["familiar"].get<double>() / 3;
+  }
+  EXPECT_GT(familiar[0], 0.4) << "caps";  // chance: 0.2
+  EXPECT_GT(familiar[1], 0.4) << "cnn";
+  std::filesystem::remove(json);
+}
+
+TEST(NorbRun, ThreadsChangeNoResult) {
+  // Both models read the same files at once, each drawing its own crops.
+  const std::string dir = norb_fixture();
+  std::string table[2];
+  for (int t : {1, 2}) {
+    const Outcome o = run("run --data norb:" + dir + " --n-epochs 2 --brightness 0.2 --contrast 0.3 --quiet --threads " +
+                          std::to_string(t));
+    ASSERT_EQ(o.code, 0) << o.err;
+    table[t - 1] = o.out.substr(o.out.find("fingerprint"));
+  }
+  EXPECT_EQ(table[0], table[1]);
+}
+
+TEST(NorbRun, SweepOverSeedsGivesTheSplitsTables) {
+  const std::string dir = norb_fixture();
+  const std::string out = testing::TempDir() + "viewgap_norb_sweep." + std::to_string(getpid());
+  std::filesystem::remove_all(out);
+  const Outcome o = run("sweep --data norb:" + dir + " --seeds 0:1 --n-epochs 1 --jobs 2 --quiet --out " + out);
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::string summary = vg::test::slurp(out + "/summary.csv");
+  EXPECT_NE(summary.find(",20,20,paired,caps-cnn,heldout,2,"), std::string::npos) << summary;
+  // One circle row per model and smallNORB azimuth (every 20 degrees).
+  EXPECT_EQ(lines(vg::test::slurp(out + "/circle.csv")), 1 + 2 * 2 * 18);
+  std::filesystem::remove_all(out);
+}
+
+TEST(NorbRun, BadInputIsOneLineExitTwo) {
+  const std::string dir = norb_fixture();
+  const std::string broken = testing::TempDir() + "viewgap_norb_broken." + std::to_string(getpid());
+  std::filesystem::remove_all(broken);
+  std::filesystem::copy(dir, broken);
+  std::filesystem::resize_file(broken + "/smallnorb-5x01235x9x18x6x2x96x96-testing-dat.mat", 1000);
+  const std::string d = "--data norb:" + dir;
+  const BadCase cases[] = {
+      {"run --data norb:", "", "--data 'norb:': expected norb:DIR"},
+      {"run --data images", "", "--data 'images': expected synthetic or norb:DIR"},
+      {"run --data norb:/nonexistent-dir", "", "--data 'norb:/nonexistent-dir': "},
+      {"run --data norb:" + broken, "", "--data 'norb:" + broken + "': "},
+      {"run " + d + " --split sideways", "", "--split 'sideways': unknown split (expected paper-azimuth, paper-elevation, full)"},
+      {"run " + d + " --train-azimuths 0:60", "", "--train-azimuths '0:60': applies to --data synthetic only"},
+      {"run " + d + " --cameras third", "", "--cameras 'third': expected both, first or second"},
+      {"run " + d + " --brightness 1.5", "", "--brightness '1.5'"},
+      {"run " + d + " --batch-size 1000", "", "--batch-size '1000': larger than the training set (270 images"},
+      {"run " + d + " --stop-at-familiar 0.9", "", "--stop-at-familiar '0.9': needs a familiar validation split"},
+      {"run " + d + " --dump " + broken + "/dump", "", "--dump '" + broken + "/dump': draws the synthetic data only"},
+      {"run --cameras first", "", "--cameras 'first': applies to --data norb:DIR only"},
+      {"run --split full", "", "--split 'full': unknown split"},
+      {"sweep " + d + " --gaps 30 --out " + broken + "/s", "", "--gaps '30': with --data norb the split fixes"},
+      {"export-norb " + broken + "/e --instances 6", "", "--instances '6'"},
+      {"export-norb " + broken + "/e --lightings 0", "", "--lightings '0'"},
+      {"export-norb " + broken + "/e --shapes round", "", "--shapes 'round'"},
+      {"export-norb /dev/null", "", "DIR '/dev/null'"},
+  };
+  for (const BadCase& c : cases) {
+    const Outcome o = run(c.args, c.env);
+    EXPECT_EQ(o.code, 2) << c.args << "\n" << o.err;
+    EXPECT_EQ(lines(o.err), 1) << c.args << "\n" << o.err;
+    EXPECT_NE(o.err.find(c.must_mention), std::string::npos) << c.args << "\n" << o.err;
+    EXPECT_EQ(o.out, "") << c.args;
+  }
+  EXPECT_FALSE(std::filesystem::exists(broken + "/s"));
+  EXPECT_FALSE(std::filesystem::exists(broken + "/e"));
+  std::filesystem::remove_all(broken);
+}
+
 }  // namespace

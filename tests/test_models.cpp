@@ -205,6 +205,35 @@ TEST(GradientCheck, CnnBackwardMatchesFiniteDifferences) {
   }
 }
 
+TEST(GradientCheck, TwoInputChannelsMatchFiniteDifferences) {
+  // smallNORB's stereo pairs: each sample two 32 x 32 channels (two of the
+  // synthetic images here), into conv1 or the linear layer.
+  const int B = 4;
+  std::vector<int> y, y2;
+  const auto a = sample_images(B, &y), b = sample_images(2 * B, &y2);
+  std::vector<float> x;
+  for (int s = 0; s < B; ++s) {
+    x.insert(x.end(), a.begin() + s * 1024, a.begin() + (s + 1) * 1024);
+    x.insert(x.end(), b.begin() + (2 * B - 1 - s) * 1024, b.begin() + (2 * B - s) * 1024);
+  }
+  CapsConfig cc;
+  cc.in_channels = 2;
+  CapsNet caps(cc, B);
+  caps.init(11);
+  check_model_gradients(caps, x, y, B, [&](bool f) {
+    if (f) caps.forward(x.data(), B);
+    caps.freeze_routing(f);
+  });
+  CnnConfig c;
+  c.in_channels = 2;
+  Cnn cnn(c, B);
+  cnn.init(13);
+  check_model_gradients(cnn, x, y, B, [](bool) {});
+  Linear lin(LossConfig{}, B, 2);
+  lin.init(13);
+  check_model_gradients(lin, x, y, B, [](bool) {});
+}
+
 TEST(GradientCheck, LinearBackwardMatchesFiniteDifferences) {
   const int B = 4;
   std::vector<int> y;

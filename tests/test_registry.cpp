@@ -31,6 +31,20 @@ TEST(Registry, EveryModelBuildsAndCountsItsParametersWithoutBuilding) {
   EXPECT_EQ(model_param_count("cnn65536", {}), 16u * 25 + 16 + 4096ull * 65536 + 65536 + 65536ull * 5 + 5);
 }
 
+TEST(Registry, ConvAndPixelModelsTakeTheirInputChannelsFromTheData) {
+  // smallNORB's two cameras: conv1 (and the pixel baselines, and dr's decoder,
+  // which reconstructs every channel) grow by the second channel's weights.
+  const std::pair<const char*, size_t> grows[] = {
+      {"caps", 16 * 25}, {"cnn", 16 * 25}, {"linear", 1024 * 5}, {"nn1", 0},
+      {"dr", 16 * 25 + 512 * 1024 + 1024}};  // decoder fc3: 512 -> 2 x 1024
+  for (const auto& [name, extra] : grows) {
+    EXPECT_EQ(model_param_count(name, {}, 2), model_param_count(name, {}, 1) + extra) << name;
+    const auto m = make_model(name, {}, 4, 2);
+    EXPECT_EQ(m->params().count(), model_param_count(name, {}, 2)) << name;
+  }
+  EXPECT_THROW(make_model("caps", {}, 4, 0), std::invalid_argument);
+}
+
 TEST(Registry, UnknownModelsListTheValidNames) {
   for (const char* bad : {"caps2", "cnn0", "cnn65537", "cnnx", "mlp", ""}) {
     try {
