@@ -73,6 +73,18 @@ done
 step "table 2" $py tools/table2.py --out "$out" \
   --sweep "azimuth/seed=$out/table2_azimuth_seed" --sweep "azimuth/paper=$out/table2_azimuth_paper" \
   --sweep "elevation/seed=$out/table2_elevation_seed" --sweep "elevation/paper=$out/table2_elevation_paper"
+# smallNORB's format (issue 13): the asym shapes exported at smallNORB's size
+# (2 x 24,300 stereo pairs of 96 x 96; ~900 MB, in build/ and removed after),
+# then the paper's azimuth split on them, and the same split on the 32 x 32 renderer.
+norb_dir=build/norb-export
+rm -rf "$norb_dir"
+rm -rf "$out/norb_paper_azimuth" "$out/synthetic_paper_azimuth"
+step "smallNORB-format export" "$exe" export-norb "$norb_dir/asym" --shapes asym --quiet
+step "smallNORB-format data, paper's azimuth split" "$exe" sweep --data "norb:$norb_dir/asym" --split paper-azimuth \
+  --seeds 0:9 --models caps,cnn --jobs 2 --reproducible --quiet --out "$out/norb_paper_azimuth"
+rm -rf "$norb_dir"
+step "32 x 32 renderer, paper's azimuth split" "$exe" sweep --split paper-azimuth --gaps given --shapes asym \
+  --seeds 0:9 --models caps,cnn --jobs 2 --reproducible --quiet --out "$out/synthetic_paper_azimuth"
 # Throughput: the same 12 cells with 1 and 2 jobs, back to back.
 mkdir -p "$out/throughput"
 for j in 1 2; do
