@@ -372,12 +372,34 @@ TEST(NorbRun, BadInputIsOneLineExitTwo) {
   std::filesystem::remove_all(broken);
   std::filesystem::copy(dir, broken);
   std::filesystem::resize_file(broken + "/smallnorb-5x01235x9x18x6x2x96x96-testing-dat.mat", 1000);
+  // The other damaged files, each in a copy of its own: a missing file of
+  // the triple, an odd azimuth index, a label outside 0..4.
+  const std::string train = "/smallnorb-5x46789x9x18x6x2x96x96-training-";
+  auto damaged = [&](const std::string& name, const std::function<void(const std::string&)>& damage) {
+    const std::string d = broken + "_" + name;
+    std::filesystem::remove_all(d);
+    std::filesystem::copy(dir, d);
+    damage(d);
+    return d;
+  };
+  auto poke = [](const std::string& path, long offset, int32_t value) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(offset);
+    f.write(reinterpret_cast<const char*>(&value), 4);  // little-endian, as the format
+  };
+  const std::string no_cat = damaged("nocat", [&](const std::string& d) { std::filesystem::remove(d + train + "cat.mat"); });
+  // -info: 20 header bytes, then rows (instance, elevation, azimuth, lighting); -cat: 20, then labels.
+  const std::string odd_az = damaged("oddaz", [&](const std::string& d) { poke(d + train + "info.mat", 20 + 2 * 4, 3); });
+  const std::string bad_label = damaged("label", [&](const std::string& d) { poke(d + train + "cat.mat", 20 + 4, 7); });
   const std::string d = "--data norb:" + dir;
   const BadCase cases[] = {
       {"run --data norb:", "", "--data 'norb:': expected norb:DIR"},
       {"run --data images", "", "--data 'images': expected synthetic or norb:DIR"},
       {"run --data norb:/nonexistent-dir", "", "--data 'norb:/nonexistent-dir': "},
       {"run --data norb:" + broken, "", "--data 'norb:" + broken + "': "},
+      {"run --data norb:" + no_cat, "", no_cat + train + "cat.mat"},
+      {"run --data norb:" + odd_az, "", odd_az + train + "info.mat"},
+      {"run --data norb:" + bad_label, "", bad_label + train + "cat.mat"},
       {"run " + d + " --split sideways", "", "--split 'sideways': unknown split (expected paper-azimuth, paper-elevation, full)"},
       {"run " + d + " --train-azimuths 0:60", "", "--train-azimuths '0:60': applies to --data synthetic only"},
       {"run " + d + " --cameras third", "", "--cameras 'third': expected both, first or second"},
@@ -402,7 +424,7 @@ TEST(NorbRun, BadInputIsOneLineExitTwo) {
   }
   EXPECT_FALSE(std::filesystem::exists(broken + "/s"));
   EXPECT_FALSE(std::filesystem::exists(broken + "/e"));
-  std::filesystem::remove_all(broken);
+  for (const std::string& x : {broken, no_cat, odd_az, bad_label}) std::filesystem::remove_all(x);
 }
 
 }  // namespace
