@@ -5,8 +5,8 @@
 # run (`/usr/bin/time -f '%e %M'`), then the medians, min-max and the ratio of the
 # median wall times (PyTorch / viewgap: how many times faster viewgap is).
 #
-# python3-torch (Debian's, 1.13) is needed for this script only, never for the build
-# or the tests: apt-get install python3-torch.
+# python3-torch (Debian's, 1.13) and an optimised BLAS are needed for this script
+# only, never for the build or the tests: apt-get install python3-torch libopenblas0-pthread.
 #
 # Usage: bash bench/compare_pytorch.sh [N]   (default 5; from the repository root,
 #        after a release build: the binary is build/release/viewgap)
@@ -20,6 +20,19 @@ py=/usr/bin/python3
 "$py" -c 'import torch' 2>/dev/null ||
   { echo "compare_pytorch.sh: PyTorch is not installed (apt-get install python3-torch; needed for this script only)" >&2; exit 2; }
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# Debian's torch does its dense algebra through libblas.so.3, whichever
+# implementation the alternatives system points at: with the reference BLAS
+# (libblas3, what a bare install gets) PyTorch runs ~3x slower than with
+# OpenBLAS, which would make the comparison unfair to it. Say which one it maps.
+blas=$("$py" -c '
+import torch
+torch.ones(64, 64) @ torch.ones(64, 64)
+print(next((l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.split()[-1].lower()), "none found"))')
+echo "BLAS under PyTorch: $blas"
+case "$blas" in
+  *openblas* | *mkl* | *blis*) ;;
+  *) echo "warning: not an optimised BLAS: PyTorch is handicapped here (apt-get install libopenblas0-pthread for a fair comparison)" ;;
+esac
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for ((i = 1; i <= n; i++)); do
