@@ -19,11 +19,13 @@
 #   arm64  list only (--list): the arm64 packages tools/cross_arm64.sh unpacks
 #          into its sysroot; never installed on the host
 #   fresh  debootstrap and Debian's keys, for the fresh-machine check (tools/fresh_check.sh)
+#   fuzz   clang 14 and its sanitizer and libFuzzer runtimes, for the smallNORB
+#          reader's fuzz target (tools/fuzz_norb.sh)
 # Runs `apt-get update` once, only when something is missing; through sudo when
 # not root.
 set -euo pipefail
 
-groups=(base cross arm64 fresh)
+groups=(base cross arm64 fresh fuzz)
 
 group_pkgs() {  # GROUP: its packages on one line; fails for an unknown group
   case "$1" in
@@ -39,6 +41,10 @@ group_pkgs() {  # GROUP: its packages on one line; fails for an unknown group
     arm64) echo libdnnl-dev libtbb-dev libspdlog-dev libfmt-dev libcli11-dev \
       nlohmann-json3-dev libgtest-dev libgmock-dev ;;
     fresh) echo debootstrap debian-archive-keyring ;;
+    # clang-14 ships clang++-14; libclang_rt.fuzzer/asan/ubsan and the
+    # <sanitizer/*.h> headers are in libclang-rt-14-dev, which clang-14 only
+    # reaches through a Recommends (of libclang-common-14-dev).
+    fuzz) echo clang-14 libclang-rt-14-dev ;;
     *) return 1 ;;
   esac
 }
