@@ -1005,9 +1005,7 @@ int do_export_norb(const ExportFlags& f) {
     const int32_t n = int32_t(s.labels.size()), cat_dims[] = {n}, info_dims[] = {n, kNorbInfoCols};
     write_file_atomic(files.info, norb_encode_ints(info, info_dims));
     write_file_atomic(files.cat, norb_encode_ints(s.labels, cat_dims));
-    std::vector<uint8_t> dat = norb_encode_pairs(s.pairs);
-    s.pairs = {};
-    write_file_atomic(files.dat, dat);
+    write_file_atomic(files.dat, s.dat);
     pairs += n;
   }
   if (!f.quiet)

@@ -208,39 +208,37 @@ NorbExportSplit render_norb_split(const NorbExportConfig& cfg, NorbPart part) {
   const int* instance = part == NorbPart::training ? kTrain : kTest;
   constexpr int kAz = kNorbAzimuthMax / 2 + 1, kEl = kNorbElevations;
   const int n_views = kNorbClasses * cfg.instances * kEl * kAz;  // lighting changes no geometry
-  constexpr int kSide = kNorbSide, kPix = kNorbImageBytes;
-  // One clean render per view and camera.
-  std::vector<float> clean(size_t(n_views) * 2 * kPix);
-#pragma omp parallel for schedule(dynamic)
-  for (int v = 0; v < n_views; ++v) {
-    const int cls = v / (cfg.instances * kEl * kAz), inst = instance[(v / (kEl * kAz)) % cfg.instances];
-    const int el = (v / kAz) % kEl, az = v % kAz;
-    std::vector<Point3> points = shape_points(cls, cfg.shapes);
-    for (Point3& q : points)
-      for (int axis = 0; axis < 3; ++axis) q[size_t(axis)] *= float(1.0 + kNorbInstanceStretch * kStretch[inst][axis]);
-    for (int cam = 0; cam < 2; ++cam)
-      render_points(points, norb_azimuth_deg(2 * az) + (cam == 0 ? -0.5 : 0.5) * kNorbStereoDeg,
-                    norb_elevation_deg(el), kSide, clean.data() + (size_t(v) * 2 + size_t(cam)) * kPix);
-  }
   NorbExportSplit s;
-  const int n = n_views * cfg.lightings;
-  s.pairs.resize(size_t(n) * kNorbPairBytes);
+  const int n = n_views * cfg.lightings;  // record i: view i / lightings, lighting i % lightings
+  s.dat = norb_pairs_file(n);
   s.labels.resize(size_t(n));
   s.info.resize(size_t(n));
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < n; ++i) {
-    const int v = i / cfg.lightings, light = i % cfg.lightings;
-    const int cls = v / (cfg.instances * kEl * kAz), inst = instance[(v / (kEl * kAz)) % cfg.instances];
-    s.labels[size_t(i)] = cls;
-    s.info[size_t(i)] = NorbInfo{inst, (v / kAz) % kEl, 2 * (v % kAz), light};
-    Stream rng(cfg.seed, Purpose::Noise, 16 + uint32_t(part), uint64_t(i));
-    std::vector<float> noise(kNorbPairBytes);
-    rng.fill_normal(noise.data(), kNorbPairBytes, float(kNorbExportNoise));
-    const float gain = 255.f * (0.5f + 0.1f * float(light));
-    const float* src = clean.data() + size_t(v) * 2 * kPix;
-    uint8_t* dst = s.pairs.data() + size_t(i) * kNorbPairBytes;
-    for (int p = 0; p < kNorbPairBytes; ++p)
-      dst[p] = uint8_t(std::clamp(std::lround(src[p] * gain + noise[size_t(p)]), 0l, 255l));
+  // One clean render per view and camera, then its records, written into the file.
+#pragma omp parallel
+  {
+    std::vector<float> clean(kNorbPairBytes), noise(kNorbPairBytes);
+#pragma omp for schedule(dynamic)
+    for (int v = 0; v < n_views; ++v) {
+      const int cls = v / (cfg.instances * kEl * kAz), inst = instance[(v / (kEl * kAz)) % cfg.instances];
+      const int el = (v / kAz) % kEl, az = v % kAz;
+      std::vector<Point3> points = shape_points(cls, cfg.shapes);
+      for (Point3& q : points)
+        for (int axis = 0; axis < 3; ++axis) q[size_t(axis)] *= float(1.0 + kNorbInstanceStretch * kStretch[inst][axis]);
+      for (int cam = 0; cam < 2; ++cam)
+        render_points(points, norb_azimuth_deg(2 * az) + (cam == 0 ? -0.5 : 0.5) * kNorbStereoDeg,
+                      norb_elevation_deg(el), kNorbSide, clean.data() + size_t(cam) * kNorbImageBytes);
+      for (int light = 0; light < cfg.lightings; ++light) {
+        const int i = v * cfg.lightings + light;
+        s.labels[size_t(i)] = cls;
+        s.info[size_t(i)] = NorbInfo{inst, el, 2 * az, light};
+        Stream rng(cfg.seed, Purpose::Noise, 16 + uint32_t(part), uint64_t(i));
+        rng.fill_normal(noise.data(), kNorbPairBytes, float(kNorbExportNoise));
+        const float gain = 255.f * (0.5f + 0.1f * float(light));
+        uint8_t* dst = s.dat.data() + kNorbPairsHeader + size_t(i) * kNorbPairBytes;
+        for (int p = 0; p < kNorbPairBytes; ++p)
+          dst[p] = uint8_t(std::clamp(std::lround(clean[size_t(p)] * gain + noise[size_t(p)]), 0l, 255l));
+      }
+    }
   }
   return s;
 }

@@ -175,7 +175,7 @@ struct NorbExportConfig {
   int lightings = 6;  // 1..6
 };
 struct NorbExportSplit {
-  std::vector<uint8_t> pairs;  // N x 2 x 96 x 96
+  std::vector<uint8_t> dat;  // the -dat file's bytes (norb_pairs_file): N x 2 x 96 x 96 after its header
   std::vector<int32_t> labels;
   std::vector<NorbInfo> info;
 };

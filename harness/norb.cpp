@@ -275,15 +275,21 @@ NorbData norb_load_dir(const std::string& dir) {
   return {norb_load_split(norb_files(dir, NorbPart::training)), norb_load_split(norb_files(dir, NorbPart::testing))};
 }
 
-std::vector<uint8_t> norb_encode_pairs(std::span<const uint8_t> pairs) {
-  if (pairs.size() % kNorbPairBytes != 0) throw NorbError("norb_encode_pairs: size is not a multiple of 2 x 96 x 96");
+std::vector<uint8_t> norb_pairs_file(int32_t n) {
+  if (n < 0) throw NorbError("norb_pairs_file: negative N");
   std::vector<uint8_t> out;
-  out.reserve(24 + pairs.size());
+  out.reserve(kNorbPairsHeader + size_t(n) * kNorbPairBytes);
   put_le32(out, kNorbMagicByte);
   put_le32(out, 4);
-  for (uint32_t d : {uint32_t(pairs.size() / kNorbPairBytes), uint32_t(kNorbCameras), uint32_t(kNorbSide), uint32_t(kNorbSide)})
-    put_le32(out, d);
-  out.insert(out.end(), pairs.begin(), pairs.end());
+  for (uint32_t d : {uint32_t(n), uint32_t(kNorbCameras), uint32_t(kNorbSide), uint32_t(kNorbSide)}) put_le32(out, d);
+  out.resize(kNorbPairsHeader + size_t(n) * kNorbPairBytes, 0);
+  return out;
+}
+
+std::vector<uint8_t> norb_encode_pairs(std::span<const uint8_t> pairs) {
+  if (pairs.size() % kNorbPairBytes != 0) throw NorbError("norb_encode_pairs: size is not a multiple of 2 x 96 x 96");
+  std::vector<uint8_t> out = norb_pairs_file(int32_t(pairs.size() / kNorbPairBytes));
+  if (!pairs.empty()) std::memcpy(out.data() + kNorbPairsHeader, pairs.data(), pairs.size());
   return out;
 }
 

@@ -107,6 +107,10 @@ void norb_write_split(const NorbFiles& files, std::span<const uint8_t> pairs, st
 // The bytes of one file: a byte matrix (N x 2 x 96 x 96) or an int32 matrix of
 // the given dims (rank 1 for -cat, 2 for -info).
 std::vector<uint8_t> norb_encode_pairs(std::span<const uint8_t> pairs);
+// A -dat file of n pairs, all zero, to fill in place: its header, then pair i
+// at kNorbPairsHeader + i x 2 x 96 x 96 (a writer needs no second copy).
+inline constexpr size_t kNorbPairsHeader = 24;
+std::vector<uint8_t> norb_pairs_file(int32_t n);
 std::vector<uint8_t> norb_encode_ints(std::span<const int32_t> values, std::span<const int32_t> dims);
 
 // ---- Preprocessing (paper, section 5: 48x48, random 32x32 crops with
