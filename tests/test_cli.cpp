@@ -27,6 +27,15 @@ struct BadCase {
   std::string args, env, must_mention;
 };
 
+// Exit 2, one line on stderr that mentions what it must, nothing on stdout.
+void expect_usage_error(const BadCase& c) {
+  const Outcome o = run(c.args, c.env);
+  EXPECT_EQ(o.code, 2) << c.args << "\n" << o.err;
+  EXPECT_EQ(lines(o.err), 1) << c.args << "\n" << o.err;
+  EXPECT_NE(o.err.find(c.must_mention), std::string::npos) << c.args << "\n" << o.err;
+  EXPECT_EQ(o.out, "") << c.args;
+}
+
 TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
   const BadCase cases[] = {
       {"run --train-azimuths 0-150", "", "--train-azimuths '0-150'"},
@@ -74,13 +83,7 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"profile --trace /nonexistent-dir/t.json", "", "--trace '/nonexistent-dir/t.json'"},
       {"profile --out /nonexistent-dir/p.csv", "", "--out '/nonexistent-dir/p.csv'"},
   };
-  for (const BadCase& c : cases) {
-    const Outcome o = run(c.args, c.env);
-    EXPECT_EQ(o.code, 2) << c.args << "\n" << o.err;
-    EXPECT_EQ(lines(o.err), 1) << c.args << "\n" << o.err;
-    EXPECT_NE(o.err.find(c.must_mention), std::string::npos) << c.args << "\n" << o.err;
-    EXPECT_EQ(o.out, "") << c.args;
-  }
+  for (const BadCase& c : cases) expect_usage_error(c);
 }
 
 TEST(Cli, HelpExitsZero) {
@@ -415,13 +418,7 @@ TEST(NorbRun, BadInputIsOneLineExitTwo) {
       {"export-norb " + broken + "/e --shapes round", "", "--shapes 'round'"},
       {"export-norb /dev/null", "", "DIR '/dev/null'"},
   };
-  for (const BadCase& c : cases) {
-    const Outcome o = run(c.args, c.env);
-    EXPECT_EQ(o.code, 2) << c.args << "\n" << o.err;
-    EXPECT_EQ(lines(o.err), 1) << c.args << "\n" << o.err;
-    EXPECT_NE(o.err.find(c.must_mention), std::string::npos) << c.args << "\n" << o.err;
-    EXPECT_EQ(o.out, "") << c.args;
-  }
+  for (const BadCase& c : cases) expect_usage_error(c);
   EXPECT_FALSE(std::filesystem::exists(broken + "/s"));
   EXPECT_FALSE(std::filesystem::exists(broken + "/e"));
   for (const std::string& x : {broken, no_cat, odd_az, bad_label}) std::filesystem::remove_all(x);
