@@ -3,7 +3,7 @@
 # results/provenance.md with the machine, the commit and each step's wall time.
 # Every step runs with --reproducible, so the tables come out bit for bit the
 # same on any x86-64 CPU with AVX2+FMA (timings and provenance aside).
-# Usage: bash tools/make_results.sh   (about 20 minutes on 2 cores)
+# Usage: bash tools/make_results.sh   (about 25 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
