@@ -498,21 +498,10 @@ NorbConfig validate_norb(const RunFlags& f, const RunFlags& defaults, long* n_tr
   if (!f.dump.empty()) throw UsageError("--dump", f.dump, "draws the synthetic data only (not --data norb)");
   try {
     const NorbData d = norb_load_dir(c.dir);
-    const NorbSplit s = c.split == NorbSplitKind::azimuth     ? norb_split_azimuth(d.train.info(), d.test.info())
-                        : c.split == NorbSplitKind::elevation ? norb_split_elevation(d.train.info(), d.test.info())
-                                                              : norb_split_full(d.train.info(), d.test.info());
-    if (s.train.empty()) throw NorbError("no training image lies at the split's training viewpoints");
-    if (s.familiar.empty() && s.novel.empty()) throw NorbError("the test set is empty");
+    const NorbSplit s = norb_split_of(d, c.split, c.dir);
     *n_train = long(s.train.size());
-    std::vector<double> train_az, novel_az;
-    for (int i : s.train) train_az.push_back(norb_azimuth_deg(d.train.info()[size_t(i)].azimuth));
-    for (int i : s.novel) novel_az.push_back(norb_azimuth_deg(d.test.info()[size_t(i)].azimuth));
-    for (auto* v : {&train_az, &novel_az}) {
-      std::sort(v->begin(), v->end());
-      v->erase(std::unique(v->begin(), v->end()), v->end());
-    }
-    c.gap_deg = novel_az.empty() ? 0.0 : azimuth_gap(train_az, novel_az);
-    c.train_az = train_az;
+    c.train_az = norb_angles(d.train, s.train, false);
+    c.gap_deg = s.novel.empty() ? 0.0 : azimuth_gap(c.train_az, norb_angles(d.test, s.novel, false));
     // In memory: centre crops of the training and test images (the held-out split
     // again under `full`), channels x 32 x 32 floats each.
     c.images_in_memory = long(s.train.size() + s.familiar.size() + s.novel.size()) +

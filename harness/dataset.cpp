@@ -309,15 +309,28 @@ std::vector<double> training_azimuths(const DataConfig& cfg) {
   return cfg.norb ? cfg.norb->train_az : cfg.train_azimuths.values();
 }
 
-namespace {
-
-// The distinct values, ascending.
-std::vector<double> distinct(const std::vector<float>& v) {
-  std::vector<double> d(v.begin(), v.end());
-  std::sort(d.begin(), d.end());
-  d.erase(std::unique(d.begin(), d.end()), d.end());
-  return d;
+NorbSplit norb_split_of(const NorbData& d, NorbSplitKind kind, const std::string& dir) {
+  const std::vector<NorbInfo>&tr = d.train.info(), &te = d.test.info();
+  NorbSplit s = kind == NorbSplitKind::azimuth     ? norb_split_azimuth(tr, te)
+                : kind == NorbSplitKind::elevation ? norb_split_elevation(tr, te)
+                                                   : norb_split_full(tr, te);
+  if (s.train.empty()) throw NorbError(dir + ": no training image lies at the split's training viewpoints");
+  if (s.familiar.empty() && s.novel.empty()) throw NorbError(dir + ": the test set is empty");
+  return s;
 }
+
+std::vector<double> norb_angles(const NorbSet& set, const std::vector<int>& idx, bool elevation) {
+  std::vector<double> v;
+  for (int i : idx) {
+    const NorbInfo& r = set.info()[size_t(i)];
+    v.push_back(elevation ? norb_elevation_deg(r.elevation) : norb_azimuth_deg(r.azimuth));
+  }
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+namespace {
 
 // The centre crops (the paper's evaluation input) of set's images `idx`.
 Split norb_crops(const NorbSet& set, const std::vector<int>& idx, const NorbPrep& prep) {
@@ -359,17 +372,12 @@ Split norb_crops(const NorbSet& set, const std::vector<int>& idx, const NorbPrep
 Dataset make_norb_dataset(const DataConfig& cfg) {
   const NorbConfig& nc = *cfg.norb;
   const auto files = std::make_shared<const NorbData>(norb_load_dir(nc.dir));
-  const std::vector<NorbInfo>&tr = files->train.info(), &te = files->test.info();
-  const NorbSplit sp = nc.split == NorbSplitKind::azimuth     ? norb_split_azimuth(tr, te)
-                       : nc.split == NorbSplitKind::elevation ? norb_split_elevation(tr, te)
-                                                              : norb_split_full(tr, te);
-  if (sp.train.empty()) throw NorbError(nc.dir + ": no training image lies at the split's training viewpoints");
-  if (sp.familiar.empty() && sp.novel.empty()) throw NorbError(nc.dir + ": the test set is empty");
+  const NorbSplit sp = norb_split_of(*files, nc.split, nc.dir);
   Dataset d;
   d.views_from_test = true;
   d.train = norb_crops(files->train, sp.train, nc.prep);
   d.train.draw = [files, idx = sp.train, prep = nc.prep, seed = cfg.seed](int i, uint64_t epoch, float* dst) {
-    std::vector<uint8_t> pair(kNorbPairBytes);
+    std::array<uint8_t, kNorbPairBytes> pair;  // on the stack: a training step allocates nothing
     files->train.read_pair(idx[size_t(i)], pair.data());
     Stream rng = norb_augment_stream(seed, epoch, uint64_t(i));
     norb_train_sample(pair.data(), prep, rng, dst);
@@ -381,10 +389,11 @@ Dataset make_norb_dataset(const DataConfig& cfg) {
   } else {
     d.heldout = norb_crops(files->test, sp.novel, nc.prep);
   }
-  d.train_az = distinct(d.train.azimuth);
-  d.elevations = distinct(d.train.elevation);
-  d.test_az = distinct(d.heldout.azimuth);
-  d.test_elevations = distinct(d.heldout.elevation);
+  const std::vector<int>& heldout = d.heldout_is_familiar ? sp.familiar : sp.novel;
+  d.train_az = norb_angles(files->train, sp.train, false);
+  d.elevations = norb_angles(files->train, sp.train, true);
+  d.test_az = norb_angles(files->test, heldout, false);
+  d.test_elevations = norb_angles(files->test, heldout, true);
   d.circle_az = circle_azimuths(cfg);
   d.gap_deg = azimuth_gap(d.train_az, d.test_az);
   d.elev_gap_deg = INFINITY;

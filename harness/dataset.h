@@ -147,6 +147,13 @@ struct Dataset {
 // sweeps report accuracy per entry.
 std::vector<double> circle_azimuths(const DataConfig& cfg);
 
+// The split of smallNORB's index (in `dir`) that `kind` names; NorbError if it
+// has no training image or no test image.
+NorbSplit norb_split_of(const NorbData& d, NorbSplitKind kind, const std::string& dir);
+// The distinct azimuths (or, `elevation`, elevations) of set's records `idx`,
+// in degrees, ascending.
+std::vector<double> norb_angles(const NorbSet& set, const std::vector<int>& idx, bool elevation);
+
 // The azimuths a configuration trains on: train_azimuths' values, or the
 // smallNORB split's (NorbConfig::train_az).
 std::vector<double> training_azimuths(const DataConfig& cfg);

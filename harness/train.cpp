@@ -43,13 +43,20 @@ double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct)
 namespace {
 // Accuracy per viewpoint of the circle (`profile` false: per Dataset::circle_az)
 // or of the elevation profile (per Dataset::profile_elevations), in that order,
-// over the splits Dataset::view_splits names.
-std::vector<double> per_view(Model& model, const Dataset& data, bool profile) {
+// over the splits Dataset::view_splits names. Those that are the familiar or
+// the held-out split (smallNORB's test set) are not evaluated again: their
+// per-sample correctness under the current weights is `familiar_ok` / `heldout_ok`.
+std::vector<double> per_view(Model& model, const Dataset& data, bool profile, const std::vector<uint8_t>& familiar_ok,
+                             const std::vector<uint8_t>& heldout_ok) {
   const std::vector<double>& grid = profile ? data.profile_elevations : data.circle_az;
   std::vector<int> n(grid.size(), 0), ok(grid.size(), 0);
-  std::vector<uint8_t> correct;
+  std::vector<uint8_t> evaluated;
   for (const Split* s : data.view_splits(profile)) {
-    accuracy(model, *s, &correct);
+    const std::vector<uint8_t>* correct = s == &data.familiar ? &familiar_ok : s == &data.heldout ? &heldout_ok : nullptr;
+    if (correct == nullptr) {
+      accuracy(model, *s, &evaluated);
+      correct = &evaluated;
+    }
     for (int k = 0; k < s->size(); ++k) {
       const double view = profile ? s->elevation[size_t(k)] : s->azimuth[size_t(k)];
       const size_t g = size_t(std::find_if(grid.begin(), grid.end(), [&](double x) {
@@ -59,7 +66,7 @@ std::vector<double> per_view(Model& model, const Dataset& data, bool profile) {
         throw std::logic_error(profile ? "profile image at an elevation not in Dataset::profile_elevations"
                                        : "circle image at an azimuth not in Dataset::circle_az");
       ++n[g];
-      ok[g] += correct[size_t(k)];
+      ok[g] += (*correct)[size_t(k)];
     }
   }
   std::vector<double> acc;
@@ -117,7 +124,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   const long total_steps = cfg.n_epochs * steps_per_epoch;  // the cap: the spread margin anneals over it
   long step = 0;
   res.step_loss.reserve(size_t(total_steps));
-  std::vector<uint8_t> correct;  // per held-out sample, from the latest evaluation
+  std::vector<uint8_t> correct, familiar_ok;  // per held-out / familiar sample, from the latest evaluation
 
   // Names the first layer whose weights, output or gradient went non-finite.
   auto fail = [&](const std::string& what, int epoch, int batch) {
@@ -138,7 +145,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   }();
   if (fitted) {
     const auto t1 = std::chrono::steady_clock::now();
-    res.familiar = accuracy(*model, data.familiar);
+    res.familiar = accuracy(*model, data.familiar, &familiar_ok);
     res.heldout = accuracy(*model, data.heldout, &correct);
     res.eval_s += seconds_since(t1);
   }
@@ -179,9 +186,9 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     st.epoch = epoch;
     // An epoch cut short by the stop rule: its mean over the images it saw.
     st.loss = loss_sum / std::min<double>(N, double(res.step_loss.size() - size_t(epoch - 1) * steps_per_epoch) * cfg.batch_size);
-    st.familiar = accuracy(*model, data.familiar);
+    st.familiar = accuracy(*model, data.familiar, &familiar_ok);
     st.heldout = accuracy(*model, data.heldout, &correct);
-    if (cfg.circle_every_epoch) res.circle_history.push_back(per_view(*model, data, false));
+    if (cfg.circle_every_epoch) res.circle_history.push_back(per_view(*model, data, false, familiar_ok, correct));
     res.eval_s += seconds_since(t1);
     st.seconds = seconds_since(t0);
     res.history.push_back(st);
@@ -211,8 +218,8 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
 
   if (data.validation.size() > 0) res.validation = accuracy(*model, data.validation);
   class_activation_stats(*model, data.heldout, &res);
-  res.circle_acc = per_view(*model, data, false);
-  if (!data.profile_elevations.empty()) res.elevation_acc = per_view(*model, data, true);
+  res.circle_acc = per_view(*model, data, false, familiar_ok, correct);
+  if (!data.profile_elevations.empty()) res.elevation_acc = per_view(*model, data, true, familiar_ok, correct);
   res.circle_s = seconds_since(t2);
   if (on_trained) on_trained(*model);
   return res;
