@@ -465,6 +465,13 @@ RunFlags sweep_run_defaults() {
   return f;
 }
 
+// --shapes, for run, sweep and export-norb.
+ShapeSet parse_shapes(const std::string& v) {
+  if (v == "seed") return ShapeSet::seed;
+  if (v == "asym") return ShapeSet::asym;
+  throw UsageError("--shapes", v, "unknown shape set (expected seed, asym)");
+}
+
 // The run flags that describe the synthetic data, and those of --data norb:DIR.
 const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-train-views", "n-test-views",
                                        "elevations", "n-elev", "test-elevations", "n-test-elev", "shapes",
@@ -533,9 +540,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep = false)
   o.data.train_azimuths = parse_range("--train-azimuths", f.train_az, "--n-train-views", f.n_train_views);
   o.data.test_azimuths = parse_range("--test-azimuths", f.test_az, "--n-test-views", f.n_test_views);
   o.data.elevations = parse_range("--elevations", f.elevations, "--n-elev", f.n_elev);
-  if (f.shapes == "seed") o.data.shapes = ShapeSet::seed;
-  else if (f.shapes == "asym") o.data.shapes = ShapeSet::asym;
-  else throw UsageError("--shapes", f.shapes, "unknown shape set (expected seed, asym)");
+  o.data.shapes = parse_shapes(f.shapes);
   if (!f.test_elevations.empty() || !f.n_test_elev.empty()) {
     if (f.test_elevations.empty())
       throw UsageError("--n-test-elev", f.n_test_elev, "needs --test-elevations");
@@ -951,9 +956,6 @@ int do_sweep(const SweepFlags& f) {
   }
 }
 
-// viewgap merge DIR... --out DIR: the shards' configuration, read from the
-// first one's meta.json, becomes the sweep's flags again (the same parser and
-// plan as `sweep`), so the merge checks every shard against that plan.
 // `viewgap export-norb DIR`: the synthetic shapes as smallNORB's six files.
 struct ExportFlags {
   std::string dir, seed = "0", shapes = "seed", instances = "5", lightings = "6";
@@ -963,9 +965,7 @@ struct ExportFlags {
 int do_export_norb(const ExportFlags& f) {
   NorbExportConfig c;
   c.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
-  if (f.shapes == "seed") c.shapes = ShapeSet::seed;
-  else if (f.shapes == "asym") c.shapes = ShapeSet::asym;
-  else throw UsageError("--shapes", f.shapes, "unknown shape set (expected seed, asym)");
+  c.shapes = parse_shapes(f.shapes);
   c.instances = int(parse_int("--instances", f.instances, 1, 5));
   c.lightings = int(parse_int("--lightings", f.lightings, 1, kNorbLightings));
   // Every output judged before any work: DIR made if absent, and none of the
@@ -1004,6 +1004,9 @@ int do_export_norb(const ExportFlags& f) {
   return 0;
 }
 
+// viewgap merge DIR... --out DIR: the shards' configuration, read from the
+// first one's meta.json, becomes the sweep's flags again (the same parser and
+// plan as `sweep`), so the merge checks every shard against that plan.
 struct MergeFlags {
   std::vector<std::string> dirs;
   std::string out;
