@@ -69,6 +69,13 @@ struct Split {
 
 // smallNORB's files instead of the renderer (--data norb:DIR, --split).
 enum class NorbSplitKind { azimuth, elevation, full };
+// The names --split and --cameras take, and the JSON records.
+inline const char* norb_split_name(NorbSplitKind k) {
+  return k == NorbSplitKind::azimuth ? "paper-azimuth" : k == NorbSplitKind::elevation ? "paper-elevation" : "full";
+}
+inline const char* norb_cameras_name(NorbCameras c) {
+  return c == NorbCameras::both ? "both" : c == NorbCameras::first ? "first" : "second";
+}
 struct NorbConfig {
   std::string dir;  // the six NYU files (harness/norb.h: norb_files)
   NorbSplitKind split = NorbSplitKind::azimuth;

@@ -128,12 +128,6 @@ std::vector<std::string> class_names(const DataConfig& d) {
   for (int c = 0; c < kNumClasses; ++c) n.push_back(class_name(d, c));
   return n;
 }
-const char* norb_split_name(NorbSplitKind k) {
-  return k == NorbSplitKind::azimuth ? "paper-azimuth" : k == NorbSplitKind::elevation ? "paper-elevation" : "full";
-}
-const char* norb_cameras_name(NorbCameras c) {
-  return c == NorbCameras::both ? "both" : c == NorbCameras::first ? "first" : "second";
-}
 // "300,320,340,0,20,40": degrees as a comma list.
 std::string degrees(const std::vector<double>& v) {
   std::ostringstream o;

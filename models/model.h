@@ -113,7 +113,7 @@ class Model {
   virtual ~Model() = default;
   virtual std::string name() const = 0;
   virtual void init(uint64_t seed) = 0;
-  // Scores (batch x 5) of images (batch x 32 x 32): the prediction is their
+  // Scores (batch x 5) of images (batch x C x 32 x 32, C the in_channels it was built with): the prediction is their
   // argmax, and loss() trains them (logits for xent, class activations for the
   // spread and margin losses). Keeps what backward needs (images must stay
   // alive until backward). batch <= max_batch given at construction.
@@ -127,7 +127,7 @@ class Model {
   // The layers in forward order with their FLOPs at `batch`.
   virtual std::vector<LayerInfo> layers(int batch) const = 0;
   virtual ClassCapsules class_capsules() const { return {}; }
-  // A model with a reconstruction decoder (figures): writes to `image` (32 x 32)
+  // A model with a reconstruction decoder (figures): writes to `image` (C x 32 x 32)
   // what the decoder makes of `capsule` (class_capsules().pose_dim values) as
   // class `cls`'s capsule, the other classes masked out, and returns true. An
   // evaluation-only pass on buffers of its own: the last forward's state (and
@@ -163,7 +163,7 @@ class Model {
 class Trainer {
  public:
   Trainer(Model& model, const AdamConfig& adam, int max_batch);
-  // Trains on images (B x 32 x 32) with labels; `progress` is the fraction of
+  // Trains on images (B x C x 32 x 32) with labels; `progress` is the fraction of
   // training done (the spread loss anneals its margin with it). Returns the
   // batch's mean loss; a NaN/Inf loss is returned before backward and Adam, so
   // the weights stay as they were for the caller to find the layer at fault.
