@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <numeric>
@@ -100,9 +101,57 @@ void class_activation_stats(Model& model, const Split& split, ModelResult* res) 
 }
 }  // namespace
 
+namespace {
+// What evaluating the weights after an epoch yields.
+struct EpochEval {
+  double familiar = 0, heldout = 0;
+  std::vector<uint8_t> familiar_ok, heldout_ok;  // per sample
+  std::vector<double> circle;                    // TrainConfig::circle_every_epoch
+};
+
+EpochEval evaluate_epoch(Model& model, const Dataset& data, bool circle) {
+  EpochEval ev;
+  ev.familiar = accuracy(model, data.familiar, &ev.familiar_ok);
+  ev.heldout = accuracy(model, data.heldout, &ev.heldout_ok);
+  if (circle) ev.circle = per_view(model, data, false, ev.familiar_ok, ev.heldout_ok);
+  return ev;
+}
+}  // namespace
+
+void EvalPool::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_all();
+}
+
+void EvalPool::help_until(const std::function<bool()>& done) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!done()) {
+    if (jobs_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    lock.unlock();
+    job();  // catches what it throws: a job's owner reads its error
+    lock.lock();
+  }
+}
+
+void EvalPool::update(const std::function<void()>& change) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    change();
+  }
+  cv_.notify_all();
+}
+
 ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
                                const TrainConfig& cfg, const EpochCallback& on_epoch,
-                               const std::function<void(Model&)>& on_trained) {
+                               const std::function<void(Model&)>& on_trained, EvalPool* pool) {
   if (cfg.n_epochs < 1 || cfg.batch_size < 1) throw std::invalid_argument("n_epochs and batch_size must be >= 1");
   const int max_batch = std::max(cfg.batch_size, kEvalBatch);
   std::unique_ptr<Model> model = make_model(name, cfg.model, max_batch, data.train.channels);
@@ -124,7 +173,77 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   const long total_steps = cfg.n_epochs * steps_per_epoch;  // the cap: the spread margin anneals over it
   long step = 0;
   res.step_loss.reserve(size_t(total_steps));
-  std::vector<uint8_t> correct, familiar_ok;  // per held-out / familiar sample, from the latest evaluation
+  EpochEval last;  // the latest epoch's evaluation
+
+  // Each epoch's evaluation: on this thread, or (with a pool) handed to
+  // whichever thread of the pool is free, on a copy of the model holding that
+  // epoch's weights, while this one trains on. One copy, so the epochs are
+  // evaluated in order and reported in order; the same arithmetic either way.
+  struct Handoff {
+    std::unique_ptr<Model> copy;
+    std::deque<std::pair<EpochStats, std::vector<float>>> pending;  // an epoch's stats so far and its weights
+    bool draining = false;  // a job is evaluating `pending`
+    bool abandoned = false;  // training failed: evaluate nothing more
+    std::exception_ptr error;
+    std::vector<EpochStats> history;
+    std::vector<std::vector<double>> circle_history;
+    double eval_s = 0;
+  } handoff;
+  auto record = [&](EpochStats st, EpochEval ev, double eval_s, std::vector<EpochStats>* history,
+                    std::vector<std::vector<double>>* circles, double* total_eval_s) {
+    st.familiar = ev.familiar;
+    st.heldout = ev.heldout;
+    st.seconds += eval_s;
+    *total_eval_s += eval_s;
+    if (cfg.circle_every_epoch) circles->push_back(std::move(ev.circle));
+    history->push_back(st);
+    last = std::move(ev);
+    if (on_epoch) on_epoch(name, st);
+  };
+  auto drain = [&] {  // a pool job: evaluates what is pending, in order
+    for (;;) {
+      std::pair<EpochStats, std::vector<float>> item;
+      bool got = false, skip = false;
+      pool->update([&] {
+        skip = handoff.abandoned || handoff.error;
+        if (handoff.pending.empty()) {
+          handoff.draining = false;
+        } else {
+          item = std::move(handoff.pending.front());
+          handoff.pending.pop_front();
+          got = true;
+        }
+      });
+      if (!got) return;
+      if (skip) continue;
+      try {
+        if (!handoff.copy) {
+          handoff.copy = make_model(name, cfg.model, max_batch, data.train.channels);
+          handoff.copy->init(cfg.seed);
+        }
+        std::copy(item.second.begin(), item.second.end(), handoff.copy->params().values().begin());
+        const auto t1 = std::chrono::steady_clock::now();
+        EpochEval ev = evaluate_epoch(*handoff.copy, data, cfg.circle_every_epoch);
+        record(item.first, std::move(ev), seconds_since(t1), &handoff.history, &handoff.circle_history,
+               &handoff.eval_s);
+      } catch (...) {
+        const std::exception_ptr e = std::current_exception();
+        pool->update([&] { handoff.error = e; });
+      }
+    }
+  };
+  auto drained = [&] { return !handoff.draining; };
+  // However training ends, no job of this model outlives it.
+  struct WaitForJobs {
+    EvalPool* pool;
+    Handoff& h;
+    const std::function<bool()> done;
+    ~WaitForJobs() {
+      if (!pool) return;
+      pool->update([&] { h.abandoned = true; });
+      pool->help_until(done);
+    }
+  } wait_for_jobs{pool, handoff, drained};
 
   // Names the first layer whose weights, output or gradient went non-finite.
   auto fail = [&](const std::string& what, int epoch, int batch) {
@@ -145,8 +264,9 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   }();
   if (fitted) {
     const auto t1 = std::chrono::steady_clock::now();
-    res.familiar = accuracy(*model, data.familiar, &familiar_ok);
-    res.heldout = accuracy(*model, data.heldout, &correct);
+    last = evaluate_epoch(*model, data, false);
+    res.familiar = last.familiar;
+    res.heldout = last.heldout;
     res.eval_s += seconds_since(t1);
   }
   for (int epoch = 1; epoch <= cfg.n_epochs && !fitted; ++epoch) {
@@ -181,18 +301,24 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
       fail("non-finite weights", epoch, 0);
     res.train_s += seconds_since(t0);
 
-    const auto t1 = std::chrono::steady_clock::now();
     EpochStats st;
     st.epoch = epoch;
     // An epoch cut short by the stop rule: its mean over the images it saw.
     st.loss = loss_sum / std::min<double>(N, double(res.step_loss.size() - size_t(epoch - 1) * steps_per_epoch) * cfg.batch_size);
-    st.familiar = accuracy(*model, data.familiar, &familiar_ok);
-    st.heldout = accuracy(*model, data.heldout, &correct);
-    if (cfg.circle_every_epoch) res.circle_history.push_back(per_view(*model, data, false, familiar_ok, correct));
-    res.eval_s += seconds_since(t1);
     st.seconds = seconds_since(t0);
-    res.history.push_back(st);
-    if (on_epoch) on_epoch(name, st);
+    if (pool) {
+      bool post = false;
+      pool->update([&] {
+        handoff.pending.emplace_back(st, model->params().values());
+        post = !handoff.draining;
+        handoff.draining = true;
+      });
+      if (post) pool->post(drain);
+    } else {
+      const auto t1 = std::chrono::steady_clock::now();
+      EpochEval ev = evaluate_epoch(*model, data, cfg.circle_every_epoch);
+      record(st, std::move(ev), seconds_since(t1), &res.history, &res.circle_history, &res.eval_s);
+    }
     if (res.stopped_early) break;
     if (cfg.stop && cfg.stop_every == 0 && epoch < cfg.n_epochs &&
         cfg.stop(StopCheck{epoch, step, accuracy(*model, data.validation)})) {
@@ -201,6 +327,14 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     }
   }
   res.steps = step;
+  if (pool) {
+    pool->help_until(drained);
+    if (handoff.error) std::rethrow_exception(handoff.error);
+    res.history = std::move(handoff.history);
+    res.circle_history = std::move(handoff.circle_history);
+    res.eval_s += handoff.eval_s;
+    handoff.copy.reset();
+  }
 
   const auto t2 = std::chrono::steady_clock::now();
   if (!fitted) {
@@ -211,15 +345,16 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   std::vector<int> n_cls(kNumClasses, 0), ok_cls(kNumClasses, 0);
   for (int k = 0; k < data.heldout.size(); ++k) {
     ++n_cls[data.heldout.labels[k]];
-    ok_cls[data.heldout.labels[k]] += correct[k];
+    ok_cls[data.heldout.labels[k]] += last.heldout_ok[k];
   }
   for (int c = 0; c < kNumClasses; ++c)
     res.heldout_per_class.push_back(n_cls[c] ? double(ok_cls[c]) / n_cls[c] : 0.0);
 
   if (data.validation.size() > 0) res.validation = accuracy(*model, data.validation);
   class_activation_stats(*model, data.heldout, &res);
-  res.circle_acc = per_view(*model, data, false, familiar_ok, correct);
-  if (!data.profile_elevations.empty()) res.elevation_acc = per_view(*model, data, true, familiar_ok, correct);
+  res.circle_acc = per_view(*model, data, false, last.familiar_ok, last.heldout_ok);
+  if (!data.profile_elevations.empty())
+    res.elevation_acc = per_view(*model, data, true, last.familiar_ok, last.heldout_ok);
   res.circle_s = seconds_since(t2);
   if (on_trained) on_trained(*model);
   return res;
@@ -248,22 +383,24 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
     std::rotate(order.begin(), it, it + 1);
   }
   // Each model trains single-threaded from its own seeded stream, so running
-  // them concurrently (opt.threads > 1: one per core) changes no bit. What the
-  // caller sees of a trained model (on_trained) comes in training order all
-  // the same, and epoch reports one at a time.
+  // them concurrently (opt.threads > 1: one per core) changes no bit. Neither
+  // does evaluating each epoch on another thread (the pool): the same
+  // arithmetic on a copy of the weights. What the caller sees of a trained
+  // model (on_trained) comes in training order all the same, and epoch reports
+  // one at a time. A thread waiting for its turn helps with the evaluations.
+  EvalPool pool;
   std::mutex report_mu;
-  std::condition_variable turn_cv;
-  size_t turn = 0;                         // the index in `order` whose on_trained is next
+  size_t turn = 0;                         // the index in `order` whose on_trained is next (pool.update)
   std::vector<char> reported(order.size());  // on_trained done, or the model failed
   std::vector<ModelResult> results(order.size());
   auto pass_turn = [&](size_t i) {
-    {
-      std::lock_guard<std::mutex> lock(report_mu);
+    pool.update([&] {
       reported[i] = 1;
       while (turn < order.size() && reported[turn]) ++turn;
-    }
-    turn_cv.notify_all();
+    });
   };
+  // A model keeps at most two threads busy: its training and its evaluations.
+  const int workers = std::clamp(opt.threads, 1, 2 * int(order.size()));
   auto train = [&](size_t i, double target) {
     const std::string& m = order[i];
     const auto tm = std::chrono::steady_clock::now();
@@ -271,8 +408,7 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
     const bool matched = !opt.match_familiar.empty() && m == opt.match_familiar;
     if (target > 0 && !matched) tc.stop = stop_at_accuracy(target);
     auto take_turn = [&] {  // once every earlier model has been reported (or failed)
-      std::unique_lock<std::mutex> lock(report_mu);
-      turn_cv.wait(lock, [&] { return turn == i; });
+      pool.help_until([&] { return turn == i; });
     };
     try {
       EpochCallback epoch;
@@ -281,11 +417,14 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
           std::lock_guard<std::mutex> lock(report_mu);
           on_epoch(name, e);
         };
-      results[i] = train_and_evaluate(m, r.data, tc, epoch, [&](Model& model) {
-        take_turn();
-        if (on_trained) on_trained(m, model, r.data);
-        pass_turn(i);
-      });
+      results[i] = train_and_evaluate(
+          m, r.data, tc, epoch,
+          [&](Model& model) {
+            take_turn();
+            if (on_trained) on_trained(m, model, r.data);
+            pass_turn(i);
+          },
+          workers > 1 ? &pool : nullptr);
       // A model fit in one pass (no history) has no training to stop.
       if (target > 0 && !matched && !results[i].history.empty()) results[i].stop_target = target;
     } catch (const std::exception& e) {
@@ -314,16 +453,17 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
     target = results[0].error.empty() ? results[0].validation : NAN;  // failed: the others train to the cap
     first = 1;
   }
-  const int workers = std::min(std::max(opt.threads, 1), int(order.size() - first));
   if (workers <= 1) {
     for (size_t i = first; i < order.size(); ++i) train(i, target);
   } else {
     // A model that fails (keep_going off) makes the run fail; the others finish first.
+    // A worker with no model left helps the others with their evaluations.
     std::atomic<size_t> next{first};
+    size_t finished = first;  // models trained (pool.update)
     std::vector<std::exception_ptr> errors(order.size());
-    std::vector<std::thread> pool;
+    std::vector<std::thread> pool_threads;
     for (int w = 0; w < workers; ++w)
-      pool.emplace_back([&] {
+      pool_threads.emplace_back([&] {
         omp_set_num_threads(1);
         for (size_t i; (i = next.fetch_add(1)) < order.size();) {
           try {
@@ -331,9 +471,11 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
           } catch (...) {
             errors[i] = std::current_exception();
           }
+          pool.update([&] { ++finished; });
         }
+        pool.help_until([&] { return finished == order.size(); });
       });
-    for (std::thread& t : pool) t.join();
+    for (std::thread& t : pool_threads) t.join();
     for (const std::exception_ptr& e : errors)
       if (e) std::rethrow_exception(e);
   }

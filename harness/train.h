@@ -1,8 +1,11 @@
 // Training loop and evaluation of one model on one dataset.
 #pragma once
 #include <cmath>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -78,13 +81,32 @@ inline constexpr int kEvalBatch = 256;
 
 using EpochCallback = std::function<void(const std::string& model, const EpochStats&)>;
 
+// The threads of one run share their idle time: a training thread hands each
+// epoch's evaluation to the pool, and a thread with no model left to train (or
+// waiting for its turn or its evaluations) runs what is queued.
+class EvalPool {
+ public:
+  void post(std::function<void()> job);  // `job` must not throw
+  // Runs queued jobs until `done` holds, sleeping while there are none; `done`
+  // is read under the pool's lock, so what it reads must change through update().
+  void help_until(const std::function<bool()>& done);
+  void update(const std::function<void()>& change);  // under the lock, then wakes the helpers
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+};
+
 // Trains `name` from its seeded initialisation (Adam, softmax cross-entropy,
 // reshuffling each epoch from the stream (seed, Shuffle, epoch)), evaluating
 // familiar and held-out accuracy after every epoch and the circle split at the end.
-// `on_trained`, if given, sees the trained model before it is destroyed.
+// `on_trained`, if given, sees the trained model before it is destroyed. With
+// a `pool`, the epochs' evaluations run on its threads, on a copy of the model
+// with that epoch's weights: the results are the same bits.
 ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
                                const TrainConfig& cfg, const EpochCallback& on_epoch = {},
-                               const std::function<void(Model&)>& on_trained = {});
+                               const std::function<void(Model&)>& on_trained = {}, EvalPool* pool = nullptr);
 
 // Fraction of `split` classified correctly; per-sample correctness into `correct` if given.
 double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct = nullptr);

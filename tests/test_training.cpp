@@ -65,6 +65,44 @@ TEST(Training, SameSeedAndThreadsGiveIdenticalResults) {
   omp_set_num_threads(saved);
 }
 
+// With threads, each epoch is evaluated on another thread, on a copy of the
+// model holding that epoch's weights: every number is the same bit as on one
+// thread, the per-epoch circle included, for every kind of model (a fitted
+// one, nn1, has no epochs to hand off). Three threads: more than the models
+// need to train, so evaluations run beside both.
+TEST(Training, EvaluationsOnOtherThreadsGiveTheSameResults) {
+  RunOptions o = small_run();
+  o.train.n_epochs = 3;
+  o.train.circle_every_epoch = true;
+  o.models = {"caps", "cnn", "linear", "nn1"};
+  const RunResult one = run_experiment(o);
+  o.threads = 3;
+  const RunResult three = run_experiment(o);
+  ASSERT_EQ(one.models.size(), three.models.size());
+  for (size_t k = 0; k < one.models.size(); ++k) {
+    const ModelResult &a = one.models[k], &b = three.models[k];
+    SCOPED_TRACE(a.name);
+    ASSERT_EQ(a.history.size(), b.history.size());
+    EXPECT_EQ(a.history.size(), a.name == "nn1" ? 0u : 3u);
+    for (size_t e = 0; e < a.history.size(); ++e) {
+      EXPECT_EQ(a.history[e].epoch, b.history[e].epoch);
+      EXPECT_EQ(a.history[e].loss, b.history[e].loss);
+      EXPECT_EQ(a.history[e].familiar, b.history[e].familiar);
+      EXPECT_EQ(a.history[e].heldout, b.history[e].heldout);
+    }
+    EXPECT_EQ(a.circle_history, b.circle_history);
+    EXPECT_EQ(a.circle_history.size(), a.history.size());
+    EXPECT_EQ(a.step_loss, b.step_loss);
+    EXPECT_EQ(a.familiar, b.familiar);
+    EXPECT_EQ(a.heldout, b.heldout);
+    EXPECT_EQ(a.heldout_per_class, b.heldout_per_class);
+    EXPECT_EQ(a.circle_acc, b.circle_acc);
+    if (!std::isnan(a.act_true)) {
+      EXPECT_EQ(a.act_true, b.act_true);
+    }
+  }
+}
+
 // The first training step (forward, loss, backward) of `model` from its seeded
 // initialisation on the first 32 training images: the loss and every gradient.
 struct FirstStep {
