@@ -10,12 +10,19 @@ namespace vg {
 
 using dnnl::memory;
 
-// Three inner-product primitives over the caller's plain buffers. oneDNN's weights are
-// {N, K} (out x in); declared "io" (in-major) they are exactly our K x N row-major
-// bytes, so weights are never reordered or copied. oneDNN 2.6 runs all three as its jit
-// sgemm. A matmul formulation (transposes as strided views) calls the same sgemm: equal
-// within 1% on the 4096-wide layers, 2-9% slower on the tiny 64/136 x 5 ones (paired
-// single-thread measurement; bench/bench_conv_dense.cpp keeps it as *_matmul).
+// oneDNN primitives over the caller's plain buffers: an inner product forward,
+// matmuls backward. oneDNN's weights are {N, K} (out x in); declared "io"
+// (in-major) they are exactly our K x N row-major bytes, so weights are never
+// reordered or copied. Why these formulations (bench/bench_conv_dense.cpp keeps
+// the alternatives as *_matmul; OMP_NUM_THREADS=1, in:4096 out:136 batch:32):
+// - backward data as a matmul on W's transposed view: 388 us against the inner
+//   product's 600 us on a Zen-4-class EPYC (oneDNN at AVX-512); equal within 4%
+//   with oneDNN at AVX2, where both give the same bits (the --reproducible
+//   fingerprint did not move).
+// - backward weights on an explicit K x B transpose of src: with oneDNN at AVX2
+//   the transposed view runs at half the speed (762 against 423 us); at AVX-512
+//   the view is 6% faster (380 against 405 us). A oneDNN reorder as the
+//   transpose is slower than the loop below (462 us).
 struct Dense::Impl {
   DnnlStep forward, backward_data, backward_weights;
   memory src, weights, bias, dst;                       // forward
@@ -42,8 +49,9 @@ struct Dense::Impl {
     }
     const dnnl::inner_product_forward::primitive_desc fwd_pd(
         {dnnl::prop_kind::forward_training, src_md, weights_md, bias_md, dst_md}, fwd_attr, eng);
-    const dnnl::inner_product_backward_data::primitive_desc bwd_data_pd(
-        {src_md, weights_md, dst_md}, user_scratchpad_attr(), eng, fwd_pd);
+    // diff_src = diff_dst W^T as a matmul on W's transposed view (strides 1, N).
+    const memory::desc w_t_md({N, K}, memory::data_type::f32, memory::dims{1, N});
+    const dnnl::matmul::primitive_desc bwd_data_pd({dst_md, w_t_md, src_md}, user_scratchpad_attr(), eng);
     // diff_W = src^T diff_dst as a matmul on an explicit K x B transpose: oneDNN's
     // sgemm runs about twice as fast on it as on the transposed view of src.
     const memory::desc src_t_md = md({K, B}, tag::ab), kn_md = md({K, N}, tag::ab);
@@ -56,7 +64,7 @@ struct Dense::Impl {
     bias = unbound(bias_md);
     dst = unbound(dst_md);
     bd_diff_dst = unbound(dst_md);
-    bd_weights = unbound(weights_md);
+    bd_weights = unbound(w_t_md);
     diff_src = unbound(src_md);
     bw_src_t = memory(src_t_md, eng, src_t.data());
     bw_diff_dst = unbound(dst_md);
@@ -70,18 +78,17 @@ struct Dense::Impl {
     forward = {dnnl::inner_product_forward(fwd_pd),
                {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_BIAS, bias},
                 {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
-    backward_data = {dnnl::inner_product_backward_data(bwd_data_pd),
-                     {{DNNL_ARG_DIFF_DST, bd_diff_dst}, {DNNL_ARG_WEIGHTS, bd_weights},
-                      {DNNL_ARG_DIFF_SRC, diff_src}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
+    backward_data = {dnnl::matmul(bwd_data_pd),
+                     {{DNNL_ARG_SRC, bd_diff_dst}, {DNNL_ARG_WEIGHTS, bd_weights},
+                      {DNNL_ARG_DST, diff_src}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
     backward_weights = {dnnl::matmul(bwd_weights_pd),
                         {{DNNL_ARG_SRC, bw_src_t}, {DNNL_ARG_WEIGHTS, bw_diff_dst},
                          {DNNL_ARG_DST, diff_weights}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
 
     // The plain layouts are a contract (the optimizer walks the weights as K x N): a
     // oneDNN that wanted another layout must fail loudly, not reorder silently.
-    if (fwd_pd.weights_desc() != weights_md || bwd_data_pd.weights_desc() != weights_md ||
-        fwd_pd.src_desc() != src_md || fwd_pd.dst_desc() != dst_md ||
-        bwd_data_pd.diff_src_desc() != src_md)
+    if (fwd_pd.weights_desc() != weights_md || bwd_data_pd.weights_desc() != w_t_md ||
+        fwd_pd.src_desc() != src_md || fwd_pd.dst_desc() != dst_md || bwd_data_pd.dst_desc() != src_md)
       throw std::runtime_error("Dense: oneDNN inner product did not accept plain layouts");
   }
 };
