@@ -1,6 +1,7 @@
-// Every elementwise variant side by side: the Adam update and the ReLU backward
-// are memory-bound, so the counter is bytes per second (Adam reads w, m, v, g
-// and writes w, m, v: 28 bytes per parameter; ReLU backward reads d, y and writes d).
+// Every elementwise variant side by side: the Adam update, the ReLU backward and
+// the transpose are memory-bound, so the counter is bytes per second (Adam reads
+// w, m, v, g and writes w, m, v: 28 bytes per parameter; ReLU backward reads d, y
+// and writes d; the transpose reads and writes each float once).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -46,6 +47,21 @@ void BM_relu_backward(benchmark::State& state, const ElementwiseKernels* k) {
                                                  benchmark::Counter::kIs1024);
 }
 
+// A dense layer's input (batch x features) transposed for its weight gradient.
+void BM_transpose(benchmark::State& state, const ElementwiseKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  const int rows = int(state.range(0)), cols = int(state.range(1));
+  auto src = randn(size_t(rows) * cols, 7);
+  std::vector<float> dst(src.size());
+  for (auto _ : state) {
+    k->transpose(dst.data(), src.data(), rows, cols);
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes/s"] = benchmark::Counter(2.0 * sizeof(float) * double(src.size()),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1024);
+}
+
 // One registration per variant in the kernel list. Sizes: the CNN's and the
 // capsule model's parameter counts; conv1's output at batch 32.
 const int registered = [] {
@@ -57,6 +73,8 @@ const int registered = [] {
         ->ArgName("params")->Arg(262949)->Arg(558258);
     benchmark::RegisterBenchmark(("BM_relu_backward/" + isa).c_str(), BM_relu_backward, &ek[v])
         ->ArgName("n")->Arg(32 * 16 * 16 * 16);
+    benchmark::RegisterBenchmark(("BM_transpose/" + isa).c_str(), BM_transpose, &ek[v])
+        ->ArgNames({"rows", "cols"})->Args({32, 4096});
   }
   return n;
 }();

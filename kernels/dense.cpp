@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/dnnl_common.h"
+#include "kernels/elementwise.h"
 
 namespace vg {
 
@@ -21,8 +22,9 @@ using dnnl::memory;
 //   fingerprint did not move).
 // - backward weights on an explicit K x B transpose of src: with oneDNN at AVX2
 //   the transposed view runs at half the speed (762 against 423 us); at AVX-512
-//   the view is 6% faster (380 against 405 us). A oneDNN reorder as the
-//   transpose is slower than the loop below (462 us).
+//   the view is 6% faster (380 against 405 us). The transpose is the
+//   elementwise kernel (8 x 8 register tiles); a oneDNN reorder was slower than
+//   even a scalar loop (462 us).
 struct Dense::Impl {
   DnnlStep forward, backward_data, backward_weights;
   memory src, weights, bias, dst;                       // forward
@@ -122,20 +124,10 @@ void Dense::backward_data(float* diff_src, const float* diff_dst, const float* w
   m.backward_data.run();
 }
 
-// dst (cols x rows) = src (rows x cols)^T, in 8 x 8 tiles to stay in cache.
-static void transpose(float* dst, const float* src, int rows, int cols) {
-  constexpr int T = 8;
-  for (int r0 = 0; r0 < rows; r0 += T)
-    for (int c0 = 0; c0 < cols; c0 += T)
-      for (int c = c0; c < std::min(c0 + T, cols); ++c)
-        for (int r = r0; r < std::min(r0 + T, rows); ++r)
-          dst[size_t(c) * rows + r] = src[size_t(r) * cols + c];
-}
-
 void Dense::backward_weights(float* diff_weights, float* diff_bias, const float* diff_dst,
                              const float* src, int batch) {
   Impl& m = impl(batch);
-  transpose(m.src_t.data(), src, batch, in_);
+  elementwise().transpose(m.src_t.data(), src, batch, in_);
   m.bw_diff_dst.set_data_handle(const_cast<float*>(diff_dst));
   m.diff_weights.set_data_handle(diff_weights);
   m.backward_weights.run();

@@ -2,6 +2,7 @@
 // operations in its order, 8 lanes at a time (no FMA: see elementwise.h).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/elementwise.h"
@@ -40,6 +41,43 @@ void relu_backward_f32__avx2(float* d, const float* y, size_t n) {
     _mm256_storeu_ps(d + k, _mm256_and_ps(keep, _mm256_loadu_ps(d + k)));
   }
   for (; k < n; ++k) d[k] = y[k] > 0.f ? d[k] : 0.f;
+}
+
+namespace {
+// The 8 x 8 tile at (r, c) through registers: unpack, shuffle, swap 128-bit halves.
+inline void transpose_tile(float* dst, const float* src, int rows, int cols, int r, int c) {
+  __m256 a[8], t[8];
+  for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(src + size_t(r + i) * cols + c);
+  for (int i = 0; i < 8; i += 2) {  // per 128-bit half: rows i, i+1 interleaved
+    t[i] = _mm256_unpacklo_ps(a[i], a[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(a[i], a[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {  // columns (j, j+4) of rows i..i+3
+    a[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    a[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    a[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    a[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {  // column j: low halves of rows 0-3 and 4-7; column j+4: high halves
+    _mm256_storeu_ps(dst + size_t(c + j) * rows + r, _mm256_permute2f128_ps(a[j], a[j + 4], 0x20));
+    _mm256_storeu_ps(dst + size_t(c + j + 4) * rows + r, _mm256_permute2f128_ps(a[j], a[j + 4], 0x31));
+  }
+}
+}  // namespace
+
+// Strips of 16 columns (a cache line of each source row, used whole before the
+// row is left: the rows of a 4096-wide layer are 16 KB apart, all in one L1
+// set) of 8 x 8 tiles; the strip's destination (16 x rows) stays in L1. The
+// edges (rows or cols not a multiple of 8) by the scalar loop.
+void transpose_f32__avx2(float* dst, const float* src, int rows, int cols) {
+  const int R = rows / 8 * 8, C = cols / 8 * 8;
+  for (int c = 0; c < C; c += 16) {
+    const int w = std::min(16, C - c);  // 16, or 8 at the last strip
+    for (int r = 0; r < R; r += 8)
+      for (int j = 0; j < w; j += 8) transpose_tile(dst, src, rows, cols, r, c + j);
+    transpose_rect(dst, src, rows, cols, R, rows, c, c + w);
+  }
+  transpose_rect(dst, src, rows, cols, 0, rows, C, cols);
 }
 
 }  // namespace vg

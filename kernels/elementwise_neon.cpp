@@ -41,4 +41,24 @@ void relu_backward_f32__neon(float* d, const float* y, size_t n) {
   for (; k < n; ++k) d[k] = y[k] > 0.f ? d[k] : 0.f;
 }
 
+// 4 x 4 tiles through registers (trn, then combine halves), a strip of 4
+// columns at a time; the edges by the scalar loop.
+void transpose_f32__neon(float* dst, const float* src, int rows, int cols) {
+  const int R = rows / 4 * 4, C = cols / 4 * 4;
+  for (int c = 0; c < C; c += 4) {
+    for (int r = 0; r < R; r += 4) {
+      const float* s = src + size_t(r) * cols + c;
+      const float32x4x2_t t01 = vtrnq_f32(vld1q_f32(s), vld1q_f32(s + cols));  // a0 b0 a2 b2 | a1 b1 a3 b3
+      const float32x4x2_t t23 = vtrnq_f32(vld1q_f32(s + 2 * size_t(cols)), vld1q_f32(s + 3 * size_t(cols)));
+      float* d = dst + size_t(c) * rows + r;
+      vst1q_f32(d, vcombine_f32(vget_low_f32(t01.val[0]), vget_low_f32(t23.val[0])));
+      vst1q_f32(d + rows, vcombine_f32(vget_low_f32(t01.val[1]), vget_low_f32(t23.val[1])));
+      vst1q_f32(d + 2 * size_t(rows), vcombine_f32(vget_high_f32(t01.val[0]), vget_high_f32(t23.val[0])));
+      vst1q_f32(d + 3 * size_t(rows), vcombine_f32(vget_high_f32(t01.val[1]), vget_high_f32(t23.val[1])));
+    }
+    transpose_rect(dst, src, rows, cols, R, rows, c, c + 4);
+  }
+  transpose_rect(dst, src, rows, cols, 0, rows, C, cols);
+}
+
 }  // namespace vg

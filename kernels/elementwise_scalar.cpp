@@ -1,5 +1,6 @@
 // Scalar reference of the elementwise kernels (built with -ffp-contract=off,
 // as the whole project is: the SIMD variants must match it bit for bit).
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/elementwise.h"
@@ -18,6 +19,12 @@ void adam_update_f32__scalar(float* w, float* m, float* v, const float* g, size_
 
 void relu_backward_f32__scalar(float* d, const float* y, size_t n) {
   for (size_t k = 0; k < n; ++k) d[k] = y[k] > 0.f ? d[k] : 0.f;
+}
+
+// In strips of 16 columns: each source row is read a cache line at a time and
+// the strip's destination (16 x rows floats, contiguous) stays in L1.
+void transpose_f32__scalar(float* dst, const float* src, int rows, int cols) {
+  for (int c0 = 0; c0 < cols; c0 += 16) transpose_rect(dst, src, rows, cols, 0, rows, c0, std::min(c0 + 16, cols));
 }
 
 }  // namespace vg

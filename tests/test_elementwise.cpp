@@ -1,4 +1,4 @@
-// Every elementwise variant (Adam update, ReLU backward) against the scalar
+// Every elementwise variant (Adam update, ReLU backward, transpose) against the scalar
 // reference, bit for bit: the variants do the same IEEE operations in the same
 // order, so any difference is a bug (an FMA, a reordering, a wrong tail).
 #include <gtest/gtest.h>
@@ -71,6 +71,40 @@ TEST_P(ElementwiseVariant, MatchesScalarBitForBitAtTileSizesAndMisalignedPointer
     k.relu_backward(dv.data() + 1, y.data() + 1, N);
     EXPECT_TRUE(same_bits(dr, dv)) << isa_name(k.isa) << " N=" << N;
   }
+}
+
+TEST(Elementwise, ReferenceTransposeMovesEveryElementToItsMirror) {
+  // src[r][c] = 1000 r + c, so each destination names where it came from.
+  for (auto [rows, cols] : {std::pair{1, 1}, {1, 7}, {5, 1}, {3, 17}, {32, 40}, {33, 35}}) {
+    std::vector<float> src(size_t(rows) * cols), dst(src.size(), -1.f);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) src[size_t(r) * cols + c] = float(1000 * r + c);
+    transpose_f32__scalar(dst.data(), src.data(), rows, cols);
+    for (int c = 0; c < cols; ++c)
+      for (int r = 0; r < rows; ++r)
+        ASSERT_EQ(dst[size_t(c) * rows + r], float(1000 * r + c)) << rows << "x" << cols << " at " << r << "," << c;
+  }
+}
+
+// Around the tiles (4 and 8) in both dimensions, the dense layers' shape
+// (32 x 4096), and misaligned pointers: the same bytes as the reference, NaN
+// and -0 included, and nothing written outside the destination.
+TEST_P(ElementwiseVariant, TransposeMatchesScalarAtTileEdges) {
+  int n = 0;
+  const ElementwiseKernels& k = elementwise_variants(&n)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  for (int rows : {1, 3, 4, 7, 8, 9, 16, 17, 32})
+    for (int cols : {1, 4, 5, 8, 9, 15, 16, 17, 31, 4096}) {
+      auto src = test::randn(size_t(rows) * cols + 1, uint64_t(rows * 10000 + cols));
+      src[1] = NAN;
+      src[src.size() - 1] = -0.f;
+      std::vector<float> ref(src.size() + 1, 7.f), got(src.size() + 1, 7.f);  // one guard float at each end
+      transpose_f32__scalar(ref.data() + 1, src.data() + 1, rows, cols);
+      k.transpose(got.data() + 1, src.data() + 1, rows, cols);
+      EXPECT_TRUE(same_bits(ref, got)) << isa_name(k.isa) << " " << rows << "x" << cols;
+      EXPECT_EQ(got.front(), 7.f);
+      EXPECT_EQ(got.back(), 7.f);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ElementwiseVariant, ::testing::Range(0, [] {
