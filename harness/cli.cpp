@@ -124,7 +124,9 @@ const FlagSpec kRunFlags[] = {
     {"n-epochs", &RunFlags::n_epochs, "Training epochs"},
     {"lr", &RunFlags::lr, "Adam learning rate"},
     {"batch-size", &RunFlags::batch_size, "Training batch size"},
-    {"threads", &RunFlags::threads, "Cores: the models train concurrently, one per core (results do not depend on it)"},
+    {"threads", &RunFlags::threads,
+     "Cores: the models train concurrently, one per core, and each epoch is evaluated on whichever core is free "
+     "(results do not depend on it)"},
     {"train-azimuths", &RunFlags::train_az, "Training azimuth range A:B in degrees (wraps mod 360)"},
     {"test-azimuths", &RunFlags::test_az, "Held-out azimuth range A:B in degrees"},
     {"n-train-views", &RunFlags::n_train_views, "Evenly spaced training azimuths"},

@@ -307,9 +307,10 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     st.loss = loss_sum / std::min<double>(N, double(res.step_loss.size() - size_t(epoch - 1) * steps_per_epoch) * cfg.batch_size);
     st.seconds = seconds_since(t0);
     if (pool) {
+      std::pair<EpochStats, std::vector<float>> item(st, model->params().values());  // copied outside the lock
       bool post = false;
       pool->update([&] {
-        handoff.pending.emplace_back(st, model->params().values());
+        handoff.pending.push_back(std::move(item));
         post = !handoff.draining;
         handoff.draining = true;
       });
@@ -400,7 +401,7 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
     });
   };
   // A model keeps at most two threads busy: its training and its evaluations.
-  const int workers = std::clamp(opt.threads, 1, 2 * int(order.size()));
+  const int workers = std::clamp(opt.threads, 1, std::max(1, 2 * int(order.size())));
   auto train = [&](size_t i, double target) {
     const std::string& m = order[i];
     const auto tm = std::chrono::steady_clock::now();

@@ -122,8 +122,9 @@ struct RunOptions {
   std::vector<std::string> models{"caps", "cnn"};
   bool reproducible = false;  // pinned ISAs (recorded; the CLI does the pinning)
   // Cores for the run: the models train concurrently, one per core, each on
-  // one thread (and the dataset's synthesis spreads over the caller's OpenMP
-  // threads); no result depends on it. 1: one model after the other.
+  // one thread, and each epoch's evaluation runs on whichever thread is free
+  // (EvalPool); the dataset's synthesis spreads over the caller's OpenMP
+  // threads. No result depends on it. 1: one model after the other.
   int threads = 1;
   // A model that fails (NaN, a bad option) is recorded in its ModelResult::error
   // and the others still run (sweeps); otherwise the failure is thrown (run).
