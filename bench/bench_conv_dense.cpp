@@ -130,9 +130,10 @@ BENCHMARK(BM_conv1_backward_weights_ref)->ArgNames({"batch"})->Arg(32)->Arg(180)
 
 // ---- dense ------------------------------------------------------------------------
 
-// The matmul formulation measured against Dense's inner products (the same jit sgemm
-// underneath): W^T and src^T are strided views of the caller's buffers, the bias
-// gradient a loop. Kept to re-measure the choice on other CPUs.
+// The all-views matmul formulation measured against Dense (whose weight gradient
+// reads an explicit transpose of src): here W^T and src^T are both strided views
+// of the caller's buffers, the bias gradient a loop. Kept to re-measure the
+// choice on other CPUs (kernels/dense.cpp says what it showed).
 class DenseMatmul {
  public:
   DenseMatmul(int in, int out, bool relu, int batch) : out_(out), batch_(batch) {

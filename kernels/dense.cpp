@@ -11,18 +11,21 @@ namespace vg {
 
 using dnnl::memory;
 
-// oneDNN primitives over the caller's plain buffers: an inner product forward,
-// matmuls backward. oneDNN's weights are {N, K} (out x in); declared "io"
-// (in-major) they are exactly our K x N row-major bytes, so weights are never
-// reordered or copied. Why these formulations (bench/bench_conv_dense.cpp keeps
-// the alternatives as *_matmul; OMP_NUM_THREADS=1, in:4096 out:136 batch:32):
+// oneDNN matmuls over the caller's plain buffers; our weights are K x N
+// row-major, never reordered or copied. Why these formulations (measured with
+// OMP_NUM_THREADS=1 viewgap_bench; bench/bench_conv_dense.cpp keeps the
+// alternatives as *_matmul; in:4096 out:136 batch:32 unless said):
+// - forward as a matmul rather than an inner product: on a Zen-4-class EPYC
+//   (oneDNN at AVX-512) it runs as brgemm, 1-10 % faster on the wide layers and
+//   ~45 % on the 5-wide logits, and a process no longer pays oneDNN's sgemm
+//   set-up (31 ms on the first call) or its buffers (6 MB of peak RSS). With
+//   oneDNN at AVX2 both are its sgemm: the same speed and the same bits (the
+//   --reproducible fingerprint did not move).
 // - backward data as a matmul on W's transposed view: 388 us against the inner
-//   product's 600 us on a Zen-4-class EPYC (oneDNN at AVX-512); equal within 4%
-//   with oneDNN at AVX2, where both give the same bits (the --reproducible
-//   fingerprint did not move).
+//   product's 600 us at AVX-512; equal within 4 % at AVX2, with the same bits.
 // - backward weights on an explicit K x B transpose of src: with oneDNN at AVX2
 //   the transposed view runs at half the speed (762 against 423 us); at AVX-512
-//   the view is 6% faster (380 against 405 us). The transpose is the
+//   the view is 6 % faster (380 against 405 us). The transpose is the
 //   elementwise kernel (8 x 8 register tiles); a oneDNN reorder was slower than
 //   even a scalar loop (462 us).
 struct Dense::Impl {
@@ -40,8 +43,7 @@ struct Dense::Impl {
     auto md = [](const memory::dims& d, tag t) {
       return memory::desc(d, memory::data_type::f32, t);
     };
-    const memory::desc src_md = md({B, K}, tag::nc), weights_md = md({N, K}, tag::io),
-                       bias_md = md({N}, tag::x), dst_md = md({B, N}, tag::nc);
+    const memory::desc src_md = md({B, K}, tag::ab), dst_md = md({B, N}, tag::ab);
 
     dnnl::primitive_attr fwd_attr = user_scratchpad_attr();
     if (relu) {
@@ -49,8 +51,9 @@ struct Dense::Impl {
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
       fwd_attr.set_post_ops(ops);
     }
-    const dnnl::inner_product_forward::primitive_desc fwd_pd(
-        {dnnl::prop_kind::forward_training, src_md, weights_md, bias_md, dst_md}, fwd_attr, eng);
+    // dst = src W + bias as a matmul (W is K x N row-major; the bias a 1 x N row).
+    const memory::desc kn_w_md = md({K, N}, tag::ab), bias_row_md = md({1, N}, tag::ab);
+    const dnnl::matmul::primitive_desc fwd_pd({src_md, kn_w_md, bias_row_md, dst_md}, fwd_attr, eng);
     // diff_src = diff_dst W^T as a matmul on W's transposed view (strides 1, N).
     const memory::desc w_t_md({N, K}, memory::data_type::f32, memory::dims{1, N});
     const dnnl::matmul::primitive_desc bwd_data_pd({dst_md, w_t_md, src_md}, user_scratchpad_attr(), eng);
@@ -62,8 +65,8 @@ struct Dense::Impl {
     src_t.resize(size_t(K) * B);
 
     src = unbound(src_md);
-    weights = unbound(weights_md);
-    bias = unbound(bias_md);
+    weights = unbound(kn_w_md);
+    bias = unbound(bias_row_md);
     dst = unbound(dst_md);
     bd_diff_dst = unbound(dst_md);
     bd_weights = unbound(w_t_md);
@@ -77,7 +80,7 @@ struct Dense::Impl {
                   bwd_weights_pd.scratchpad_desc().get_size(), size_t(1)});
     scratchpad = memory({{memory::dim(bytes)}, memory::data_type::u8, tag::a}, eng);
 
-    forward = {dnnl::inner_product_forward(fwd_pd),
+    forward = {dnnl::matmul(fwd_pd),
                {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_BIAS, bias},
                 {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
     backward_data = {dnnl::matmul(bwd_data_pd),
@@ -89,9 +92,9 @@ struct Dense::Impl {
 
     // The plain layouts are a contract (the optimizer walks the weights as K x N): a
     // oneDNN that wanted another layout must fail loudly, not reorder silently.
-    if (fwd_pd.weights_desc() != weights_md || bwd_data_pd.weights_desc() != w_t_md ||
+    if (fwd_pd.weights_desc() != kn_w_md || bwd_data_pd.weights_desc() != w_t_md ||
         fwd_pd.src_desc() != src_md || fwd_pd.dst_desc() != dst_md || bwd_data_pd.dst_desc() != src_md)
-      throw std::runtime_error("Dense: oneDNN inner product did not accept plain layouts");
+      throw std::runtime_error("Dense: oneDNN matmul did not accept plain layouts");
   }
 };
 
