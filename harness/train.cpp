@@ -185,18 +185,21 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     bool draining = false;  // a job is evaluating `pending`
     bool abandoned = false;  // training failed: evaluate nothing more
     std::exception_ptr error;
+  } handoff;
+  // What the evaluations recorded, in epoch order, on whichever thread ran them;
+  // res takes it once training is over.
+  struct Recorded {
     std::vector<EpochStats> history;
     std::vector<std::vector<double>> circle_history;
     double eval_s = 0;
-  } handoff;
-  auto record = [&](EpochStats st, EpochEval ev, double eval_s, std::vector<EpochStats>* history,
-                    std::vector<std::vector<double>>* circles, double* total_eval_s) {
+  } recorded;
+  auto record = [&](EpochStats st, EpochEval ev, double eval_s) {
     st.familiar = ev.familiar;
     st.heldout = ev.heldout;
     st.seconds += eval_s;
-    *total_eval_s += eval_s;
-    if (cfg.circle_every_epoch) circles->push_back(std::move(ev.circle));
-    history->push_back(st);
+    recorded.eval_s += eval_s;
+    if (cfg.circle_every_epoch) recorded.circle_history.push_back(std::move(ev.circle));
+    recorded.history.push_back(st);
     last = std::move(ev);
     if (on_epoch) on_epoch(name, st);
   };
@@ -224,8 +227,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
         std::copy(item.second.begin(), item.second.end(), handoff.copy->params().values().begin());
         const auto t1 = std::chrono::steady_clock::now();
         EpochEval ev = evaluate_epoch(*handoff.copy, data, cfg.circle_every_epoch);
-        record(item.first, std::move(ev), seconds_since(t1), &handoff.history, &handoff.circle_history,
-               &handoff.eval_s);
+        record(item.first, std::move(ev), seconds_since(t1));
       } catch (...) {
         const std::exception_ptr e = std::current_exception();
         pool->update([&] { handoff.error = e; });
@@ -318,7 +320,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
     } else {
       const auto t1 = std::chrono::steady_clock::now();
       EpochEval ev = evaluate_epoch(*model, data, cfg.circle_every_epoch);
-      record(st, std::move(ev), seconds_since(t1), &res.history, &res.circle_history, &res.eval_s);
+      record(st, std::move(ev), seconds_since(t1));
     }
     if (res.stopped_early) break;
     if (cfg.stop && cfg.stop_every == 0 && epoch < cfg.n_epochs &&
@@ -331,11 +333,11 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   if (pool) {
     pool->help_until(drained);
     if (handoff.error) std::rethrow_exception(handoff.error);
-    res.history = std::move(handoff.history);
-    res.circle_history = std::move(handoff.circle_history);
-    res.eval_s += handoff.eval_s;
     handoff.copy.reset();
   }
+  res.history = std::move(recorded.history);
+  res.circle_history = std::move(recorded.circle_history);
+  res.eval_s += recorded.eval_s;
 
   const auto t2 = std::chrono::steady_clock::now();
   if (!fitted) {

@@ -57,8 +57,7 @@ struct Dense::Impl {
     // diff_src = diff_dst W^T as a matmul on W's transposed view (strides 1, N).
     const memory::desc w_t_md({N, K}, memory::data_type::f32, memory::dims{1, N});
     const dnnl::matmul::primitive_desc bwd_data_pd({dst_md, w_t_md, src_md}, user_scratchpad_attr(), eng);
-    // diff_W = src^T diff_dst as a matmul on an explicit K x B transpose: oneDNN's
-    // sgemm runs about twice as fast on it as on the transposed view of src.
+    // diff_W = src^T diff_dst as a matmul on an explicit K x B transpose of src (above: why).
     const memory::desc src_t_md = md({K, B}, tag::ab), kn_md = md({K, N}, tag::ab);
     const dnnl::matmul::primitive_desc bwd_weights_pd({src_t_md, dst_md, kn_md},
                                                       user_scratchpad_attr(), eng);
