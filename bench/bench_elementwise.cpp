@@ -1,7 +1,8 @@
 // Every elementwise variant side by side: the Adam update, the ReLU backward and
 // the transpose are memory-bound, so the counter is bytes per second (Adam reads
 // w, m, v, g and writes w, m, v: 28 bytes per parameter; ReLU backward reads d, y
-// and writes d; the transpose reads and writes each float once).
+// and writes d; the transpose reads and writes each float once). The noise is
+// compute-bound: values per second.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -62,6 +63,20 @@ void BM_transpose(benchmark::State& state, const ElementwiseKernels* k) {
                                                  benchmark::Counter::kIs1024);
 }
 
+// Gaussian noise from a Philox stream: a 32 x 32 image's worth per call, as data
+// synthesis draws it (the counter is values per second).
+void BM_normal(benchmark::State& state, const ElementwiseKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  const size_t n = size_t(state.range(0));
+  std::vector<float> out(n);
+  uint64_t image = 0;
+  for (auto _ : state) {
+    k->normal(out.data(), n, 0.04f, 12345, ++image, 0);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * int64_t(n));
+}
+
 // One registration per variant in the kernel list. Sizes: the CNN's and the
 // capsule model's parameter counts; conv1's output at batch 32.
 const int registered = [] {
@@ -75,6 +90,7 @@ const int registered = [] {
         ->ArgName("n")->Arg(32 * 16 * 16 * 16);
     benchmark::RegisterBenchmark(("BM_transpose/" + isa).c_str(), BM_transpose, &ek[v])
         ->ArgNames({"rows", "cols"})->Args({32, 4096});
+    benchmark::RegisterBenchmark(("BM_normal/" + isa).c_str(), BM_normal, &ek[v])->ArgName("n")->Arg(1024);
   }
   return n;
 }();

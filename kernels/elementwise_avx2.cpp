@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "kernels/elementwise.h"
+#include "kernels/rng.h"
 
 namespace vg {
 
@@ -78,6 +80,112 @@ void transpose_f32__avx2(float* dst, const float* src, int rows, int cols) {
     transpose_rect(dst, src, rows, cols, R, rows, c, c + w);
   }
   transpose_rect(dst, src, rows, cols, 0, rows, C, cols);
+}
+
+namespace {
+// The high and low words of each 32-bit lane times m (m broadcast), from the
+// 64-bit products of the even lanes and of the odd ones.
+inline void mul_hi_lo(__m256i a, __m256i m, __m256i* hi, __m256i* lo) {
+  const __m256i even = _mm256_mul_epu32(a, m), odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+  *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+}
+
+inline __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+inline __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+inline __m256 horner(__m256 x2, std::initializer_list<float> c) {  // c[0] x2^n + ... + c[n]
+  const float* k = c.begin();
+  __m256 p = _mm256_set1_ps(*k++);
+  for (; k != c.end(); ++k) p = add(mul(p, x2), _mm256_set1_ps(*k));
+  return p;
+}
+
+// normal_pair (elementwise.h) on 8 lanes, in its order of operations.
+inline void normal_pairs(__m256i w1, __m256i w2, __m256 vstd, __m256* c_out, __m256* s_out) {
+  using K = NormalPairConsts;
+  const __m256 one = _mm256_set1_ps(1.f);
+  const __m256i one_i = _mm256_set1_epi32(1), two_i = _mm256_set1_epi32(2);
+  const __m256 u1 = mul(add(_mm256_cvtepi32_ps(_mm256_srli_epi32(w1, 9)), _mm256_set1_ps(0.5f)),
+                        _mm256_set1_ps(0x1.0p-23f));
+  const __m256i bits = _mm256_castps_si256(u1);
+  __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(127));
+  __m256 f = _mm256_castsi256_ps(
+      _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFF)), _mm256_set1_epi32(0x3F800000)));
+  const __m256 big = _mm256_cmp_ps(f, _mm256_set1_ps(K::kSqrt2), _CMP_GT_OQ);
+  f = _mm256_blendv_ps(f, mul(f, _mm256_set1_ps(0.5f)), big);
+  e = _mm256_sub_epi32(e, _mm256_castps_si256(big));  // the mask is -1: e + 1
+  const __m256 t = _mm256_div_ps(_mm256_sub_ps(f, one), add(f, one)), t2 = mul(t, t);
+  const __m256 p = horner(t2, {K::kA9, K::kA7, K::kA5, K::kA3, 1.f});
+  const __m256 ln_u1 = add(mul(_mm256_cvtepi32_ps(e), _mm256_set1_ps(K::kLn2)), mul(add(t, t), p));
+  const __m256 r = mul(vstd, _mm256_sqrt_ps(mul(_mm256_set1_ps(-2.f), ln_u1)));
+
+  const __m256i j = _mm256_srli_epi32(w2, 8);
+  const __m256i q = _mm256_srli_epi32(_mm256_add_epi32(j, _mm256_set1_epi32(1 << 21)), 22);
+  const __m256 x = mul(_mm256_cvtepi32_ps(_mm256_sub_epi32(j, _mm256_slli_epi32(q, 22))), _mm256_set1_ps(0x1.0p-24f));
+  const __m256 x2 = mul(x, x);
+  const __m256 sn = mul(horner(x2, {K::kS9, K::kS7, K::kS5, K::kS3, K::kS1}), x);
+  const __m256 cs = add(mul(horner(x2, {K::kC10, K::kC8, K::kC6, K::kC4, K::kC2}), x2), one);
+  const __m256 odd = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(q, one_i), one_i));
+  const __m256 c_sign = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(_mm256_add_epi32(q, one_i), two_i), 30));
+  const __m256 s_sign = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(q, two_i), 30));
+  *c_out = mul(r, _mm256_xor_ps(_mm256_blendv_ps(cs, sn, odd), c_sign));
+  *s_out = mul(r, _mm256_xor_ps(_mm256_blendv_ps(sn, cs, odd), s_sign));
+}
+}  // namespace
+
+// Eight Philox blocks at a time, one per lane (the counter in x0, x1; the
+// stream in x2, x3), then their two Box-Muller pairs, stored block by block.
+void normal_f32__avx2(float* out, size_t n, float std, uint64_t key, uint64_t sub, uint64_t ctr0) {
+  const __m256i m0 = _mm256_set1_epi32(int(0xD2511F53u)), m1 = _mm256_set1_epi32(int(0xCD9E8D57u));
+  __m256i rk0[10], rk1[10];
+  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
+  for (int r = 0; r < 10; ++r, k0 += 0x9E3779B9u, k1 += 0xBB67AE85u) {
+    rk0[r] = _mm256_set1_epi32(int(k0));
+    rk1[r] = _mm256_set1_epi32(int(k1));
+  }
+  const __m256 vstd = _mm256_set1_ps(std);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (size_t k = 0; k < n; k += 32) {
+    const uint64_t first = ctr0 + k / 4;  // lane l: block first + l
+    __m256i x0, x1;
+    if (uint32_t(first) <= 0xFFFFFFFFu - 7) {  // no carry into the high word among the 8
+      x0 = _mm256_add_epi32(_mm256_set1_epi32(int(uint32_t(first))), lane);
+      x1 = _mm256_set1_epi32(int(uint32_t(first >> 32)));
+    } else {
+      alignas(32) uint32_t lo[8], hi[8];
+      for (int l = 0; l < 8; ++l) {
+        lo[l] = uint32_t(first + uint64_t(l));
+        hi[l] = uint32_t((first + uint64_t(l)) >> 32);
+      }
+      x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
+      x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
+    }
+    __m256i x2 = _mm256_set1_epi32(int(uint32_t(sub))), x3 = _mm256_set1_epi32(int(uint32_t(sub >> 32)));
+    for (int r = 0; r < 10; ++r) {
+      __m256i h0, l0, h2, l2;
+      mul_hi_lo(x0, m0, &h0, &l0);
+      mul_hi_lo(x2, m1, &h2, &l2);
+      x0 = _mm256_xor_si256(_mm256_xor_si256(h2, x1), rk0[r]);
+      x1 = l2;
+      x2 = _mm256_xor_si256(_mm256_xor_si256(h0, x3), rk1[r]);
+      x3 = l0;
+    }
+    __m256 a, b, c, d;  // per block: a, b from words 0, 1; c, d from words 2, 3
+    normal_pairs(x0, x1, vstd, &a, &b);
+    normal_pairs(x2, x3, vstd, &c, &d);
+    // Interleave: block l's values a_l b_l c_l d_l are out[4l .. 4l+3].
+    const __m256 t0 = _mm256_unpacklo_ps(a, b), t1 = _mm256_unpackhi_ps(a, b);
+    const __m256 t2 = _mm256_unpacklo_ps(c, d), t3 = _mm256_unpackhi_ps(c, d);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    alignas(32) float block[32];
+    float* dst = n - k >= 32 ? out + k : block;
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u1, 0x20));
+    _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(u2, u3, 0x20));
+    _mm256_storeu_ps(dst + 16, _mm256_permute2f128_ps(u0, u1, 0x31));
+    _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(u2, u3, 0x31));
+    if (dst == block) std::copy(block, block + (n - k), out + k);
+  }
 }
 
 }  // namespace vg

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/elementwise.h"
+#include "kernels/rng.h"
 
 namespace vg {
 
@@ -25,6 +26,17 @@ void relu_backward_f32__scalar(float* d, const float* y, size_t n) {
 // the strip's destination (16 x rows floats, contiguous) stays in L1.
 void transpose_f32__scalar(float* dst, const float* src, int rows, int cols) {
   for (int c0 = 0; c0 < cols; c0 += 16) transpose_rect(dst, src, rows, cols, 0, rows, c0, std::min(c0 + 16, cols));
+}
+
+void normal_f32__scalar(float* out, size_t n, float std, uint64_t key, uint64_t sub, uint64_t ctr0) {
+  for (size_t k = 0; k < n; k += 4) {
+    uint32_t w[4];
+    Philox4x32::block(w, key, sub, ctr0 + k / 4);
+    float o[4];
+    normal_pair(w[0], w[1], std, &o[0], &o[1]);
+    normal_pair(w[2], w[3], std, &o[2], &o[3]);
+    std::copy(o, o + std::min<size_t>(4, n - k), out + k);
+  }
 }
 
 }  // namespace vg

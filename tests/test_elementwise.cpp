@@ -1,4 +1,4 @@
-// Every elementwise variant (Adam update, ReLU backward, transpose) against the scalar
+// Every elementwise variant (Adam update, ReLU backward, transpose, normal noise) against the scalar
 // reference, bit for bit: the variants do the same IEEE operations in the same
 // order, so any difference is a bug (an FMA, a reordering, a wrong tail).
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/elementwise.h"
+#include "kernels/rng.h"
 #include "tests/test_util.h"
 
 namespace vg {
@@ -105,6 +106,66 @@ TEST_P(ElementwiseVariant, TransposeMatchesScalarAtTileEdges) {
       EXPECT_EQ(got.front(), 7.f);
       EXPECT_EQ(got.back(), 7.f);
     }
+}
+
+// normal_pair against Box-Muller in double with libm, on the same two uniforms:
+// words spread over the range, and the edges (u1 at its smallest and largest,
+// the angle at every quarter turn and an ulp on either side, where the
+// reduction changes quadrant).
+TEST(Elementwise, ReferenceNormalPairIsBoxMuller) {
+  std::vector<uint32_t> words{0u, 1u << 9, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFFu};
+  for (uint32_t q = 0; q <= 4; ++q)
+    for (int d : {-1, 0, 1}) words.push_back(uint32_t((int64_t(q) << 30) + (int64_t(d) << 8)));
+  Stream s(5, Purpose::Test);
+  for (int i = 0; i < 20000; ++i) words.push_back(s.next_u32());
+  double worst_r = 0, worst_trig = 0;
+  for (size_t a = 0; a < words.size(); ++a) {
+    const uint32_t w1 = words[a], w2 = words[(a * 7 + 3) % words.size()];
+    const double u1 = (double(w1 >> 9) + 0.5) / (1 << 23), u2 = double(w2 >> 8) / (1 << 24);
+    const double r = std::sqrt(-2 * std::log(u1)), t = 2 * M_PI * u2;
+    float c = 0, sn = 0, c1 = 0, s1 = 0;
+    normal_pair(w1, w2, 1.f, &c1, &s1);
+    normal_pair(w1, w2, 3.f, &c, &sn);
+    // The radius to a few float ulps, and the unit vector to 2e-7.
+    const double got_r = std::hypot(double(c1), double(s1));
+    worst_r = std::max(worst_r, std::fabs(got_r - r) / r);
+    worst_trig = std::max({worst_trig, std::fabs(c1 / got_r - std::cos(t)), std::fabs(s1 / got_r - std::sin(t))});
+    EXPECT_NEAR(c, 3 * c1, 4e-7 * std::fabs(3 * c1) + 1e-30);  // std only scales
+    EXPECT_NEAR(sn, 3 * s1, 4e-7 * std::fabs(3 * s1) + 1e-30);
+  }
+  EXPECT_LT(worst_r, 5e-7);
+  EXPECT_LT(worst_trig, 2e-7);
+}
+
+// Lengths around every variant's 4 / 8 blocks of 4 values (odd ones end in half
+// a pair), counters that carry into their high word, misaligned output: the
+// same bytes as the reference and nothing written past the end.
+TEST_P(ElementwiseVariant, NormalMatchesScalarBitForBit) {
+  int n = 0;
+  const ElementwiseKernels& k = elementwise_variants(&n)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  for (size_t N : {0, 1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 63, 64, 65, 1024, 18432})
+    for (uint64_t ctr0 : {uint64_t(0), uint64_t(0xFFFFFFFDu), uint64_t(7) << 40}) {
+      const uint64_t key = mix64(N), sub = mix64(ctr0 + 1);
+      std::vector<float> ref(N + 2, 7.f), got(N + 2, 7.f);  // one guard float at each end
+      normal_f32__scalar(ref.data() + 1, N, 0.5f, key, sub, ctr0);
+      k.normal(got.data() + 1, N, 0.5f, key, sub, ctr0);
+      EXPECT_TRUE(same_bits(ref, got)) << isa_name(k.isa) << " n " << N << " ctr0 " << ctr0;
+      EXPECT_EQ(got.front(), 7.f);
+      EXPECT_EQ(got.back(), 7.f);
+    }
+  // The reference is normal_pair on the stream's words, in order.
+  std::vector<float> ref(6);
+  normal_f32__scalar(ref.data(), 6, 1.f, 11, 12, 13);
+  uint32_t w[8];
+  Philox4x32::block(w, 11, 12, 13);
+  Philox4x32::block(w + 4, 11, 12, 14);
+  float c = 0, s = 0;
+  for (int p = 0; p < 3; ++p) {
+    normal_pair(w[2 * p], w[2 * p + 1], 1.f, &c, &s);
+    EXPECT_EQ(ref[size_t(2 * p)], c);
+    EXPECT_EQ(ref[size_t(2 * p + 1)], s);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ElementwiseVariant, ::testing::Range(0, [] {
