@@ -27,6 +27,25 @@ TEST(Models, ParameterCountsMatchTheSpec) {
   EXPECT_EQ(Cnn(wide, 4).params().count(), 558293u);
 }
 
+// NaN and both infinities at every position of a block the loop may vectorise
+// over, and next to them the largest, smallest and subnormal finite values.
+TEST(Models, AllFiniteFindsEveryNonFiniteValue) {
+  for (size_t n : {1, 7, 16, 33}) {
+    std::vector<float> x(n, 1.f);
+    x[0] = FLT_MAX;
+    x[n / 2] = -FLT_MIN;
+    x[n - 1] = FLT_TRUE_MIN;
+    EXPECT_TRUE(all_finite(x.data(), n));
+    for (size_t k = 0; k < n; ++k)
+      for (float bad : {NAN, -NAN, INFINITY, -INFINITY}) {
+        std::vector<float> y = x;
+        y[k] = bad;
+        EXPECT_FALSE(all_finite(y.data(), n)) << "n " << n << " at " << k << ": " << bad;
+      }
+  }
+  EXPECT_TRUE(all_finite(nullptr, 0));
+}
+
 TEST(Loss, SoftmaxCrossEntropyValueAndGradient) {
   // Hand value: logits (0, ln 3) with label 1: p = (1/4, 3/4), loss = -ln(3/4).
   const float l[2] = {0.f, float(std::log(3.0))};
