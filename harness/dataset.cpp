@@ -266,6 +266,10 @@ Split noisy_split(const DataConfig& cfg, SplitId id, const std::vector<double>& 
   s.labels.resize(size_t(n));
   s.azimuth.resize(size_t(n));
   s.elevation.resize(size_t(n));
+  // Each combination's clean render, looked up here: nothing may throw inside the parallel loop.
+  std::vector<const float*> clean(size_t(kNumClasses) * n_az * n_el);
+  for (size_t k = 0; k < clean.size(); ++k)
+    clean[k] = views.find(int(k) / (n_az * n_el), azimuths[k / size_t(n_el) % size_t(n_az)], elev[k % size_t(n_el)]);
   // Sample i belongs to combo i / per_combo; its own noise stream keeps the bytes
   // independent of thread count and scheduling.
 #pragma omp parallel for schedule(static)
@@ -275,7 +279,7 @@ Split noisy_split(const DataConfig& cfg, SplitId id, const std::vector<double>& 
     s.labels[size_t(i)] = cls;
     s.azimuth[size_t(i)] = float(azimuths[size_t(a)]);
     s.elevation[size_t(i)] = float(elev[size_t(e)]);
-    const float* src = views.find(cls, azimuths[size_t(a)], elev[size_t(e)]);
+    const float* src = clean[size_t(k)];
     float* dst = s.images.data() + size_t(i) * kImagePixels;
     Stream(cfg.seed, Purpose::Noise, uint32_t(id), uint64_t(i)).fill_normal(dst, kImagePixels, float(cfg.noise_std));
     for (int p = 0; p < kImagePixels; ++p) dst[p] = std::clamp(src[p] + dst[p], 0.f, 1.f);
