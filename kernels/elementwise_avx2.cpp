@@ -136,13 +136,10 @@ inline void normal_pairs(__m256i w1, __m256i w2, __m256 vstd, __m256* c_out, __m
 // Eight Philox blocks at a time, one per lane (the counter in x0, x1; the
 // stream in x2, x3), then their two Box-Muller pairs, stored block by block.
 void normal_f32__avx2(float* out, size_t n, float std, uint64_t key, uint64_t sub, uint64_t ctr0) {
-  const __m256i m0 = _mm256_set1_epi32(int(0xD2511F53u)), m1 = _mm256_set1_epi32(int(0xCD9E8D57u));
-  __m256i rk0[10], rk1[10];
-  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
-  for (int r = 0; r < 10; ++r, k0 += 0x9E3779B9u, k1 += 0xBB67AE85u) {
-    rk0[r] = _mm256_set1_epi32(int(k0));
-    rk1[r] = _mm256_set1_epi32(int(k1));
-  }
+  using P = Philox4x32;
+  const __m256i m0 = _mm256_set1_epi32(int(P::kM0)), m1 = _mm256_set1_epi32(int(P::kM1));
+  uint32_t k0[P::kRounds], k1[P::kRounds];
+  P::round_keys(key, k0, k1);
   const __m256 vstd = _mm256_set1_ps(std);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (size_t k = 0; k < n; k += 32) {
@@ -161,13 +158,13 @@ void normal_f32__avx2(float* out, size_t n, float std, uint64_t key, uint64_t su
       x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
     }
     __m256i x2 = _mm256_set1_epi32(int(uint32_t(sub))), x3 = _mm256_set1_epi32(int(uint32_t(sub >> 32)));
-    for (int r = 0; r < 10; ++r) {
+    for (int r = 0; r < P::kRounds; ++r) {  // Philox4x32::round, lane by lane
       __m256i h0, l0, h2, l2;
       mul_hi_lo(x0, m0, &h0, &l0);
       mul_hi_lo(x2, m1, &h2, &l2);
-      x0 = _mm256_xor_si256(_mm256_xor_si256(h2, x1), rk0[r]);
+      x0 = _mm256_xor_si256(_mm256_xor_si256(h2, x1), _mm256_set1_epi32(int(k0[r])));
       x1 = l2;
-      x2 = _mm256_xor_si256(_mm256_xor_si256(h0, x3), rk1[r]);
+      x2 = _mm256_xor_si256(_mm256_xor_si256(h0, x3), _mm256_set1_epi32(int(k1[r])));
       x3 = l0;
     }
     __m256 a, b, c, d;  // per block: a, b from words 0, 1; c, d from words 2, 3

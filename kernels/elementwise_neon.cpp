@@ -120,13 +120,10 @@ inline void normal_pairs(uint32x4_t w1, uint32x4_t w2, float32x4_t vstd, float32
 // Four Philox blocks at a time, one per lane, then their two Box-Muller pairs;
 // vst4q interleaves them block by block.
 void normal_f32__neon(float* out, size_t n, float std, uint64_t key, uint64_t sub, uint64_t ctr0) {
-  const uint32x4_t m0 = vdupq_n_u32(0xD2511F53u), m1 = vdupq_n_u32(0xCD9E8D57u);
-  uint32x4_t rk0[10], rk1[10];
-  uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);
-  for (int r = 0; r < 10; ++r, k0 += 0x9E3779B9u, k1 += 0xBB67AE85u) {
-    rk0[r] = vdupq_n_u32(k0);
-    rk1[r] = vdupq_n_u32(k1);
-  }
+  using P = Philox4x32;
+  const uint32x4_t m0 = vdupq_n_u32(P::kM0), m1 = vdupq_n_u32(P::kM1);
+  uint32_t k0[P::kRounds], k1[P::kRounds];
+  P::round_keys(key, k0, k1);
   const float32x4_t vstd = vdupq_n_f32(std);
   for (size_t k = 0; k < n; k += 16) {
     uint32_t lo[4], hi[4];
@@ -137,13 +134,13 @@ void normal_f32__neon(float* out, size_t n, float std, uint64_t key, uint64_t su
     }
     uint32x4_t x0 = vld1q_u32(lo), x1 = vld1q_u32(hi);
     uint32x4_t x2 = vdupq_n_u32(uint32_t(sub)), x3 = vdupq_n_u32(uint32_t(sub >> 32));
-    for (int r = 0; r < 10; ++r) {
+    for (int r = 0; r < P::kRounds; ++r) {  // Philox4x32::round, lane by lane
       uint32x4_t h0, l0, h2, l2;
       mul_hi_lo(x0, m0, &h0, &l0);
       mul_hi_lo(x2, m1, &h2, &l2);
-      x0 = veorq_u32(veorq_u32(h2, x1), rk0[r]);
+      x0 = veorq_u32(veorq_u32(h2, x1), vdupq_n_u32(k0[r]));
       x1 = l2;
-      x2 = veorq_u32(veorq_u32(h0, x3), rk1[r]);
+      x2 = veorq_u32(veorq_u32(h0, x3), vdupq_n_u32(k1[r]));
       x3 = l0;
     }
     float32x4x4_t v;

@@ -15,22 +15,29 @@ namespace vg {
 enum class Purpose : uint32_t { Noise = 1, Shuffle = 2, Init = 3, Test = 4 };
 
 struct Philox4x32 {
-  static void round(uint32_t ctr[4], const uint32_t key[2]) {
-    constexpr uint64_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
-    const uint64_t p0 = M0 * ctr[0], p1 = M1 * ctr[2];
-    const uint32_t c0 = uint32_t(p1 >> 32) ^ ctr[1] ^ key[0];
-    const uint32_t c2 = uint32_t(p0 >> 32) ^ ctr[3] ^ key[1];
+  static constexpr int kRounds = 10;
+  static constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // the round multipliers
+  // The key of each round: the 64-bit key, then Weyl steps of its two halves.
+  static void round_keys(uint64_t key64, uint32_t k0[kRounds], uint32_t k1[kRounds]) {
+    uint32_t a = uint32_t(key64), b = uint32_t(key64 >> 32);
+    for (int r = 0; r < kRounds; ++r, a += 0x9E3779B9u, b += 0xBB67AE85u) {
+      k0[r] = a;
+      k1[r] = b;
+    }
+  }
+  static void round(uint32_t ctr[4], uint32_t k0, uint32_t k1) {
+    const uint64_t p0 = uint64_t(kM0) * ctr[0], p1 = uint64_t(kM1) * ctr[2];
+    const uint32_t c0 = uint32_t(p1 >> 32) ^ ctr[1] ^ k0;
+    const uint32_t c2 = uint32_t(p0 >> 32) ^ ctr[3] ^ k1;
     ctr[0] = c0; ctr[1] = uint32_t(p1); ctr[2] = c2; ctr[3] = uint32_t(p0);
   }
   // 10 rounds of Philox on a 128-bit counter with a 64-bit key.
   static void block(uint32_t out[4], uint64_t key64, uint64_t c_hi, uint64_t c_lo) {
-    uint32_t key[2] = {uint32_t(key64), uint32_t(key64 >> 32)};
+    uint32_t k0[kRounds], k1[kRounds];
+    round_keys(key64, k0, k1);
     out[0] = uint32_t(c_lo); out[1] = uint32_t(c_lo >> 32);
     out[2] = uint32_t(c_hi); out[3] = uint32_t(c_hi >> 32);
-    for (int r = 0; r < 10; ++r) {
-      round(out, key);
-      key[0] += 0x9E3779B9u; key[1] += 0xBB67AE85u;
-    }
+    for (int r = 0; r < kRounds; ++r) round(out, k0[r], k1[r]);
   }
 };
 
