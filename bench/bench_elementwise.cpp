@@ -2,12 +2,10 @@
 // the transpose are memory-bound, so the counter is bytes per second (Adam reads
 // w, m, v, g and writes w, m, v: 28 bytes per parameter; ReLU backward reads d, y
 // and writes d; the transpose reads and writes each float once). The noise is
-// compute-bound: values per second. The weight gradient counts its 2 B K N FLOPs;
-// with Adam fused, so does BM_weight_grad_then_adam, the two calls it replaces.
+// compute-bound: values per second.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
-#include <utility>
 
 #include "kernels/elementwise.h"
 #include "kernels/rng.h"
@@ -79,33 +77,6 @@ void BM_normal(benchmark::State& state, const ElementwiseKernels* k) {
   state.SetItemsProcessed(state.iterations() * int64_t(n));
 }
 
-// A dense layer's weight gradient at batch B = 32 (K 4096 inputs; N 136: the
-// capsules' primary layer, 64: the CNN's hidden one): alone, fused with Adam,
-// and as the gradient followed by adam_update, which the fused form replaces.
-enum class WeightGrad { alone, fused, then_adam };
-void BM_weight_grad(benchmark::State& state, const ElementwiseKernels* k, WeightGrad form) {
-  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
-  const int B = int(state.range(0)), K = int(state.range(1)), N = int(state.range(2));
-  const size_t KN = size_t(K) * N;
-  auto src_t = randn(size_t(K) * B, 8), dd = randn(size_t(B) * N, 9), w = randn(KN, 10),
-       m = randn(KN, 11), v = randn(KN, 12);
-  for (float& x : dd) x *= 1e-3f;
-  for (float& x : v) x = x * x;
-  std::vector<float> g(KN), scratch(weight_grad_adam_scratch(N));
-  const AdamScalars a{0.9f, 0.999f, 2e-3f, 1.f, 1e-8f};
-  for (auto _ : state) {
-    if (form == WeightGrad::fused) {
-      k->weight_grad_adam(w.data(), m.data(), v.data(), scratch.data(), src_t.data(), dd.data(), B, K, N, a);
-    } else {
-      k->weight_grad(g.data(), src_t.data(), dd.data(), B, K, N);
-      if (form == WeightGrad::then_adam)
-        k->adam_update(w.data(), m.data(), v.data(), g.data(), KN, a.b1, a.b2, a.lr_c1, a.inv_sqrt_c2, a.eps);
-    }
-    benchmark::ClobberMemory();
-  }
-  state.counters["FLOPS"] = benchmark::Counter(2.0 * B * double(KN), benchmark::Counter::kIsIterationInvariantRate);
-}
-
 // One registration per variant in the kernel list. Sizes: the CNN's and the
 // capsule model's parameter counts; conv1's output at batch 32.
 const int registered = [] {
@@ -120,11 +91,6 @@ const int registered = [] {
     benchmark::RegisterBenchmark(("BM_transpose/" + isa).c_str(), BM_transpose, &ek[v])
         ->ArgNames({"rows", "cols"})->Args({32, 4096});
     benchmark::RegisterBenchmark(("BM_normal/" + isa).c_str(), BM_normal, &ek[v])->ArgName("n")->Arg(1024);
-    for (auto [name, form] : {std::pair{"BM_weight_grad/", WeightGrad::alone},
-                              std::pair{"BM_weight_grad_adam/", WeightGrad::fused},
-                              std::pair{"BM_weight_grad_then_adam/", WeightGrad::then_adam}})
-      benchmark::RegisterBenchmark((name + isa).c_str(), BM_weight_grad, &ek[v], form)
-          ->ArgNames({"batch", "in", "out"})->Args({32, 4096, 136})->Args({32, 4096, 64});
   }
   return n;
 }();

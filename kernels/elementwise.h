@@ -1,12 +1,10 @@
 // Elementwise loops of the training step: the Adam update over a model's flat
-// parameter memory, the ReLU backward mask, the transpose of a dense layer's
-// input and that layer's small-K weight gradient (alone or fused with Adam);
-// and the Gaussian noise of data synthesis and initialisation (Philox words
-// through Box-Muller). Every variant does the same IEEE operations in the same
-// order (mul, add, sqrt, div are correctly rounded; nothing is contracted into
-// an FMA but the weight gradient's, which every variant fuses alike), so all
-// give the same bits and the choice of ISA never changes a result. Tests check
-// that bit for bit.
+// parameter memory, the ReLU backward mask, and the transpose of a dense layer's
+// input for its weight gradient; and the Gaussian noise of data synthesis and
+// initialisation (Philox words through Box-Muller). Every variant does
+// the same IEEE operations in the same order (mul, add, sqrt, div are correctly
+// rounded and nothing is contracted into an FMA), so all give the same bits and
+// the choice of ISA never changes a result. Tests check that bit for bit.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -33,24 +31,6 @@ using TransposeFn = void (*)(float* dst, const float* src, int rows, int cols);
 // ctr0 (kernels/rng.h): block b's four words give out[4b .. 4b+3], two
 // Box-Muller pairs (normal_pair below); an odd n keeps the last pair's first value.
 using NormalFn = void (*)(float* out, size_t n, float std, uint64_t key, uint64_t sub, uint64_t ctr0);
-
-// Adam's scalars of one step (adam_update's arguments after n).
-struct AdamScalars {
-  float b1, b2, lr_c1, inv_sqrt_c2, eps;
-};
-// A dense layer's weight gradient with a small inner dimension (the batch):
-//   dW (K x N) = src_t (K x B, the layer's input transposed) diff_dst (B x N),
-// each element one FMA chain over b = 0 .. B-1 from 0 in every variant (the
-// scalar with std::fma), so all give the same bits.
-using WeightGradFn = void (*)(float* dW, const float* src_t, const float* dd, int B, int K, int N);
-// That gradient applied by Adam to w, m, v (K x N) instead of being written:
-// the bits of weight_grad then adam_update, without the gradient's round trip
-// through memory, and with Adam's divisions overlapping the next rows'
-// multiply-adds (elementwise_simd.h). scratch: weight_grad_adam_scratch(N) floats.
-using WeightGradAdamFn = void (*)(float* w, float* m, float* v, float* scratch, const float* src_t,
-                                  const float* dd, int B, int K, int N, const AdamScalars& a);
-inline constexpr int kWeightGradMaxRows = 8;  // rows of a variant's tile, at most
-inline size_t weight_grad_adam_scratch(int N) { return 2 * size_t(kWeightGradMaxRows) * size_t(N); }
 
 // The scalar transpose of rows [r0, r1) and columns [c0, c1): the reference, and
 // the SIMD variants' edges.
@@ -132,24 +112,15 @@ void adam_update_f32__scalar(float* w, float* m, float* v, const float* g, size_
                              float b2, float lr_c1, float inv_sqrt_c2, float eps);
 void relu_backward_f32__scalar(float* d, const float* y, size_t n);
 void transpose_f32__scalar(float* dst, const float* src, int rows, int cols);
-void weight_grad_f32__scalar(float* dW, const float* src_t, const float* dd, int B, int K, int N);
-void weight_grad_adam_f32__scalar(float* w, float* m, float* v, float* scratch, const float* src_t,
-                                  const float* dd, int B, int K, int N, const AdamScalars& a);
 #if defined(__x86_64__)
 void adam_update_f32__avx2(float* w, float* m, float* v, const float* g, size_t n, float b1,
                            float b2, float lr_c1, float inv_sqrt_c2, float eps);
 void relu_backward_f32__avx2(float* d, const float* y, size_t n);
 void transpose_f32__avx2(float* dst, const float* src, int rows, int cols);
 void normal_f32__avx2(float* out, size_t n, float std, uint64_t key, uint64_t sub, uint64_t ctr0);
-void weight_grad_f32__avx2(float* dW, const float* src_t, const float* dd, int B, int K, int N);
-void weight_grad_adam_f32__avx2(float* w, float* m, float* v, float* scratch, const float* src_t,
-                                const float* dd, int B, int K, int N, const AdamScalars& a);
 void adam_update_f32__avx512(float* w, float* m, float* v, const float* g, size_t n, float b1,
                              float b2, float lr_c1, float inv_sqrt_c2, float eps);
 void relu_backward_f32__avx512(float* d, const float* y, size_t n);
-void weight_grad_f32__avx512(float* dW, const float* src_t, const float* dd, int B, int K, int N);
-void weight_grad_adam_f32__avx512(float* w, float* m, float* v, float* scratch, const float* src_t,
-                                const float* dd, int B, int K, int N, const AdamScalars& a);
 #endif
 #if defined(__aarch64__)
 void adam_update_f32__neon(float* w, float* m, float* v, const float* g, size_t n, float b1,
@@ -157,9 +128,6 @@ void adam_update_f32__neon(float* w, float* m, float* v, const float* g, size_t 
 void relu_backward_f32__neon(float* d, const float* y, size_t n);
 void transpose_f32__neon(float* dst, const float* src, int rows, int cols);
 void normal_f32__neon(float* out, size_t n, float std, uint64_t key, uint64_t sub, uint64_t ctr0);
-void weight_grad_f32__neon(float* dW, const float* src_t, const float* dd, int B, int K, int N);
-void weight_grad_adam_f32__neon(float* w, float* m, float* v, float* scratch, const float* src_t,
-                                const float* dd, int B, int K, int N, const AdamScalars& a);
 #endif
 
 struct ElementwiseKernels {
@@ -168,8 +136,6 @@ struct ElementwiseKernels {
   ReluBackwardFn relu_backward;
   TransposeFn transpose;
   NormalFn normal;
-  WeightGradFn weight_grad;
-  WeightGradAdamFn weight_grad_adam;
 };
 
 // Every variant this build has; the variant for `isa` (nullptr if none); the

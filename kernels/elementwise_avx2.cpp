@@ -186,29 +186,3 @@ void normal_f32__avx2(float* out, size_t n, float std, uint64_t key, uint64_t su
 }
 
 }  // namespace vg
-
-// The weight gradient's tiles: 4 rows x 3 ymm (12 accumulators of 16 registers).
-namespace vg {
-namespace {
-using V = __m256;
-constexpr int kW = 8, kRows = 4, kVecs = 3;
-constexpr int kFusedRows = 4, kFusedVecs = 3;
-inline __m256i lanes(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
-inline V vzero() { return _mm256_setzero_ps(); }
-inline V vload(const float* p) { return _mm256_loadu_ps(p); }
-inline V vload_n(const float* p, int n) { return _mm256_maskload_ps(p, lanes(n)); }
-inline void vstore(float* p, V x) { _mm256_storeu_ps(p, x); }
-inline void vstore_n(float* p, V x, int n) { _mm256_maskstore_ps(p, lanes(n), x); }
-inline V vbcast(float x) { return _mm256_set1_ps(x); }
-inline V vfma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-inline V vadd(V a, V b) { return _mm256_add_ps(a, b); }
-inline V vsub(V a, V b) { return _mm256_sub_ps(a, b); }
-inline V vmul(V a, V b) { return _mm256_mul_ps(a, b); }
-inline V vdiv(V a, V b) { return _mm256_div_ps(a, b); }
-inline V vsqrt(V a) { return _mm256_sqrt_ps(a); }
-}  // namespace
-}  // namespace vg
-
-#include "kernels/elementwise_simd.h"
-
-VG_WEIGHT_GRAD_DEFINE(avx2)

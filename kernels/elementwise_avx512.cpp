@@ -47,29 +47,3 @@ void relu_backward_f32__avx512(float* d, const float* y, size_t n) {
 }
 
 }  // namespace vg
-
-// The weight gradient's tiles: 8 rows x 3 zmm (24 accumulators of 32 registers).
-namespace vg {
-namespace {
-using V = __m512;
-constexpr int kW = 16, kRows = 8, kVecs = 3;
-constexpr int kFusedRows = 4, kFusedVecs = 3;
-inline __mmask16 lanes(int n) { return __mmask16((1u << n) - 1); }
-inline V vzero() { return _mm512_setzero_ps(); }
-inline V vload(const float* p) { return _mm512_loadu_ps(p); }
-inline V vload_n(const float* p, int n) { return _mm512_maskz_loadu_ps(lanes(n), p); }
-inline void vstore(float* p, V x) { _mm512_storeu_ps(p, x); }
-inline void vstore_n(float* p, V x, int n) { _mm512_mask_storeu_ps(p, lanes(n), x); }
-inline V vbcast(float x) { return _mm512_set1_ps(x); }
-inline V vfma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-inline V vadd(V a, V b) { return _mm512_add_ps(a, b); }
-inline V vsub(V a, V b) { return _mm512_sub_ps(a, b); }
-inline V vmul(V a, V b) { return _mm512_mul_ps(a, b); }
-inline V vdiv(V a, V b) { return _mm512_div_ps(a, b); }
-inline V vsqrt(V a) { return _mm512_sqrt_ps(a); }
-}  // namespace
-}  // namespace vg
-
-#include "kernels/elementwise_simd.h"
-
-VG_WEIGHT_GRAD_DEFINE(avx512)

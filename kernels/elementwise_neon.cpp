@@ -157,36 +157,3 @@ void normal_f32__neon(float* out, size_t n, float std, uint64_t key, uint64_t su
 }
 
 }  // namespace vg
-
-// The weight gradient's tiles: 8 rows x 3 q registers (24 accumulators of 32).
-namespace vg {
-namespace {
-using V = float32x4_t;
-constexpr int kW = 4, kRows = 8, kVecs = 3;
-constexpr int kFusedRows = 4, kFusedVecs = 3;
-inline V vzero() { return vdupq_n_f32(0.f); }
-inline V vload(const float* p) { return vld1q_f32(p); }
-inline V vload_n(const float* p, int n) {
-  float t[4] = {0.f, 0.f, 0.f, 0.f};
-  std::copy_n(p, n, t);
-  return vld1q_f32(t);
-}
-inline void vstore(float* p, V x) { vst1q_f32(p, x); }
-inline void vstore_n(float* p, V x, int n) {
-  float t[4];
-  vst1q_f32(t, x);
-  std::copy_n(t, n, p);
-}
-inline V vbcast(float x) { return vdupq_n_f32(x); }
-inline V vfma(V a, V b, V c) { return vfmaq_f32(c, a, b); }
-inline V vadd(V a, V b) { return vaddq_f32(a, b); }
-inline V vsub(V a, V b) { return vsubq_f32(a, b); }
-inline V vmul(V a, V b) { return vmulq_f32(a, b); }
-inline V vdiv(V a, V b) { return vdivq_f32(a, b); }
-inline V vsqrt(V a) { return vsqrtq_f32(a); }
-}  // namespace
-}  // namespace vg
-
-#include "kernels/elementwise_simd.h"
-
-VG_WEIGHT_GRAD_DEFINE(neon)

@@ -39,27 +39,4 @@ void normal_f32__scalar(float* out, size_t n, float std, uint64_t key, uint64_t 
   }
 }
 
-// Row by row, b outermost: every element's FMA chain runs over b = 0 .. B-1.
-void weight_grad_f32__scalar(float* dW, const float* src_t, const float* dd, int B, int K, int N) {
-  for (int k = 0; k < K; ++k) {
-    float* row = dW + size_t(k) * N;
-    std::fill_n(row, N, 0.f);
-    for (int b = 0; b < B; ++b) {
-      const float s = src_t[size_t(k) * B + b];
-      const float* d = dd + size_t(b) * N;
-      for (int n = 0; n < N; ++n) row[n] = std::fma(s, d[n], row[n]);
-    }
-  }
-}
-
-// A row's gradient in scratch, then Adam on that row.
-void weight_grad_adam_f32__scalar(float* w, float* m, float* v, float* scratch, const float* src_t,
-                                  const float* dd, int B, int K, int N, const AdamScalars& a) {
-  for (int k = 0; k < K; ++k) {
-    const size_t o = size_t(k) * N;
-    weight_grad_f32__scalar(scratch, src_t + size_t(k) * B, dd, B, 1, N);
-    adam_update_f32__scalar(w + o, m + o, v + o, scratch, size_t(N), a.b1, a.b2, a.lr_c1, a.inv_sqrt_c2, a.eps);
-  }
-}
-
 }  // namespace vg
