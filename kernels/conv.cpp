@@ -27,71 +27,72 @@ void run(const std::vector<DnnlStep>& steps) {
 //   backward-weights: with src and diff_dst channel-last (no reorder of the nhwc
 //     diff_dst) jit:avx2 runs in ~160 us, against ~530 us for the gemm it picks from
 //     nchw; it wants diff_weights OIhw8i8o, reordered to oihw after.
+// The forward steps are built on a batch size's first forward; the
+// backward-weights steps on its first backward, so the evaluation batch sizes
+// never create them.
 struct Conv2d::Impl {
   std::vector<DnnlStep> forward, backward_weights;
   // Bound to the caller's pointers on every call (plain layouts, see conv.h).
   memory src, weights, bias, dst;                     // forward
   memory bwd_src, diff_dst, diff_weights, diff_bias;  // backward-weights
   memory scratchpad;  // one buffer shared by every primitive of this batch size
+  dnnl::convolution_forward::primitive_desc fwd_pd;   // the backward's hint
+  ConvShape shape;
+  int batch;
+  bool backward_built = false;
 
-  Impl(const ConvShape& s, bool relu, int batch) {
-    dnnl::engine& eng = dnnl_engine();
-    const memory::dims src_dims{batch, s.in_channels, s.height, s.width};
-    const memory::dims weights_dims{s.out_channels, s.in_channels, s.kernel, s.kernel};
-    const memory::dims bias_dims{s.out_channels};
-    const memory::dims dst_dims{batch, s.out_channels, s.out_height(), s.out_width()};
+  memory::dims src_dims() const { return {batch, shape.in_channels, shape.height, shape.width}; }
+  memory::dims weights_dims() const { return {shape.out_channels, shape.in_channels, shape.kernel, shape.kernel}; }
+  memory::dims dst_dims() const { return {batch, shape.out_channels, shape.out_height(), shape.out_width()}; }
+  static memory::desc md(const memory::dims& d, tag t) { return memory::desc(d, memory::data_type::f32, t); }
+
+  // Where a primitive wants another layout than the caller's, a reorder step and a
+  // private buffer; otherwise the caller's memory itself. Inputs are reordered before
+  // the primitive (into `before`), outputs after it (into `after`). Each reorder's
+  // scratchpad need is added to `bytes`.
+  static memory input(std::vector<DnnlStep>& before, const memory& user, const memory::desc& want, size_t& bytes) {
+    if (user.get_desc() == want) return user;
+    memory own(want, dnnl_engine());
+    reorder(before, user, own, bytes);
+    return own;
+  }
+  static memory output(std::vector<DnnlStep>& after, const memory& user, const memory::desc& want, size_t& bytes) {
+    if (user.get_desc() == want) return user;
+    memory own(want, dnnl_engine());
+    reorder(after, own, user, bytes);
+    return own;
+  }
+  static void reorder(std::vector<DnnlStep>& steps, const memory& from, const memory& to, size_t& bytes) {
+    const dnnl::reorder::primitive_desc pd(from, to, user_scratchpad_attr());
+    bytes = std::max(bytes, pd.scratchpad_desc().get_size());
+    steps.push_back({dnnl::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}});
+  }
+  // Every step of both passes uses one scratchpad of at least `bytes`.
+  void share_scratchpad(size_t bytes) {
+    if (!scratchpad || bytes > scratchpad.get_desc().get_size())
+      scratchpad = memory({{memory::dim(std::max<size_t>(bytes, 1))}, memory::data_type::u8, tag::a}, dnnl_engine());
+    for (auto* steps : {&forward, &backward_weights})
+      for (DnnlStep& step : *steps) step.args[DNNL_ARG_SCRATCHPAD] = scratchpad;
+  }
+
+  Impl(const ConvShape& s, bool relu, int batch) : shape(s), batch(batch) {
     const memory::dims strides{s.stride, s.stride}, padding{s.pad, s.pad};
-    auto md = [](const memory::dims& d, tag t) {
-      return memory::desc(d, memory::data_type::f32, t);
-    };
-
-    const memory::desc user_src = md(src_dims, tag::nchw);
-    const memory::desc user_weights = md(weights_dims, tag::oihw);
-    const memory::desc user_bias = md(bias_dims, tag::x);
-    const memory::desc user_dst = md(dst_dims, tag::nhwc);
-    // With one input channel nchw and nhwc are the same bytes; say so, so that the
-    // channel-last backward-weights reads the caller's src without a copy.
-    const memory::desc user_src_nhwc = s.in_channels == 1 ? md(src_dims, tag::nhwc) : user_src;
-
+    const memory::desc user_src = md(src_dims(), tag::nchw);
+    const memory::desc user_weights = md(weights_dims(), tag::oihw);
+    const memory::desc user_bias = md({s.out_channels}, tag::x);
+    const memory::desc user_dst = md(dst_dims(), tag::nhwc);
     dnnl::primitive_attr fwd_attr = user_scratchpad_attr();
     if (relu) {
       dnnl::post_ops ops;
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
       fwd_attr.set_post_ops(ops);
     }
-    const dnnl::convolution_forward::primitive_desc fwd_pd(
+    fwd_pd = dnnl::convolution_forward::primitive_desc(
         {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-         user_src, md(weights_dims, tag::any), user_bias, md(dst_dims, tag::any),
+         user_src, md(weights_dims(), tag::any), user_bias, md(dst_dims(), tag::any),
          strides, padding, padding},
-        fwd_attr, eng);
-    const dnnl::convolution_backward_weights::primitive_desc bwd_pd(
-        {dnnl::algorithm::convolution_direct, md(src_dims, tag::nhwc), md(weights_dims, tag::any),
-         user_bias, user_dst, strides, padding, padding},
-        user_scratchpad_attr(), eng, fwd_pd);
-
-    size_t scratchpad_bytes = std::max(fwd_pd.scratchpad_desc().get_size(),
-                                       bwd_pd.scratchpad_desc().get_size());
-
-    // Where the primitive wants another layout than the caller's, a reorder step and a
-    // private buffer; otherwise the caller's memory itself. Inputs are reordered before
-    // the primitive (into `before`), outputs after it (into `after`).
-    auto reorder = [&](std::vector<DnnlStep>& steps, const memory& from, const memory& to) {
-      const dnnl::reorder::primitive_desc pd(from, to, user_scratchpad_attr());
-      scratchpad_bytes = std::max(scratchpad_bytes, pd.scratchpad_desc().get_size());
-      steps.push_back({dnnl::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}});
-    };
-    auto input = [&](std::vector<DnnlStep>& before, const memory& user, const memory::desc& want) {
-      if (user.get_desc() == want) return user;
-      memory own(want, eng);
-      reorder(before, user, own);
-      return own;
-    };
-    auto output = [&](std::vector<DnnlStep>& after, const memory& user, const memory::desc& want) {
-      if (user.get_desc() == want) return user;
-      memory own(want, eng);
-      reorder(after, own, user);
-      return own;
-    };
+        fwd_attr, dnnl_engine());
+    size_t bytes = fwd_pd.scratchpad_desc().get_size();
 
     // forward: [weights reorder] -> conv (+ReLU) -> [dst reorder]
     src = unbound(user_src);
@@ -99,33 +100,48 @@ struct Conv2d::Impl {
     bias = unbound(user_bias);
     dst = unbound(user_dst);
     std::vector<DnnlStep> after;
-    const memory fwd_src = input(forward, src, fwd_pd.src_desc());
-    const memory fwd_weights = input(forward, weights, fwd_pd.weights_desc());
-    const memory fwd_dst = output(after, dst, fwd_pd.dst_desc());
+    const memory fwd_src = input(forward, src, fwd_pd.src_desc(), bytes);
+    const memory fwd_weights = input(forward, weights, fwd_pd.weights_desc(), bytes);
+    const memory fwd_dst = output(after, dst, fwd_pd.dst_desc(), bytes);
     forward.push_back({dnnl::convolution_forward(fwd_pd),
                        {{DNNL_ARG_SRC, fwd_src}, {DNNL_ARG_WEIGHTS, fwd_weights},
                         {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, fwd_dst}}});
     forward.insert(forward.end(), after.begin(), after.end());
+    share_scratchpad(bytes);
+  }
 
-    // backward-weights: [diff_dst reorder] -> conv backward-weights -> [diff_weights reorder]
+  // backward-weights: [diff_dst reorder] -> conv backward-weights -> [diff_weights reorder]
+  void build_backward() {
+    if (backward_built) return;
+    const ConvShape& s = shape;
+    const memory::dims strides{s.stride, s.stride}, padding{s.pad, s.pad};
+    const memory::desc user_src = md(src_dims(), tag::nchw);
+    // With one input channel nchw and nhwc are the same bytes; say so, so that the
+    // channel-last backward-weights reads the caller's src without a copy.
+    const memory::desc user_src_nhwc = s.in_channels == 1 ? md(src_dims(), tag::nhwc) : user_src;
+    const memory::desc user_weights = md(weights_dims(), tag::oihw);
+    const memory::desc user_bias = md({s.out_channels}, tag::x);
+    const memory::desc user_dst = md(dst_dims(), tag::nhwc);
+    const dnnl::convolution_backward_weights::primitive_desc bwd_pd(
+        {dnnl::algorithm::convolution_direct, md(src_dims(), tag::nhwc), md(weights_dims(), tag::any),
+         user_bias, user_dst, strides, padding, padding},
+        user_scratchpad_attr(), dnnl_engine(), fwd_pd);
+    size_t bytes = std::max(scratchpad.get_desc().get_size(), bwd_pd.scratchpad_desc().get_size());
     bwd_src = unbound(user_src_nhwc);
     diff_dst = unbound(user_dst);
     diff_weights = unbound(user_weights);
     diff_bias = unbound(user_bias);
-    after.clear();
-    const memory bw_src = input(backward_weights, bwd_src, bwd_pd.src_desc());
-    const memory bw_diff_dst = input(backward_weights, diff_dst, bwd_pd.diff_dst_desc());
-    const memory bw_diff_weights = output(after, diff_weights, bwd_pd.diff_weights_desc());
+    std::vector<DnnlStep> after;
+    const memory bw_src = input(backward_weights, bwd_src, bwd_pd.src_desc(), bytes);
+    const memory bw_diff_dst = input(backward_weights, diff_dst, bwd_pd.diff_dst_desc(), bytes);
+    const memory bw_diff_weights = output(after, diff_weights, bwd_pd.diff_weights_desc(), bytes);
     backward_weights.push_back({dnnl::convolution_backward_weights(bwd_pd),
                                 {{DNNL_ARG_SRC, bw_src}, {DNNL_ARG_DIFF_DST, bw_diff_dst},
                                  {DNNL_ARG_DIFF_WEIGHTS, bw_diff_weights},
                                  {DNNL_ARG_DIFF_BIAS, diff_bias}}});
     backward_weights.insert(backward_weights.end(), after.begin(), after.end());
-
-    const memory::dim bytes = memory::dim(std::max<size_t>(scratchpad_bytes, 1));
-    scratchpad = memory({{bytes}, memory::data_type::u8, tag::a}, eng);
-    for (auto* steps : {&forward, &backward_weights})
-      for (DnnlStep& step : *steps) step.args.insert({DNNL_ARG_SCRATCHPAD, scratchpad});
+    share_scratchpad(bytes);
+    backward_built = true;
   }
 };
 
@@ -151,6 +167,7 @@ void Conv2d::forward(float* dst, const float* src, const float* weights, const f
 void Conv2d::backward_weights(float* diff_weights, float* diff_bias, const float* diff_dst,
                               const float* src, int batch) {
   Impl& m = impl(batch);
+  m.build_backward();
   m.bwd_src.set_data_handle(const_cast<float*>(src));
   m.diff_dst.set_data_handle(const_cast<float*>(diff_dst));
   m.diff_weights.set_data_handle(diff_weights);

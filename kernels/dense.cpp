@@ -28,23 +28,28 @@ using dnnl::memory;
 //   the view is 6 % faster (380 against 405 us). The transpose is the
 //   elementwise kernel (8 x 8 register tiles); a oneDNN reorder was slower than
 //   even a scalar loop (462 us).
+// The forward half is built on a batch size's first forward; the backward half
+// (two primitives, the K x B transpose buffer) on its first backward, so the
+// evaluation batch sizes never create or allocate it.
 struct Dense::Impl {
-  DnnlStep forward, backward_data, backward_weights;
-  memory src, weights, bias, dst;                       // forward
-  memory bd_diff_dst, bd_weights, diff_src;             // backward-data
-  memory bw_src_t, bw_diff_dst, diff_weights;          // backward-weights (matmul)
-  std::vector<float> src_t;                             // K x B copy of src
-  memory scratchpad;
+  struct Backward {
+    DnnlStep data, weights;
+    memory diff_dst, weights_t, diff_src;   // backward-data
+    memory diff_dst_w, diff_weights;        // backward-weights (matmul on src_t)
+    std::vector<float> src_t;               // K x B copy of src
+  };
+  DnnlStep forward;
+  memory src, weights, bias, dst;
+  memory scratchpad;  // shared by every primitive of this batch size; grown for backward
+  std::unique_ptr<Backward> bwd;
+  memory::dim B, K, N;
 
-  Impl(int in, int out, bool relu, int batch) {
+  static memory::desc md(const memory::dims& d, memory::format_tag t) {
+    return memory::desc(d, memory::data_type::f32, t);
+  }
+
+  Impl(int in, int out, bool relu, int batch) : B(batch), K(in), N(out) {
     using tag = memory::format_tag;
-    const memory::dim B = batch, K = in, N = out;
-    dnnl::engine& eng = dnnl_engine();
-    auto md = [](const memory::dims& d, tag t) {
-      return memory::desc(d, memory::data_type::f32, t);
-    };
-    const memory::desc src_md = md({B, K}, tag::ab), dst_md = md({B, N}, tag::ab);
-
     dnnl::primitive_attr fwd_attr = user_scratchpad_attr();
     if (relu) {
       dnnl::post_ops ops;
@@ -52,48 +57,65 @@ struct Dense::Impl {
       fwd_attr.set_post_ops(ops);
     }
     // dst = src W + bias as a matmul (W is K x N row-major; the bias a 1 x N row).
+    const memory::desc src_md = md({B, K}, tag::ab), dst_md = md({B, N}, tag::ab);
     const memory::desc kn_w_md = md({K, N}, tag::ab), bias_row_md = md({1, N}, tag::ab);
-    const dnnl::matmul::primitive_desc fwd_pd({src_md, kn_w_md, bias_row_md, dst_md}, fwd_attr, eng);
-    // diff_src = diff_dst W^T as a matmul on W's transposed view (strides 1, N).
-    const memory::desc w_t_md({N, K}, memory::data_type::f32, memory::dims{1, N});
-    const dnnl::matmul::primitive_desc bwd_data_pd({dst_md, w_t_md, src_md}, user_scratchpad_attr(), eng);
-    // diff_W = src^T diff_dst as a matmul on an explicit K x B transpose of src (above: why).
-    const memory::desc src_t_md = md({K, B}, tag::ab), kn_md = md({K, N}, tag::ab);
-    const dnnl::matmul::primitive_desc bwd_weights_pd({src_t_md, dst_md, kn_md},
-                                                      user_scratchpad_attr(), eng);
-    src_t.resize(size_t(K) * B);
-
+    const dnnl::matmul::primitive_desc fwd_pd({src_md, kn_w_md, bias_row_md, dst_md}, fwd_attr,
+                                              dnnl_engine());
     src = unbound(src_md);
     weights = unbound(kn_w_md);
     bias = unbound(bias_row_md);
     dst = unbound(dst_md);
-    bd_diff_dst = unbound(dst_md);
-    bd_weights = unbound(w_t_md);
-    diff_src = unbound(src_md);
-    bw_src_t = memory(src_t_md, eng, src_t.data());
-    bw_diff_dst = unbound(dst_md);
-    diff_weights = unbound(kn_md);
-
-    const size_t bytes =
-        std::max({fwd_pd.scratchpad_desc().get_size(), bwd_data_pd.scratchpad_desc().get_size(),
-                  bwd_weights_pd.scratchpad_desc().get_size(), size_t(1)});
-    scratchpad = memory({{memory::dim(bytes)}, memory::data_type::u8, tag::a}, eng);
-
+    scratchpad = scratch(fwd_pd.scratchpad_desc().get_size());
     forward = {dnnl::matmul(fwd_pd),
                {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_BIAS, bias},
                 {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
-    backward_data = {dnnl::matmul(bwd_data_pd),
-                     {{DNNL_ARG_SRC, bd_diff_dst}, {DNNL_ARG_WEIGHTS, bd_weights},
-                      {DNNL_ARG_DST, diff_src}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
-    backward_weights = {dnnl::matmul(bwd_weights_pd),
-                        {{DNNL_ARG_SRC, bw_src_t}, {DNNL_ARG_WEIGHTS, bw_diff_dst},
-                         {DNNL_ARG_DST, diff_weights}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
-
     // The plain layouts are a contract (the optimizer walks the weights as K x N): a
     // oneDNN that wanted another layout must fail loudly, not reorder silently.
-    if (fwd_pd.weights_desc() != kn_w_md || bwd_data_pd.weights_desc() != w_t_md ||
-        fwd_pd.src_desc() != src_md || fwd_pd.dst_desc() != dst_md || bwd_data_pd.dst_desc() != src_md)
+    if (fwd_pd.weights_desc() != kn_w_md || fwd_pd.src_desc() != src_md || fwd_pd.dst_desc() != dst_md)
       throw std::runtime_error("Dense: oneDNN matmul did not accept plain layouts");
+  }
+
+  static memory scratch(size_t bytes) {
+    return memory({{memory::dim(std::max<size_t>(bytes, 1))}, memory::data_type::u8,
+                   memory::format_tag::a},
+                  dnnl_engine());
+  }
+
+  Backward& backward() {
+    if (bwd) return *bwd;
+    using tag = memory::format_tag;
+    const memory::desc src_md = md({B, K}, tag::ab), dst_md = md({B, N}, tag::ab);
+    // diff_src = diff_dst W^T as a matmul on W's transposed view (strides 1, N).
+    const memory::desc w_t_md({N, K}, memory::data_type::f32, memory::dims{1, N});
+    const dnnl::matmul::primitive_desc data_pd({dst_md, w_t_md, src_md}, user_scratchpad_attr(),
+                                               dnnl_engine());
+    // diff_W = src^T diff_dst as a matmul on an explicit K x B transpose of src (above: why).
+    const memory::desc src_t_md = md({K, B}, tag::ab), kn_md = md({K, N}, tag::ab);
+    const dnnl::matmul::primitive_desc weights_pd({src_t_md, dst_md, kn_md}, user_scratchpad_attr(),
+                                                  dnnl_engine());
+    if (data_pd.weights_desc() != w_t_md || data_pd.dst_desc() != src_md)
+      throw std::runtime_error("Dense: oneDNN matmul did not accept plain layouts");
+    auto b = std::make_unique<Backward>();
+    b->src_t.resize(size_t(K) * size_t(B));
+    b->diff_dst = unbound(dst_md);
+    b->weights_t = unbound(w_t_md);
+    b->diff_src = unbound(src_md);
+    b->diff_dst_w = unbound(dst_md);
+    b->diff_weights = unbound(kn_md);
+    const size_t need = std::max(data_pd.scratchpad_desc().get_size(), weights_pd.scratchpad_desc().get_size());
+    if (need > scratchpad.get_desc().get_size()) {
+      scratchpad = scratch(need);
+      forward.args[DNNL_ARG_SCRATCHPAD] = scratchpad;
+    }
+    b->data = {dnnl::matmul(data_pd),
+               {{DNNL_ARG_SRC, b->diff_dst}, {DNNL_ARG_WEIGHTS, b->weights_t},
+                {DNNL_ARG_DST, b->diff_src}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
+    b->weights = {dnnl::matmul(weights_pd),
+                  {{DNNL_ARG_SRC, memory(src_t_md, dnnl_engine(), b->src_t.data())},
+                   {DNNL_ARG_WEIGHTS, b->diff_dst_w},
+                   {DNNL_ARG_DST, b->diff_weights}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
+    bwd = std::move(b);
+    return *bwd;
   }
 };
 
@@ -119,20 +141,20 @@ void Dense::forward(float* dst, const float* src, const float* weights, const fl
 
 void Dense::backward_data(float* diff_src, const float* diff_dst, const float* weights,
                           int batch) {
-  Impl& m = impl(batch);
-  m.bd_diff_dst.set_data_handle(const_cast<float*>(diff_dst));
-  m.bd_weights.set_data_handle(const_cast<float*>(weights));
+  Impl::Backward& m = impl(batch).backward();
+  m.diff_dst.set_data_handle(const_cast<float*>(diff_dst));
+  m.weights_t.set_data_handle(const_cast<float*>(weights));
   m.diff_src.set_data_handle(diff_src);
-  m.backward_data.run();
+  m.data.run();
 }
 
 void Dense::backward_weights(float* diff_weights, float* diff_bias, const float* diff_dst,
                              const float* src, int batch) {
-  Impl& m = impl(batch);
+  Impl::Backward& m = impl(batch).backward();
   elementwise().transpose(m.src_t.data(), src, batch, in_);
-  m.bw_diff_dst.set_data_handle(const_cast<float*>(diff_dst));
+  m.diff_dst_w.set_data_handle(const_cast<float*>(diff_dst));
   m.diff_weights.set_data_handle(diff_weights);
-  m.backward_weights.run();
+  m.weights.run();
   // Column sums of diff_dst: B x N adds.
   std::fill_n(diff_bias, out_, 0.f);
   for (int b = 0; b < batch; ++b)

@@ -46,13 +46,6 @@ CapsNet::CapsNet(const CapsConfig& cfg, int max_batch)
   a_.resize(B * J);
   logits_.resize(B * J);
   em_.resize(max_batch, P, J, cfg.em);  // with --em-grad full, every iteration's state too
-  d_mu_.resize(mu_.size());
-  d_a_.resize(a_.size());
-  d_votes_.resize(votes_.size());
-  d_poses_.resize(poses_.size());
-  d_prim_.resize(prim_.size());
-  d_conv_.resize(conv_out_.size());
-  d_a_in_logit_.resize(a_in_logit_.size());
 }
 
 void CapsNet::init(uint64_t seed) {
@@ -161,6 +154,14 @@ std::string CapsNet::first_non_finite_layer(int B) const {
 
 void CapsNet::backward(const float* dscores, int B) {
   const int P = cfg_.n_primary, J = cfg_.n_classes;
+  const size_t b = size_t(B);
+  grow_to(d_mu_, b * J * kPoseDim);
+  grow_to(d_a_, b * J);
+  grow_to(d_votes_, b * P * J * kPoseDim);
+  grow_to(d_poses_, b * P * kPoseDim);
+  grow_to(d_prim_, b * P * (kPoseDim + 1));
+  grow_to(d_conv_, b * conv_shape_.out_size());
+  grow_to(d_a_in_logit_, b * P);
   // oneDNN layers overwrite their gradients; the routing ones accumulate.
   for (int k : {route_w, beta_a, beta_v}) std::fill_n(params_.grad(k), params_.tensor(k).size, 0.f);
   if (loss_.kind == LossKind::xent) {

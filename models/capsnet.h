@@ -63,7 +63,8 @@ class CapsNet final : public Model {
   const PoseMatmulKernels& pose_k_;
   const EmRoutingKernels& em_k_;
   const float* images_ = nullptr;  // input of the last forward (owned by the caller)
-  // Activations and their gradients, sized once for max_batch.
+  // Activations, sized once for max_batch; their gradients, for the largest
+  // batch backward has seen (grow_to).
   std::vector<float> conv_out_, prim_, poses_, a_in_logit_, votes_, mu_, a_, logits_;
   std::vector<float> d_mu_, d_a_, d_votes_, d_poses_, d_prim_, d_conv_, d_a_in_logit_;
 };

@@ -24,8 +24,6 @@ Cnn::Cnn(const CnnConfig& cfg, int max_batch)
   conv_out_.resize(size_t(max_batch) * C);
   hid_.resize(size_t(max_batch) * H);
   logits_.resize(size_t(max_batch) * K);
-  d_hid_.resize(hid_.size());
-  d_conv_.resize(conv_out_.size());
 }
 
 void Cnn::init(uint64_t seed) {
@@ -74,6 +72,8 @@ std::string Cnn::first_non_finite_layer(int B) const {
 }
 
 void Cnn::backward(const float* d_logits, int B) {
+  grow_to(d_hid_, size_t(B) * cfg_.hidden);
+  grow_to(d_conv_, size_t(B) * conv_shape_.out_size());
   {
     LayerScope t(prof_, "out", true);
     out_.backward_weights(params_.grad(out_w), params_.grad(out_b), d_logits, hid_.data(), B);

@@ -70,10 +70,6 @@ DrNet::DrNet(const DrConfig& cfg, int max_batch)
     h2_.resize(B * d2);
     rec_.resize(B * pixels());
     d_rec_.resize(rec_.size());
-    d_h2_.resize(h2_.size());
-    d_h1_.resize(h1_.size());
-    d_dec_in_.resize(dec_in_.size());
-    d_v_.resize(B * J * kDrOutDim);
     one_in_.resize(d0);
     one_h1_.resize(d1);
     one_h2_.resize(d2);
@@ -89,10 +85,6 @@ DrNet::DrNet(const DrConfig& cfg, int max_batch)
   len_.resize(B * J);
   mask_.resize(B);
   st_.resize(max_batch, I, J, cfg.iters);
-  d_uhat_.resize(uhat_.size());
-  d_u_.resize(u_.size());
-  d_prim_.resize(prim_.size());
-  d_conv_.resize(conv_out_.size());
 }
 
 void DrNet::init(uint64_t seed) {
@@ -184,6 +176,17 @@ bool DrNet::decode(const float* capsule16, int cls, float* out) {
 
 void DrNet::backward(const float* dscores, int B) {
   const int I = cfg_.n_primary, J = cfg_.n_classes;
+  const size_t b = size_t(B);
+  if (has_decoder()) {
+    grow_to(d_h2_, b * cfg_.decoder_hidden2);
+    grow_to(d_h1_, b * cfg_.decoder_hidden1);
+    grow_to(d_dec_in_, b * J * kDrOutDim);
+    grow_to(d_v_, b * J * kDrOutDim);
+  }
+  grow_to(d_uhat_, b * I * J * kDrOutDim);
+  grow_to(d_u_, b * I * kDrInDim);
+  grow_to(d_prim_, b * I * kDrInDim);
+  grow_to(d_conv_, b * conv_shape_.out_size());
   // oneDNN layers overwrite their gradients; the prediction kernel accumulates.
   std::fill_n(params_.grad(route_w), params_.tensor(route_w).size, 0.f);
   const float* dv = nullptr;

@@ -89,7 +89,8 @@ class DrNet final : public Model {
   const int* labels_ = nullptr;    // training labels during Trainer::step, else nullptr
   double recon_loss_ = 0;
   std::vector<int> mask_;
-  // Activations and gradients, sized once for max_batch.
+  // Activations (and d_rec_, which forward writes), sized once for max_batch;
+  // the other gradients, for the largest batch backward has seen (grow_to).
   std::vector<float> conv_out_, prim_, u_, uhat_, v_, len_, dec_in_, h1_, h2_, rec_;
   std::vector<float> d_rec_, d_h2_, d_h1_, d_dec_in_, d_v_, d_uhat_, d_u_, d_prim_, d_conv_;
   // decode()'s own buffers (one row), so it leaves the last forward's intact.

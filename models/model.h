@@ -59,6 +59,13 @@ class Adam {
   long t_ = 0;
 };
 
+// Grows v to at least n values (never shrinks). Models size their gradient
+// buffers with it on a backward call, not for max_batch: evaluation batches
+// never run backward, so only the training batch's size is allocated, once.
+inline void grow_to(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
 // ReLU backward in place: d = 0 where the ReLU output y is not positive.
 void relu_backward(float* d, const float* y, size_t n);
 
