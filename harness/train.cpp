@@ -42,22 +42,86 @@ double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct)
 }
 
 namespace {
+// The splits the circle (`profile` false) or the elevation profile is read from
+// that need evaluating: those that are the familiar or the held-out split
+// (smallNORB's test set) are not evaluated again.
+std::vector<const Split*> view_splits_to_evaluate(const Dataset& data, bool profile) {
+  std::vector<const Split*> out;
+  for (const Split* s : data.view_splits(profile))
+    if (s != &data.familiar && s != &data.heldout) out.push_back(s);
+  return out;
+}
+
+// Per-sample correctness on each of `splits`, in batches of kEvalBatch as
+// accuracy() runs them, the batches shared between this thread (on `model`)
+// and, given a pool and a `helper` (another instance holding the same weights),
+// one job of the pool on the helper. Each batch is evaluated whole by one of
+// them, so every bit is accuracy()'s. `meanwhile` runs on this thread, on
+// `model`, once the job is posted.
+std::vector<std::vector<uint8_t>> correct_on(Model& model, Model* helper, EvalPool* pool,
+                                             const std::vector<const Split*>& splits,
+                                             const std::function<void()>& meanwhile) {
+  std::vector<std::vector<uint8_t>> ok(splits.size());
+  std::vector<std::pair<size_t, int>> batches;  // (index in splits, first sample)
+  for (size_t s = 0; s < splits.size(); ++s) {
+    ok[s].assign(size_t(splits[s]->size()), 0);
+    for (int start = 0; start < splits[s]->size(); start += kEvalBatch) batches.push_back({s, start});
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&](Model& m) {
+    for (size_t t; (t = next.fetch_add(1)) < batches.size();) {
+      const Split& split = *splits[batches[t].first];
+      const int start = batches[t].second, B = std::min(kEvalBatch, split.size() - start);
+      const float* logits = m.forward(split.image(start), B);
+      for (int b = 0; b < B; ++b) {
+        const float* l = logits + size_t(b) * kNumClasses;
+        ok[batches[t].first][size_t(start + b)] = int(std::max_element(l, l + kNumClasses) - l) == split.labels[start + b];
+      }
+    }
+  };
+  // However this thread leaves (an exception included), the job has ended first.
+  struct Job {
+    EvalPool* pool = nullptr;
+    bool done = false;
+    std::exception_ptr error;
+    ~Job() {
+      if (pool) pool->help_until([this] { return done; });
+    }
+  } job;
+  if (helper && pool && batches.size() > 1) {
+    job.pool = pool;
+    pool->post([&] {
+      try {
+        work(*helper);
+      } catch (...) {
+        job.error = std::current_exception();
+      }
+      pool->update([&] { job.done = true; });
+    });
+  }
+  if (meanwhile) meanwhile();
+  work(model);
+  if (job.pool) {
+    job.pool->help_until([&] { return job.done; });
+    job.pool = nullptr;
+    if (job.error) std::rethrow_exception(job.error);
+  }
+  return ok;
+}
+
 // Accuracy per viewpoint of the circle (`profile` false: per Dataset::circle_az)
 // or of the elevation profile (per Dataset::profile_elevations), in that order,
-// over the splits Dataset::view_splits names. Those that are the familiar or
-// the held-out split (smallNORB's test set) are not evaluated again: their
-// per-sample correctness under the current weights is `familiar_ok` / `heldout_ok`.
-std::vector<double> per_view(Model& model, const Dataset& data, bool profile, const std::vector<uint8_t>& familiar_ok,
-                             const std::vector<uint8_t>& heldout_ok) {
+// over the splits Dataset::view_splits names: the familiar and held-out splits'
+// per-sample correctness under the current weights is `familiar_ok` /
+// `heldout_ok`, the others' is `others_ok` (view_splits_to_evaluate's order).
+std::vector<double> per_view(const Dataset& data, bool profile, const std::vector<uint8_t>& familiar_ok,
+                             const std::vector<uint8_t>& heldout_ok,
+                             const std::vector<std::vector<uint8_t>>& others_ok) {
   const std::vector<double>& grid = profile ? data.profile_elevations : data.circle_az;
   std::vector<int> n(grid.size(), 0), ok(grid.size(), 0);
-  std::vector<uint8_t> evaluated;
+  size_t other = 0;
   for (const Split* s : data.view_splits(profile)) {
-    const std::vector<uint8_t>* correct = s == &data.familiar ? &familiar_ok : s == &data.heldout ? &heldout_ok : nullptr;
-    if (correct == nullptr) {
-      accuracy(model, *s, &evaluated);
-      correct = &evaluated;
-    }
+    const std::vector<uint8_t>& correct = s == &data.familiar ? familiar_ok : s == &data.heldout ? heldout_ok : others_ok.at(other++);
     for (int k = 0; k < s->size(); ++k) {
       const double view = profile ? s->elevation[size_t(k)] : s->azimuth[size_t(k)];
       const size_t g = size_t(std::find_if(grid.begin(), grid.end(), [&](double x) {
@@ -67,7 +131,7 @@ std::vector<double> per_view(Model& model, const Dataset& data, bool profile, co
         throw std::logic_error(profile ? "profile image at an elevation not in Dataset::profile_elevations"
                                        : "circle image at an azimuth not in Dataset::circle_az");
       ++n[g];
-      ok[g] += (*correct)[size_t(k)];
+      ok[g] += correct[size_t(k)];
     }
   }
   std::vector<double> acc;
@@ -113,7 +177,9 @@ EpochEval evaluate_epoch(Model& model, const Dataset& data, bool circle) {
   EpochEval ev;
   ev.familiar = accuracy(model, data.familiar, &ev.familiar_ok);
   ev.heldout = accuracy(model, data.heldout, &ev.heldout_ok);
-  if (circle) ev.circle = per_view(model, data, false, ev.familiar_ok, ev.heldout_ok);
+  if (circle)
+    ev.circle = per_view(data, false, ev.familiar_ok, ev.heldout_ok,
+                         correct_on(model, nullptr, nullptr, view_splits_to_evaluate(data, false), {}));
   return ev;
 }
 }  // namespace
@@ -333,7 +399,6 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   if (pool) {
     pool->help_until(drained);
     if (handoff.error) std::rethrow_exception(handoff.error);
-    handoff.copy.reset();
   }
   res.history = std::move(recorded.history);
   res.circle_history = std::move(recorded.circle_history);
@@ -353,11 +418,28 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   for (int c = 0; c < kNumClasses; ++c)
     res.heldout_per_class.push_back(n_cls[c] ? double(ok_cls[c]) / n_cls[c] : 0.0);
 
-  if (data.validation.size() > 0) res.validation = accuracy(*model, data.validation);
-  class_activation_stats(*model, data.heldout, &res);
-  res.circle_acc = per_view(*model, data, false, last.familiar_ok, last.heldout_ok);
+  // The circle (and the elevation profile): with a pool, its batches are shared
+  // with the copy the epochs were evaluated on, given the final weights.
+  std::vector<const Split*> views = view_splits_to_evaluate(data, false);
+  const size_t n_circle = views.size();
   if (!data.profile_elevations.empty())
-    res.elevation_acc = per_view(*model, data, true, last.familiar_ok, last.heldout_ok);
+    for (const Split* s : view_splits_to_evaluate(data, true)) views.push_back(s);
+  Model* helper = nullptr;
+  if (pool && handoff.copy) {
+    std::copy(model->params().values().begin(), model->params().values().end(),
+              handoff.copy->params().values().begin());
+    helper = handoff.copy.get();
+  }
+  std::vector<std::vector<uint8_t>> views_ok = correct_on(*model, helper, pool, views, [&] {
+    if (data.validation.size() > 0) res.validation = accuracy(*model, data.validation);
+    class_activation_stats(*model, data.heldout, &res);
+  });
+  handoff.copy.reset();
+  const std::vector<std::vector<uint8_t>> profile_ok(views_ok.begin() + long(n_circle), views_ok.end());
+  views_ok.resize(n_circle);
+  res.circle_acc = per_view(data, false, last.familiar_ok, last.heldout_ok, views_ok);
+  if (!data.profile_elevations.empty())
+    res.elevation_acc = per_view(data, true, last.familiar_ok, last.heldout_ok, profile_ok);
   res.circle_s = seconds_since(t2);
   if (on_trained) on_trained(*model);
   return res;

@@ -20,7 +20,8 @@ struct ConvShape {
 //   weights O x C x K x K            (oihw)
 //   bias    O
 //   dst     B x OH x OW x O          (nhwc: channel-last, what the dense layer flattens)
-// Primitives are created once per batch size and reused; execution allocates nothing.
+// Primitives are created once per batch size and reused (the backward ones on that size's
+// first backward call, so evaluation sizes never build them); execution allocates nothing.
 class Conv2d {
  public:
   Conv2d(const ConvShape& shape, bool relu);
