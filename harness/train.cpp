@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -79,33 +80,47 @@ std::vector<std::vector<uint8_t>> correct_on(Model& model, Model* helper, EvalPo
       }
     }
   };
-  // However this thread leaves (an exception included), the job has ended first.
+  // The job either starts before this thread is through (and is then waited
+  // for, without running other jobs meanwhile) or is cancelled and returns at
+  // once whenever a thread picks it up, touching nothing but `state`; so too
+  // when this thread leaves by an exception.
+  struct State {
+    bool started = false, cancelled = false, done = false;
+    std::exception_ptr error;
+  };
   struct Job {
     EvalPool* pool = nullptr;
-    bool done = false;
-    std::exception_ptr error;
-    ~Job() {
-      if (pool) pool->help_until([this] { return done; });
+    std::shared_ptr<State> state = std::make_shared<State>();
+    void finish() {  // cancel or wait
+      if (!pool) return;
+      bool wait = false;
+      pool->update([&] {
+        if (state->started) wait = true;
+        else state->cancelled = true;
+      });
+      if (wait) pool->wait_until([&] { return state->done; });
+      pool = nullptr;
     }
+    ~Job() { finish(); }
   } job;
   if (helper && pool && batches.size() > 1) {
     job.pool = pool;
-    pool->post([&] {
+    pool->post([state = job.state, pool, helper, &work] {
+      bool go = false;
+      pool->update([&] { go = state->started = !state->cancelled; });
+      if (!go) return;
       try {
         work(*helper);
       } catch (...) {
-        job.error = std::current_exception();
+        state->error = std::current_exception();
       }
-      pool->update([&] { job.done = true; });
+      pool->update([&] { state->done = true; });
     });
   }
   if (meanwhile) meanwhile();
   work(model);
-  if (job.pool) {
-    job.pool->help_until([&] { return job.done; });
-    job.pool = nullptr;
-    if (job.error) std::rethrow_exception(job.error);
-  }
+  job.finish();
+  if (job.state->error) std::rethrow_exception(job.state->error);
   return ok;
 }
 
@@ -205,6 +220,11 @@ void EvalPool::help_until(const std::function<bool()>& done) {
     job();  // catches what it throws: a job's owner reads its error
     lock.lock();
   }
+}
+
+void EvalPool::wait_until(const std::function<bool()>& done) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, done);
 }
 
 void EvalPool::update(const std::function<void()>& change) {

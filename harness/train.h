@@ -90,6 +90,8 @@ class EvalPool {
   // Runs queued jobs until `done` holds, sleeping while there are none; `done`
   // is read under the pool's lock, so what it reads must change through update().
   void help_until(const std::function<bool()>& done);
+  // Sleeps until `done` holds (read under the lock, as above), running no job.
+  void wait_until(const std::function<bool()>& done);
   void update(const std::function<void()>& change);  // under the lock, then wakes the helpers
 
  private:
