@@ -25,23 +25,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct) {
-  if (correct) correct->assign(split.size(), 0);
-  int right = 0;
-  for (int start = 0; start < split.size(); start += kEvalBatch) {
-    const int B = std::min(kEvalBatch, split.size() - start);
-    const float* logits = model.forward(split.image(start), B);
-    for (int b = 0; b < B; ++b) {
-      const float* l = logits + size_t(b) * kNumClasses;
-      const int pred = int(std::max_element(l, l + kNumClasses) - l);
-      const bool ok = pred == split.labels[start + b];
-      right += ok;
-      if (correct) (*correct)[start + b] = ok;
-    }
-  }
-  return split.size() ? double(right) / split.size() : 0.0;
-}
-
 namespace {
 // The splits the circle (`profile` false) or the elevation profile is read from
 // that need evaluating: those that are the familiar or the held-out split
@@ -53,12 +36,12 @@ std::vector<const Split*> view_splits_to_evaluate(const Dataset& data, bool prof
   return out;
 }
 
-// Per-sample correctness on each of `splits`, in batches of kEvalBatch as
-// accuracy() runs them, the batches shared between this thread (on `model`)
-// and, given a pool and a `helper` (another instance holding the same weights),
-// one job of the pool on the helper. Each batch is evaluated whole by one of
-// them, so every bit is accuracy()'s. `meanwhile` runs on this thread, on
-// `model`, once the job is posted.
+// Per-sample correctness on each of `splits`, in batches of kEvalBatch, the
+// batches shared between this thread (on `model`) and, given a pool and a
+// `helper` (another instance holding the same weights), one job of the pool on
+// the helper. Each batch is evaluated whole by one of them, so every bit is
+// that of this thread alone (accuracy() is this without a helper). `meanwhile`
+// runs on this thread, on `model`, once the job is posted.
 std::vector<std::vector<uint8_t>> correct_on(Model& model, Model* helper, EvalPool* pool,
                                              const std::vector<const Split*>& splits,
                                              const std::function<void()>& meanwhile) {
@@ -154,6 +137,13 @@ std::vector<double> per_view(const Dataset& data, bool profile, const std::vecto
   return acc;
 }
 }  // namespace
+
+double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct) {
+  std::vector<std::vector<uint8_t>> ok = correct_on(model, nullptr, nullptr, {&split}, {});
+  const long right = std::accumulate(ok[0].begin(), ok[0].end(), 0L);
+  if (correct) *correct = std::move(ok[0]);
+  return split.size() ? double(right) / split.size() : 0.0;
+}
 
 namespace {
 // ModelResult::act_*: the class activations of `split` through a model with class capsules.
