@@ -39,7 +39,6 @@ struct Conv2d::Impl {
   dnnl::convolution_forward::primitive_desc fwd_pd;   // the backward's hint
   ConvShape shape;
   int batch;
-  bool backward_built = false;
 
   memory::dims src_dims() const { return {batch, shape.in_channels, shape.height, shape.width}; }
   memory::dims weights_dims() const { return {shape.out_channels, shape.in_channels, shape.kernel, shape.kernel}; }
@@ -112,7 +111,7 @@ struct Conv2d::Impl {
 
   // backward-weights: [diff_dst reorder] -> conv backward-weights -> [diff_weights reorder]
   void build_backward() {
-    if (backward_built) return;
+    if (!backward_weights.empty()) return;  // built
     const ConvShape& s = shape;
     const memory::dims strides{s.stride, s.stride}, padding{s.pad, s.pad};
     const memory::desc user_src = md(src_dims(), tag::nchw);
@@ -141,7 +140,6 @@ struct Conv2d::Impl {
                                  {DNNL_ARG_DIFF_BIAS, diff_bias}}});
     backward_weights.insert(backward_weights.end(), after.begin(), after.end());
     share_scratchpad(bytes);
-    backward_built = true;
   }
 };
 
