@@ -170,6 +170,17 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
 }
 
 namespace {
+// Where a model's training time went: its steps' total, the first (which also
+// builds the backward primitives and first touches the gradient buffers and
+// the optimizer's state) and the median. null without steps (nn1, linear fit).
+nlohmann::json step_timing(std::vector<double> s) {
+  if (s.empty()) return nullptr;
+  const double first = s.front(), sum = std::accumulate(s.begin(), s.end(), 0.0);
+  const auto mid = s.begin() + std::ptrdiff_t(s.size() / 2);
+  std::nth_element(s.begin(), mid, s.end());
+  return {{"n", s.size()}, {"sum", sum}, {"first", first}, {"median", *mid}};
+}
+
 int circle_size(const Dataset& d) {
   int n = 0;
   for (const Split* s : d.view_splits(false)) n += s->size();
@@ -223,7 +234,8 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                       {"stop_target", std::isnan(m.stop_target) ? json(nullptr) : json(m.stop_target)},
                       {"target_reached", std::isnan(m.stop_target) ? json(nullptr)
                                                                    : json(m.validation >= m.stop_target)},
-                      {"timing_s", {{"train", m.train_s}, {"eval", m.eval_s}, {"circle", m.circle_s}}}});
+                      {"timing_s", {{"train", m.train_s}, {"eval", m.eval_s}, {"circle", m.circle_s},
+                                    {"steps", step_timing(m.step_s)}}}});
   }
   return {{"schema_version", kRunSchemaVersion},
           {"kind", "viewgap-run"},

@@ -249,6 +249,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   const long total_steps = cfg.n_epochs * steps_per_epoch;  // the cap: the spread margin anneals over it
   long step = 0;
   res.step_loss.reserve(size_t(total_steps));
+  res.step_s.reserve(size_t(total_steps));
   EpochEval last;  // the latest epoch's evaluation
 
   // Each epoch's evaluation: on this thread, or (with a pool) handed to
@@ -364,7 +365,9 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
         batch_y[b] = train.labels[order[start + b]];
       }
       const double progress = total_steps > 1 ? double(step) / double(total_steps - 1) : 1.0;
+      const auto ts = std::chrono::steady_clock::now();
       const double loss = trainer.step(batch_x.data(), batch_y.data(), B, progress);
+      res.step_s.push_back(seconds_since(ts));
       ++step;
       if (!std::isfinite(loss)) fail("non-finite loss", epoch, B);
       loss_sum += loss * B;

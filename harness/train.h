@@ -69,6 +69,9 @@ struct ModelResult {
   std::vector<double> elevation_acc;      // per Dataset::profile_elevations (elevation extrapolation only)
   std::vector<std::vector<double>> circle_history;  // per epoch, if circle_every_epoch
   double train_s = 0, eval_s = 0, circle_s = 0;
+  // Wall time of each training step (forward, backward, update), in order: what
+  // train_s spends outside them is batch assembly, shuffling and the checks.
+  std::vector<double> step_s;
 };
 
 // A NaN or Inf in the loss or the weights: names model, layer and epoch.

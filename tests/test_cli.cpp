@@ -97,7 +97,7 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string json_path = dir + "run.json";
-  const Outcome o = run("run --n-epochs 1 --n-per-combo 1 --models caps,cnn136 --quiet --out-json " + json_path);
+  const Outcome o = run("run --n-epochs 1 --n-per-combo 1 --models caps,cnn136,nn1 --quiet --out-json " + json_path);
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_EQ(o.err, "");  // --quiet
   EXPECT_NE(o.out.find("caps"), std::string::npos);
@@ -108,12 +108,24 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["config"]["n_epochs"], 1);
   EXPECT_EQ(j["dataset"]["gap_deg"], 30.0);
-  ASSERT_EQ(j["models"].size(), 2u);
+  ASSERT_EQ(j["models"].size(), 3u);
   EXPECT_EQ(j["models"][0]["name"], "caps");
   EXPECT_EQ(j["models"][0]["n_params"], 558258);
   EXPECT_EQ(j["models"][1]["n_params"], 558293);
   EXPECT_EQ(j["models"][0]["history"].size(), 1u);
   EXPECT_EQ(j["models"][0]["circle_accuracy"].size(), 36u);
+  // 90 training images in batches of 32: three steps, timed inside the training time.
+  for (int m = 0; m < 2; ++m) {
+    const auto& t = j["models"][m]["timing_s"];
+    EXPECT_EQ(j["models"][m]["steps"], 3);
+    EXPECT_EQ(t["steps"]["n"], 3);
+    const double sum = t["steps"]["sum"], first = t["steps"]["first"], median = t["steps"]["median"];
+    EXPECT_GT(first, 0);
+    EXPECT_GT(median, 0);
+    EXPECT_LE(first + median, sum);
+    EXPECT_LE(sum, t["train"].get<double>());
+  }
+  EXPECT_TRUE(j["models"][2]["timing_s"]["steps"].is_null());  // nn1 takes no steps
   EXPECT_TRUE(j["meta"].contains("git_commit"));
   EXPECT_TRUE(j["meta"].contains("cpu"));
   // Nothing but the result is left in the directory.
