@@ -471,8 +471,7 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
   r.data = make_dataset(dc);
   // The synthesis's OpenMP workers would spin for a while after its last loop
   // (libgomp's default wait policy) on the cores the models are about to train
-  // on: released here (a no-op with one thread). With --threads 2 the run
-  // took ~0.01 s less (README, Speed and memory).
+  // on: released here (a no-op with one thread; measured in README, Speed and memory).
   omp_pause_resource_all(omp_pause_soft);
   r.dataset_s = seconds_since(t0);
   if ((opt.stop_at_familiar > 0 || !opt.match_familiar.empty()) && r.data.validation.size() == 0)
