@@ -172,7 +172,7 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
 namespace {
 // Where a model's training time went: its steps' total, the first (which also
 // builds the backward primitives and first touches the gradient buffers and
-// the optimizer's state) and the median. null without steps (nn1, linear fit).
+// the optimizer's state) and the median. null for a model fit in one pass (nn1).
 nlohmann::json step_timing(std::vector<double> s) {
   if (s.empty()) return nullptr;
   const double first = s.front(), sum = std::accumulate(s.begin(), s.end(), 0.0);
