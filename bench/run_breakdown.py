@@ -81,18 +81,18 @@ def main():
             med(r["timing_s"]["total"] - r["timing_s"]["dataset"] -
                 sum(m["timing_s"][k] for m in r["models"] for k in ("train", "eval", "circle")) for r in runs))
     for i, m in enumerate(models):
-        t = lambda k: med(r["models"][i]["timing_s"][k] for r in runs)
+        # The median over the runs of f(this model's timing_s).
+        t = lambda f: med(f(r["models"][i]["timing_s"]) for r in runs)
         steps = runs[0]["models"][i]["timing_s"]["steps"]
         layers = {(r["layer"], r["pass"]): r for r in prof[m]}
         step_row = layers.get(("step", "step"))
         if steps is None or step_row is None:
-            add(f"{m}: fit and evaluation", t("train") + t("eval") + t("circle"))
+            add(f"{m}: fit and evaluation", t(lambda x: x["train"] + x["eval"] + x["circle"]))
             continue
         batch = int(step_row["batch"])
         n_train = runs[0]["config"]["n_epochs"] * d0["train"]
-        step_sum = med(r["models"][i]["timing_s"]["steps"]["sum"] for r in runs)
-        first = med(r["models"][i]["timing_s"]["steps"]["first"] - r["models"][i]["timing_s"]["steps"]["median"]
-                    for r in runs)
+        step_sum = t(lambda x: x["steps"]["sum"])
+        first = t(lambda x: x["steps"]["first"] - x["steps"]["median"])
         per_image = lambda r: float(r["flops"]) / batch
         # The profile's step, layer by layer, scaled to this run's steps (the
         # first step's extra set-up shown apart).
@@ -104,17 +104,17 @@ def main():
         other = 1 - sum(float(r["share"]) for k, r in layers.items() if k != ("step", "step"))
         add(f"{m}: the rest of a step (batch loss, gradient checks)", loop * other)
         add(f"{m}: first step's set-up (backward primitives, first touch)", first)
-        add(f"{m}: training outside the steps (batches, shuffles, checks)", t("train") - step_sum)
+        add(f"{m}: training outside the steps (batches, shuffles, checks)", t(lambda x: x["train"]) - step_sum)
         fwd = sum(float(r["flops"]) for k, r in layers.items() if k[1] == "forward") / batch
         n_eval = len(runs[0]["models"][i]["history"]) * (d0["familiar"] + d0["heldout"])
-        add(f"{m}: per-epoch evaluation ({n_eval} images)", t("eval"), fwd * n_eval)
-        add(f"{m}: circle evaluation ({d0['circle']} images)", t("circle"), fwd * d0["circle"])
+        add(f"{m}: per-epoch evaluation ({n_eval} images)", t(lambda x: x["eval"]), fwd * n_eval)
+        add(f"{m}: circle evaluation ({d0['circle']} images)", t(lambda x: x["circle"]), fwd * d0["circle"])
 
     wall = med(walls)
     cores = min(a.threads, os.cpu_count() or 1)
     bound = sum(b for _, _, b in rows)
     print(f"viewgap run --threads {a.threads}, medians of {a.runs} runs; FMA peak {peak / 1e9:.1f} GFLOP/s "
-          f"({'two cores: ' if a.threads > 1 else ''}bound = FLOPs / {'(cores x peak)' if a.threads > 1 else 'peak'})")
+          f"({str(cores) + ' cores: ' if cores > 1 else ''}bound = FLOPs / {'(cores x peak)' if cores > 1 else 'peak'})")
     print(f"{'part':<62} {'wall ms':>8} {'bound ms':>9} {'lost ms':>8}")
     for part, sec, b in rows:
         print(f"{part:<62} {sec * 1e3:8.1f} {b * 1e3:9.1f} {(sec - b) * 1e3:8.1f}")
