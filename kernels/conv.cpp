@@ -23,7 +23,9 @@ void run(const std::vector<DnnlStep>& steps) {
 // Layouts oneDNN 2.6 picks on AVX2 for C=1 (measured, single thread, batch 32):
 //   forward: jit:avx2 wants src nchw, weights Ohwi8o, dst nChw8c (~115 us). Forcing
 //     oihw weights drops to gemm (~410 us) and forcing nhwc dst to the reference
-//     (~140 ms), so we reorder the 400 weights per call (<1 us) and the dst to nhwc.
+//     (~140 ms), so we reorder the 400 weights per call (<1 us) and the dst to nhwc,
+//     unless its one channel block holds every channel (16 channels, nChw16c at AVX-512):
+//     those are nhwc's bytes, written in place.
 //   backward-weights: with src and diff_dst channel-last (no reorder of the nhwc
 //     diff_dst) jit:avx2 runs in ~160 us, against ~530 us for the gemm it picks from
 //     nchw; it wants diff_weights OIhw8i8o, reordered to oihw after.
@@ -97,7 +99,12 @@ struct Conv2d::Impl {
     src = unbound(user_src);
     weights = unbound(user_weights);
     bias = unbound(user_bias);
-    dst = unbound(user_dst);
+    // A channel-blocked dst (nChw8c, nChw16c) whose one block holds every
+    // channel is nhwc's bytes: the conv then writes the caller's buffer, no copy.
+    bool one_block = false;
+    for (const auto& [t, width] : {std::pair{tag::nChw8c, 8}, std::pair{tag::nChw16c, 16}})
+      one_block = one_block || (s.out_channels == width && fwd_pd.dst_desc() == md(dst_dims(), t));
+    dst = unbound(one_block ? fwd_pd.dst_desc() : user_dst);
     std::vector<DnnlStep> after;
     const memory fwd_src = input(forward, src, fwd_pd.src_desc(), bytes);
     const memory fwd_weights = input(forward, weights, fwd_pd.weights_desc(), bytes);
