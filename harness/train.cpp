@@ -197,11 +197,23 @@ void EvalPool::post(std::function<void()> job) {
   cv_.notify_all();
 }
 
+bool EvalPool::offer(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (idle_ <= int(jobs_.size())) return false;  // every idle thread has a job waiting already
+    jobs_.push_front(std::move(job));
+  }
+  cv_.notify_all();
+  return true;
+}
+
 void EvalPool::help_until(const std::function<bool()>& done) {
   std::unique_lock<std::mutex> lock(mu_);
   while (!done()) {
     if (jobs_.empty()) {
+      ++idle_;
       cv_.wait(lock);
+      --idle_;
       continue;
     }
     std::function<void()> job = std::move(jobs_.front());
@@ -238,6 +250,7 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
   AdamConfig ac;
   ac.lr = cfg.lr;
   Trainer trainer(*model, ac, cfg.batch_size);
+  trainer.set_helper(pool);  // an idle thread of the run may take a weight gradient off a step
 
   const Split& train = data.train;
   const int N = train.size();

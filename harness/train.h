@@ -87,9 +87,12 @@ using EpochCallback = std::function<void(const std::string& model, const EpochSt
 // The threads of one run share their idle time: a training thread hands each
 // epoch's evaluation to the pool, and a thread with no model left to train (or
 // waiting for its turn or its evaluations) runs what is queued.
-class EvalPool {
+// It is also a training step's helper (StepHelper): a step's offer goes to the
+// front of the queue, and only while a thread is idle in help_until.
+class EvalPool final : public StepHelper {
  public:
   void post(std::function<void()> job);  // `job` must not throw
+  bool offer(std::function<void()> job) override;
   // Runs queued jobs until `done` holds, sleeping while there are none; `done`
   // is read under the pool's lock, so what it reads must change through update().
   void help_until(const std::function<bool()>& done);
@@ -101,6 +104,7 @@ class EvalPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
+  int idle_ = 0;  // threads asleep in help_until for want of a job
 };
 
 // Trains `name` from its seeded initialisation (Adam, softmax cross-entropy,

@@ -37,10 +37,11 @@ struct Dense::Impl {
     memory diff_dst, weights_t, diff_src;   // backward-data
     memory diff_dst_w, diff_weights;        // backward-weights (matmul on src_t)
     std::vector<float> src_t;               // K x B copy of src
+    memory weights_scratchpad;              // its own: it may run beside backward-data
   };
   DnnlStep forward;
   memory src, weights, bias, dst;
-  memory scratchpad;  // shared by every primitive of this batch size; grown for backward
+  memory scratchpad;  // forward's and backward-data's (never run at once); grown for backward
   std::unique_ptr<Backward> bwd;
   memory::dim B, K, N;
 
@@ -102,7 +103,8 @@ struct Dense::Impl {
     b->diff_src = unbound(src_md);
     b->diff_dst_w = unbound(dst_md);
     b->diff_weights = unbound(kn_md);
-    const size_t need = std::max(data_pd.scratchpad_desc().get_size(), weights_pd.scratchpad_desc().get_size());
+    const size_t need = data_pd.scratchpad_desc().get_size();
+    b->weights_scratchpad = scratch(weights_pd.scratchpad_desc().get_size());
     if (need > scratchpad.get_desc().get_size()) {
       scratchpad = scratch(need);
       forward.args[DNNL_ARG_SCRATCHPAD] = scratchpad;
@@ -113,7 +115,7 @@ struct Dense::Impl {
     b->weights = {dnnl::matmul(weights_pd),
                   {{DNNL_ARG_SRC, memory(src_t_md, dnnl_engine(), b->src_t.data())},
                    {DNNL_ARG_WEIGHTS, b->diff_dst_w},
-                   {DNNL_ARG_DST, b->diff_weights}, {DNNL_ARG_SCRATCHPAD, scratchpad}}};
+                   {DNNL_ARG_DST, b->diff_weights}, {DNNL_ARG_SCRATCHPAD, b->weights_scratchpad}}};
     bwd = std::move(b);
     return *bwd;
   }
@@ -138,6 +140,8 @@ void Dense::forward(float* dst, const float* src, const float* weights, const fl
   m.dst.set_data_handle(dst);
   m.forward.run();
 }
+
+void Dense::prepare_backward(int batch) { impl(batch).backward(); }
 
 void Dense::backward_data(float* diff_src, const float* diff_dst, const float* weights,
                           int batch) {

@@ -18,6 +18,10 @@ class Dense {
 
   // dst = act(src W + bias); act is ReLU if `relu`.
   void forward(float* dst, const float* src, const float* weights, const float* bias, int batch);
+  // Builds the backward primitives for `batch` (the first backward call does
+  // otherwise): once done, backward_data and backward_weights of that batch may
+  // run at the same time on two threads.
+  void prepare_backward(int batch);
   // diff_src = diff_dst W^T (overwrites). diff_dst is wrt the pre-activation output.
   void backward_data(float* diff_src, const float* diff_dst, const float* weights, int batch);
   // diff_weights = src^T diff_dst, diff_bias = column sums of diff_dst (overwrite).

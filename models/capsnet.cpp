@@ -187,9 +187,13 @@ void CapsNet::backward(const float* dscores, int B) {
   {
     LayerScope t(prof_, "primary", true);
     primary_split_backward(d_prim_.data(), d_poses_.data(), d_a_in_logit_.data(), B, P);
-    primary_.backward_weights(params_.grad(prim_w), params_.grad(prim_b), d_prim_.data(),
-                              conv_out_.data(), B);
+    primary_.prepare_backward(B);
+    weight_gradient(prim_w, prim_b, [this, B] {
+      primary_.backward_weights(params_.grad(prim_w), params_.grad(prim_b), d_prim_.data(),
+                                conv_out_.data(), B);
+    });
     primary_.backward_data(d_conv_.data(), d_prim_.data(), params_.value(prim_w), B);
+    release_offered_weights();  // conv1's backward reads no weights: Adam may start on them
   }
   LayerScope t(prof_, "conv1", true);
   relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());

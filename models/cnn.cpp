@@ -82,9 +82,13 @@ void Cnn::backward(const float* d_logits, int B) {
   {
     LayerScope t(prof_, "hidden", true);
     relu_backward(d_hid_.data(), hid_.data(), size_t(B) * cfg_.hidden);
-    hidden_.backward_weights(params_.grad(hid_w), params_.grad(hid_b), d_hid_.data(),
-                             conv_out_.data(), B);
+    hidden_.prepare_backward(B);
+    weight_gradient(hid_w, hid_b, [this, B] {
+      hidden_.backward_weights(params_.grad(hid_w), params_.grad(hid_b), d_hid_.data(),
+                               conv_out_.data(), B);
+    });
     hidden_.backward_data(d_conv_.data(), d_hid_.data(), params_.value(hid_w), B);
+    release_offered_weights();  // conv1's backward reads no weights: Adam may start on them
   }
   LayerScope t(prof_, "conv1", true);
   relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());

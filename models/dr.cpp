@@ -194,13 +194,20 @@ void DrNet::backward(const float* dscores, int B) {
     LayerScope t(prof_, "decoder", true);
     const int D = J * kDrOutDim;
     // d_rec_ (the loss's gradient through the sigmoid) was written by forward.
-    fc3_->backward_weights(params_.grad(fc3_w), params_.grad(fc3_b), d_rec_.data(), h2_.data(), B);
+    for (Dense* fc : {&*fc3_, &*fc2_, &*fc1_}) fc->prepare_backward(B);
+    weight_gradient(fc3_w, fc3_b, [this, B] {
+      fc3_->backward_weights(params_.grad(fc3_w), params_.grad(fc3_b), d_rec_.data(), h2_.data(), B);
+    });
     fc3_->backward_data(d_h2_.data(), d_rec_.data(), params_.value(fc3_w), B);
     relu_backward(d_h2_.data(), h2_.data(), size_t(B) * cfg_.decoder_hidden2);
-    fc2_->backward_weights(params_.grad(fc2_w), params_.grad(fc2_b), d_h2_.data(), h1_.data(), B);
+    weight_gradient(fc2_w, fc2_b, [this, B] {
+      fc2_->backward_weights(params_.grad(fc2_w), params_.grad(fc2_b), d_h2_.data(), h1_.data(), B);
+    });
     fc2_->backward_data(d_h1_.data(), d_h2_.data(), params_.value(fc2_w), B);
     relu_backward(d_h1_.data(), h1_.data(), size_t(B) * cfg_.decoder_hidden1);
-    fc1_->backward_weights(params_.grad(fc1_w), params_.grad(fc1_b), d_h1_.data(), dec_in_.data(), B);
+    weight_gradient(fc1_w, fc1_b, [this, B] {
+      fc1_->backward_weights(params_.grad(fc1_w), params_.grad(fc1_b), d_h1_.data(), dec_in_.data(), B);
+    });
     fc1_->backward_data(d_dec_in_.data(), d_h1_.data(), params_.value(fc1_w), B);
     // The mask passes the gradient of the decoded capsule only.
     std::fill_n(d_v_.begin(), size_t(B) * D, 0.f);
@@ -222,8 +229,12 @@ void DrNet::backward(const float* dscores, int B) {
   {
     LayerScope t(prof_, "primary", true);
     dr_squash_backward(d_prim_.data(), d_u_.data(), prim_.data(), size_t(B) * I, kDrInDim);
-    primary_.backward_weights(params_.grad(prim_w), params_.grad(prim_b), d_prim_.data(), conv_out_.data(), B);
+    primary_.prepare_backward(B);
+    weight_gradient(prim_w, prim_b, [this, B] {
+      primary_.backward_weights(params_.grad(prim_w), params_.grad(prim_b), d_prim_.data(), conv_out_.data(), B);
+    });
     primary_.backward_data(d_conv_.data(), d_prim_.data(), params_.value(prim_w), B);
+    release_offered_weights();  // conv1's backward reads no weights: Adam may start on them
   }
   LayerScope t(prof_, "conv1", true);
   relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());

@@ -51,24 +51,47 @@ void init_normal(float* p, size_t n, float std, uint64_t seed, const std::string
   Stream(seed, Purpose::Init, h).fill_normal(p, n, std);
 }
 
-void Adam::step(ParamSet& p) {
+void Adam::advance() {
   ++t_;
   // w -= lr (m / c1) / (sqrt(v / c2) + eps), with the bias corrections hoisted.
   const double c1 = 1.0 - std::pow(double(cfg_.beta1), double(t_));
   const double c2 = 1.0 - std::pow(double(cfg_.beta2), double(t_));
-  elementwise().adam_update(p.values().data(), m_.data(), v_.data(), p.grads().data(), p.count(),
-                            cfg_.beta1, cfg_.beta2, float(cfg_.lr / c1),
-                            float(1.0 / std::sqrt(c2)), cfg_.eps);
+  lr_c1_ = float(cfg_.lr / c1);
+  inv_sqrt_c2_ = float(1.0 / std::sqrt(c2));
+}
+
+void Adam::update(ParamSet& p, size_t begin, size_t end) {
+  elementwise().adam_update(p.values().data() + begin, m_.data() + begin, v_.data() + begin,
+                            p.grads().data() + begin, end - begin, cfg_.beta1, cfg_.beta2, lr_c1_,
+                            inv_sqrt_c2_, cfg_.eps);
 }
 
 void relu_backward(float* d, const float* y, size_t n) { elementwise().relu_backward(d, y, n); }
+
+// In a spin-wait: tells the core (and its hyperthread sibling) that this one is waiting.
+static inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 // Classes per score row: every model scores the 5 classes of the dataset.
 constexpr int kScoreClasses = 5;
 
 Trainer::Trainer(Model& model, const AdamConfig& adam, int max_batch)
     : model_(model), adam_(model.params().count(), adam),
-      dscores_(size_t(max_batch) * kScoreClasses) {}
+      dscores_(size_t(max_batch) * kScoreClasses), shared_(new Shared) {
+  shared_->adam = &adam_;
+  shared_->params = &model_.params();
+}
+
+Trainer::~Trainer() { release(shared_); }
+
+void Trainer::release(Shared* s) {
+  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
+}
 
 double Trainer::step(const float* images, const int* labels, int B, double progress) {
   if (size_t(B) * kScoreClasses > dscores_.size()) throw std::invalid_argument("Trainer::step: batch > max_batch");
@@ -86,10 +109,128 @@ double Trainer::step(const float* images, const int* labels, int B, double progr
   }
   loss += model_.model_loss();
   if (!std::isfinite(loss)) return loss;  // no update: the caller finds the layer
+  adam_.advance();
+  // The profile times each layer on this thread: it shares nothing.
+  if (!helper_ || model_.profiler()) {
+    model_.backward(dscores_.data(), B);
+    LayerScope t(model_.profiler(), "adam", true);
+    adam_.update(model_.params(), 0, model_.params().count());
+    return loss;
+  }
+  ++generation_;
+  n_offers_ = 0;
+  // However backward ends, no offer is left running on another thread.
+  struct Settle {
+    Trainer& t;
+    bool ok = false;
+    ~Settle() {
+      t.model_.sink_ = nullptr;
+      if (!ok) t.finish_offers(false);
+    }
+  } settle{*this};
+  model_.sink_ = this;
   model_.backward(dscores_.data(), B);
-  LayerScope t(model_.profiler(), "adam", true);
-  adam_.step(model_.params());
+  settle.ok = true;
+  model_.sink_ = nullptr;
+  finish_offers(true);
   return loss;
+}
+
+void Trainer::add(std::function<void()> compute, int first_tensor, int last_tensor) {
+  const ParamSet& p = model_.params();
+  const size_t begin = p.tensor(first_tensor).offset;
+  const size_t end = p.tensor(last_tensor).offset + p.tensor(last_tensor).size;
+  if (begin == end || n_offers_ == int(shared_->offers.size())) {  // nothing to share, or no slot left: here and now
+    compute();
+    return;
+  }
+  for (int k = 0; k < n_offers_; ++k)
+    if (begin < shared_->offers[size_t(k)].end && shared_->offers[size_t(k)].begin < end)
+      throw std::logic_error("Trainer: two weight gradients offered for the same tensors");
+  const int i = n_offers_++;
+  Offer& o = shared_->offers[size_t(i)];
+  o.compute = std::move(compute);
+  o.begin = begin;
+  o.end = end;
+  const uint32_t gen = generation_ << 2;
+  shared_->state[size_t(i)].store(gen | kOffered, std::memory_order_release);
+  Shared* s = shared_;
+  s->refs.fetch_add(1, std::memory_order_relaxed);
+  const bool taken = helper_->offer([s, i, gen] {
+    uint32_t expected = gen | kOffered;
+    if (s->state[size_t(i)].compare_exchange_strong(expected, gen | kHelper, std::memory_order_acq_rel)) {
+      Offer& o = s->offers[size_t(i)];
+      try {
+        o.compute();
+        // The owner's backward may still read these weights (a backward-data pass).
+        for (int spin = 0;; ++spin) {
+          const uint32_t r = s->released.load(std::memory_order_acquire);
+          if (r == gen) break;
+          if (spin < 16384) cpu_relax();
+          else s->released.wait(r, std::memory_order_acquire);
+        }
+        s->adam->update(*s->params, o.begin, o.end);
+      } catch (...) {
+        o.error = std::current_exception();  // the owner throws it
+      }
+      s->state[size_t(i)].store(gen | kDone, std::memory_order_release);
+      s->state[size_t(i)].notify_one();
+    }
+    release(s);
+  });
+  if (!taken) release(s);  // the job was never queued: the owner runs it below
+}
+
+void Trainer::weights_released() {
+  const uint32_t gen = generation_ << 2;
+  if (shared_->released.load(std::memory_order_relaxed) == gen) return;
+  shared_->released.store(gen, std::memory_order_release);
+  shared_->released.notify_all();
+}
+
+void Trainer::finish_offers(bool ok) {
+  ParamSet& p = model_.params();
+  const uint32_t gen = generation_ << 2;
+  weights_released();  // backward is over (or has thrown): it reads no more weights
+  // Claim what no helper has started; wait for what one has. Every offer is
+  // settled before anything is thrown: none may run on after the step.
+  std::exception_ptr error;
+  for (int i = 0; i < n_offers_; ++i) {
+    std::atomic<uint32_t>& st = shared_->state[size_t(i)];
+    Offer& o = shared_->offers[size_t(i)];
+    uint32_t expected = gen | kOffered;
+    if (st.compare_exchange_strong(expected, gen | kOwner, std::memory_order_acq_rel)) {
+      if (!ok || error) continue;
+      try {
+        o.compute();
+        adam_.update(p, o.begin, o.end);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      continue;
+    }
+    for (int spin = 0; (expected = st.load(std::memory_order_acquire)) != (gen | kDone); ++spin) {
+      if (spin < 16384) cpu_relax();  // ~0.1-0.3 ms: an offer's usual remainder; then sleep
+      else st.wait(expected, std::memory_order_acquire);
+    }
+    if (o.error && !error) error = o.error;
+    o.error = nullptr;
+  }
+  if (!ok) return;  // unwinding already: the first error is on its way
+  if (error) std::rethrow_exception(error);
+  // Adam on every element no offer covered, in runs between the offers' ranges.
+  size_t at = 0;
+  for (;;) {  // the next offer's range from `at` (at most 4: no sort needed)
+    const Offer* next = nullptr;
+    for (int i = 0; i < n_offers_; ++i) {
+      const Offer& o = shared_->offers[size_t(i)];
+      if (o.begin >= at && (!next || o.begin < next->begin)) next = &o;
+    }
+    const size_t until = next ? next->begin : p.count();
+    if (until > at) adam_.update(p, at, until);
+    if (!next) break;
+    at = next->end;
+  }
 }
 
 }  // namespace vg

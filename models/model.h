@@ -2,8 +2,12 @@
 // views, Adam over that flat memory, the Model interface the harness trains
 // through, and the one training step (Trainer).
 #pragma once
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,12 +55,21 @@ struct AdamConfig {
 class Adam {
  public:
   Adam(size_t n, const AdamConfig& cfg) : cfg_(cfg), m_(n, 0.f), v_(n, 0.f) {}
-  void step(ParamSet& p);  // bias-corrected Adam (Kingma & Ba, Alg. 1)
+  void step(ParamSet& p) {  // bias-corrected Adam (Kingma & Ba, Alg. 1)
+    advance();
+    update(p, 0, p.count());
+  }
+  // One step in parts: advance() counts the step, then update() covers
+  // [begin, end) of the flat parameters, each element once, in any order and
+  // on any thread (elementwise: the parts give step()'s bits).
+  void advance();
+  void update(ParamSet& p, size_t begin, size_t end);
 
  private:
   AdamConfig cfg_;
   std::vector<float> m_, v_;
   long t_ = 0;
+  float lr_c1_ = 0, inv_sqrt_c2_ = 0;  // this step's bias corrections
 };
 
 // Grows v to at least n values (never shrinks). Models size their gradient
@@ -114,6 +127,18 @@ struct ClassCapsules {
   const float* activations = nullptr;   // batch x classes
 };
 
+// Where a model's backward sends a weight gradient that nothing later in the
+// pass reads (Trainer::step, when another core is idle: there it runs beside
+// the rest of backward, followed by the Adam update of its tensors).
+class GradientSink {
+ public:
+  virtual void add(std::function<void()> compute, int first_tensor, int last_tensor) = 0;
+  virtual void weights_released() = 0;
+
+ protected:
+  ~GradientSink() = default;
+};
+
 class Model {
  public:
   explicit Model(const LossConfig& loss = {}) : loss_(loss) {}
@@ -160,26 +185,96 @@ class Model {
   LayerProfiler* profiler() const { return prof_; }
 
  protected:
+  // For backward: `compute` writes the gradients of tensors [first, last] and
+  // nothing else, from inputs that stay as they are until the step ends. It
+  // runs now, or (a Trainer step with a helper) maybe on another core while
+  // backward goes on: the same arithmetic either way.
+  // Their Adam update waits until the rest of backward reads none of their
+  // weights: until release_offered_weights(), or else the end of backward.
+  template <class F>
+  void weight_gradient(int first, int last, F&& compute) {
+    if (sink_) sink_->add(std::forward<F>(compute), first, last);
+    else compute();
+  }
+  // Backward reads no weight of the tensors handed to weight_gradient so far
+  // (e.g. after the last of their layers' backward-data passes).
+  void release_offered_weights() {
+    if (sink_) sink_->weights_released();
+  }
+
   LossConfig loss_;
   ParamSet params_;
   LayerProfiler* prof_ = nullptr;
+
+ private:
+  friend class Trainer;
+  GradientSink* sink_ = nullptr;  // set by Trainer::step around backward
+};
+
+// Another thread a training step may hand work to (the harness's pool of a
+// run). offer() returns at once: true if an idle thread will run `job` (maybe
+// late: a job must check that it is still wanted), false if none is idle.
+class StepHelper {
+ public:
+  virtual bool offer(std::function<void()> job) = 0;
+
+ protected:
+  ~StepHelper() = default;
 };
 
 // One training step: forward, loss, backward, Adam. The only place a step is
 // written: run, sweep, profile and the benchmarks all train through it.
-class Trainer {
+class Trainer final : private GradientSink {
  public:
   Trainer(Model& model, const AdamConfig& adam, int max_batch);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
   // Trains on images (B x C x 32 x 32) with labels; `progress` is the fraction of
   // training done (the spread loss anneals its margin with it). Returns the
   // batch's mean loss; a NaN/Inf loss is returned before backward and Adam, so
   // the weights stay as they were for the caller to find the layer at fault.
   double step(const float* images, const int* labels, int B, double progress);
+  // With a helper (not while profiling), each weight gradient the model hands
+  // over (Model::weight_gradient) and its tensors' Adam update are offered to
+  // an idle thread while this one goes on with backward; whichever thread
+  // claims it first runs it. The same bits with or without.
+  void set_helper(StepHelper* helper) { helper_ = helper; }
 
  private:
+  // One offered gradient. `state` is (generation << 2 | phase), so a job
+  // claims only the offer it was made for; the block outlives the Trainer
+  // while a job still holds it (refs), since a helper may pop a job late.
+  struct Offer {
+    std::function<void()> compute;
+    size_t begin = 0, end = 0;  // its tensors in the flat parameters
+    std::exception_ptr error;   // what compute threw on the helper
+  };
+  struct Shared {
+    std::array<Offer, 4> offers;
+    std::array<std::atomic<uint32_t>, 4> state{};
+    std::atomic<uint32_t> released{0};  // the generation whose offered weights backward no longer reads
+    std::atomic<int> refs{1};
+    Adam* adam = nullptr;
+    ParamSet* params = nullptr;
+  };
+  enum Phase : uint32_t { kOffered = 0, kHelper = 1, kDone = 2, kOwner = 3 };
+  void add(std::function<void()> compute, int first_tensor, int last_tensor) override;
+  void weights_released() override;
+  // Runs (ok) or drops (backward threw) each offer no helper claimed, waits for
+  // those one did, then (ok) Adam over the elements no offer covered. If an
+  // offer threw, throws that once all are settled (a helper may already have
+  // updated its tensors: a failed step leaves the weights as they fell).
+  void finish_offers(bool ok);
+  static void release(Shared* s);
+
   Model& model_;
   Adam adam_;
   std::vector<float> dscores_;
+  StepHelper* helper_ = nullptr;
+  Shared* shared_;
+  int n_offers_ = 0;
+  uint32_t generation_ = 0;
 };
 
 }  // namespace vg

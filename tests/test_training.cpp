@@ -3,13 +3,20 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "harness/train.h"
 #include "models/capsnet.h"
 #include "models/cnn.h"
+#include "models/registry.h"
 
 namespace vg {
 namespace {
@@ -101,6 +108,181 @@ TEST(Training, EvaluationsOnOtherThreadsGiveTheSameResults) {
       EXPECT_EQ(a.act_true, b.act_true);
     }
   }
+}
+
+// Step helpers for the tests below. ThreadHelper: a thread of its own, idle
+// whenever it has no job, taking every offer, each after `delay_us` (so its
+// claims land at different points of the owner's backward). Declines: takes
+// none, so the step runs every offer itself. Late: accepts every offer and
+// runs the jobs only when told, after the step, the Trainer and the model are
+// gone: each must find its offer claimed and touch nothing else (ASan).
+class ThreadHelper final : public StepHelper {
+ public:
+  explicit ThreadHelper(int delay_us) : delay_us_(delay_us), thread_([this] { loop(); }) {}
+  ~ThreadHelper() { stop(); }
+  void stop() {  // runs what is queued, then ends the thread
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  bool offer(std::function<void()> job) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_all();
+    return true;
+  }
+  std::atomic<int> ran{0};  // jobs popped (a job the step claimed first included)
+
+ private:
+  void loop() {
+    omp_set_num_threads(1);  // as the run's threads
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      if (delay_us_) std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));
+      job();
+      ++ran;
+    }
+  }
+  const int delay_us_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class DecliningHelper final : public StepHelper {
+ public:
+  bool offer(std::function<void()>) override {
+    ++offers;
+    return false;
+  }
+  int offers = 0;
+};
+
+class LateHelper final : public StepHelper {
+ public:
+  bool offer(std::function<void()> job) override {
+    jobs.push_back(std::move(job));
+    return true;
+  }
+  std::vector<std::function<void()>> jobs;
+};
+
+// `steps` training steps of `name` (batch 32) from its seeded initialisation,
+// on one OpenMP thread as in a run: the weights after them.
+std::vector<float> weights_after_steps(const Dataset& d, const std::string& name, StepHelper* helper,
+                                       int steps) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  std::unique_ptr<Model> m = make_model(name, ModelOptions{}, 32);
+  m->init(3);
+  Trainer trainer(*m, AdamConfig{}, 32);
+  trainer.set_helper(helper);
+  const int n = d.train.size();
+  for (int s = 0; s < steps; ++s) {
+    const int at = (s * 32) % (n - 32);
+    const double loss = trainer.step(d.train.image(at), d.train.labels.data() + at, 32, double(s) / steps);
+    EXPECT_TRUE(std::isfinite(loss));
+  }
+  omp_set_num_threads(saved);
+  return m->params().values();
+}
+
+// A step's weight gradients handed to another thread (Model::weight_gradient:
+// caps' and dr's primary layers, the CNN's hidden one, dr's decoder), with
+// their Adam updates, change no bit of the weights, whoever runs them and
+// whenever: at once, late enough that the step runs them itself, or never.
+TEST(Training, WeightGradientsOnAHelperThreadGiveTheSameWeights) {
+  const Dataset d = make_dataset(small_run().data);
+  const int steps = 6;
+  for (const std::string name : {"caps", "cnn", "dr"}) {
+    SCOPED_TRACE(name);
+    const std::vector<float> alone = weights_after_steps(d, name, nullptr, steps);
+    for (int delay_us : {0, 100, 3000}) {
+      SCOPED_TRACE(delay_us);
+      auto helper = std::make_unique<ThreadHelper>(delay_us);
+      EXPECT_EQ(weights_after_steps(d, name, helper.get(), steps), alone);
+      helper->stop();  // runs what is queued, then joins
+      EXPECT_GE(helper->ran.load(), steps);  // the offers reached the thread
+    }
+    DecliningHelper declining;
+    EXPECT_EQ(weights_after_steps(d, name, &declining, steps), alone);
+    EXPECT_GE(declining.offers, steps);  // each model offers one or more per step
+    LateHelper late;
+    EXPECT_EQ(weights_after_steps(d, name, &late, steps), alone);
+    EXPECT_GE(late.jobs.size(), size_t(steps));
+    for (const auto& job : late.jobs) job();  // the Trainer is gone: each finds its offer claimed
+  }
+}
+
+// A model shaped like a layer's backward, to pin the helper's ordering down:
+// it offers tensor 0's gradient, then (2 ms later, time for any helper to be
+// through) reads tensor 0's weights, as a backward-data pass does, into tensor
+// 1's gradient, and only then releases them. If the offer's Adam update ran
+// before the release, the read would see updated weights and the step would
+// come out different from one without a helper.
+class OfferThenRead final : public Model {
+ public:
+  OfferThenRead() {
+    params_.add("offered", 64);
+    params_.add("read", 1);
+    params_.allocate();
+    scores_.resize(32 * 5);
+  }
+  std::string name() const override { return "offer_then_read"; }
+  void init(uint64_t) override {
+    for (size_t k = 0; k < 64; ++k) params_.value(0)[k] = 0.01f * float(k);
+  }
+  const float* forward(const float*, int B) override {
+    for (int k = 0; k < B * 5; ++k) scores_[size_t(k)] = params_.value(0)[k % 64] + params_.value(1)[0];
+    return scores_.data();
+  }
+  void backward(const float*, int) override {
+    weight_gradient(0, 0, [this] {
+      for (int k = 0; k < 64; ++k) params_.grad(0)[k] = 0.1f * float(k + 1);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    float read = 0;
+    for (int k = 0; k < 64; ++k) read += params_.value(0)[k];
+    release_offered_weights();
+    params_.grad(1)[0] = read;
+  }
+  std::string first_non_finite_layer(int) const override { return ""; }
+  std::vector<LayerInfo> layers(int) const override { return {}; }
+
+ private:
+  std::vector<float> scores_;
+};
+
+TEST(Training, AnOffersAdamUpdateWaitsUntilBackwardReleasesItsWeights) {
+  const std::vector<float> images(32 * 1024, 0.f);
+  const std::vector<int> labels(32, 0);
+  auto train = [&](StepHelper* helper) {
+    OfferThenRead m;
+    m.init(0);
+    Trainer t(m, AdamConfig{}, 32);
+    t.set_helper(helper);
+    for (int s = 0; s < 3; ++s) t.step(images.data(), labels.data(), 32, 0);
+    return m.params().values();
+  };
+  const std::vector<float> alone = train(nullptr);
+  ThreadHelper helper(0);
+  EXPECT_EQ(train(&helper), alone);
+  helper.stop();
+  EXPECT_EQ(helper.ran.load(), 3);
 }
 
 // The first training step (forward, loss, backward) of `model` from its seeded
