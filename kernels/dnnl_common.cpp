@@ -1,5 +1,6 @@
 #include "kernels/dnnl_common.h"
 
+#include <array>
 #include <stdexcept>
 
 namespace vg {
@@ -47,6 +48,15 @@ std::string onednn_isa() {
     case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
   }
   return "unknown";
+}
+
+void DnnlStep::run() const {
+  std::array<dnnl_exec_arg_t, 8> c;
+  if (args.size() > c.size()) throw std::logic_error("DnnlStep: more than 8 arguments");
+  int n = 0;
+  for (const auto& [key, mem] : args) c[size_t(n++)] = {key, mem.get()};
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), dnnl_stream().get(), n, c.data()),
+                          "could not execute a primitive");
 }
 
 }  // namespace vg

@@ -1,7 +1,9 @@
 // smallNORB reader (harness/norb.h): round trips, every validation error, the
 // preprocessing, the paper's splits, and a deterministic mutation fuzz test.
 #include "harness/norb.h"
+#include "tests/test_util.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,13 +23,25 @@
 #include <string>
 #include <vector>
 
-// The largest single allocation while a test is watching (this thread only).
+// The largest single allocation while a test is watching (this thread only),
+// and every thread's count of allocations (vg::test::allocations_on_this_thread).
 // A pass-through to malloc otherwise, so the other tests see no difference.
 namespace {
 thread_local bool g_watch = false;
 thread_local size_t g_largest = 0;
+thread_local size_t g_count = 0, g_count_onednn = 0;
+thread_local bool g_attribute = false;
+// Whether the caller of operator new is code in oneDNN's library.
+__attribute__((noinline)) bool called_from_onednn(void* return_address) {
+  Dl_info info;
+  return dladdr(return_address, &info) && info.dli_fname && std::strstr(info.dli_fname, "libdnnl");
+}
 }  // namespace
+vg::test::Allocations vg::test::allocations_on_this_thread() { return {g_count, g_count_onednn}; }
+void vg::test::attribute_allocations(bool on) { g_attribute = on; }
 void* operator new(std::size_t n) {
+  ++g_count;
+  if (g_attribute && called_from_onednn(__builtin_return_address(0))) ++g_count_onednn;
   if (g_watch && n > g_largest) g_largest = n;
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
@@ -40,6 +54,8 @@ __attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { 
 // ASan reports any mismatch).
 void* operator new[](std::size_t n) { return ::operator new(n); }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  ++g_count;
+  if (g_attribute && called_from_onednn(__builtin_return_address(0))) ++g_count_onednn;
   if (g_watch && n > g_largest) g_largest = n;
   return std::malloc(n ? n : 1);
 }

@@ -20,6 +20,15 @@
 
 namespace vg::test {
 
+// operator new calls so far on the calling thread (the test binary replaces
+// operator new: tests/test_norb.cpp); `by_onednn` counts those whose caller is
+// in oneDNN's library, while attribute_allocations(true) is on.
+struct Allocations {
+  size_t all = 0, by_onednn = 0;
+};
+Allocations allocations_on_this_thread();
+void attribute_allocations(bool on);
+
 // n values of N(0, std^2) from the stream (key, Test, tag).
 inline std::vector<float> randn(size_t n, uint64_t tag, float std = 1.f, uint64_t key = 7) {
   Stream s(key, Purpose::Test, tag);
