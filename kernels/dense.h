@@ -8,7 +8,8 @@ namespace vg {
 // Layouts, fixed for the life of the weights (no per-step reorders):
 //   src B x K, weights K x N (row-major), bias N, dst B x N.
 // Primitives are created once per batch size and reused (the backward ones on that size's
-// first backward call, so evaluation sizes never build them); execution allocates nothing.
+// first backward call, so evaluation sizes never build them); execution allocates nothing
+// of ours (oneDNN's execute builds its argument map inside: DnnlStep::run).
 class Dense {
  public:
   Dense(int in_features, int out_features, bool relu);
