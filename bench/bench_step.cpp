@@ -5,11 +5,13 @@
 // benchmarks a step of that model spec as "train_step/model/..." beside the
 // registered variants. Every other argument goes to Google Benchmark.
 #include <benchmark/benchmark.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <thread>
 
 #include "harness/dataset.h"
 #include "harness/profile.h"
@@ -44,6 +46,35 @@ void BM_train_step(benchmark::State& state, std::string name, ModelOptions opts)
   state.SetItemsProcessed(state.iterations() * B);
 }
 
+// The same step with one more core idle: a thread of a run's pool (EvalPool)
+// waiting in help_until, as the run's second thread does once it has nothing
+// else to do, takes each step's widest weight gradient and its Adam update
+// (Trainer::set_helper). Both threads at one OpenMP thread, as in a run.
+void BM_train_step_helped(benchmark::State& state, std::string name) {
+  const int B = int(state.range(0));
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  auto model = make_model(name, ModelOptions{}, B);
+  model->init(0);
+  Trainer trainer(*model, AdamConfig{}, B);
+  EvalPool pool;
+  bool stop = false;  // read under the pool's lock
+  std::thread helper([&] {
+    omp_set_num_threads(1);
+    pool.help_until([&] { return stop; });
+  });
+  trainer.set_helper(&pool);
+  std::vector<float> x(data().train.images.begin(), data().train.images.begin() + size_t(B) * kImagePixels);
+  std::vector<int> y(data().train.labels.begin(), data().train.labels.begin() + B);
+  for (auto _ : state) benchmark::DoNotOptimize(trainer.step(x.data(), y.data(), B, 0.0));
+  pool.update([&] { stop = true; });
+  helper.join();
+  omp_set_num_threads(saved);
+  state.counters["FLOPS"] = benchmark::Counter(batch_flops(*model, B, true),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * B);
+}
+
 void BM_eval_batch(benchmark::State& state, std::string name, ModelOptions opts = {}) {
   const int B = int(state.range(0));
   auto model = make_model(name, opts, B);
@@ -65,6 +96,9 @@ BENCHMARK_CAPTURE(BM_train_step, caps_paper, std::string("caps"),
     ->ArgName("batch")->Arg(32);
 BENCHMARK_CAPTURE(BM_train_step, dr, std::string("dr"), ModelOptions{})->ArgName("batch")->Arg(32);
 BENCHMARK_CAPTURE(BM_train_step, dr_no_decoder, std::string("dr"), ModelOptions{{"recon-weight", "0"}})->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_train_step_helped, caps, std::string("caps"))->ArgName("batch")->Arg(32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step_helped, cnn, std::string("cnn"))->ArgName("batch")->Arg(32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step_helped, dr, std::string("dr"))->ArgName("batch")->Arg(32)->UseRealTime();
 BENCHMARK_CAPTURE(BM_eval_batch, caps, std::string("caps"))->ArgName("batch")->Arg(180)->Arg(256);
 BENCHMARK_CAPTURE(BM_eval_batch, cnn, std::string("cnn"))->ArgName("batch")->Arg(180)->Arg(256);
 BENCHMARK_CAPTURE(BM_eval_batch, dr, std::string("dr"))->ArgName("batch")->Arg(180)->Arg(256);

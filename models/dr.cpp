@@ -209,6 +209,7 @@ void DrNet::backward(const float* dscores, int B) {
       fc1_->backward_weights(params_.grad(fc1_w), params_.grad(fc1_b), d_h1_.data(), dec_in_.data(), B);
     });
     fc1_->backward_data(d_dec_in_.data(), d_h1_.data(), params_.value(fc1_w), B);
+    release_offered_weights();  // nothing below reads the decoder's weights
     // The mask passes the gradient of the decoded capsule only.
     std::fill_n(d_v_.begin(), size_t(B) * D, 0.f);
     for (int b = 0; b < B; ++b)

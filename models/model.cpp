@@ -156,7 +156,9 @@ void Trainer::add(std::function<void()> compute, int first_tensor, int last_tens
   shared_->state[size_t(i)].store(gen | kOffered, std::memory_order_release);
   Shared* s = shared_;
   s->refs.fetch_add(1, std::memory_order_relaxed);
+  // Three words (16 bytes): std::function keeps the job without allocating.
   const bool taken = helper_->offer([s, i, gen] {
+    const uint32_t gate = gen << 1;  // `released` holds (generation << 3 | offers released)
     uint32_t expected = gen | kOffered;
     if (s->state[size_t(i)].compare_exchange_strong(expected, gen | kHelper, std::memory_order_acq_rel)) {
       Offer& o = s->offers[size_t(i)];
@@ -165,7 +167,7 @@ void Trainer::add(std::function<void()> compute, int first_tensor, int last_tens
         // The owner's backward may still read these weights (a backward-data pass).
         for (int spin = 0;; ++spin) {
           const uint32_t r = s->released.load(std::memory_order_acquire);
-          if (r == gen) break;
+          if ((r & ~7u) == gate && int(r & 7u) > i) break;
           if (spin < 16384) cpu_relax();
           else s->released.wait(r, std::memory_order_acquire);
         }
@@ -182,9 +184,9 @@ void Trainer::add(std::function<void()> compute, int first_tensor, int last_tens
 }
 
 void Trainer::weights_released() {
-  const uint32_t gen = generation_ << 2;
-  if (shared_->released.load(std::memory_order_relaxed) == gen) return;
-  shared_->released.store(gen, std::memory_order_release);
+  const uint32_t r = (generation_ << 3) | uint32_t(n_offers_);
+  if (shared_->released.load(std::memory_order_relaxed) == r) return;
+  shared_->released.store(r, std::memory_order_release);
   shared_->released.notify_all();
 }
 

@@ -253,12 +253,14 @@ class Trainer final : private GradientSink {
   struct Shared {
     std::array<Offer, 4> offers;
     std::array<std::atomic<uint32_t>, 4> state{};
-    std::atomic<uint32_t> released{0};  // the generation whose offered weights backward no longer reads
+    // (generation << 3 | k): backward reads the weights of this step's first k offers no more.
+    std::atomic<uint32_t> released{0};
     std::atomic<int> refs{1};
     Adam* adam = nullptr;
     ParamSet* params = nullptr;
   };
   enum Phase : uint32_t { kOffered = 0, kHelper = 1, kDone = 2, kOwner = 3 };
+  static_assert(std::tuple_size_v<decltype(Shared::offers)> < 8, "released counts offers in 3 bits");
   void add(std::function<void()> compute, int first_tensor, int last_tensor) override;
   void weights_released() override;
   // Runs (ok) or drops (backward threw) each offer no helper claimed, waits for
