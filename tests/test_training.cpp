@@ -292,6 +292,45 @@ TEST(Training, AnOffersAdamUpdateWaitsUntilBackwardReleasesItsWeights) {
   EXPECT_EQ(helper.ran.load(), 6);
 }
 
+// After its first steps (which build the backward primitives and size the
+// gradient buffers), a training step allocates nothing of its own, with or
+// without a helper to offer work to (one that declines: the offer path
+// itself). What remains is inside oneDNN: its execute() builds a map of the
+// primitive's arguments on every call (oneDNN 2.6; nothing in its API avoids
+// it), the same number every step.
+TEST(Training, AStepAllocatesNothingOnceWarm) {
+  const Dataset d = make_dataset(small_run().data);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  for (const std::string name : {"caps", "cnn", "dr", "linear"}) {
+    for (bool declining : {false, true}) {
+      SCOPED_TRACE(name + (declining ? ", a helper that declines" : ", no helper"));
+      std::unique_ptr<Model> m = make_model(name, ModelOptions{}, 32);
+      m->init(3);
+      DecliningHelper helper;
+      Trainer trainer(*m, AdamConfig{}, 32);
+      if (declining) trainer.set_helper(&helper);
+      size_t onednn_first = 0;
+      for (int s = 0; s < 5; ++s) {
+        test::attribute_allocations(true);
+        const test::Allocations before = test::allocations_on_this_thread();
+        trainer.step(d.train.image(32 * s), d.train.labels.data() + 32 * s, 32, 0.1 * s);
+        const test::Allocations after = test::allocations_on_this_thread();
+        test::attribute_allocations(false);
+        const size_t onednn = after.by_onednn - before.by_onednn, ours = after.all - before.all - onednn;
+        if (s < 2) continue;
+        EXPECT_EQ(ours, 0u) << "step " << s;
+        if (s == 2) onednn_first = onednn;
+        EXPECT_EQ(onednn, onednn_first) << "step " << s;
+      }
+      if (declining) {
+        EXPECT_GE(helper.offers, name == "linear" ? 0 : 5);  // linear has no layer to offer
+      }
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
 // The first training step (forward, loss, backward) of `model` from its seeded
 // initialisation on the first 32 training images: the loss and every gradient.
 struct FirstStep {
