@@ -187,9 +187,9 @@ class Model {
  protected:
   // For backward: `compute` writes the gradients of tensors [first, last] and
   // nothing else, from inputs that stay as they are until the step ends. It
-  // runs now, or (a Trainer step with a helper) maybe on another core while
-  // backward goes on: the same arithmetic either way.
-  // Their Adam update waits until the rest of backward reads none of their
+  // runs now, or (a Trainer step with a helper) on another core while backward
+  // goes on, or after backward if no core took it: the same arithmetic either
+  // way. Their Adam update waits until the rest of backward reads none of their
   // weights: until release_offered_weights(), or else the end of backward.
   template <class F>
   void weight_gradient(int first, int last, F&& compute) {
