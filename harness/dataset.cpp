@@ -223,6 +223,14 @@ void render_points(const std::vector<Point3>& points, double azimuth_deg, double
   for (size_t i = 0; i < acc.size(); ++i) img[i] = std::clamp(acc[i], 0.f, 1.f);
 }
 
+// A parallel loop first wakes its workers, and its end waits for the slowest.
+// On our 2-vCPU VMs waking the other vCPU took ~0.1 ms when it was running and
+// 6-8 ms when the host had descheduled it, so the default dataset's loops (1-3 ms
+// of work each) lost more than they gained: its synthesis took 8.1-8.9 ms on one
+// thread and 6.5-14 ms on two (median ~10; README, Speed and memory). Loops of
+// fewer items than kDatasetParallelMinItems (renders or noisy images, ~1 us
+// each) run on one thread.
+
 // Clean renders of a set of (azimuth, elevation) views, every class at each,
 // each distinct view rendered once: the default dataset's five splits ask for
 // 810 renders of 600 distinct views (training, familiar and circle share theirs).
@@ -234,7 +242,7 @@ class CleanViews {
     views_.erase(std::unique(views_.begin(), views_.end()), views_.end());
     images_.resize(views_.size() * kNumClasses * kImagePixels);
     const int n = int(views_.size()) * kNumClasses;
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (n >= kDatasetParallelMinItems)
     for (int k = 0; k < n; ++k) {
       const View& v = views_[size_t(k / kNumClasses)];
       render_clean(k % kNumClasses, v.first, v.second, images_.data() + size_t(k) * kImagePixels, cfg.shapes);
@@ -272,7 +280,7 @@ Split noisy_split(const DataConfig& cfg, SplitId id, const std::vector<double>& 
     clean[k] = views.find(int(k) / (n_az * n_el), azimuths[k / size_t(n_el) % size_t(n_az)], elev[k % size_t(n_el)]);
   // Sample i belongs to combo i / per_combo; its own noise stream keeps the bytes
   // independent of thread count and scheduling.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kDatasetParallelMinItems)
   for (int i = 0; i < n; ++i) {
     const int k = i / per_combo;
     const int cls = k / (n_az * n_el), a = (k / n_el) % n_az, e = k % n_el;

@@ -120,6 +120,9 @@ Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& a
 // The same at the given elevations (instead of cfg.elevations).
 Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& azimuths,
                  const std::vector<double>& elevations, int per_combo);
+// Synthesis loops (renders, noisy images) of fewer items run on one thread
+// (harness/dataset.cpp says why); the bytes are the same either way.
+inline constexpr int kDatasetParallelMinItems = 16384;
 
 // The held-out elevations: cfg.test_elevations, or the training ones.
 std::vector<double> heldout_elevations(const DataConfig& cfg);

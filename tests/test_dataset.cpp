@@ -225,8 +225,18 @@ TEST(Dataset, DeterministicBySeedAndThreadCount) {
   const vg::Split one = vg::make_split(cfg, vg::SplitId::Circle, az, 3);
   omp_set_num_threads(2);
   const vg::Split two = vg::make_split(cfg, vg::SplitId::Circle, az, 3);
-  omp_set_num_threads(saved);
   EXPECT_TRUE(same_bytes(one, two));
+  // Large enough that both loops (renders, noisy images) run in parallel.
+  std::vector<double> az360(360), el10(10);
+  for (int i = 0; i < 360; ++i) az360[size_t(i)] = i;
+  for (int i = 0; i < 10; ++i) el10[size_t(i)] = -45 + 10 * i;
+  static_assert(vg::kNumClasses * 360 * 10 >= vg::kDatasetParallelMinItems);
+  omp_set_num_threads(1);
+  const vg::Split big_one = vg::make_split(cfg, vg::SplitId::Circle, az360, el10, 1);
+  omp_set_num_threads(2);
+  const vg::Split big_two = vg::make_split(cfg, vg::SplitId::Circle, az360, el10, 1);
+  omp_set_num_threads(saved);
+  EXPECT_TRUE(same_bytes(big_one, big_two));
 }
 
 // Elevation extrapolation: held-out elevations outside the training band may
