@@ -224,12 +224,12 @@ void render_points(const std::vector<Point3>& points, double azimuth_deg, double
 }
 
 // A parallel loop first wakes its workers, and its end waits for the slowest.
-// On our 2-vCPU VMs waking the other vCPU took ~0.1 ms when it was running and
-// 6-8 ms when the host had descheduled it, so the default dataset's loops (1-3 ms
-// of work each) lost more than they gained: its synthesis took 8.1-8.9 ms on one
-// thread and 6.5-14 ms on two (median ~10; README, Speed and memory). Loops of
-// fewer items than kDatasetParallelMinItems (renders or noisy images, ~1 us
-// each) run on one thread.
+// On our 2-vCPU VMs an empty parallel region took ~0.1 ms in some runs and 6-8 ms
+// in others (the idle vCPU, it seems, not running on the host until then), so the
+// default dataset's loops (1-3 ms of work each) lost more than they gained: its
+// synthesis took 8.1-8.9 ms on one thread and 6.5-14 ms on two (median ~10;
+// README, Speed and memory). Loops of fewer items than kDatasetParallelMinItems
+// (renders or noisy images, ~1 us each) run on one thread.
 
 // Clean renders of a set of (azimuth, elevation) views, every class at each,
 // each distinct view rendered once: the default dataset's five splits ask for
