@@ -171,6 +171,9 @@ std::vector<double> training_azimuths(const DataConfig& cfg);
 // Builds all four splits (the circle split at circle_azimuths(cfg)); from
 // smallNORB's files if cfg.norb is set (throws NorbError for a bad file).
 Dataset make_dataset(const DataConfig& cfg);
+// Channels of every image make_dataset(cfg) gives, known before it is made
+// (a run builds its models while the data is synthesised).
+inline int image_channels(const DataConfig& cfg) { return cfg.norb ? norb_channels(cfg.norb->prep.cameras) : 1; }
 
 // ---- The synthetic shapes as smallNORB files (viewgap export-norb): a test
 // fixture for the loader, and a dataset whose novel-viewpoint results can be

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "kernels/rng.h"
@@ -237,19 +238,44 @@ void EvalPool::update(const std::function<void()>& change) {
   cv_.notify_all();
 }
 
+PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, int channels) {
+  if (cfg.n_epochs < 1 || cfg.batch_size < 1) throw std::invalid_argument("n_epochs and batch_size must be >= 1");
+  PreparedModel p;
+  p.name = name;
+  p.channels = channels;
+  p.batch_size = cfg.batch_size;
+  p.model = make_model(name, cfg.model, std::max(cfg.batch_size, kEvalBatch), channels);
+  p.model->init(cfg.seed);
+  AdamConfig ac;
+  ac.lr = cfg.lr;
+  p.trainer = std::make_unique<Trainer>(*p.model, ac, cfg.batch_size);
+  return p;
+}
+
 ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
                                const TrainConfig& cfg, const EpochCallback& on_epoch,
                                const std::function<void(Model&)>& on_trained, EvalPool* pool) {
-  if (cfg.n_epochs < 1 || cfg.batch_size < 1) throw std::invalid_argument("n_epochs and batch_size must be >= 1");
+  return train_and_evaluate(prepare_model(name, cfg, data.train.channels), data, cfg, on_epoch, on_trained, pool);
+}
+
+ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, const TrainConfig& cfg,
+                               const EpochCallback& on_epoch, const std::function<void(Model&)>& on_trained,
+                               EvalPool* pool) {
+  if (!prepared.model || !prepared.trainer) throw std::invalid_argument("train_and_evaluate: no prepared model");
+  if (cfg.n_epochs < 1 || prepared.batch_size != cfg.batch_size)
+    throw std::invalid_argument("train_and_evaluate: n_epochs must be >= 1 and batch_size the prepared one");
+  if (prepared.channels != data.train.channels)
+    throw std::invalid_argument("train_and_evaluate: " + prepared.name + " was made for " +
+                                std::to_string(prepared.channels) + "-channel images, the data has " +
+                                std::to_string(data.train.channels));
+  const std::string& name = prepared.name;
   const int max_batch = std::max(cfg.batch_size, kEvalBatch);
-  std::unique_ptr<Model> model = make_model(name, cfg.model, max_batch, data.train.channels);
-  model->init(cfg.seed);
+  const std::unique_ptr<Model> model = std::move(prepared.model);
+  const std::unique_ptr<Trainer> trainer_owner = std::move(prepared.trainer);  // destroyed before the model
+  Trainer& trainer = *trainer_owner;
   ModelResult res;
   res.name = name;
   res.n_params = model->params().count();
-  AdamConfig ac;
-  ac.lr = cfg.lr;
-  Trainer trainer(*model, ac, cfg.batch_size);
   trainer.set_helper(pool);  // an idle thread of the run may take a weight gradient off a step
 
   const Split& train = data.train;
@@ -481,14 +507,6 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
   RunResult r;
   DataConfig dc = opt.data;
   dc.seed = opt.train.seed;
-  r.data = make_dataset(dc);
-  // The synthesis's OpenMP workers would spin for a while after its last loop
-  // (libgomp's default wait policy) on the cores the models are about to train
-  // on: released here (a no-op with one thread; measured in README, Speed and memory).
-  omp_pause_resource_all(omp_pause_soft);
-  r.dataset_s = seconds_since(t0);
-  if ((opt.stop_at_familiar > 0 || !opt.match_familiar.empty()) && r.data.validation.size() == 0)
-    throw std::invalid_argument("stopping at a familiar accuracy needs a validation split (DataConfig::n_val_per_combo)");
   // Under match_familiar the matched model trains first, in full; its final
   // validation accuracy is every other model's target. Results keep opt.models' order.
   std::vector<std::string> order = opt.models;
@@ -497,6 +515,14 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
     if (it == order.end()) throw std::invalid_argument("match_familiar: model '" + opt.match_familiar + "' is not run");
     std::rotate(order.begin(), it, it + 1);
   }
+  // A model keeps at most two threads busy: its training and its evaluations.
+  const int workers = std::clamp(opt.threads, 1, std::max(1, 2 * int(order.size())));
+  // With several threads (and no matched model to train first) the first
+  // training thread starts at once: it prepares its model (primitives created,
+  // weights initialised, Adam state allocated) while this thread synthesises the
+  // data. One only, so the synthesis keeps a core; the others start after it.
+  const bool prepare_early = workers > 1 && opt.match_familiar.empty();
+
   // Each model trains single-threaded from its own seeded stream, so running
   // them concurrently (opt.threads > 1: one per core) changes no bit. Neither
   // does evaluating each epoch on another thread (the pool): the same
@@ -508,15 +534,16 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
   size_t turn = 0;                         // the index in `order` whose on_trained is next (pool.update)
   std::vector<char> reported(order.size());  // on_trained done, or the model failed
   std::vector<ModelResult> results(order.size());
+  enum class DataState { pending, ready, failed } data_state = DataState::pending;  // pool.update
   auto pass_turn = [&](size_t i) {
     pool.update([&] {
       reported[i] = 1;
       while (turn < order.size() && reported[turn]) ++turn;
     });
   };
-  // A model keeps at most two threads busy: its training and its evaluations.
-  const int workers = std::clamp(opt.threads, 1, std::max(1, 2 * int(order.size())));
-  auto train = [&](size_t i, double target) {
+  // Trains order[i] on the model `prepare` gives (which may throw what
+  // preparing it threw: the model then fails like one whose training did).
+  auto train = [&](size_t i, double target, const std::function<PreparedModel()>& prepare) {
     const std::string& m = order[i];
     const auto tm = std::chrono::steady_clock::now();
     TrainConfig tc = opt.train;
@@ -533,7 +560,7 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
           on_epoch(name, e);
         };
       results[i] = train_and_evaluate(
-          m, r.data, tc, epoch,
+          prepare(), r.data, tc, epoch,
           [&](Model& model) {
             take_turn();
             if (on_trained) on_trained(m, model, r.data);
@@ -553,6 +580,75 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
       results[i] = failed;
     }
   };
+  const int channels = image_channels(dc);
+  auto prepare_now = [&](size_t i) {
+    return [&, i] { return prepare_model(order[i], opt.train, channels); };
+  };
+
+  // The training threads (workers > 1). A model that fails (keep_going off)
+  // makes the run fail; the others finish first. A worker with no model left
+  // helps the others with their evaluations.
+  std::atomic<size_t> next{0};
+  size_t finished = 0;  // models trained (pool.update)
+  double target = opt.stop_at_familiar;
+  std::vector<std::exception_ptr> errors(order.size());
+  std::vector<std::thread> pool_threads;
+  auto start_worker = [&] {
+    pool_threads.emplace_back([&] {
+      omp_set_num_threads(1);
+      for (size_t i; (i = next.fetch_add(1)) < order.size();) {
+        // Prepared before the data is read (an error in it fails the model
+        // in train, as one in training would).
+        std::optional<PreparedModel> ready;
+        std::exception_ptr prepare_error;
+        try {
+          ready = prepare_model(order[i], opt.train, channels);
+        } catch (...) {
+          prepare_error = std::current_exception();
+        }
+        pool.wait_until([&] { return data_state != DataState::pending; });
+        if (data_state == DataState::failed) return;  // set once, under the lock: no model trains
+        try {
+          train(i, target, [&] {
+            if (prepare_error) std::rethrow_exception(prepare_error);
+            return std::move(*ready);
+          });
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+        pool.update([&] { ++finished; });
+      }
+      pool.help_until([&] { return finished == order.size(); });
+    });
+  };
+  // However this thread leaves (the data failed to synthesise, a check threw),
+  // the workers end first: told the data will not come, or after their models.
+  struct JoinWorkers {
+    EvalPool& pool;
+    DataState& state;
+    std::vector<std::thread>& threads;
+    ~JoinWorkers() {
+      pool.update([&] {
+        if (state == DataState::pending) state = DataState::failed;
+      });
+      for (std::thread& t : threads) t.join();
+    }
+  } join_workers{pool, data_state, pool_threads};
+  if (prepare_early) start_worker();
+
+  r.data = make_dataset(dc);
+  // The synthesis's OpenMP workers would spin for a while after its last loop
+  // (libgomp's default wait policy) on the cores the models are about to train
+  // on: released here (a no-op with one thread; measured in README, Speed and memory).
+  omp_pause_resource_all(omp_pause_soft);
+  r.dataset_s = seconds_since(t0);
+  if ((opt.stop_at_familiar > 0 || !opt.match_familiar.empty()) && r.data.validation.size() == 0)
+    throw std::invalid_argument("stopping at a familiar accuracy needs a validation split (DataConfig::n_val_per_combo)");
+  if (r.data.train.channels != channels)  // image_channels must say what make_dataset makes
+    throw std::logic_error("the dataset has " + std::to_string(r.data.train.channels) +
+                           "-channel images, image_channels said " + std::to_string(channels));
+  pool.update([&] { data_state = DataState::ready; });
+
   // Under match_familiar the matched model trains first, alone; its final
   // validation accuracy is every other model's target. On this thread too,
   // every model trains on one thread (restored after).
@@ -561,36 +657,18 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
     OneThread() { omp_set_num_threads(1); }
     ~OneThread() { omp_set_num_threads(saved); }
   } one_thread;
-  double target = opt.stop_at_familiar;
-  size_t first = 0;
   if (!opt.match_familiar.empty()) {
-    train(0, 0);
+    next = 1;
+    train(0, 0, prepare_now(0));
     target = results[0].error.empty() ? results[0].validation : NAN;  // failed: the others train to the cap
-    first = 1;
+    finished = 1;
   }
   if (workers <= 1) {
-    for (size_t i = first; i < order.size(); ++i) train(i, target);
+    for (size_t i = next; i < order.size(); ++i) train(i, target, prepare_now(i));
   } else {
-    // A model that fails (keep_going off) makes the run fail; the others finish first.
-    // A worker with no model left helps the others with their evaluations.
-    std::atomic<size_t> next{first};
-    size_t finished = first;  // models trained (pool.update)
-    std::vector<std::exception_ptr> errors(order.size());
-    std::vector<std::thread> pool_threads;
-    for (int w = 0; w < workers; ++w)
-      pool_threads.emplace_back([&] {
-        omp_set_num_threads(1);
-        for (size_t i; (i = next.fetch_add(1)) < order.size();) {
-          try {
-            train(i, target);
-          } catch (...) {
-            errors[i] = std::current_exception();
-          }
-          pool.update([&] { ++finished; });
-        }
-        pool.help_until([&] { return finished == order.size(); });
-      });
+    while (int(pool_threads.size()) < workers) start_worker();
     for (std::thread& t : pool_threads) t.join();
+    pool_threads.clear();
     for (const std::exception_ptr& e : errors)
       if (e) std::rethrow_exception(e);
   }

@@ -107,6 +107,19 @@ class EvalPool final : public StepHelper {
   int idle_ = 0;  // threads asleep in help_until for want of a job
 };
 
+// What train_and_evaluate does before it reads any data: the model made (its
+// oneDNN primitives created), initialised from its seed, and its Trainer (Adam
+// state allocated). A run with several threads prepares its models while the
+// dataset is synthesised.
+struct PreparedModel {
+  std::string name;
+  int channels = 1;    // of the images it was made for (Dataset's splits)
+  int batch_size = 0;  // the training batch its Trainer holds (TrainConfig::batch_size)
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Trainer> trainer;
+};
+PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, int channels);
+
 // Trains `name` from its seeded initialisation (Adam, softmax cross-entropy,
 // reshuffling each epoch from the stream (seed, Shuffle, epoch)), evaluating
 // familiar and held-out accuracy after every epoch and the circle split at the end.
@@ -115,6 +128,10 @@ class EvalPool final : public StepHelper {
 // with that epoch's weights: the results are the same bits.
 ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
                                const TrainConfig& cfg, const EpochCallback& on_epoch = {},
+                               const std::function<void(Model&)>& on_trained = {}, EvalPool* pool = nullptr);
+// The same from a model prepare_model(name, cfg, data.train.channels) gave.
+ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, const TrainConfig& cfg,
+                               const EpochCallback& on_epoch = {},
                                const std::function<void(Model&)>& on_trained = {}, EvalPool* pool = nullptr);
 
 // Fraction of `split` classified correctly; per-sample correctness into `correct` if given.

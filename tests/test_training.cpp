@@ -111,6 +111,49 @@ TEST(Training, EvaluationsOnOtherThreadsGiveTheSameResults) {
   }
 }
 
+// With two threads or more, the first model is prepared (made, initialised,
+// its Trainer built) on its training thread while the data is synthesised.
+// What fails around that overlap fails as it does on one thread: a model that
+// cannot be made is recorded under keep_going (the others train, to the same
+// bits) or fails the run; a dataset that cannot be made, or a check after it,
+// fails the run with the preparing thread joined (no hang, no std::terminate).
+TEST(Training, FailuresAroundTheEarlyPreparedModelAreThoseOfOneThread) {
+  RunOptions o = small_run();
+  o.train.n_epochs = 1;
+  o.models = {"nosuch", "cnn"};  // "nosuch" is prepared first, and fails there
+  std::vector<double> cnn_loss;
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    o.threads = threads;
+    o.keep_going = true;
+    const RunResult r = run_experiment(o);
+    ASSERT_EQ(r.models.size(), 2u);
+    EXPECT_NE(r.models[0].error.find("unknown model 'nosuch'"), std::string::npos) << r.models[0].error;
+    EXPECT_TRUE(std::isnan(r.models[0].familiar));
+    EXPECT_EQ(r.models[1].error, "");
+    ASSERT_EQ(r.models[1].history.size(), 1u);
+    if (cnn_loss.empty()) cnn_loss = r.models[1].step_loss;
+    else EXPECT_EQ(r.models[1].step_loss, cnn_loss);
+    o.keep_going = false;
+    EXPECT_THROW(run_experiment(o), std::invalid_argument);
+  }
+  o.models = {"caps", "cnn"};
+  o.threads = 2;
+  RunOptions no_data = o;  // smallNORB files that are not there
+  no_data.data.norb = NorbConfig{};
+  no_data.data.norb->dir = testing::TempDir() + "viewgap_no_such_norb_dir";
+  std::atomic<int> epochs{0}, trained{0};  // none: no model trains without its data
+  EXPECT_THROW(run_experiment(
+                   no_data, [&](const std::string&, const EpochStats&) { ++epochs; },
+                   [&](const std::string&, Model&, const Dataset&) { ++trained; }),
+               NorbError);
+  EXPECT_EQ(epochs, 0);
+  EXPECT_EQ(trained, 0);
+  RunOptions no_validation = o;  // the check after the data: a stop rule needs a validation split
+  no_validation.stop_at_familiar = 0.9;
+  EXPECT_THROW(run_experiment(no_validation), std::invalid_argument);
+}
+
 // Step helpers for the tests below. ThreadHelper: a thread of its own, idle
 // whenever it has no job, taking every offer, each after `delay_us` (so its
 // claims land at different points of the owner's backward). Declines: takes
