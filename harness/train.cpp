@@ -249,6 +249,7 @@ PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, int
   AdamConfig ac;
   ac.lr = cfg.lr;
   p.trainer = std::make_unique<Trainer>(*p.model, ac, cfg.batch_size);
+  p.model->prepare_training(cfg.batch_size);
   return p;
 }
 

@@ -107,10 +107,10 @@ class EvalPool final : public StepHelper {
   int idle_ = 0;  // threads asleep in help_until for want of a job
 };
 
-// What train_and_evaluate does before it reads any data: the model made (its
-// oneDNN primitives created), initialised from its seed, and its Trainer (Adam
-// state allocated). A run with several threads prepares its models while the
-// dataset is synthesised.
+// What train_and_evaluate does before it reads any data: the model made,
+// initialised from its seed, its primitives for the training batch built
+// (Model::prepare_training), and its Trainer (Adam state allocated). A run with
+// several threads prepares its first model while the dataset is synthesised.
 struct PreparedModel {
   std::string name;
   int channels = 1;    // of the images it was made for (Dataset's splits)

@@ -186,6 +186,8 @@ void Conv2d::forward(float* dst, const float* src, const float* weights, const f
   run(m.forward);
 }
 
+void Conv2d::prepare_backward(int batch) { impl(batch).build_backward(); }
+
 void Conv2d::backward_weights(float* diff_weights, float* diff_bias, const float* diff_dst,
                               const float* src, int batch) {
   Impl& m = impl(batch);

@@ -36,6 +36,8 @@ class Conv2d {
   // pre-activation output (the caller applies the ReLU mask). Overwrites both.
   void backward_weights(float* diff_weights, float* diff_bias, const float* diff_dst,
                         const float* src, int batch);
+  // Builds the primitives of `batch`, forward and backward, ahead of their first call.
+  void prepare_backward(int batch);
 
   const ConvShape& shape() const { return shape_; }
 

@@ -77,6 +77,8 @@ void Linear::init(uint64_t seed) {
               params_.tensor(w).name);
 }
 
+void Linear::prepare_training(int B) { dense_.prepare_backward(B); }
+
 const float* Linear::forward(const float* images, int B) {
   if (B > max_batch_) throw std::invalid_argument("linear: batch > max_batch");
   images_ = images;

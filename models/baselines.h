@@ -38,6 +38,7 @@ class Linear final : public Model {
   Linear(const LossConfig& loss, int max_batch, int in_channels = 1);
   std::string name() const override { return "linear"; }
   void init(uint64_t seed) override;
+  void prepare_training(int batch) override;
   const float* forward(const float* images, int batch) override;
   void backward(const float* dscores, int batch) override;
   std::string first_non_finite_layer(int batch) const override;

@@ -97,6 +97,12 @@ static void caps_logits_backward(float* d_mu, float* d_a, const float* d_logits,
   }
 }
 
+void CapsNet::prepare_training(int B) {
+  conv1_.prepare_backward(B);
+  primary_.prepare_backward(B);
+  grow_backward_buffers(B);
+}
+
 const float* CapsNet::forward(const float* images, int B) {
   if (B > max_batch_) throw std::invalid_argument("CapsNet::forward: batch > max_batch");
   const int P = cfg_.n_primary, J = cfg_.n_classes;
@@ -152,9 +158,8 @@ std::string CapsNet::first_non_finite_layer(int B) const {
   return "";
 }
 
-void CapsNet::backward(const float* dscores, int B) {
-  const int P = cfg_.n_primary, J = cfg_.n_classes;
-  const size_t b = size_t(B);
+void CapsNet::grow_backward_buffers(int B) {
+  const size_t b = size_t(B), P = size_t(cfg_.n_primary), J = size_t(cfg_.n_classes);
   grow_to(d_mu_, b * J * kPoseDim);
   grow_to(d_a_, b * J);
   grow_to(d_votes_, b * P * J * kPoseDim);
@@ -162,6 +167,11 @@ void CapsNet::backward(const float* dscores, int B) {
   grow_to(d_prim_, b * P * (kPoseDim + 1));
   grow_to(d_conv_, b * conv_shape_.out_size());
   grow_to(d_a_in_logit_, b * P);
+}
+
+void CapsNet::backward(const float* dscores, int B) {
+  const int P = cfg_.n_primary, J = cfg_.n_classes;
+  grow_backward_buffers(B);
   // oneDNN layers overwrite their gradients; the routing ones accumulate.
   for (int k : {route_w, beta_a, beta_v}) std::fill_n(params_.grad(k), params_.tensor(k).size, 0.f);
   if (loss_.kind == LossKind::xent) {

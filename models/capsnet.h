@@ -35,6 +35,7 @@ class CapsNet final : public Model {
   CapsNet(const CapsConfig& cfg, int max_batch);
   std::string name() const override { return "caps"; }
   void init(uint64_t seed) override;
+  void prepare_training(int batch) override;
   const float* forward(const float* images, int batch) override;
   void backward(const float* dscores, int batch) override;
   std::vector<LayerInfo> layers(int batch) const override;
@@ -54,6 +55,8 @@ class CapsNet final : public Model {
   int conv_w, conv_b, prim_w, prim_b, route_w, beta_a, beta_v;
 
  private:
+  // Sizes the gradient buffers for a backward of B images (backward and prepare_training).
+  void grow_backward_buffers(int B);
   CapsConfig cfg_;
   int max_batch_;
   ConvShape conv_shape_;

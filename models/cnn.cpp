@@ -38,6 +38,13 @@ void Cnn::init(uint64_t seed) {
   he(out_w, float(cfg_.hidden));
 }
 
+void Cnn::prepare_training(int B) {
+  conv1_.prepare_backward(B);
+  hidden_.prepare_backward(B);
+  out_.prepare_backward(B);
+  grow_backward_buffers(B);
+}
+
 const float* Cnn::forward(const float* images, int B) {
   if (B > max_batch_) throw std::invalid_argument("Cnn::forward: batch > max_batch");
   images_ = images;
@@ -71,9 +78,13 @@ std::string Cnn::first_non_finite_layer(int B) const {
   return "";
 }
 
-void Cnn::backward(const float* d_logits, int B) {
+void Cnn::grow_backward_buffers(int B) {
   grow_to(d_hid_, size_t(B) * cfg_.hidden);
   grow_to(d_conv_, size_t(B) * conv_shape_.out_size());
+}
+
+void Cnn::backward(const float* d_logits, int B) {
+  grow_backward_buffers(B);
   {
     LayerScope t(prof_, "out", true);
     out_.backward_weights(params_.grad(out_w), params_.grad(out_b), d_logits, hid_.data(), B);

@@ -21,6 +21,7 @@ class Cnn final : public Model {
   Cnn(const CnnConfig& cfg, int max_batch);
   std::string name() const override { return cfg_.hidden == 64 ? "cnn" : "cnn" + std::to_string(cfg_.hidden); }
   void init(uint64_t seed) override;
+  void prepare_training(int batch) override;
   const float* forward(const float* images, int batch) override;
   void backward(const float* dlogits, int batch) override;
   std::string first_non_finite_layer(int batch) const override;
@@ -29,6 +30,8 @@ class Cnn final : public Model {
   int conv_w, conv_b, hid_w, hid_b, out_w, out_b;
 
  private:
+  // Sizes the gradient buffers for a backward of B images (backward and prepare_training).
+  void grow_backward_buffers(int B);
   CnnConfig cfg_;
   int max_batch_;
   ConvShape conv_shape_;

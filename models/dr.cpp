@@ -119,6 +119,14 @@ static double reconstruction_loss(float* d_rec, const float* rec, const float* i
   return w * sse / B;
 }
 
+void DrNet::prepare_training(int B) {
+  conv1_.prepare_backward(B);
+  primary_.prepare_backward(B);
+  for (std::optional<Dense>* fc : {&fc1_, &fc2_, &fc3_})
+    if (*fc) (*fc)->prepare_backward(B);
+  grow_backward_buffers(B);
+}
+
 const float* DrNet::forward(const float* images, int B) {
   if (B > max_batch_) throw std::invalid_argument("DrNet::forward: batch > max_batch");
   const int I = cfg_.n_primary, J = cfg_.n_classes;
@@ -174,9 +182,8 @@ bool DrNet::decode(const float* capsule16, int cls, float* out) {
   return true;
 }
 
-void DrNet::backward(const float* dscores, int B) {
-  const int I = cfg_.n_primary, J = cfg_.n_classes;
-  const size_t b = size_t(B);
+void DrNet::grow_backward_buffers(int B) {
+  const size_t b = size_t(B), I = size_t(cfg_.n_primary), J = size_t(cfg_.n_classes);
   if (has_decoder()) {
     grow_to(d_h2_, b * cfg_.decoder_hidden2);
     grow_to(d_h1_, b * cfg_.decoder_hidden1);
@@ -187,6 +194,11 @@ void DrNet::backward(const float* dscores, int B) {
   grow_to(d_u_, b * I * kDrInDim);
   grow_to(d_prim_, b * I * kDrInDim);
   grow_to(d_conv_, b * conv_shape_.out_size());
+}
+
+void DrNet::backward(const float* dscores, int B) {
+  const int I = cfg_.n_primary, J = cfg_.n_classes;
+  grow_backward_buffers(B);
   // oneDNN layers overwrite their gradients; the prediction kernel accumulates.
   std::fill_n(params_.grad(route_w), params_.tensor(route_w).size, 0.f);
   const float* dv = nullptr;

@@ -45,6 +45,7 @@ class DrNet final : public Model {
   DrNet(const DrConfig& cfg, int max_batch);
   std::string name() const override { return "dr"; }
   void init(uint64_t seed) override;
+  void prepare_training(int batch) override;
   const float* forward(const float* images, int batch) override;
   void backward(const float* dscores, int batch) override;
   std::string first_non_finite_layer(int batch) const override;
@@ -77,6 +78,8 @@ class DrNet final : public Model {
                                                 fc3_b = -1;
 
  private:
+  // Sizes the gradient buffers for a backward of B images (backward and prepare_training).
+  void grow_backward_buffers(int B);
   DrConfig cfg_;
   int max_batch_;
   ConvShape conv_shape_;

@@ -374,6 +374,46 @@ TEST(Training, AStepAllocatesNothingOnceWarm) {
   omp_set_num_threads(saved);
 }
 
+// Model::prepare_training builds everything a step of that batch needs: the
+// first step after it allocates nothing of ours either (without it, the first
+// step builds the layers' primitives), and the steps are the same bits.
+TEST(Training, APreparedModelsFirstStepAllocatesNothing) {
+  const Dataset d = make_dataset(small_run().data);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  for (const std::string name : {"caps", "cnn", "dr", "linear"}) {
+    SCOPED_TRACE(name);
+    std::vector<double> losses[2];
+    size_t onednn_first[2] = {0, 0};
+    for (bool prepared : {false, true}) {
+      std::unique_ptr<Model> m = make_model(name, ModelOptions{}, 64);
+      m->init(3);
+      Trainer trainer(*m, AdamConfig{}, 32);
+      if (prepared) m->prepare_training(32);
+      for (int s = 0; s < 3; ++s) {
+        test::attribute_allocations(true);
+        const test::Allocations before = test::allocations_on_this_thread();
+        const double loss = trainer.step(d.train.image(32 * s), d.train.labels.data() + 32 * s, 32, 0.1 * s);
+        const test::Allocations after = test::allocations_on_this_thread();
+        test::attribute_allocations(false);
+        losses[prepared].push_back(loss);
+        const size_t onednn = after.by_onednn - before.by_onednn, ours = after.all - before.all - onednn;
+        if (s == 0) onednn_first[prepared] = onednn;
+        if (prepared) {
+          EXPECT_EQ(ours, 0u) << "step " << s;
+          EXPECT_EQ(onednn, onednn_first[1]) << "step " << s;  // execute's argument maps only
+        } else if (s == 0) {
+          EXPECT_GT(ours, 0u);  // what prepare_training moves ahead
+        }
+      }
+      losses[prepared].push_back(double(m->params().values()[m->params().count() / 2]));
+    }
+    EXPECT_EQ(losses[0], losses[1]);
+    EXPECT_GT(onednn_first[0], onednn_first[1]);  // unprepared, the first step creates primitives
+  }
+  omp_set_num_threads(saved);
+}
+
 // The first training step (forward, loss, backward) of `model` from its seeded
 // initialisation on the first 32 training images: the loss and every gradient.
 struct FirstStep {
