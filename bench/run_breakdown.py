@@ -77,7 +77,7 @@ def main():
         med(w - r["timing_s"]["total"] for w, r in zip(walls, runs)))
     add("data synthesis", med(r["timing_s"]["dataset"] for r in runs))
     if a.threads == 1:  # with more, the models' phases overlap on the cores
-        add("outside the phases (models' set-up, summaries)",
+        add("outside the phases (models prepared, summaries)",
             med(r["timing_s"]["total"] - r["timing_s"]["dataset"] -
                 sum(m["timing_s"][k] for m in r["models"] for k in ("train", "eval", "circle")) for r in runs))
     for i, m in enumerate(models):
@@ -103,7 +103,7 @@ def main():
             add(f"{m}: {key[0]} {key[1]}", loop * float(r["share"]), per_image(r) * n_train)
         other = 1 - sum(float(r["share"]) for k, r in layers.items() if k != ("step", "step"))
         add(f"{m}: the rest of a step (batch loss, gradient checks)", loop * other)
-        add(f"{m}: first step's set-up (backward primitives, first touch)", first)
+        add(f"{m}: the first step's excess over the median step", first)
         add(f"{m}: training outside the steps (batches, shuffles, checks)", t(lambda x: x["train"]) - step_sum)
         fwd = sum(float(r["flops"]) for k, r in layers.items() if k[1] == "forward") / batch
         n_eval = len(runs[0]["models"][i]["history"]) * (d0["familiar"] + d0["heldout"])
