@@ -150,7 +150,8 @@ struct RunOptions {
   // Cores for the run: the models train concurrently, one per core, each on
   // one thread, and each epoch's evaluation runs on whichever thread is free
   // (EvalPool); the dataset's synthesis spreads over the caller's OpenMP
-  // threads. No result depends on it. 1: one model after the other.
+  // threads (large loops only), while the first model is prepared
+  // (prepare_model) on another. No result depends on it. 1: one model after the other.
   int threads = 1;
   // A model that fails (NaN, a bad option) is recorded in its ModelResult::error
   // and the others still run (sweeps); otherwise the failure is thrown (run).
