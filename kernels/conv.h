@@ -21,7 +21,7 @@ struct ConvShape {
 //   bias    O
 //   dst     B x OH x OW x O          (nhwc: channel-last, what the dense layer flattens)
 // Primitives are created once per batch size and reused (the backward ones on that size's
-// first backward call, so evaluation sizes never build them); execution allocates nothing
+// first backward call or prepare_backward, so evaluation sizes never build them); execution allocates nothing
 // of ours (oneDNN's execute builds its argument map inside: DnnlStep::run).
 class Conv2d {
  public:

@@ -175,13 +175,13 @@ class Model {
   // (1-nearest-neighbour): fit() keeps what it needs and returns true; models
   // trained by Trainer::step return false and are trained as usual.
   virtual bool fit(const float* /*images*/, const int* /*labels*/, int /*n*/) { return false; }
-  // Builds what a training step of `batch` images needs (every layer's oneDNN
-  // primitives, forward and backward) ahead of the first step, which otherwise
-  // does it: a run prepares its first model so while the data is synthesised.
-  // Changes no result.
-  virtual void prepare_training(int /*batch*/) {}
   virtual void set_training_labels(const int* /*labels*/) {}
   virtual double model_loss() const { return 0; }
+  // Builds what a training step of `batch` images needs (every layer's oneDNN
+  // primitives, forward and backward, and the gradient buffers) ahead of the
+  // first step, which otherwise does it; a run prepares its first model while
+  // the data is synthesised. Changes no result.
+  virtual void prepare_training(int /*batch*/) {}
   // The loss the scores are trained with.
   const LossConfig& loss() const { return loss_; }
   ParamSet& params() { return params_; }
