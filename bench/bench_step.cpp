@@ -99,9 +99,9 @@ BENCHMARK_CAPTURE(BM_train_step, dr_no_decoder, std::string("dr"), ModelOptions{
 BENCHMARK_CAPTURE(BM_train_step_helped, caps, std::string("caps"))->ArgName("batch")->Arg(32)->UseRealTime();
 BENCHMARK_CAPTURE(BM_train_step_helped, cnn, std::string("cnn"))->ArgName("batch")->Arg(32)->UseRealTime();
 BENCHMARK_CAPTURE(BM_train_step_helped, dr, std::string("dr"))->ArgName("batch")->Arg(32)->UseRealTime();
-BENCHMARK_CAPTURE(BM_eval_batch, caps, std::string("caps"))->ArgName("batch")->Arg(180)->Arg(256);
-BENCHMARK_CAPTURE(BM_eval_batch, cnn, std::string("cnn"))->ArgName("batch")->Arg(180)->Arg(256);
-BENCHMARK_CAPTURE(BM_eval_batch, dr, std::string("dr"))->ArgName("batch")->Arg(180)->Arg(256);
+BENCHMARK_CAPTURE(BM_eval_batch, caps, std::string("caps"))->ArgName("batch")->Arg(52)->Arg(64)->Arg(180)->Arg(256);
+BENCHMARK_CAPTURE(BM_eval_batch, cnn, std::string("cnn"))->ArgName("batch")->Arg(52)->Arg(64)->Arg(180)->Arg(256);
+BENCHMARK_CAPTURE(BM_eval_batch, dr, std::string("dr"))->ArgName("batch")->Arg(52)->Arg(64)->Arg(180)->Arg(256);
 
 void BM_make_dataset(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(make_dataset(DataConfig{}).train.images.data());
