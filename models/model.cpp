@@ -152,6 +152,8 @@ void Trainer::add(std::function<void()> compute, int first_tensor, int last_tens
   o.compute = std::move(compute);
   o.begin = begin;
   o.end = end;
+  o.adam_open.store(false, std::memory_order_relaxed);  // published by the state's release below
+  o.next_chunk.store(0, std::memory_order_relaxed);
   const uint32_t gen = generation_ << 2;
   shared_->state[size_t(i)].store(gen | kOffered, std::memory_order_release);
   Shared* s = shared_;
@@ -171,7 +173,8 @@ void Trainer::add(std::function<void()> compute, int first_tensor, int last_tens
           if (spin < 16384) cpu_relax();
           else s->released.wait(r, std::memory_order_acquire);
         }
-        s->adam->update(*s->params, o.begin, o.end);
+        o.adam_open.store(true, std::memory_order_release);
+        adam_chunks(s, o);
       } catch (...) {
         o.error = std::current_exception();  // the owner throws it
       }
@@ -181,6 +184,14 @@ void Trainer::add(std::function<void()> compute, int first_tensor, int last_tens
     release(s);
   });
   if (!taken) release(s);  // the job was never queued: the owner runs it below
+}
+
+void Trainer::adam_chunks(Shared* s, Offer& o) {
+  const size_t n = o.end - o.begin;
+  for (size_t c; (c = o.next_chunk.fetch_add(1, std::memory_order_relaxed)) * kAdamChunk < n;) {
+    const size_t from = o.begin + c * kAdamChunk;
+    s->adam->update(*s->params, from, std::min(from + kAdamChunk, o.end));
+  }
 }
 
 void Trainer::weights_released() {
@@ -211,7 +222,16 @@ void Trainer::finish_offers(bool ok) {
       }
       continue;
     }
+    // A helper has it: once its gradient is in, share the Adam update (not
+    // when unwinding, nor after an error: then nothing more is updated here).
+    bool shared_adam = !ok || error;
     for (int spin = 0; (expected = st.load(std::memory_order_acquire)) != (gen | kDone); ++spin) {
+      if (!shared_adam && o.adam_open.load(std::memory_order_acquire)) {
+        adam_chunks(shared_, o);
+        shared_adam = true;
+        spin = 0;
+        continue;
+      }
       if (spin < 16384) cpu_relax();  // ~0.1-0.3 ms: an offer's usual remainder; then sleep
       else st.wait(expected, std::memory_order_acquire);
     }

@@ -254,7 +254,14 @@ class Trainer final : private GradientSink {
     std::function<void()> compute;
     size_t begin = 0, end = 0;  // its tensors in the flat parameters
     std::exception_ptr error;   // what compute threw on the helper
+    // On the helper, once its gradient is computed and backward has released
+    // the weights, the Adam update goes in chunks of kAdamChunk elements that
+    // the owner, waiting at the end of its backward, claims too (Adam is
+    // elementwise: the same bits whoever updates a chunk).
+    std::atomic<bool> adam_open{false};
+    std::atomic<size_t> next_chunk{0};
   };
+  static constexpr size_t kAdamChunk = 8192;
   struct Shared {
     std::array<Offer, 4> offers;
     std::array<std::atomic<uint32_t>, 4> state{};
@@ -264,12 +271,15 @@ class Trainer final : private GradientSink {
     Adam* adam = nullptr;
     ParamSet* params = nullptr;
   };
+  // Updates the chunks of offer o that no one has claimed yet.
+  static void adam_chunks(Shared* s, Offer& o);
   enum Phase : uint32_t { kOffered = 0, kHelper = 1, kDone = 2, kOwner = 3 };
   static_assert(std::tuple_size_v<decltype(Shared::offers)> < 8, "released counts offers in 3 bits");
   void add(std::function<void()> compute, int first_tensor, int last_tensor) override;
   void weights_released() override;
   // Runs (ok) or drops (backward threw) each offer no helper claimed, waits for
-  // those one did, then (ok) Adam over the elements no offer covered. If an
+  // those one did (taking a share of their Adam chunks once their gradients are
+  // in), then (ok) Adam over the elements no offer covered. If an
   // offer threw, throws that once all are settled (a helper may already have
   // updated its tensors: a failed step leaves the weights as they fell).
   void finish_offers(bool ok);
