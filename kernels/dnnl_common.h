@@ -13,7 +13,8 @@ dnnl::engine& dnnl_engine();
 // says. Must run before oneDNN creates anything; throws std::runtime_error
 // with the reason if oneDNN cannot be pinned there.
 void pin_onednn_isa_avx2();
-// The ISA oneDNN's kernels use in this process: "avx2", "avx512_core", ...
+// The ISA oneDNN's kernels use in this process: "avx2", "avx512_core", ...;
+// on aarch64 "asimd" or "sve_128" ... "sve_512".
 std::string onednn_isa();
 dnnl::stream& dnnl_stream();
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/dnnl_common.h"
 #include "kernels/dense.h"
 #include "kernels/rng.h"
 
@@ -98,6 +99,17 @@ Vec hand_weights() {
   for (int i = 0; i < 9; ++i) w[i] = 1.f;
   w[9 + 4] = 1.f;
   return w;
+}
+
+// The ISA in the JSON's meta.onednn_isa names one of this architecture's: oneDNN
+// 2.6 returns aarch64's flags in x86's enum, where 0x1f read "avx512_mic_4ops".
+TEST(Onednn, IsaNamesOneOfThisArchitecture) {
+  const std::string isa = onednn_isa();
+#if defined(__x86_64__)
+  EXPECT_TRUE(isa.rfind("avx", 0) == 0 || isa == "sse41") << isa;
+#elif defined(__aarch64__)
+  EXPECT_TRUE(isa == "asimd" || isa.rfind("sve_", 0) == 0) << isa;
+#endif
 }
 
 TEST(ConvReference, HandComputedStride1) {
