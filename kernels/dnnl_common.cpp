@@ -35,10 +35,10 @@ void pin_onednn_isa_avx2() {
 
 std::string onednn_isa() {
 #if !defined(__x86_64__)
-  // dnnl_cpu_isa_t names x86's ISAs only; on aarch64 oneDNN 2.6 returns its own
-  // flags cast to it (asimd 0x1, then one bit per SVE width, 128 to 512 bits,
-  // 0x2 to 0x10), so the x86 name of the value would be wrong (0x1f under
-  // qemu reads "avx512_mic_4ops"). The widest flag set names the ISA.
+  // dnnl_cpu_isa_t names x86's ISAs only; on aarch64 oneDNN returns its own
+  // flags cast to it: asimd in bit 0, SVE at 128, 256, 384 and 512 bits in
+  // bits 1 to 4 (under qemu 0x1f, whose x86 name is "avx512_mic_4ops"). The
+  // widest flag set names the ISA.
   const auto bits = unsigned(dnnl::get_effective_cpu_isa());
   static constexpr std::array<const char*, 5> names{"asimd", "sve_128", "sve_256", "sve_384", "sve_512"};
   for (int b = int(names.size()) - 1; b >= 0; --b)
