@@ -1,20 +1,14 @@
-#include <malloc.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "harness/cli.h"
+#include "harness/heap.h"
 #include "harness/output.h"
 
 int main(int argc, char** argv) {
-  // Buffers up to 32 MB (every one viewgap has: weights, Adam state, splits)
-  // come from the heap and stay there when freed, so the next model, cell or
-  // evaluation reuses pages already mapped. glibc's default maps each large
-  // buffer afresh and unmaps it on free, and every page faults in again: the
-  // default run took 20,000 page faults and 0.66 s, now 12,800 and 0.57 s.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+  // Large buffers kept in the heap, the heap in transparent huge pages (heap.h).
+  vg::configure_heap();
   // stdout holds up to 64 KB (a table, --help) until the flush below, which then
   // sees the failing write itself and its errno (a write that failed mid-print
   // leaves only ferror set, with errno long overwritten: "write error").
