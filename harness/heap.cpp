@@ -46,7 +46,9 @@ HeapSetup configure_heap() {
   if (huge == 0 || huge > kReserve / 8) return setup;
 
   // One arena: glibc gives each new thread an arena of its own (mmap'd, not this
-  // heap) otherwise. viewgap allocates outside its steps, so nothing contends.
+  // heap) otherwise. Our code allocates nothing in a warm step, and oneDNN's small
+  // per-execute allocations come from glibc's per-thread cache, so its lock is
+  // rarely contended (README: futex calls counted in a two-job sweep).
   mallopt(M_ARENA_MAX, 1);
   // The trim threshold above the reserve, so freeing never gives it back.
   mallopt(M_TRIM_THRESHOLD, int(2 * kReserve));

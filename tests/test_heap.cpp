@@ -16,11 +16,15 @@
 
 namespace {
 
-bool thp_available() {
+// The kernel's THP modes with the chosen one in brackets ("" without THP).
+std::string thp_modes() {
   std::ifstream enabled("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string modes;
-  return std::getline(enabled, modes) && modes.find("[never]") == std::string::npos;
+  std::getline(enabled, modes);
+  return modes;
 }
+
+bool thp_available() { return !thp_modes().empty() && thp_modes().find("[never]") == std::string::npos; }
 
 // The VmFlags of the mapping holding `p`, from /proc/self/smaps ("" if none).
 std::string vm_flags_of(const void* p) {
@@ -100,10 +104,8 @@ TEST(Heap, WithoutTheAdviceBuffersLiveInPlainMemory) {
   // The check above can fail: a buffer of a process that did not call
   // configure_heap is not advised (THP "madvise" or "never"; under "always"
   // nothing needs advice, and this has nothing to show).
-  std::ifstream enabled("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  if (!std::getline(enabled, modes) || modes.find("[always]") != std::string::npos)
-    GTEST_SKIP() << "THP mode: " << modes;
+  const std::string modes = thp_modes();
+  if (modes.empty() || modes.find("[always]") != std::string::npos) GTEST_SKIP() << "THP mode: " << modes;
   GTEST_FLAG_SET(death_test_style, "fast");
   EXPECT_EXIT(
       {
