@@ -53,20 +53,21 @@ void EmState::reserve_history(int B, int I, int J, int iters) {
 }
 
 namespace {
+// The kernel list: one line per variant this build has. The full backward is
+// the scalar reference for every ISA (see em_backward_full_f32__scalar).
+#define VG_EM_ENTRY(isa) \
+  {Isa::isa, em_m_step_f32__##isa, em_e_step_f32__##isa, em_backward_f32__##isa, em_backward_full_f32__scalar}
 const EmRoutingKernels kVariants[] = {
-    {Isa::scalar, em_m_step_f32__scalar, em_e_step_f32__scalar, em_backward_f32__scalar,
-     em_backward_full_f32__scalar},
+    VG_EM_ENTRY(scalar),
 #if defined(__x86_64__)
-    {Isa::avx2, em_m_step_f32__avx2, em_e_step_f32__avx2, em_backward_f32__avx2,
-     em_backward_full_f32__scalar},
-    {Isa::avx512, em_m_step_f32__avx512, em_e_step_f32__avx512, em_backward_f32__avx512,
-     em_backward_full_f32__scalar},
+    VG_EM_ENTRY(avx2),
+    VG_EM_ENTRY(avx512),
 #endif
 #if defined(__aarch64__)
-    {Isa::neon, em_m_step_f32__neon, em_e_step_f32__neon, em_backward_f32__neon,
-     em_backward_full_f32__scalar},
+    VG_EM_ENTRY(neon),
 #endif
 };
+#undef VG_EM_ENTRY
 }  // namespace
 
 const EmRoutingKernels* em_routing_variants(int* count) {
@@ -143,13 +144,6 @@ void em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, float* d
     throw std::invalid_argument("em_routing_backward: EmGrad::full needs the history of a forward "
                                 "with EmGrad::full, the same iterations and batch");
   k.backward_full(dV, da_in_logit, dbeta_a, dbeta_v, dmu, da_out, V, st, B, I, J, cfg);
-}
-
-void em_routing_backward(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
-                         const float* da_out, const float* V, const float* mu,
-                         const float* a_out, const EmState& st, int B, int I, int J,
-                         const EmConfig& cfg, const EmRoutingKernels& k) {
-  em_routing_backward(dV, nullptr, dbeta_a, dbeta_v, dmu, da_out, V, mu, a_out, st, B, I, J, cfg, k);
 }
 
 }  // namespace vg

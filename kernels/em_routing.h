@@ -122,48 +122,28 @@ using EmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbeta_a,
                                   const float* dmu, const float* da_out, const float* V,
                                   const EmState& st, int B, int I, int J, const EmConfig& cfg);
 
-void em_m_step_f32__scalar(float* mu, float* a_out, EmState& st, const float* V,
-                           const float* beta_a, const float* beta_v, int B, int I, int J,
-                           const EmConfig& cfg);
-void em_e_step_f32__scalar(EmState& st, const float* V, const float* mu, int B, int I, int J);
-void em_backward_f32__scalar(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
-                             const float* da_out, const float* V, const float* mu,
-                             const float* a_out, const EmState& st, int B, int I, int J,
-                             const EmConfig& cfg);
+// The steps of one ISA, em_<step>_f32__<isa> (contracts above).
+#define VG_EM_KERNELS(isa)                                                                                \
+  void em_m_step_f32__##isa(float* mu, float* a_out, EmState& st, const float* V, const float* beta_a,     \
+                            const float* beta_v, int B, int I, int J, const EmConfig& cfg);                 \
+  void em_e_step_f32__##isa(EmState& st, const float* V, const float* mu, int B, int I, int J);            \
+  void em_backward_f32__##isa(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,                  \
+                              const float* da_out, const float* V, const float* mu, const float* a_out,     \
+                              const EmState& st, int B, int I, int J, const EmConfig& cfg);
+VG_EM_KERNELS(scalar)
+// ISA variants (same contracts, J <= 64; only rounding differs from the scalar
+// reference); each exists only in builds for its architecture.
+#if defined(__x86_64__)
+VG_EM_KERNELS(avx2)
+VG_EM_KERNELS(avx512)
+#endif
+#if defined(__aarch64__)
+VG_EM_KERNELS(neon)
+#endif
+#undef VG_EM_KERNELS
 void em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
                                   const float* dmu, const float* da_out, const float* V,
                                   const EmState& st, int B, int I, int J, const EmConfig& cfg);
-
-// ISA variants (same contracts, J <= 64); each exists only in builds for its
-// architecture. Only rounding differs from the scalar reference.
-#if defined(__x86_64__)
-void em_m_step_f32__avx2(float* mu, float* a_out, EmState& st, const float* V,
-                         const float* beta_a, const float* beta_v, int B, int I, int J,
-                         const EmConfig& cfg);
-void em_e_step_f32__avx2(EmState& st, const float* V, const float* mu, int B, int I, int J);
-void em_backward_f32__avx2(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
-                           const float* da_out, const float* V, const float* mu,
-                           const float* a_out, const EmState& st, int B, int I, int J,
-                           const EmConfig& cfg);
-void em_m_step_f32__avx512(float* mu, float* a_out, EmState& st, const float* V,
-                         const float* beta_a, const float* beta_v, int B, int I, int J,
-                         const EmConfig& cfg);
-void em_e_step_f32__avx512(EmState& st, const float* V, const float* mu, int B, int I, int J);
-void em_backward_f32__avx512(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
-                           const float* da_out, const float* V, const float* mu,
-                           const float* a_out, const EmState& st, int B, int I, int J,
-                           const EmConfig& cfg);
-#endif
-#if defined(__aarch64__)
-void em_m_step_f32__neon(float* mu, float* a_out, EmState& st, const float* V,
-                         const float* beta_a, const float* beta_v, int B, int I, int J,
-                         const EmConfig& cfg);
-void em_e_step_f32__neon(EmState& st, const float* V, const float* mu, int B, int I, int J);
-void em_backward_f32__neon(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
-                           const float* da_out, const float* V, const float* mu,
-                           const float* a_out, const EmState& st, int B, int I, int J,
-                           const EmConfig& cfg);
-#endif
 
 // FLOPs of one routing call, counted from the loops of the scalar reference
 // (M-step: weights, mean, variance, cost; E-step: quadratic form, softmax;
@@ -218,12 +198,6 @@ void em_routing_forward(float* mu, float* a_out, EmState& st, const float* V,
 // reads its history instead of mu and a_out).
 void em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
                          const float* dmu, const float* da_out, const float* V, const float* mu,
-                         const float* a_out, const EmState& st, int B, int I, int J,
-                         const EmConfig& cfg, const EmRoutingKernels& k = em_routing_kernels());
-// The signature before EmGrad existed: the stop-gradient scheme only (throws
-// std::invalid_argument for EmGrad::full, whose input gradient has nowhere to go).
-void em_routing_backward(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
-                         const float* da_out, const float* V, const float* mu,
                          const float* a_out, const EmState& st, int B, int I, int J,
                          const EmConfig& cfg, const EmRoutingKernels& k = em_routing_kernels());
 

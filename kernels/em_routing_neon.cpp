@@ -1,35 +1,61 @@
-// NEON EM-routing steps (AArch64 Advanced SIMD, no extra flags). The vector
-// axis is the pose dimension h: 16 floats, four q registers. exp and log are
-// vector polynomials (below) over contiguous runs, with a std:: tail.
+// NEON EM-routing steps (AArch64 Advanced SIMD, no extra flags): a pose vector
+// is four q registers; exp and log run four floats at a time through the
+// Cephes polynomials below, the leftovers of a run through std::.
 #include <arm_neon.h>
 
-#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <numbers>
 
-#include "kernels/em_routing.h"
-#include "kernels/em_routing_simd.h"
-
 namespace vg {
-
 namespace {
 
-constexpr int H = kPoseDim;
-
-// Four q registers: one pose vector of 16 floats.
 struct F16 {
   float32x4_t q[4];
 };
+inline F16 zero16() { return {{vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f)}}; }
 inline F16 load16(const float* p) { return {{vld1q_f32(p), vld1q_f32(p + 4), vld1q_f32(p + 8), vld1q_f32(p + 12)}}; }
 inline void store16(float* p, const F16& x) {
   for (int k = 0; k < 4; ++k) vst1q_f32(p + 4 * k, x.q[k]);
 }
+inline F16 bcast16(float x) { return {{vdupq_n_f32(x), vdupq_n_f32(x), vdupq_n_f32(x), vdupq_n_f32(x)}}; }
+inline F16 add16(F16 a, const F16& b) {
+  for (int k = 0; k < 4; ++k) a.q[k] = vaddq_f32(a.q[k], b.q[k]);
+  return a;
+}
+inline F16 sub16(F16 a, const F16& b) {
+  for (int k = 0; k < 4; ++k) a.q[k] = vsubq_f32(a.q[k], b.q[k]);
+  return a;
+}
+inline F16 mul16(F16 a, const F16& b) {
+  for (int k = 0; k < 4; ++k) a.q[k] = vmulq_f32(a.q[k], b.q[k]);
+  return a;
+}
+inline F16 div16(F16 a, const F16& b) {
+  for (int k = 0; k < 4; ++k) a.q[k] = vdivq_f32(a.q[k], b.q[k]);
+  return a;
+}
+inline F16 fma16(const F16& a, const F16& b, F16 acc) {
+  for (int k = 0; k < 4; ++k) acc.q[k] = vfmaq_f32(acc.q[k], a.q[k], b.q[k]);
+  return acc;
+}
+// FMAX keeps a NaN x, as std::max(x, floor) does.
+inline F16 max16(F16 x, const F16& lo) {
+  for (int k = 0; k < 4; ++k) x.q[k] = vmaxq_f32(x.q[k], lo.q[k]);
+  return x;
+}
 inline float hsum16(const F16& x) {
   return vaddvq_f32(vaddq_f32(vaddq_f32(x.q[0], x.q[1]), vaddq_f32(x.q[2], x.q[3])));
 }
+inline float dot16(const F16& a, const F16& b) { return hsum16(mul16(a, b)); }
 inline float32x4_t and_mask(uint32x4_t m, float32x4_t x) {
   return vreinterpretq_f32_u32(vandq_u32(m, vreinterpretq_u32_f32(x)));
+}
+
+inline F16 zero_unless_gt16(const F16& v, const F16& x, const F16& lo) {
+  F16 r;
+  for (int k = 0; k < 4; ++k) r.q[k] = and_mask(vcgtq_f32(x.q[k], lo.q[k]), v.q[k]);
+  return r;
 }
 
 // exp(x) within ~1 ulp (Cephes expf, as the AVX2 variant). Range reduction:
@@ -94,18 +120,6 @@ inline float32x4_t log4(float32x4_t x) {
   return vbslq_f32(keep, x, r);
 }
 
-// x[k] = exp(x[k]) / log(x[k]) for k < n, four at a time, then a scalar tail.
-void exp_n(float* x, size_t n) {
-  size_t k = 0;
-  for (; k + 4 <= n; k += 4) vst1q_f32(x + k, exp4(vld1q_f32(x + k)));
-  for (; k < n; ++k) x[k] = std::exp(x[k]);
-}
-void log_n(float* x, size_t n) {
-  size_t k = 0;
-  for (; k + 4 <= n; k += 4) vst1q_f32(x + k, log4(vld1q_f32(x + k)));
-  for (; k < n; ++k) x[k] = std::log(x[k]);
-}
-
 // sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2), so
 // sum log x = log(prod m) + e_sum ln2, and prod m < 2^16 cannot overflow
 // (15 products: ~8 ulp, ~1e-6 absolute, the size of the rounding of 16 summed
@@ -133,170 +147,36 @@ inline float sum_log16(const F16& x) {
   return float(double(std::log(prod)) + e_sum * std::numbers::ln2);
 }
 
-// a = 1 / (1 + exp(-z)) and log a = min(z, 0) - log1p(exp(-|z|)) for n
-// contiguous logits z, read from a (the M-step parks them there). log1p(u) for
-// u in [0, 1] is log(w) u / (w - 1) with w = 1 + u (w - 1 exact): the rounding
-// of 1 + u cancels (Goldberg), leaving ~3 ulp; u itself where w == 1.
-void activations(float* a, float* log_a, size_t n) {
-  const float32x4_t one = vdupq_n_f32(1.f), zero = vdupq_n_f32(0.f);
+using Vec = float32x4_t;
+inline Vec bcastv(float x) { return vdupq_n_f32(x); }
+inline Vec addv(Vec a, Vec b) { return vaddq_f32(a, b); }
+inline Vec subv(Vec a, Vec b) { return vsubq_f32(a, b); }
+inline Vec mulv(Vec a, Vec b) { return vmulq_f32(a, b); }
+inline Vec divv(Vec a, Vec b) { return vdivq_f32(a, b); }
+inline Vec expv(Vec x) { return exp4(x); }
+inline Vec logv(Vec x) { return log4(x); }
+inline Vec negv(Vec x) { return vnegq_f32(x); }
+inline Vec neg_absv(Vec x) { return vnegq_f32(vabsq_f32(x)); }
+// std::min(z, 0) is z < 0 ? z : 0 (a NaN z stays); FMIN would agree too.
+inline Vec min0v(Vec z) { return vbslq_f32(vcgtq_f32(z, vdupq_n_f32(0.f)), vdupq_n_f32(0.f), z); }
+inline Vec if_zerov(Vec c, Vec x, Vec y) { return vbslq_f32(vceqq_f32(c, vdupq_n_f32(0.f)), x, y); }
+
+struct Whole {
+  static Vec load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, Vec x) { vst1q_f32(p, x); }
+};
+template <class VecFn, class ScalarFn>
+inline void for_runs(size_t n, VecFn vec, ScalarFn scalar) {
   size_t k = 0;
-  for (; k + 4 <= n; k += 4) {
-    const float32x4_t z = vld1q_f32(a + k);
-    const float32x4_t u = exp4(vnegq_f32(vabsq_f32(z)));  // exp(-|z|)
-    const float32x4_t w = vaddq_f32(one, u), wm1 = vsubq_f32(w, one);
-    const float32x4_t l1p = vbslq_f32(vceqq_f32(wm1, zero), u, vmulq_f32(log4(w), vdivq_f32(u, wm1)));
-    // std::min(z, 0) is z < 0 ? z : 0 (a NaN z stays); FMIN would agree too.
-    vst1q_f32(log_a + k, vsubq_f32(vbslq_f32(vcgtq_f32(z, zero), zero, z), l1p));
-    vst1q_f32(a + k, vdivq_f32(one, vaddq_f32(one, exp4(vnegq_f32(z)))));
-  }
-  for (; k < n; ++k) {
-    const float z = a[k];
-    log_a[k] = std::min(z, 0.f) - std::log1p(std::exp(-std::fabs(z)));
-    a[k] = 1.f / (1.f + std::exp(-z));
-  }
+  for (; k + 4 <= n; k += 4) vec(k, Whole{});
+  for (; k < n; ++k) scalar(k);
 }
 
-// The M-step's moments of upper capsules j0 .. j0+NJ-1 (NJ independent
-// accumulator chains): mu = sum_i w V, sigma2 = max(sum_i w (V - mu)^2, floor),
-// and lsum[q] = sum_h log sigma2. v, w, mu, s2: this b's votes, weights, outputs.
-template <int NJ>
-inline void moments(float* mu, float* s2, float* lsum, const float* v, const float* w, int j0,
-                    int I, int J, float32x4_t s2_min) {
-  const size_t stride = size_t(J) * H;  // from capsule i to i+1
-  F16 m[NJ], s[NJ];
-  for (int q = 0; q < NJ; ++q)
-    for (int k = 0; k < 4; ++k) m[q].q[k] = s[q].q[k] = vdupq_n_f32(0.f);
-  for (int i = 0; i < I; ++i)
-    for (int q = 0; q < NJ; ++q) {
-      const float32x4_t wi = vdupq_n_f32(w[i * J + j0 + q]);
-      const float* x = v + i * stride + (j0 + q) * H;
-      for (int k = 0; k < 4; ++k) m[q].q[k] = vfmaq_f32(m[q].q[k], wi, vld1q_f32(x + 4 * k));
-    }
-  for (int i = 0; i < I; ++i)
-    for (int q = 0; q < NJ; ++q) {
-      const float32x4_t wi = vdupq_n_f32(w[i * J + j0 + q]);
-      const float* x = v + i * stride + (j0 + q) * H;
-      for (int k = 0; k < 4; ++k) {
-        const float32x4_t d = vsubq_f32(vld1q_f32(x + 4 * k), m[q].q[k]);
-        s[q].q[k] = vfmaq_f32(s[q].q[k], vmulq_f32(wi, d), d);
-      }
-    }
-  for (int q = 0; q < NJ; ++q) {
-    // FMAX keeps a NaN s2, as std::max(s2, floor) does.
-    for (int k = 0; k < 4; ++k) s[q].q[k] = vmaxq_f32(s[q].q[k], s2_min);
-    store16(mu + (j0 + q) * H, m[q]);
-    store16(s2 + (j0 + q) * H, s[q]);
-    lsum[q] = sum_log16(s[q]);
-  }
-}
-
-constexpr int kRowBuf = 512;
+constexpr int kMomentJ = 2;  // eight independent FMA chains
 
 }  // namespace
-
-void em_m_step_f32__neon(float* mu, float* a_out, EmState& st, const float* V,
-                         const float* beta_a, const float* beta_v, int B, int I, int J,
-                         const EmConfig& cfg) {
-  // Formulas as in em_m_step_f32__scalar (see em_routing.h); w's
-  // normalisation multiplies by the reciprocal of its sum.
-  const float32x4_t s2_min = vdupq_n_f32(cfg.sigma2_min);
-  const size_t n = size_t(I) * J;
-  for (int b = 0; b < B; ++b) {
-    float* w = st.w.data() + size_t(b) * n;  // w[i*J + j]
-    const float* log_r = st.log_r.data() + size_t(b) * n;
-    const float* log_a = st.log_a_in.data() + size_t(b) * I;
-    float* S = st.sum_ra.data() + size_t(b) * J;
-    if (!st.frozen) m_step_weights(w, S, log_r, log_a, I, J, cfg.eps, exp_n);
-
-    // Two upper capsules at a time: independent FMA chains hide latency.
-    const float* v = V + size_t(b) * n * H;
-    float* mu_b = mu + size_t(b) * J * H;
-    float* s2_b = st.sigma2.data() + size_t(b) * J * H;
-    float* lsum = st.log_s2_sum.data() + size_t(b) * J;
-    int j = 0;
-    for (; j + 2 <= J; j += 2) {
-      moments<2>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min);
-      for (int q = 0; q < 2; ++q) a_out[size_t(b) * J + j + q] = logit(lsum[j + q], S[j + q], beta_a[j + q], beta_v[j + q], I, cfg);
-    }
-    for (; j < J; ++j) {
-      moments<1>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min);
-      a_out[size_t(b) * J + j] = logit(lsum[j], S[j], beta_a[j], beta_v[j], I, cfg);
-    }
-  }
-  activations(a_out, st.log_a_out.data(), size_t(B) * J);
-}
-
-void em_e_step_f32__neon(EmState& st, const float* V, const float* mu, int B, int I, int J) {
-  // Formulas as in em_e_step_f32__scalar; d^2 / sigma2 multiplies by 1/sigma2.
-  const float log_2pi_16 = float(16 * std::log(2.0 * std::numbers::pi));
-  float inv_s2[64 * H], norm[64], t[kRowBuf], mx[kRowBuf], lse[kRowBuf];
-  const int rows = std::max(1, kRowBuf / J);  // rows i per exp batch
-  for (int b = 0; b < B; ++b) {
-    for (int j = 0; j < J; ++j) {
-      const size_t bj = size_t(b) * J + j;
-      const F16 x = load16(st.sigma2.data() + bj * H);
-      F16 inv;
-      for (int k = 0; k < 4; ++k) inv.q[k] = vdivq_f32(vdupq_n_f32(1.f), x.q[k]);
-      norm[j] = -0.5f * (sum_log16(x) + log_2pi_16) + st.log_a_out[bj];
-      store16(inv_s2 + j * H, inv);
-    }
-    for (int i0 = 0; i0 < I; i0 += rows) {
-      const int i1 = std::min(I, i0 + rows);
-      for (int i = i0; i < i1; ++i) {
-        float* lr = st.log_r.data() + (size_t(b) * I + i) * J;
-        const float* v = V + (size_t(b) * I + i) * J * H;
-        float m = -INFINITY;
-        for (int j = 0; j < J; ++j) {
-          const float* u = mu + (size_t(b) * J + j) * H;
-          F16 q;
-          for (int k = 0; k < 4; ++k) {
-            const float32x4_t d = vsubq_f32(vld1q_f32(v + j * H + 4 * k), vld1q_f32(u + 4 * k));
-            q.q[k] = vmulq_f32(vmulq_f32(d, vld1q_f32(inv_s2 + j * H + 4 * k)), d);
-          }
-          lr[j] = -0.5f * hsum16(q) + norm[j];
-          m = std::max(m, lr[j]);
-        }
-        mx[i - i0] = m;
-        for (int j = 0; j < J; ++j) t[(i - i0) * J + j] = lr[j] - m;
-      }
-      softmax_rows(st.log_r.data() + (size_t(b) * I + i0) * J, t, mx, lse, i1 - i0, J, exp_n, log_n);
-    }
-  }
-}
-
-void em_backward_f32__neon(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
-                           const float* da_out, const float* V, const float* mu,
-                           const float* a_out, const EmState& st, int B, int I, int J,
-                           const EmConfig& cfg) {
-  // Formulas as in em_backward_f32__scalar.
-  const float32x4_t s2_min = vdupq_n_f32(cfg.sigma2_min);
-  for (int b = 0; b < B; ++b)
-    for (int j = 0; j < J; ++j) {
-      const size_t bj = size_t(b) * J + j;
-      const float a = a_out[bj];
-      const float dz = da_out[bj] * a * (1.f - a);
-      dbeta_a[j] += cfg.lambda * dz;
-      const float dcost = -cfg.lambda * dz;
-      // The factor of (16 beta_v + L/2) in the cost: S, or S / I with cost_norm.
-      const float S = cfg.cost_norm ? st.sum_ra[bj] / float(I) : st.sum_ra[bj];
-      dbeta_v[j] += float(H) * S * dcost;
-      // 2 dsigma2 = 2 (dcost S / 2) / sigma2, 0 where sigma2 sits at its floor.
-      const float32x4_t c = vdupq_n_f32(dcost * S * 0.5f);
-      const F16 x = load16(st.sigma2.data() + bj * H), u = load16(mu + bj * H), e = load16(dmu + bj * H);
-      F16 t;
-      for (int k = 0; k < 4; ++k) {
-        const float32x4_t g = and_mask(vcgtq_f32(x.q[k], s2_min), vdivq_f32(c, x.q[k]));
-        t.q[k] = vaddq_f32(g, g);
-      }
-      for (int i = 0; i < I; ++i) {
-        const float32x4_t wi = vdupq_n_f32(st.w[(size_t(b) * I + i) * J + j]);
-        const size_t off = ((size_t(b) * I + i) * J + j) * H;
-        for (int k = 0; k < 4; ++k) {
-          const float32x4_t r = vfmaq_f32(e.q[k], t.q[k], vsubq_f32(vld1q_f32(V + off + 4 * k), u.q[k]));
-          vst1q_f32(dV + off + 4 * k, vfmaq_f32(vld1q_f32(dV + off + 4 * k), wi, r));
-        }
-      }
-    }
-}
-
 }  // namespace vg
+
+#include "kernels/em_routing_simd.h"
+
+VG_EM_DEFINE(neon)

@@ -1,24 +1,69 @@
-// Pieces shared by the SIMD EM-routing variants (em_routing_{avx2,avx512,neon}.cpp
-// include it; nothing else should). Everything is in an anonymous namespace on
-// purpose: each ISA file gets its own internally linked copy, compiled with its
-// own flags, so no copy built for a wider ISA can be shared with other callers
-// (tools/check_isa_objects.sh checks that the objects define no weak symbols).
+// The EM-routing steps written once over two vector types. Each ISA file
+// (em_routing_{avx2,avx512,neon}.cpp) defines, in an anonymous namespace:
+//   F16   one 16-float pose vector (one zmm, two ymm or four q registers):
+//         zero16, load16, store16, bcast16, add16, sub16, mul16, div16,
+//         fma16(a, b, acc) = acc + a b (fused), max16(x, lo) (keeps a NaN x),
+//         zero_unless_gt16(v, x, lo) = v where x > lo else 0,
+//         float dot16(a, b), float sum_log16(x) = sum_h log x_h;
+//   Vec   one register of the runs of exp and log (8, 16 or 4 floats):
+//         bcastv, addv, subv, mulv, divv, expv, logv, negv, neg_absv = -|x|,
+//         min0v(z) = min(0, z) (keeps a NaN z), if_zerov(c, x, y) = c == 0 ? x : y;
+//   for_runs(n, vec, scalar): vec(k, lanes) for each whole register of a run
+//         of n floats (lanes.load / lanes.store), then the ISA's leftovers:
+//         scalar(k) per float, or vec once more under a mask;
+//   kMomentJ, the upper capsules whose moments share one pass over the votes;
+// then includes this header, which instantiates the steps in that same
+// anonymous namespace: every ISA file keeps its own internally linked copy
+// built with its flags (tools/check_isa_objects.sh). Only each ISA's own
+// primitives differ, so each variant's arithmetic is that ISA's alone.
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "kernels/em_routing.h"
 
 namespace vg {
 namespace {
 
+constexpr int H = kPoseDim;
+
+// x[k] = exp(x[k]) / log(x[k]) for k < n.
+inline void exp_n(float* x, size_t n) {
+  for_runs(n, [&](size_t k, auto lanes) { lanes.store(x + k, expv(lanes.load(x + k))); },
+           [&](size_t k) { x[k] = std::exp(x[k]); });
+}
+inline void log_n(float* x, size_t n) {
+  for_runs(n, [&](size_t k, auto lanes) { lanes.store(x + k, logv(lanes.load(x + k))); },
+           [&](size_t k) { x[k] = std::log(x[k]); });
+}
+
+// a = 1 / (1 + exp(-z)) and log a = min(z, 0) - log1p(exp(-|z|)) for n
+// contiguous logits z, read from a (the M-step parks them there). log1p(u) for
+// u in [0, 1] is log(w) u / (w - 1) with w = 1 + u (w - 1 exact): the rounding
+// of 1 + u cancels (Goldberg), leaving ~3 ulp; u itself where w == 1.
+inline void activations(float* a, float* log_a, size_t n) {
+  for_runs(
+      n,
+      [&](size_t k, auto lanes) {
+        const auto one = bcastv(1.f), z = lanes.load(a + k);
+        const auto u = expv(neg_absv(z));
+        const auto w = addv(one, u), wm1 = subv(w, one);
+        const auto l1p = if_zerov(wm1, u, mulv(logv(w), divv(u, wm1)));
+        lanes.store(log_a + k, subv(min0v(z), l1p));
+        lanes.store(a + k, divv(one, addv(one, expv(negv(z)))));
+      },
+      [&](size_t k) {
+        const float z = a[k];
+        log_a[k] = std::min(z, 0.f) - std::log1p(std::exp(-std::fabs(z)));
+        a[k] = 1.f / (1.f + std::exp(-z));
+      });
+}
+
 // The M-step weights w_ij = R_ij a_i / (S_j + eps) and S_j = sum_i R_ij a_i
-// for one batch item, as in em_m_step_f32__scalar: scalar loops over (i, j),
-// the exps over the contiguous block through the ISA's `exp_n(float*, size_t)`;
-// the normalisation multiplies by the reciprocal of its sum.
-template <class ExpN>
-inline void m_step_weights(float* w, float* S, const float* log_r, const float* log_a, int I,
-                           int J, float eps, ExpN exp_n) {
+// for one batch item, as in em_m_step_f32__scalar, with the exps batched over
+// the block; the normalisation multiplies by the reciprocal of its sum.
+inline void m_step_weights(float* w, float* S, const float* log_r, const float* log_a, int I, int J, float eps) {
   const size_t n = size_t(I) * J;
   float inv[64];
   if (eps == 0.f) {
@@ -52,14 +97,77 @@ inline void m_step_weights(float* w, float* S, const float* log_r, const float* 
     for (int j = 0; j < J; ++j) w[i * J + j] *= inv[j];
 }
 
+// z = lambda (beta_a - cost), cost = (16 beta_v + sum_h log(sigma2) / 2) S
+// [/ I with cost_norm], as in em_m_step_f32__scalar.
+inline float logit(float lsum, float S, float beta_a, float beta_v, int I, const EmConfig& cfg) {
+  float cost = (float(kPoseDim) * beta_v + 0.5f * lsum) * S;
+  if (cfg.cost_norm) cost /= float(I);
+  return cfg.lambda * (beta_a - cost);
+}
+
+// The M-step's moments of upper capsules j0 .. j0+NJ-1 (NJ independent
+// accumulator chains): mu = sum_i w V, sigma2 = max(sum_i w (V - mu)^2, floor),
+// and lsum[q] = sum_h log sigma2. v, w, mu, s2: this b's votes, weights, outputs.
+template <int NJ>
+inline void moments(float* mu, float* s2, float* lsum, const float* v, const float* w, int j0, int I, int J,
+                    F16 s2_min) {
+  const size_t stride = size_t(J) * H;  // from capsule i to i+1
+  F16 m[NJ], s[NJ];
+  for (int q = 0; q < NJ; ++q) m[q] = s[q] = zero16();
+  for (int i = 0; i < I; ++i)
+    for (int q = 0; q < NJ; ++q)
+      m[q] = fma16(bcast16(w[i * J + j0 + q]), load16(v + i * stride + (j0 + q) * H), m[q]);
+  for (int i = 0; i < I; ++i)
+    for (int q = 0; q < NJ; ++q) {
+      const F16 d = sub16(load16(v + i * stride + (j0 + q) * H), m[q]);
+      s[q] = fma16(mul16(bcast16(w[i * J + j0 + q]), d), d, s[q]);
+    }
+  for (int q = 0; q < NJ; ++q) {
+    s[q] = max16(s[q], s2_min);
+    store16(mu + (j0 + q) * H, m[q]);
+    store16(s2 + (j0 + q) * H, s[q]);
+    lsum[q] = sum_log16(s[q]);
+  }
+}
+
+inline void m_step_simd(float* mu, float* a_out, EmState& st, const float* V, const float* beta_a,
+                        const float* beta_v, int B, int I, int J, const EmConfig& cfg) {
+  const F16 s2_min = bcast16(cfg.sigma2_min);
+  const size_t n = size_t(I) * J;
+  for (int b = 0; b < B; ++b) {
+    float* w = st.w.data() + size_t(b) * n;  // w[i*J + j]
+    const float* log_r = st.log_r.data() + size_t(b) * n;
+    const float* log_a = st.log_a_in.data() + size_t(b) * I;
+    float* S = st.sum_ra.data() + size_t(b) * J;
+    if (!st.frozen) m_step_weights(w, S, log_r, log_a, I, J, cfg.eps);
+
+    // kMomentJ upper capsules at a time: independent FMA chains hide latency.
+    const float* v = V + size_t(b) * n * H;
+    float* mu_b = mu + size_t(b) * J * H;
+    float* s2_b = st.sigma2.data() + size_t(b) * J * H;
+    float* lsum = st.log_s2_sum.data() + size_t(b) * J;
+    float* z = a_out + size_t(b) * J;
+    int j = 0;
+    for (; j + kMomentJ <= J; j += kMomentJ) {
+      moments<kMomentJ>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min);
+      for (int q = j; q < j + kMomentJ; ++q) z[q] = logit(lsum[q], S[q], beta_a[q], beta_v[q], I, cfg);
+    }
+    for (; j < J; ++j) {
+      moments<1>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min);
+      z[j] = logit(lsum[j], S[j], beta_a[j], beta_v[j], I, cfg);
+    }
+  }
+  activations(a_out, st.log_a_out.data(), size_t(B) * J);
+}
+
+// Rows i of the E-step's softmax per exp/log batch (bounded stack use).
+constexpr int kRowBuf = 512;
+
 // The E-step's softmax over j for `rows` consecutive lower capsules, shifted
 // by its max: log R = lr - (max + log(sum_j exp(lr - max))). On entry
 // log_r[r*J + j] holds lr, t[r*J + j] = lr - max and mx[r] the max of row r;
-// lse is scratch of `rows` floats. exp and log go through the ISA's batched
-// `exp_n` and `log_n`.
-template <class ExpN, class LogN>
-inline void softmax_rows(float* log_r, float* t, const float* mx, float* lse, int rows, int J,
-                         ExpN exp_n, LogN log_n) {
+// lse is scratch of `rows` floats.
+inline void softmax_rows(float* log_r, float* t, const float* mx, float* lse, int rows, int J) {
   exp_n(t, size_t(rows) * J);
   for (int r = 0; r < rows; ++r) {
     float z = 0.f;
@@ -73,13 +181,80 @@ inline void softmax_rows(float* log_r, float* t, const float* mx, float* lse, in
   }
 }
 
-// z = lambda (beta_a - cost), cost = (16 beta_v + sum_h log(sigma2) / 2) S
-// [/ I with cost_norm], as in em_m_step_f32__scalar.
-inline float logit(float lsum, float S, float beta_a, float beta_v, int I, const EmConfig& cfg) {
-  float cost = (float(kPoseDim) * beta_v + 0.5f * lsum) * S;
-  if (cfg.cost_norm) cost /= float(I);
-  return cfg.lambda * (beta_a - cost);
+// d^2 / sigma2 multiplies by 1 / sigma2, formed once per (b, j).
+inline void e_step_simd(EmState& st, const float* V, const float* mu, int B, int I, int J) {
+  const float log_2pi_16 = float(16 * std::log(2.0 * std::numbers::pi));
+  alignas(64) float inv_s2[64 * H];
+  float norm[64], t[kRowBuf], mx[kRowBuf], lse[kRowBuf];
+  const int rows = std::max(1, kRowBuf / J);  // rows i per exp batch
+  for (int b = 0; b < B; ++b) {
+    for (int j = 0; j < J; ++j) {
+      const size_t bj = size_t(b) * J + j;
+      const F16 x = load16(st.sigma2.data() + bj * H);
+      norm[j] = -0.5f * (sum_log16(x) + log_2pi_16) + st.log_a_out[bj];
+      store16(inv_s2 + j * H, div16(bcast16(1.f), x));
+    }
+    for (int i0 = 0; i0 < I; i0 += rows) {
+      const int i1 = std::min(I, i0 + rows);
+      for (int i = i0; i < i1; ++i) {
+        float* lr = st.log_r.data() + (size_t(b) * I + i) * J;
+        const float* v = V + (size_t(b) * I + i) * J * H;
+        float m = -INFINITY;
+        for (int j = 0; j < J; ++j) {
+          const F16 d = sub16(load16(v + j * H), load16(mu + (size_t(b) * J + j) * H));
+          lr[j] = -0.5f * dot16(mul16(d, load16(inv_s2 + j * H)), d) + norm[j];
+          m = std::max(m, lr[j]);
+        }
+        mx[i - i0] = m;
+        for (int j = 0; j < J; ++j) t[(i - i0) * J + j] = lr[j] - m;
+      }
+      softmax_rows(st.log_r.data() + (size_t(b) * I + i0) * J, t, mx, lse, i1 - i0, J);
+    }
+  }
+}
+
+inline void backward_simd(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu, const float* da_out,
+                          const float* V, const float* mu, const float* a_out, const EmState& st, int B, int I,
+                          int J, const EmConfig& cfg) {
+  const F16 s2_min = bcast16(cfg.sigma2_min);
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < J; ++j) {
+      const size_t bj = size_t(b) * J + j;
+      const float a = a_out[bj];
+      const float dz = da_out[bj] * a * (1.f - a);
+      dbeta_a[j] += cfg.lambda * dz;
+      const float dcost = -cfg.lambda * dz;
+      // The factor of (16 beta_v + L/2) in the cost: S, or S / I with cost_norm.
+      const float S = cfg.cost_norm ? st.sum_ra[bj] / float(I) : st.sum_ra[bj];
+      dbeta_v[j] += float(H) * S * dcost;
+      // 2 dsigma2 = 2 (dcost S / 2) / sigma2, 0 where sigma2 sits at its floor.
+      const F16 x = load16(st.sigma2.data() + bj * H);
+      const F16 g = zero_unless_gt16(div16(bcast16(dcost * S * 0.5f), x), x, s2_min);
+      const F16 t = add16(g, g), u = load16(mu + bj * H), e = load16(dmu + bj * H);
+      for (int i = 0; i < I; ++i) {
+        const size_t off = ((size_t(b) * I + i) * J + j) * H;
+        const F16 r = fma16(t, sub16(load16(V + off), u), e);
+        store16(dV + off, fma16(bcast16(st.w[(size_t(b) * I + i) * J + j]), r, load16(dV + off)));
+      }
+    }
 }
 
 }  // namespace
 }  // namespace vg
+
+// The exported steps of one ISA: VG_EM_DEFINE(avx2) in em_routing_avx2.cpp.
+#define VG_EM_DEFINE(isa)                                                                                     \
+  namespace vg {                                                                                              \
+  void em_m_step_f32__##isa(float* mu, float* a_out, EmState& st, const float* V, const float* beta_a,       \
+                            const float* beta_v, int B, int I, int J, const EmConfig& cfg) {                  \
+    m_step_simd(mu, a_out, st, V, beta_a, beta_v, B, I, J, cfg);                                              \
+  }                                                                                                           \
+  void em_e_step_f32__##isa(EmState& st, const float* V, const float* mu, int B, int I, int J) {              \
+    e_step_simd(st, V, mu, B, I, J);                                                                          \
+  }                                                                                                           \
+  void em_backward_f32__##isa(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,                    \
+                              const float* da_out, const float* V, const float* mu, const float* a_out,       \
+                              const EmState& st, int B, int I, int J, const EmConfig& cfg) {                  \
+    backward_simd(dV, dbeta_a, dbeta_v, dmu, da_out, V, mu, a_out, st, B, I, J, cfg);                         \
+  }                                                                                                           \
+  }

@@ -195,7 +195,7 @@ TEST(EmRouting, StopGradientBackwardMatchesFiniteDifferencesOfFrozenRouting) {
     r.forward();
     const auto G_mu = test::randn(r.mu.size(), 901), G_a = test::randn(r.a.size(), 902);
     std::vector<float> dV(r.V.size(), 0.f), dba(J, 0.f), dbv(J, 0.f);
-    em_routing_backward(dV.data(), dba.data(), dbv.data(), G_mu.data(), G_a.data(), r.V.data(),
+    em_routing_backward(dV.data(), nullptr, dba.data(), dbv.data(), G_mu.data(), G_a.data(), r.V.data(),
                         r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg);
     r.st.frozen = true;
     auto f = [&] {
@@ -247,7 +247,7 @@ TEST(EmRouting, StopGradientDiffersFromFullDerivative) {
   r.forward();
   const auto G_mu = test::randn(r.mu.size(), 1001), G_a = test::randn(r.a.size(), 1002);
   std::vector<float> dV(r.V.size(), 0.f), dba(J, 0.f), dbv(J, 0.f);
-  em_routing_backward(dV.data(), dba.data(), dbv.data(), G_mu.data(), G_a.data(), r.V.data(),
+  em_routing_backward(dV.data(), nullptr, dba.data(), dbv.data(), G_mu.data(), G_a.data(), r.V.data(),
                       r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg);
   auto f = [&] {
     r.forward();
@@ -270,8 +270,8 @@ TEST(EmRouting, BackwardAccumulatesAndInputActivationsGetNoGradient) {
   r.forward();
   const auto G_mu = test::randn(r.mu.size(), 1101), G_a = test::randn(r.a.size(), 1102);
   std::vector<float> dV1(r.V.size(), 0.f), dV2(r.V.size(), 0.5f), d1(J, 0.f), d2(J, 0.f), e1(J, 0.f), e2(J, 1.f);
-  em_routing_backward(dV1.data(), d1.data(), e1.data(), G_mu.data(), G_a.data(), r.V.data(), r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg);
-  em_routing_backward(dV2.data(), d2.data(), e2.data(), G_mu.data(), G_a.data(), r.V.data(), r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg);
+  em_routing_backward(dV1.data(), nullptr, d1.data(), e1.data(), G_mu.data(), G_a.data(), r.V.data(), r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg);
+  em_routing_backward(dV2.data(), nullptr, d2.data(), e2.data(), G_mu.data(), G_a.data(), r.V.data(), r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg);
   for (size_t k = 0; k < dV1.size(); ++k) EXPECT_NEAR(dV2[k], dV1[k] + 0.5f, 1e-5);
   for (int j = 0; j < J; ++j) EXPECT_NEAR(e2[j], e1[j] + 1.f, 1e-5);
 }
@@ -856,8 +856,8 @@ TEST(EmRoutingOptions, FullBackwardRefusesWhatItCannotDo) {
   Routing r(1, 3600, c);
   r.forward();
   std::vector<float> dV(r.V.size()), dz(r.a_logit.size()), dba(J), dbv(J), dmu(r.mu.size()), da(r.a.size());
-  // The signature without da_in_logit has nowhere to put the input gradient.
-  EXPECT_THROW(em_routing_backward(dV.data(), dba.data(), dbv.data(), dmu.data(), da.data(), r.V.data(),
+  // Without da_in_logit the input gradient has nowhere to go.
+  EXPECT_THROW(em_routing_backward(dV.data(), nullptr, dba.data(), dbv.data(), dmu.data(), da.data(), r.V.data(),
                                    r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg),
                std::invalid_argument);
   // A forward that kept no history (stop-gradient), or other iterations.
