@@ -231,11 +231,12 @@ inline void backward_simd(float* dV, float* dbeta_a, float* dbeta_v, const float
       const F16 x = load16(st.sigma2.data() + bj * H);
       const F16 g = zero_unless_gt16(div16(bcast16(dcost * S * 0.5f), x), x, s2_min);
       const F16 t = add16(g, g), u = load16(mu + bj * H), e = load16(dmu + bj * H);
-      for (int i = 0; i < I; ++i) {
-        const size_t off = ((size_t(b) * I + i) * J + j) * H;
-        const F16 r = fma16(t, sub16(load16(V + off), u), e);
-        store16(dV + off, fma16(bcast16(st.w[(size_t(b) * I + i) * J + j]), r, load16(dV + off)));
-      }
+      const size_t stride = size_t(J) * H;  // from capsule i to i+1
+      const float* w = st.w.data() + size_t(b) * I * J + j;
+      const float* v = V + (size_t(b) * I * J + j) * H;
+      float* dv = dV + (size_t(b) * I * J + j) * H;
+      for (int i = 0; i < I; ++i, w += J, v += stride, dv += stride)  // dV += w (dmu + 2 dsigma2 (V - mu))
+        store16(dv, fma16(bcast16(*w), fma16(t, sub16(load16(v), u), e), load16(dv)));
     }
 }
 

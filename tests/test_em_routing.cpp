@@ -318,15 +318,26 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
                         {4, 8, 5, 0.f, 0.01f, 0.f, false, false, true},
                         {2, 8, 5, 0.f, 1.f, 0.f, false, false, false, 0.2f},
                         {3, 11, 7, 1e-9f, 2.f, 0.f, false, true, true, 0.2f},
-                        {3, 8, 5, 1e-9f, 2.f, 0.f, true, true, true, 0.2f}};
+                        {3, 8, 5, 1e-9f, 2.f, 0.f, true, true, true, 0.2f},
+                        // Sizes about the tiles: the exp/log registers (4, 8, 16
+                        // floats) against I*J, J and B*J (tile-1, tile, tile+1,
+                        // 10 tile+3), the upper capsules per moments pass (2 or 4)
+                        // against J, and I = 103 rows, one more than the E-step
+                        // batches of 512 / J at J = 5.
+                        {1, 5, 3, 0.f, 1.f, 0.f, false},  {4, 4, 4, 0.f, 1.f, 0.f, false},
+                        {17, 17, 1, 0.f, 1.f, 0.f, false}, {1, 163, 1, 1e-9f, 1.f, 0.f, false},
+                        {163, 1, 1, 0.f, 1.f, 0.f, false}, {1, 3, 43, 0.f, 1.f, 0.f, false},
+                        {3, 103, 5, 0.f, 1.f, 0.f, false}, {2, 7, 9, 0.f, 1.f, 0.f, true}};
   uint64_t tag = 2000;
+  bool misalign = false;
   for (const Case& c : cases) {
+    misalign = !misalign;  // every other case reads its votes one float off alignment
     const int B = c.B, I = c.I, J = c.J;
     const std::string where = std::string(isa_name(k.isa)) + " B=" + std::to_string(B) + " I=" +
                               std::to_string(I) + " J=" + std::to_string(J) + " eps=" +
                               std::to_string(c.eps) + (c.frozen ? " frozen" : "") +
                               (c.cost_norm ? " cost_norm" : "") + (c.schedule ? " scheduled" : "") +
-                              " sigma2_min=" + std::to_string(c.sigma2_min);
+                              " sigma2_min=" + std::to_string(c.sigma2_min) + (misalign ? " misaligned" : "");
     EmConfig routing;
     routing.eps = c.eps;
     routing.lambda = c.lambda;
@@ -341,6 +352,9 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
     auto V = test::randn(size_t(B) * I * J * H, tag++);
     const auto common = test::randn(size_t(B) * J * H, tag++);
     for (size_t n = 0; n < V.size(); ++n) V[n] = common[(n / (size_t(I) * J * H)) * J * H + n % (J * H)] + 0.5f * V[n];
+    std::vector<float> V_buf(V.size() + 1);
+    std::copy(V.begin(), V.end(), V_buf.begin() + misalign);
+    const float* Vk = V_buf.data() + misalign;  // what the step kernels read
     auto a_logit = test::randn(size_t(B) * I, tag++);
     for (float& x : a_logit) x += c.a_shift;
     const auto beta_a = test::randn(J, tag++, 0.3f), beta_v = test::randn(J, tag++, 0.3f);
@@ -356,8 +370,8 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
     {
       EmState sr = st0, sv = st0;
       std::vector<float> mr(mu0.size()), mv(mu0.size()), ar(a0.size()), av(a0.size());
-      ref.m_step(mr.data(), ar.data(), sr, V.data(), beta_a.data(), beta_v.data(), B, I, J, cfg);
-      k.m_step(mv.data(), av.data(), sv, V.data(), beta_a.data(), beta_v.data(), B, I, J, cfg);
+      ref.m_step(mr.data(), ar.data(), sr, Vk, beta_a.data(), beta_v.data(), B, I, J, cfg);
+      k.m_step(mv.data(), av.data(), sv, Vk, beta_a.data(), beta_v.data(), B, I, J, cfg);
       const double kw = c.frozen ? 0.0 : 2.0 * I + 8;
       for (size_t n = 0; n < sr.w.size(); ++n)
         ASSERT_NEAR(sv.w[n], sr.w[n], kw * eps * std::fabs(sr.w[n])) << "w " << where;
@@ -411,8 +425,8 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
     // E-step: log R = -q/2 + norm_j - lse_i with q = sum_h d^2 / sigma2.
     {
       EmState sr = st0, sv = st0;
-      ref.e_step(sr, V.data(), mu0.data(), B, I, J);
-      k.e_step(sv, V.data(), mu0.data(), B, I, J);
+      ref.e_step(sr, Vk, mu0.data(), B, I, J);
+      k.e_step(sv, Vk, mu0.data(), B, I, J);
       const double log_2pi = std::log(2.0 * std::numbers::pi);
       for (int b = 0; b < B; ++b) {
         std::vector<double> tol_norm(J);
@@ -456,9 +470,9 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
       const auto dmu = test::randn(mu0.size(), tag++), da = test::randn(a0.size(), tag++);
       const auto dV0 = test::randn(V.size(), tag++);
       std::vector<float> dVr = dV0, dVv = dV0, dbar(J, 0.5f), dbav(J, 0.5f), dbvr(J, -0.5f), dbvv(J, -0.5f);
-      ref.backward(dVr.data(), dbar.data(), dbvr.data(), dmu.data(), da.data(), V.data(), mu0.data(),
+      ref.backward(dVr.data(), dbar.data(), dbvr.data(), dmu.data(), da.data(), Vk, mu0.data(),
                    a0.data(), st0, B, I, J, cfg);
-      k.backward(dVv.data(), dbav.data(), dbvv.data(), dmu.data(), da.data(), V.data(), mu0.data(),
+      k.backward(dVv.data(), dbav.data(), dbvv.data(), dmu.data(), da.data(), Vk, mu0.data(),
                  a0.data(), st0, B, I, J, cfg);
       std::vector<double> mag_a(J, 0.5), mag_v(J, 0.5);
       for (int b = 0; b < B; ++b)
