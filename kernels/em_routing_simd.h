@@ -14,8 +14,8 @@
 //   kMomentJ, the upper capsules whose moments share one pass over the votes;
 // then includes this header, which instantiates the steps in that same
 // anonymous namespace: every ISA file keeps its own internally linked copy
-// built with its flags (tools/check_isa_objects.sh). Only each ISA's own
-// primitives differ, so each variant's arithmetic is that ISA's alone.
+// built with its flags (tools/check_isa_objects.sh). What rounds differently
+// between ISAs (horizontal sums, sum_log16, a run's leftovers) is a primitive.
 #pragma once
 #include <algorithm>
 #include <cmath>
