@@ -33,7 +33,7 @@ size_t DrNet::param_count(const DrConfig& c) {
 
 DrNet::DrNet(const DrConfig& cfg, int max_batch)
     : Model([] {
-        LossConfig l;  // the paper's margin loss on the lengths, always (see README)
+        LossConfig l;  // the paper's margin loss on the lengths, always (docs/models.md)
         l.kind = LossKind::margin;
         return l;
       }()),
