@@ -39,13 +39,16 @@ void run(const std::vector<DnnlStep>& steps) {
 // backward-weights steps on its first backward, so the evaluation batch sizes
 // never create them.
 struct Conv2d::Impl {
-  std::vector<DnnlStep> forward, backward_weights;
+  std::vector<DnnlStep> forward, backward_weights, backward_data;
   // Bound to the caller's pointers on every call (plain layouts, see conv.h).
   memory src, weights, bias, dst;                     // forward
   memory bwd_src, diff_dst, diff_weights, diff_bias;  // backward-weights
-  memory scratchpad;  // one buffer shared by every primitive of this batch size
+  memory data_diff_dst, data_weights, diff_src;       // backward-data
+  memory scratchpad;  // one buffer shared by the forward and backward-weights steps
+  memory data_scratchpad;  // backward-data's own: it may run beside backward-weights
   dnnl::convolution_forward::primitive_desc fwd_pd;   // the backward's hint
   ConvShape shape;
+  bool channel_last;
   int batch;
 
   memory::dims src_dims() const { return {batch, shape.in_channels, shape.height, shape.width}; }
@@ -82,9 +85,9 @@ struct Conv2d::Impl {
       for (DnnlStep& step : *steps) step.args[DNNL_ARG_SCRATCHPAD] = scratchpad;
   }
 
-  Impl(const ConvShape& s, bool relu, int batch) : shape(s), batch(batch) {
+  Impl(const ConvShape& s, bool relu, bool channel_last, int batch) : shape(s), channel_last(channel_last), batch(batch) {
     const memory::dims strides{s.stride, s.stride}, padding{s.pad, s.pad};
-    const memory::desc user_src = md(src_dims(), tag::nchw);
+    const memory::desc user_src = md(src_dims(), channel_last ? tag::nhwc : tag::nchw);
     const memory::desc user_weights = md(weights_dims(), tag::oihw);
     const memory::desc user_bias = md({s.out_channels}, tag::x);
     const memory::desc user_dst = md(dst_dims(), tag::nhwc);
@@ -94,9 +97,11 @@ struct Conv2d::Impl {
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
       fwd_attr.set_post_ops(ops);
     }
+    // A channel-last src is reordered to the layout oneDNN picks: given nhwc with a
+    // blocked dst it falls back to its reference kernel (~100x slower, measured at AVX-512).
     fwd_pd = dnnl::convolution_forward::primitive_desc(
         {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-         user_src, md(weights_dims(), tag::any), user_bias, md(dst_dims(), tag::any),
+         channel_last ? md(src_dims(), tag::any) : user_src, md(weights_dims(), tag::any), user_bias, md(dst_dims(), tag::any),
          strides, padding, padding},
         fwd_attr, dnnl_engine());
     size_t bytes = fwd_pd.scratchpad_desc().get_size();
@@ -130,7 +135,7 @@ struct Conv2d::Impl {
     const memory::desc user_src = md(src_dims(), tag::nchw);
     // With one input channel nchw and nhwc are the same bytes; say so, so that the
     // channel-last backward-weights reads the caller's src without a copy.
-    const memory::desc user_src_nhwc = s.in_channels == 1 ? md(src_dims(), tag::nhwc) : user_src;
+    const memory::desc user_src_nhwc = s.in_channels == 1 || channel_last ? md(src_dims(), tag::nhwc) : user_src;
     const memory::desc user_weights = md(weights_dims(), tag::oihw);
     const memory::desc user_bias = md({s.out_channels}, tag::x);
     const memory::desc user_dst = md(dst_dims(), tag::nhwc);
@@ -165,14 +170,42 @@ struct Conv2d::Impl {
     backward_weights.insert(backward_weights.end(), after.begin(), after.end());
     share_scratchpad(bytes);
   }
+
+  // backward-data: [diff_dst, weights reorders] -> conv backward-data -> [diff_src reorder].
+  // Every layout is oneDNN's choice (a first layer never builds this: no measurement yet
+  // says which plain layout its kernels read fastest).
+  void build_backward_data() {
+    if (!backward_data.empty()) return;  // built
+    const ConvShape& s = shape;
+    const memory::dims strides{s.stride, s.stride}, padding{s.pad, s.pad};
+    const dnnl::convolution_backward_data::primitive_desc pd(
+        {dnnl::algorithm::convolution_direct, md(src_dims(), tag::any), md(weights_dims(), tag::any),
+         md(dst_dims(), tag::any), strides, padding, padding},
+        user_scratchpad_attr(), dnnl_engine(), fwd_pd);
+    size_t bytes = pd.scratchpad_desc().get_size();
+    data_diff_dst = unbound(dst.get_desc());  // the bytes the forward wrote its dst as
+    data_weights = unbound(md(weights_dims(), tag::oihw));
+    diff_src = unbound(src.get_desc());
+    std::vector<DnnlStep> after;
+    const memory bd_diff_dst = input(backward_data, data_diff_dst, pd.diff_dst_desc(), bytes);
+    const memory bd_weights = input(backward_data, data_weights, pd.weights_desc(), bytes);
+    const memory bd_diff_src = output(after, diff_src, pd.diff_src_desc(), bytes);
+    backward_data.push_back({dnnl::convolution_backward_data(pd),
+                             {{DNNL_ARG_DIFF_DST, bd_diff_dst}, {DNNL_ARG_WEIGHTS, bd_weights},
+                              {DNNL_ARG_DIFF_SRC, bd_diff_src}}});
+    backward_data.insert(backward_data.end(), after.begin(), after.end());
+    data_scratchpad = memory({{memory::dim(std::max<size_t>(bytes, 1))}, memory::data_type::u8, tag::a}, dnnl_engine());
+    for (DnnlStep& step : backward_data) step.args[DNNL_ARG_SCRATCHPAD] = data_scratchpad;
+  }
 };
 
-Conv2d::Conv2d(const ConvShape& shape, bool relu) : shape_(shape), relu_(relu) {}
+Conv2d::Conv2d(const ConvShape& shape, bool relu, bool src_channel_last)
+    : shape_(shape), relu_(relu), src_channel_last_(src_channel_last) {}
 Conv2d::~Conv2d() = default;
 
 Conv2d::Impl& Conv2d::impl(int batch) {
   std::unique_ptr<Impl>& p = per_batch_[batch];
-  if (!p) p = std::make_unique<Impl>(shape_, relu_, batch);
+  if (!p) p = std::make_unique<Impl>(shape_, relu_, src_channel_last_, batch);
   return *p;
 }
 
@@ -186,7 +219,20 @@ void Conv2d::forward(float* dst, const float* src, const float* weights, const f
   run(m.forward);
 }
 
-void Conv2d::prepare_backward(int batch) { impl(batch).build_backward(); }
+void Conv2d::prepare_backward(int batch, bool data) {
+  Impl& m = impl(batch);
+  m.build_backward();
+  if (data) m.build_backward_data();
+}
+
+void Conv2d::backward_data(float* diff_src, const float* diff_dst, const float* weights, int batch) {
+  Impl& m = impl(batch);
+  m.build_backward_data();
+  m.data_diff_dst.set_data_handle(const_cast<float*>(diff_dst));
+  m.data_weights.set_data_handle(const_cast<float*>(weights));
+  m.diff_src.set_data_handle(diff_src);
+  run(m.backward_data);
+}
 
 void Conv2d::backward_weights(float* diff_weights, float* diff_bias, const float* diff_dst,
                               const float* src, int batch) {
@@ -248,6 +294,31 @@ void conv2d_backward_weights_ref(float* diff_weights, float* diff_bias, const fl
                 if (iw < 0 || iw >= W) continue;
                 diff_weights[((size_t(o) * C + c) * K + kh) * K + kw] +=
                     g * src[((size_t(b) * C + c) * H + ih) * W + iw];
+              }
+            }
+        }
+}
+
+// diff_src[b][c][ih][iw] = sum_{o,kh,kw} diff_dst[b][oh][ow][o] * weights[o][c][kh][kw]
+// over the outputs whose window holds (ih, iw).
+void conv2d_backward_data_ref(float* diff_src, const float* diff_dst, const float* weights,
+                              const ConvShape& s, int batch) {
+  const int OH = s.out_height(), OW = s.out_width(), O = s.out_channels, C = s.in_channels;
+  const int H = s.height, W = s.width, K = s.kernel;
+  std::fill_n(diff_src, size_t(batch) * s.in_size(), 0.f);
+  for (int b = 0; b < batch; ++b)
+    for (int oh = 0; oh < OH; ++oh)
+      for (int ow = 0; ow < OW; ++ow)
+        for (int o = 0; o < O; ++o) {
+          const float g = diff_dst[((size_t(b) * OH + oh) * OW + ow) * O + o];
+          for (int c = 0; c < C; ++c)
+            for (int kh = 0; kh < K; ++kh) {
+              const int ih = oh * s.stride - s.pad + kh;
+              if (ih < 0 || ih >= H) continue;
+              for (int kw = 0; kw < K; ++kw) {
+                const int iw = ow * s.stride - s.pad + kw;
+                if (iw < 0 || iw >= W) continue;
+                diff_src[((size_t(b) * C + c) * H + ih) * W + iw] += g * weights[((size_t(o) * C + c) * K + kh) * K + kw];
               }
             }
         }

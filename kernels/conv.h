@@ -16,7 +16,8 @@ struct ConvShape {
 };
 
 // Layouts, fixed for the life of the weights:
-//   src     B x C x H x W            (nchw)
+//   src     B x C x H x W            (nchw; B x H x W x C if built with src_channel_last,
+//                                      a layer fed by another Conv2d or a MaxPool2d)
 //   weights O x C x K x K            (oihw)
 //   bias    O
 //   dst     B x OH x OW x O          (nhwc: channel-last, what the dense layer flattens)
@@ -25,7 +26,7 @@ struct ConvShape {
 // of ours (oneDNN's execute builds its argument map inside: DnnlStep::run).
 class Conv2d {
  public:
-  Conv2d(const ConvShape& shape, bool relu);
+  Conv2d(const ConvShape& shape, bool relu, bool src_channel_last = false);
   ~Conv2d();
   Conv2d(const Conv2d&) = delete;
   Conv2d& operator=(const Conv2d&) = delete;
@@ -36,8 +37,13 @@ class Conv2d {
   // pre-activation output (the caller applies the ReLU mask). Overwrites both.
   void backward_weights(float* diff_weights, float* diff_bias, const float* diff_dst,
                         const float* src, int batch);
-  // Builds the primitives of `batch`, forward and backward, ahead of their first call.
-  void prepare_backward(int batch);
+  // diff_src = d/dsrc given diff_dst (as for backward_weights), in src's layout.
+  // Overwrites. Its primitive has a scratchpad of its own, so it may run beside
+  // backward_weights of the same batch once both are prepared.
+  void backward_data(float* diff_src, const float* diff_dst, const float* weights, int batch);
+  // Builds the primitives of `batch`, forward and backward-weights (and
+  // backward-data if `data`: a first layer has no use for it), ahead of their first call.
+  void prepare_backward(int batch, bool data = false);
 
   const ConvShape& shape() const { return shape_; }
 
@@ -45,7 +51,7 @@ class Conv2d {
   struct Impl;
   Impl& impl(int batch);
   ConvShape shape_;
-  bool relu_;
+  bool relu_, src_channel_last_;
   std::map<int, std::unique_ptr<Impl>> per_batch_;
 };
 
@@ -54,5 +60,8 @@ void conv2d_forward_ref(float* dst, const float* src, const float* weights, cons
                         const ConvShape& s, int batch, bool relu);
 void conv2d_backward_weights_ref(float* diff_weights, float* diff_bias, const float* diff_dst,
                                  const float* src, const ConvShape& s, int batch);
+// diff_src (nchw, like src here) from diff_dst (nhwc).
+void conv2d_backward_data_ref(float* diff_src, const float* diff_dst, const float* weights,
+                              const ConvShape& s, int batch);
 
 }  // namespace vg

@@ -4,19 +4,69 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/rng.h"
+
 namespace vg {
+
+ConvShape CnnConfig::conv1_shape() const {
+  // SAME padding (2 for 5x5) either way; the seed's conv downsamples by its stride, the paper's by pooling.
+  return {in_channels, 32, 32, conv_channels, 5, is_paper() ? 1 : 2, 2};
+}
+
+ConvShape CnnConfig::conv2_shape() const {
+  const ConvShape c1 = conv1_shape();
+  return {conv_channels, c1.out_height() / 2, c1.out_width() / 2, conv2_channels, 5, 1, 2};
+}
+
+size_t CnnConfig::param_count() const {
+  const ConvShape c1 = conv1_shape(), c2 = conv2_shape();
+  size_t n = size_t(c1.weight_size()) + size_t(c1.out_channels);
+  size_t flat = size_t(c1.out_size());
+  if (is_paper()) {
+    n += size_t(c2.weight_size()) + size_t(c2.out_channels);
+    flat = size_t(c2.out_channels) * size_t(c2.out_height() / 2) * size_t(c2.out_width() / 2);
+  }
+  return n + flat * size_t(hidden) + size_t(hidden) + size_t(hidden) * size_t(n_classes) + size_t(n_classes);
+}
+
+void dropout_scales(float* scale, int batch, int units, float rate, uint64_t seed, uint64_t step) {
+  // A unit is kept when its 32-bit draw is at least rate * 2^32.
+  const uint32_t threshold = uint32_t(std::min(double(rate) * 4294967296.0, 4294967295.0));
+  const float keep = 1.f / (1.f - rate);
+  for (int b = 0; b < batch; ++b) {
+    Stream s(seed, Purpose::Dropout, step, uint64_t(b));
+    for (int j = 0; j < units; ++j) scale[size_t(b) * size_t(units) + size_t(j)] = s.next_u32() >= threshold ? keep : 0.f;
+  }
+}
+
+namespace {
+PoolShape pool_after(const ConvShape& c) { return {c.out_channels, c.out_height(), c.out_width(), 2, 2}; }
+}  // namespace
 
 Cnn::Cnn(const CnnConfig& cfg, int max_batch)
     : cfg_(cfg),
       max_batch_(max_batch),
-      conv_shape_{cfg.in_channels, 32, 32, cfg.conv_channels, 5, 2, 2},
+      conv_shape_(cfg.conv1_shape()),
+      conv2_shape_(cfg.conv2_shape()),
+      flat_(cfg.is_paper() ? pool_after(conv2_shape_).out_size() : conv_shape_.out_size()),
       conv1_(conv_shape_, /*relu=*/true),
-      hidden_(conv_shape_.out_size(), cfg.hidden, /*relu=*/true),
+      hidden_(flat_, cfg.hidden, /*relu=*/true),
       out_(cfg.hidden, cfg.n_classes, /*relu=*/false) {
+  if (cfg.dropout < 0 || cfg.dropout >= 1) throw std::invalid_argument("Cnn: dropout rate outside [0, 1)");
   const int C = conv_shape_.out_size(), H = cfg.hidden, K = cfg.n_classes;
   conv_w = params_.add("conv1.weight", conv_shape_.weight_size());
   conv_b = params_.add("conv1.bias", conv_shape_.out_channels);
-  hid_w = params_.add("hidden.weight", size_t(C) * H);
+  if (cfg.is_paper()) {
+    conv2_w = params_.add("conv2.weight", conv2_shape_.weight_size());
+    conv2_b = params_.add("conv2.bias", conv2_shape_.out_channels);
+    pool1_ = std::make_unique<MaxPool2d>(pool_after(conv_shape_));
+    conv2_ = std::make_unique<Conv2d>(conv2_shape_, /*relu=*/true, /*src_channel_last=*/true);
+    pool2_ = std::make_unique<MaxPool2d>(pool_after(conv2_shape_));
+    pool1_out_.resize(size_t(max_batch) * conv2_shape_.in_size());
+    conv2_out_.resize(size_t(max_batch) * conv2_shape_.out_size());
+    pool2_out_.resize(size_t(max_batch) * flat_);
+  }
+  hid_w = params_.add("hidden.weight", size_t(flat_) * H);
   hid_b = params_.add("hidden.bias", H);
   out_w = params_.add("out.weight", size_t(H) * K);
   out_b = params_.add("out.bias", K);
@@ -24,6 +74,11 @@ Cnn::Cnn(const CnnConfig& cfg, int max_batch)
   conv_out_.resize(size_t(max_batch) * C);
   hid_.resize(size_t(max_batch) * H);
   logits_.resize(size_t(max_batch) * K);
+}
+
+std::string Cnn::name() const {
+  if (cfg_.is_paper()) return "cnn-paper";
+  return cfg_.hidden == 64 ? "cnn" : "cnn" + std::to_string(cfg_.hidden);
 }
 
 void Cnn::init(uint64_t seed) {
@@ -34,12 +89,25 @@ void Cnn::init(uint64_t seed) {
   };
   std::fill(params_.values().begin(), params_.values().end(), 0.f);
   he(conv_w, float(conv_shape_.in_channels * conv_shape_.kernel * conv_shape_.kernel));
-  he(hid_w, float(conv_shape_.out_size()));
+  if (cfg_.is_paper()) he(conv2_w, float(conv2_shape_.in_channels * conv2_shape_.kernel * conv2_shape_.kernel));
+  he(hid_w, float(flat_));
   he(out_w, float(cfg_.hidden));
+  seed_ = seed;
+  step_ = 0;
+}
+
+void Cnn::set_training_labels(const int* labels) {
+  if (labels == nullptr && training_) ++step_;
+  training_ = labels != nullptr;
 }
 
 void Cnn::prepare_training(int B) {
   conv1_.prepare_backward(B);
+  if (cfg_.is_paper()) {
+    pool1_->prepare_backward(B);
+    conv2_->prepare_backward(B, /*data=*/true);
+    pool2_->prepare_backward(B);
+  }
   hidden_.prepare_backward(B);
   out_.prepare_backward(B);
   grow_backward_buffers(B);
@@ -52,27 +120,61 @@ const float* Cnn::forward(const float* images, int B) {
     LayerScope t(prof_, "conv1", false);
     conv1_.forward(conv_out_.data(), images, params_.value(conv_w), params_.value(conv_b), B);
   }
+  const float* flat = conv_out_.data();
+  if (cfg_.is_paper()) {
+    {
+      LayerScope t(prof_, "pool1", false);
+      pool1_->forward(pool1_out_.data(), conv_out_.data(), B);
+    }
+    {
+      LayerScope t(prof_, "conv2", false);
+      conv2_->forward(conv2_out_.data(), pool1_out_.data(), params_.value(conv2_w), params_.value(conv2_b), B);
+    }
+    LayerScope t(prof_, "pool2", false);
+    pool2_->forward(pool2_out_.data(), conv2_out_.data(), B);
+    flat = pool2_out_.data();
+  }
   {
     LayerScope t(prof_, "hidden", false);
-    hidden_.forward(hid_.data(), conv_out_.data(), params_.value(hid_w), params_.value(hid_b), B);
+    hidden_.forward(hid_.data(), flat, params_.value(hid_w), params_.value(hid_b), B);
+    out_in_ = hid_.data();
+    dropped_ = training_ && cfg_.dropout > 0;
+    if (dropped_) {
+      const size_t n = size_t(B) * cfg_.hidden;
+      grow_to(drop_scale_, n);
+      grow_to(hid_dropped_, n);
+      dropout_scales(drop_scale_.data(), B, cfg_.hidden, cfg_.dropout, seed_, step_);
+      for (size_t k = 0; k < n; ++k) hid_dropped_[k] = hid_[k] * drop_scale_[k];
+      out_in_ = hid_dropped_.data();
+    }
   }
   LayerScope t(prof_, "out", false);
-  out_.forward(logits_.data(), hid_.data(), params_.value(out_w), params_.value(out_b), B);
+  out_.forward(logits_.data(), out_in_, params_.value(out_w), params_.value(out_b), B);
   return logits_.data();
 }
 
 std::vector<LayerInfo> Cnn::layers(int B) const {
-  const double conv = 2.0 * B * conv_shape_.out_size() * conv_shape_.kernel * conv_shape_.kernel *
-                      conv_shape_.in_channels;  // backward: the weights' gradient only
+  auto conv = [&](const ConvShape& s) {
+    return 2.0 * B * s.out_size() * s.kernel * s.kernel * s.in_channels;
+  };
   auto dense = [&](double k, double n) { return LayerInfo{"", 2.0 * B * k * n, 4.0 * B * k * n}; };
-  LayerInfo hidden = dense(conv_shape_.out_size(), cfg_.hidden), out = dense(cfg_.hidden, cfg_.n_classes);
+  LayerInfo hidden = dense(flat_, cfg_.hidden), out = dense(cfg_.hidden, cfg_.n_classes);
   hidden.name = "hidden";
   out.name = "out";
-  return {{"conv1", conv, conv}, hidden, out};
+  if (!cfg_.is_paper()) return {{"conv1", conv(conv_shape_), conv(conv_shape_)}, hidden, out};  // backward: the weights' gradient only
+  // A max-pool compares each input once forward and routes each output once backward.
+  const double p1 = double(B) * conv_shape_.out_size(), p2 = double(B) * conv2_shape_.out_size();
+  return {{"conv1", conv(conv_shape_), conv(conv_shape_)}, {"pool1", p1, p1 / 4},
+          {"conv2", conv(conv2_shape_), 2 * conv(conv2_shape_)}, {"pool2", p2, p2 / 4}, hidden, out};
 }
 
 std::string Cnn::first_non_finite_layer(int B) const {
   if (!all_finite(conv_out_.data(), size_t(B) * conv_shape_.out_size())) return "conv1";
+  if (cfg_.is_paper()) {
+    if (!all_finite(pool1_out_.data(), size_t(B) * conv2_shape_.in_size())) return "pool1";
+    if (!all_finite(conv2_out_.data(), size_t(B) * conv2_shape_.out_size())) return "conv2";
+    if (!all_finite(pool2_out_.data(), size_t(B) * flat_)) return "pool2";
+  }
   if (!all_finite(hid_.data(), size_t(B) * cfg_.hidden)) return "hidden";
   if (!all_finite(logits_.data(), size_t(B) * cfg_.n_classes)) return "out";
   return "";
@@ -81,25 +183,51 @@ std::string Cnn::first_non_finite_layer(int B) const {
 void Cnn::grow_backward_buffers(int B) {
   grow_to(d_hid_, size_t(B) * cfg_.hidden);
   grow_to(d_conv_, size_t(B) * conv_shape_.out_size());
+  if (cfg_.is_paper()) {
+    grow_to(d_pool1_, size_t(B) * conv2_shape_.in_size());
+    grow_to(d_conv2_, size_t(B) * conv2_shape_.out_size());
+    grow_to(d_pool2_, size_t(B) * flat_);
+  }
 }
 
 void Cnn::backward(const float* d_logits, int B) {
   grow_backward_buffers(B);
+  const bool paper = cfg_.is_paper();
   {
     LayerScope t(prof_, "out", true);
-    out_.backward_weights(params_.grad(out_w), params_.grad(out_b), d_logits, hid_.data(), B);
+    out_.backward_weights(params_.grad(out_w), params_.grad(out_b), d_logits, out_in_, B);
     out_.backward_data(d_hid_.data(), d_logits, params_.value(out_w), B);
   }
   {
     LayerScope t(prof_, "hidden", true);
+    if (dropped_)
+      for (size_t k = 0; k < size_t(B) * cfg_.hidden; ++k) d_hid_[k] *= drop_scale_[k];
     relu_backward(d_hid_.data(), hid_.data(), size_t(B) * cfg_.hidden);
     hidden_.prepare_backward(B);
-    weight_gradient(hid_w, hid_b, [this, B] {
-      hidden_.backward_weights(params_.grad(hid_w), params_.grad(hid_b), d_hid_.data(),
-                               conv_out_.data(), B);
+    const float* flat = paper ? pool2_out_.data() : conv_out_.data();
+    weight_gradient(hid_w, hid_b, [this, B, flat] {
+      hidden_.backward_weights(params_.grad(hid_w), params_.grad(hid_b), d_hid_.data(), flat, B);
     });
-    hidden_.backward_data(d_conv_.data(), d_hid_.data(), params_.value(hid_w), B);
-    release_offered_weights();  // conv1's backward reads no weights: Adam may start on them
+    hidden_.backward_data(paper ? d_pool2_.data() : d_conv_.data(), d_hid_.data(), params_.value(hid_w), B);
+    release_offered_weights();  // what follows reads none of hidden's weights: Adam may start on them
+  }
+  if (paper) {
+    {
+      LayerScope t(prof_, "pool2", true);
+      pool2_->backward(d_conv2_.data(), d_pool2_.data(), B);
+    }
+    {
+      LayerScope t(prof_, "conv2", true);
+      relu_backward(d_conv2_.data(), conv2_out_.data(), size_t(B) * conv2_shape_.out_size());
+      conv2_->prepare_backward(B, /*data=*/true);  // both built: the two may run at once
+      weight_gradient(conv2_w, conv2_b, [this, B] {
+        conv2_->backward_weights(params_.grad(conv2_w), params_.grad(conv2_b), d_conv2_.data(), pool1_out_.data(), B);
+      });
+      conv2_->backward_data(d_pool1_.data(), d_conv2_.data(), params_.value(conv2_w), B);
+      release_offered_weights();
+    }
+    LayerScope t(prof_, "pool1", true);
+    pool1_->backward(d_conv_.data(), d_pool1_.data(), B);
   }
   LayerScope t(prof_, "conv1", true);
   relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());

@@ -26,6 +26,8 @@ const std::vector<ModelOption>& model_options() {
       {"dr-iters", OptionKind::integer, "3", "Routing-by-agreement iterations of the model 'dr'"},
       {"recon-weight", OptionKind::real, "0.0005",
        "Weight of dr's reconstruction loss (sum of squared pixel errors, batch mean); 0: no decoder"},
+      {"dropout", OptionKind::real, "0.5",
+       "Dropout rate of cnn-paper's hidden layer (inverted; a mask per step from the seed; off at evaluation), 0 <= rate < 1"},
       {"dr-grad", OptionKind::choice, "full",
        "full (backpropagate through every routing iteration) or stopgrad (dr's coupling coefficients constant)"},
   };
@@ -161,6 +163,19 @@ std::unique_ptr<Model> make_cnn(const std::string& name, const ModelOptions& opt
   return std::make_unique<Cnn>(c, max_batch);
 }
 
+// The paper's CNN baseline (models/cnn.h).
+CnnConfig cnn_paper_config(const ModelOptions& opts, int in_channels) {
+  const float rate = float(real(opts, "dropout", 0, 1, false));
+  if (rate >= 1) throw ModelOptionError("dropout", option_value(opts, "dropout"), "must be below 1 (1 drops every unit)");
+  return CnnConfig::paper(in_channels, rate);
+}
+size_t cnn_paper_params(const std::string&, const ModelOptions& opts, int in_channels) {
+  return cnn_paper_config(opts, in_channels).param_count();
+}
+std::unique_ptr<Model> make_cnn_paper(const std::string&, const ModelOptions& opts, int in_channels, int max_batch) {
+  return std::make_unique<Cnn>(cnn_paper_config(opts, in_channels), max_batch);
+}
+
 std::unique_ptr<Model> make_nn1(const std::string&, const ModelOptions&, int in_channels, int max_batch) {
   return std::make_unique<NearestNeighbour>(max_batch, in_channels);
 }
@@ -218,6 +233,10 @@ const std::vector<ModelEntry>& model_registry() {
        {"em-iters", "em-lambda", "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "loss", "spread-margin"},
        make_caps, caps_params},
       {"cnnN", "CNN baseline; 'cnn' has --cnn-hidden units, 'cnnN' N", {"cnn-hidden"}, make_cnn, cnn_params, "cnn-hidden"},
+      {"cnn-paper",
+       "the paper's CNN baseline (Hinton, Sabour & Frosst 2018): conv 5x5 32 + 2x2 max-pool, conv 5x5 64 + 2x2 max-pool, "
+       "FC 1024 + --dropout, SAME padding (32 -> 16 -> 8); 4,252,549 parameters (4,253,349 with two input channels)",
+       {"dropout"}, make_cnn_paper, cnn_paper_params},
       {"nn1", "1-nearest-neighbour on raw pixels (no training): a yardstick", {}, make_nn1, nn1_params, nullptr, true},
       {"linear", "softmax regression on raw pixels (1024 -> 5): a yardstick", {}, make_linear, linear_params},
       {"dr", "vector capsules with dynamic routing and a reconstruction decoder (Sabour et al. 2017)", {"dr-iters", "recon-weight", "dr-grad"}, make_dr, dr_params},

@@ -220,7 +220,8 @@ TEST(Cli, ThreadsChangeNoResult) {
     for (auto& v : j) strip(v);
   };
   for (const std::string& args : {std::string("--models caps,cnn,dr --n-epochs 2"),
-                                  std::string("--models caps,cnn --n-epochs 3 --match-familiar cnn")}) {
+                                  std::string("--models caps,cnn --n-epochs 3 --match-familiar cnn"),
+                                  std::string("--models cnn-paper,cnn --n-epochs 2")}) {
     nlohmann::json out[2];
     std::string table[2];
     for (int t : {1, 2}) {

@@ -14,6 +14,7 @@
 #include "kernels/conv.h"
 #include "kernels/dnnl_common.h"
 #include "kernels/dense.h"
+#include "kernels/pool.h"
 #include "kernels/rng.h"
 
 namespace vg {
@@ -277,6 +278,159 @@ INSTANTIATE_TEST_SUITE_P(Layers, DenseVsReference,
                            return std::to_string(c.in) + "x" + std::to_string(c.out) +
                                   (c.relu ? "_relu" : "_linear");
                          });
+
+// ---- the paper CNN's layers: channel-last convolution with backward-data, max-pooling ----
+
+// nchw -> nhwc: the references read and write nchw.
+Vec to_nhwc(const Vec& v, int batch, int C, int H, int W) {
+  Vec r(v.size());
+  for (int b = 0; b < batch; ++b)
+    for (int c = 0; c < C; ++c)
+      for (int i = 0; i < H * W; ++i) r[(size_t(b) * H * W + i) * C + c] = v[(size_t(b) * C + c) * H * W + i];
+  return r;
+}
+
+struct ConvCase {
+  const char* name;
+  ConvShape shape;
+  bool channel_last;
+};
+
+class ConvBackwardData : public ::testing::TestWithParam<ConvCase> {};
+
+// Forward, backward-weights and backward-data against the references, with the
+// src in either layout (the reference's nchw converted).
+TEST_P(ConvBackwardData, MatchesTheReferenceInEitherSrcLayout) {
+  const ConvShape s = GetParam().shape;
+  const bool last = GetParam().channel_last;
+  Conv2d conv(s, /*relu=*/false, last);
+  const Vec w = normal(s.weight_size(), std::sqrt(2.f / float(s.in_channels * 25)), 11, 0);
+  const Vec bias = normal(s.out_channels, 0.1f, 12, 0);
+  const Vec w_abs = abs_of(w), bias_abs = abs_of(bias);
+  Checker check;
+  int call = 0;
+  for (const int batch : {1, 3, 1}) {
+    SCOPED_TRACE("batch " + std::to_string(batch) + ", call " + std::to_string(call));
+    const Vec src = normal(size_t(batch) * s.in_size(), 1.f, 13, call);  // nchw
+    const Vec diff_dst = normal(size_t(batch) * s.out_size(), 1.f, 14, call);
+    ++call;
+    const Vec src_in = last ? to_nhwc(src, batch, s.in_channels, s.height, s.width) : src;
+    Vec dst(size_t(batch) * s.out_size(), kNaN), want(dst.size()), mag(dst.size());
+    conv.forward(dst.data(), src_in.data(), w.data(), bias.data(), batch);
+    conv2d_forward_ref(want.data(), src.data(), w.data(), bias.data(), s, batch, false);
+    conv2d_forward_ref(mag.data(), abs_of(src).data(), w_abs.data(), bias_abs.data(), s, batch, false);
+    check.expect_close("conv_dst", dst, want, mag, s.in_channels * s.kernel * s.kernel + 1);
+
+    Vec dw(s.weight_size(), kNaN), db(s.out_channels, kNaN), dw_want(dw.size()), db_want(db.size());
+    Vec dw_mag(dw.size()), db_mag(db.size());
+    conv.prepare_backward(batch, /*data=*/true);
+    conv.backward_weights(dw.data(), db.data(), diff_dst.data(), src_in.data(), batch);
+    conv2d_backward_weights_ref(dw_want.data(), db_want.data(), diff_dst.data(), src.data(), s, batch);
+    conv2d_backward_weights_ref(dw_mag.data(), db_mag.data(), abs_of(diff_dst).data(), abs_of(src).data(), s, batch);
+    check.expect_close("conv_diff_weights", dw, dw_want, dw_mag, batch * s.out_height() * s.out_width());
+    check.expect_close("conv_diff_bias", db, db_want, db_mag, batch * s.out_height() * s.out_width());
+
+    Vec ds(size_t(batch) * s.in_size(), kNaN), ds_want(ds.size()), ds_mag(ds.size());
+    conv.backward_data(ds.data(), diff_dst.data(), w.data(), batch);
+    conv2d_backward_data_ref(ds_want.data(), diff_dst.data(), w.data(), s, batch);
+    conv2d_backward_data_ref(ds_mag.data(), abs_of(diff_dst).data(), w_abs.data(), s, batch);
+    if (last) {
+      ds_want = to_nhwc(ds_want, batch, s.in_channels, s.height, s.width);
+      ds_mag = to_nhwc(ds_mag, batch, s.in_channels, s.height, s.width);
+    }
+    check.expect_close("conv_diff_src", ds, ds_want, ds_mag, s.out_channels * s.kernel * s.kernel);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PaperCnn, ConvBackwardData,
+                         ::testing::Values(ConvCase{"conv2", {32, 16, 16, 64, 5, 1, 2}, true},
+                                           ConvCase{"conv1_two_channels", {2, 32, 32, 32, 5, 1, 2}, false},
+                                           ConvCase{"stride2_channel_last", {3, 11, 9, 8, 5, 2, 2}, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// The paper CNN's two pools and an odd size (the last row and column fall outside every window).
+const PoolShape kPools[] = {{32, 32, 32, 2, 2}, {64, 16, 16, 2, 2}, {3, 5, 7, 2, 2}};
+
+// Max is exact, and with stride = kernel each input feeds one window: oneDNN and
+// the reference agree bit for bit (random normal inputs: no ties).
+TEST(MaxPool2d, ForwardAndBackwardEqualTheReference) {
+  for (const PoolShape& s : kPools) {
+    MaxPool2d pool(s);
+    int call = 0;
+    for (const int batch : kBatches) {
+      SCOPED_TRACE("C " + std::to_string(s.channels) + ", batch " + std::to_string(batch));
+      const Vec src = normal(size_t(batch) * s.in_size(), 1.f, 21, call);
+      const Vec diff_dst = normal(size_t(batch) * s.out_size(), 1.f, 22, call);
+      ++call;
+      Vec dst(size_t(batch) * s.out_size(), kNaN), want(dst.size());
+      pool.forward(dst.data(), src.data(), batch);
+      maxpool2d_forward_ref(want.data(), src.data(), s, batch);
+      EXPECT_EQ(dst, want);
+      Vec ds(size_t(batch) * s.in_size(), kNaN), ds_want(ds.size());
+      pool.backward(ds.data(), diff_dst.data(), batch);
+      maxpool2d_backward_ref(ds_want.data(), diff_dst.data(), src.data(), s, batch);
+      EXPECT_EQ(ds, ds_want);
+    }
+  }
+}
+
+// ReLU outputs tie at 0 in whole windows: the gradient goes to one input of the
+// window (the first in row-major order, as the reference says), not split or lost.
+TEST(MaxPool2d, ATiedWindowRoutesItsGradientToItsFirstInput) {
+  const PoolShape s{8, 4, 4, 2, 2};
+  MaxPool2d pool(s);
+  const Vec src(size_t(s.in_size()), 0.f);
+  const Vec diff_dst = normal(size_t(s.out_size()), 1.f, 23, 0);
+  Vec dst(size_t(s.out_size())), ds(size_t(s.in_size()), kNaN), want(ds.size());
+  pool.forward(dst.data(), src.data(), 1);
+  pool.backward(ds.data(), diff_dst.data(), 1);
+  maxpool2d_backward_ref(want.data(), diff_dst.data(), src.data(), s, 1);
+  EXPECT_EQ(ds, want);
+}
+
+// The backward is the gradient of L = sum(dst * r): central differences of L in
+// single inputs (a step small against the gaps between a window's values).
+TEST(MaxPool2d, BackwardMatchesFiniteDifferences) {
+  const PoolShape s{64, 16, 16, 2, 2};
+  MaxPool2d pool(s);
+  Vec src = normal(size_t(2) * s.in_size(), 1.f, 24, 0);
+  const Vec r = normal(size_t(2) * s.out_size(), 1.f, 25, 0);
+  Vec dst(r.size()), ds(src.size());
+  const float h = 1e-3f;
+  auto loss = [&] {
+    pool.forward(dst.data(), src.data(), 2);
+    double l = 0;
+    for (size_t k = 0; k < dst.size(); ++k) l += double(dst[k]) * r[k];
+    return l;
+  };
+  loss();
+  pool.backward(ds.data(), r.data(), 2);
+  int nonzero = 0;
+  // Whether input k's window has two values within 2h: the maximum may change hands there.
+  auto near_tie = [&](size_t k) {
+    const size_t c = k % size_t(s.channels), pixel = k / size_t(s.channels);
+    const size_t w = pixel % size_t(s.width), hh = pixel / size_t(s.width) % size_t(s.height);
+    const size_t image = pixel / size_t(s.width * s.height);
+    std::vector<float> v;
+    for (size_t i = hh / 2 * 2; i < hh / 2 * 2 + 2; ++i)
+      for (size_t j = w / 2 * 2; j < w / 2 * 2 + 2; ++j)
+        v.push_back(src[((image * size_t(s.height) + i) * size_t(s.width) + j) * size_t(s.channels) + c]);
+    std::sort(v.begin(), v.end());
+    return v[3] - v[2] < 2 * h;
+  };
+  for (size_t k = 0; k < src.size(); k += 37) {
+    if (near_tie(k)) continue;
+    const float x0 = src[k];
+    src[k] = x0 + h;
+    const double fp = loss();
+    src[k] = x0 - h;
+    const double fm = loss();
+    src[k] = x0;
+    EXPECT_NEAR((fp - fm) / (2 * double(h)), ds[k], 1e-3 * (1 + std::fabs(ds[k]))) << k;
+    nonzero += ds[k] != 0;
+  }
+  EXPECT_GT(nonzero, 0);
+}
 
 }  // namespace
 }  // namespace vg

@@ -30,6 +30,90 @@ TEST(Models, ParameterCountsMatchTheSpec) {
   EXPECT_EQ(Cnn(wide, 4).params().count(), 558293u);
 }
 
+// The paper's CNN from its layer shapes: each 5x5 SAME conv keeps the side and
+// adds C_in x C_out x 25 weights and C_out biases; each 2x2/2 pool halves the side.
+TEST(Models, PaperCnnParameterCountFollowsFromItsLayerShapes) {
+  for (int channels : {1, 2}) {
+    int side = 32, c = channels;
+    size_t n = 0;
+    for (int out : {32, 64}) {
+      n += size_t(c) * size_t(out) * 5 * 5 + size_t(out);
+      c = out;
+      side /= 2;
+    }
+    n += size_t(side) * size_t(side) * size_t(c) * 1024 + 1024 + 1024 * 5 + 5;
+    EXPECT_EQ(Cnn(CnnConfig::paper(channels, 0.5f), 4).params().count(), n) << channels;
+    EXPECT_EQ(CnnConfig::paper(channels, 0.5f).param_count(), n) << channels;
+    EXPECT_EQ(model_param_count("cnn-paper", {}, channels), n) << channels;
+  }
+}
+
+// Inverted dropout: each factor is 0 or 1 / (1 - rate), zero with probability
+// `rate`, a pure function of (seed, step, sample, unit).
+TEST(Dropout, FactorsAreInvertedAndKeyedBySeedStepAndUnit) {
+  const int B = 32, U = 1024;
+  std::vector<float> a(size_t(B) * U), b(a.size());
+  for (float rate : {0.f, 0.25f, 0.5f}) {
+    dropout_scales(a.data(), B, U, rate, 7, 3);
+    size_t zeros = 0;
+    for (float v : a) {
+      EXPECT_TRUE(v == 0.f || v == 1.f / (1.f - rate)) << v;
+      zeros += v == 0.f;
+    }
+    // Binomial(32768, rate): 5 standard deviations.
+    EXPECT_NEAR(double(zeros) / double(a.size()), rate, 5 * std::sqrt(rate * (1 - rate) / double(a.size())) + 1e-12);
+    dropout_scales(b.data(), B, U, rate, 7, 3);
+    EXPECT_EQ(a, b);
+    // Sample b's factors do not depend on the batch they are drawn in.
+    dropout_scales(b.data(), 1, U, rate, 7, 3);
+    EXPECT_TRUE(std::equal(b.begin(), b.begin() + U, a.begin()));
+    if (rate == 0.f) continue;
+    dropout_scales(b.data(), B, U, rate, 7, 4);
+    EXPECT_NE(a, b) << "another step";
+    dropout_scales(b.data(), B, U, rate, 8, 3);
+    EXPECT_NE(a, b) << "another seed";
+  }
+}
+
+// A forward with labels set trains: dropout on, one mask for the whole step
+// (forwards in it repeat their bits), a new one after the step; without labels
+// no dropout. A model built again from the same seed draws the same masks.
+TEST(Dropout, PaperCnnMaskIsFixedWithinAStepAndOffInEvaluation) {
+  const int B = 4;
+  std::vector<int> y;
+  const auto x = sample_images(B, &y);
+  auto scores = [&](Cnn& m) {
+    const float* s = m.forward(x.data(), B);
+    return std::vector<float>(s, s + B * kNumClasses);
+  };
+  Cnn a(CnnConfig::paper(1, 0.5f), B), b(CnnConfig::paper(1, 0.5f), B);
+  a.init(5);
+  b.init(5);
+  const std::vector<float> eval = scores(a);
+  a.set_training_labels(y.data());
+  const std::vector<float> step0 = scores(a);
+  EXPECT_NE(step0, eval);
+  EXPECT_EQ(scores(a), step0);
+  a.set_training_labels(nullptr);
+  EXPECT_EQ(scores(a), eval);
+  a.set_training_labels(y.data());
+  const std::vector<float> step1 = scores(a);
+  a.set_training_labels(nullptr);
+  EXPECT_NE(step1, step0);
+  b.set_training_labels(y.data());
+  EXPECT_EQ(scores(b), step0);
+  b.set_training_labels(nullptr);
+  b.set_training_labels(y.data());
+  EXPECT_EQ(scores(b), step1);
+  b.set_training_labels(nullptr);
+  // Rate 0: training and evaluation agree.
+  Cnn c(CnnConfig::paper(1, 0.f), B);
+  c.init(5);
+  c.set_training_labels(y.data());
+  EXPECT_EQ(scores(c), eval);
+  c.set_training_labels(nullptr);
+}
+
 // NaN and both infinities at every position of a block the loop may vectorise
 // over, and next to them the largest, smallest and subnormal finite values.
 TEST(Models, AllFiniteFindsEveryNonFiniteValue) {
@@ -227,6 +311,23 @@ TEST(GradientCheck, CnnBackwardMatchesFiniteDifferences) {
   }
 }
 
+// The paper's CNN in training, dropout on: the mask is this step's, fixed while
+// the labels stay set, so the finite differences see the function backward
+// differentiated. Both convolutions, both pools and the dropout are in the path.
+TEST(GradientCheck, PaperCnnWithDropoutMatchesFiniteDifferences) {
+  const int B = 4;
+  std::vector<int> y;
+  const auto x = sample_images(B, &y);
+  for (float rate : {0.5f, 0.f}) {
+    SCOPED_TRACE("dropout " + std::to_string(rate));
+    Cnn cnn(CnnConfig::paper(1, rate), B);
+    cnn.init(13);
+    cnn.set_training_labels(y.data());
+    check_model_gradients(cnn, x, y, B, [](bool) {});
+    cnn.set_training_labels(nullptr);
+  }
+}
+
 TEST(GradientCheck, TwoInputChannelsMatchFiniteDifferences) {
   // smallNORB's stereo pairs: each sample two 32 x 32 channels (two of the
   // synthetic images here), into conv1 or the linear layer.
@@ -254,6 +355,11 @@ TEST(GradientCheck, TwoInputChannelsMatchFiniteDifferences) {
   Linear lin(LossConfig{}, B, 2);
   lin.init(13);
   check_model_gradients(lin, x, y, B, [](bool) {});
+  Cnn paper(CnnConfig::paper(2, 0.5f), B);
+  paper.init(13);
+  paper.set_training_labels(y.data());
+  check_model_gradients(paper, x, y, B, [](bool) {});
+  paper.set_training_labels(nullptr);
 }
 
 TEST(GradientCheck, LinearBackwardMatchesFiniteDifferences) {

@@ -31,11 +31,31 @@ TEST(Registry, EveryModelBuildsAndCountsItsParametersWithoutBuilding) {
   EXPECT_EQ(model_param_count("cnn65536", {}), 16u * 25 + 16 + 4096ull * 65536 + 65536 + 65536ull * 5 + 5);
 }
 
+// Every registered model (a numbered one by its bare name) with one and two
+// input channels: it builds, counts as many parameters built as unbuilt, answers
+// to its name and lists its layers with their work.
+TEST(Registry, EveryRegisteredModelCountsWhatItBuilds) {
+  for (const ModelEntry& e : model_registry()) {
+    std::string name = e.name;
+    if (name.size() > 1 && name.back() == 'N') name.pop_back();
+    for (int channels : {1, 2}) {
+      SCOPED_TRACE(name + ", " + std::to_string(channels) + " channel(s)");
+      ASSERT_EQ(find_model(name), &e);
+      const auto m = make_model(name, {}, 4, channels);
+      EXPECT_EQ(m->params().count(), model_param_count(name, {}, channels));
+      EXPECT_EQ(m->name(), name);
+      if (e.fit_in_one_pass) continue;
+      EXPECT_FALSE(m->layers(32).empty());
+      for (const LayerInfo& l : m->layers(32)) EXPECT_GT(l.forward_flops, 0) << l.name;
+    }
+  }
+}
+
 TEST(Registry, ConvAndPixelModelsTakeTheirInputChannelsFromTheData) {
   // smallNORB's two cameras: conv1 (and the pixel baselines, and dr's decoder,
   // which reconstructs every channel) grow by the second channel's weights.
   const std::pair<const char*, size_t> grows[] = {
-      {"caps", 16 * 25}, {"cnn", 16 * 25}, {"linear", 1024 * 5}, {"nn1", 0},
+      {"caps", 16 * 25}, {"cnn", 16 * 25}, {"cnn-paper", 32 * 25}, {"linear", 1024 * 5}, {"nn1", 0},
       {"dr", 16 * 25 + 512 * 1024 + 1024}};  // decoder fc3: 512 -> 2 x 1024
   for (const auto& [name, extra] : grows) {
     EXPECT_EQ(model_param_count(name, {}, 2), model_param_count(name, {}, 1) + extra) << name;
@@ -46,7 +66,7 @@ TEST(Registry, ConvAndPixelModelsTakeTheirInputChannelsFromTheData) {
 }
 
 TEST(Registry, UnknownModelsListTheValidNames) {
-  for (const char* bad : {"caps2", "cnn0", "cnn65537", "cnnx", "mlp", ""}) {
+  for (const char* bad : {"caps2", "cnn0", "cnn65537", "cnnx", "mlp", "", "cnn-", "cnn-paper2", "cnnpaper"}) {
     try {
       check_model(bad, {});
       ADD_FAILURE() << bad;
@@ -57,7 +77,7 @@ TEST(Registry, UnknownModelsListTheValidNames) {
       EXPECT_TRUE(msg.find("caps, cnn, cnnN") != std::string::npos || msg.find("cnn") != std::string::npos) << msg;
     }
   }
-  EXPECT_EQ(model_names(), "caps, cnn, cnnN, nn1, linear, dr");
+  EXPECT_EQ(model_names(), "caps, cnn, cnnN, cnn-paper, nn1, linear, dr");
 }
 
 // A memory error blames the flag that sets the model's size: --cnn-hidden for

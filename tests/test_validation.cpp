@@ -87,6 +87,10 @@ const BadInput kBad[] = {
     {"CnnModelWiderThanCnnHiddenAllows", "run --models caps,cnn99999", "--models 'caps,cnn99999': model 'cnn99999'"},
     {"ProfileCnnModelTooWide", "profile --model cnn99999 --out @/p.csv", "--model 'cnn99999'"},
     {"CnnHiddenTooWide", "run --cnn-hidden 65537", "--cnn-hidden '65537': must be between 1 and 65536"},
+    {"DropoutOfOne", "run --models cnn-paper --dropout 1", "--dropout '1': must be below 1"},
+    {"DropoutNegative", "run --models cnn-paper --dropout -0.5", "--dropout '-0.5'"},
+    {"DropoutNotANumber", "run --models cnn-paper --dropout half", "--dropout 'half'"},
+    {"DropoutWithoutAModelThatReadsIt", "run --models cnn --dropout 0.3", "--dropout '0.3': no model in --models"},
     {"MoreCellsAtOnceThanMemoryHolds", "sweep --models cnn65536 --seeds 0:1023 --jobs 1024",
      "--jobs '1024': 1024 cells at once need"},
     // Empty values are values, and wrong; one file named twice.
