@@ -327,10 +327,11 @@ double model_params(const std::string& m, const ModelOptions& opts) { return dou
 
 // Weights, gradient, Adam's two moments and a working copy; activations at the
 // largest batch (the evaluation batch at least): conv1's output and its
-// gradient, and a layer after it as wide as the model's parameters allow.
+// gradient, and a layer after it as wide as the model's parameters allow, or
+// what the model says it holds where that is more (cnn-paper's six layers).
 double model_bytes(const std::string& m, const ModelOptions& opts, int batch) {
   const double width = std::max(model_params(m, opts) / 4096, 136.0);
-  const double per_image = 4.0 * 4096 + 4 * width + 1024;
+  const double per_image = std::max(4.0 * 4096 + 4 * width + 1024, double(model_activation_floats(m, opts)));
   return 20 * model_params(m, opts) + double(std::max(batch, kEvalBatch)) * per_image * sizeof(float);
 }
 

@@ -29,6 +29,13 @@ size_t CnnConfig::param_count() const {
   return n + flat * size_t(hidden) + size_t(hidden) + size_t(hidden) * size_t(n_classes) + size_t(n_classes);
 }
 
+size_t CnnConfig::activation_floats() const {
+  const ConvShape c1 = conv1_shape(), c2 = conv2_shape();
+  size_t outputs = size_t(c1.out_size()) + size_t(hidden) + size_t(n_classes);
+  if (is_paper()) outputs += size_t(c2.in_size()) + size_t(c2.out_size()) + size_t(c2.out_size()) / 4;
+  return 5 * outputs;
+}
+
 void dropout_scales(float* scale, int batch, int units, float rate, uint64_t seed, uint64_t step) {
   // A unit is kept when its 32-bit draw is at least rate * 2^32.
   const uint32_t threshold = uint32_t(std::min(double(rate) * 4294967296.0, 4294967295.0));

@@ -38,6 +38,10 @@ struct CnnConfig {
   ConvShape conv1_shape() const;
   ConvShape conv2_shape() const;
   size_t param_count() const;
+  // Floats per image of a training step at its batch (the memory check): five
+  // times the layers' outputs, measured for the paper's network (peak RSS at batch
+  // 256 against 32: 1.3 MB an image) -- outputs, gradients, oneDNN's blocked copies.
+  size_t activation_floats() const;
 };
 
 // Inverted dropout's per-unit factors: scale[b * units + j] is 0 with probability

@@ -172,6 +172,9 @@ CnnConfig cnn_paper_config(const ModelOptions& opts, int in_channels) {
 size_t cnn_paper_params(const std::string&, const ModelOptions& opts, int in_channels) {
   return cnn_paper_config(opts, in_channels).param_count();
 }
+size_t cnn_paper_activations(const std::string&, const ModelOptions& opts, int in_channels) {
+  return cnn_paper_config(opts, in_channels).activation_floats();
+}
 std::unique_ptr<Model> make_cnn_paper(const std::string&, const ModelOptions& opts, int in_channels, int max_batch) {
   return std::make_unique<Cnn>(cnn_paper_config(opts, in_channels), max_batch);
 }
@@ -236,7 +239,7 @@ const std::vector<ModelEntry>& model_registry() {
       {"cnn-paper",
        "the paper's CNN baseline (Hinton, Sabour & Frosst 2018): conv 5x5 32 + 2x2 max-pool, conv 5x5 64 + 2x2 max-pool, "
        "FC 1024 + --dropout, SAME padding (32 -> 16 -> 8); 4,252,549 parameters (4,253,349 with two input channels)",
-       {"dropout"}, make_cnn_paper, cnn_paper_params},
+       {"dropout"}, make_cnn_paper, cnn_paper_params, nullptr, false, cnn_paper_activations},
       {"nn1", "1-nearest-neighbour on raw pixels (no training): a yardstick", {}, make_nn1, nn1_params, nullptr, true},
       {"linear", "softmax regression on raw pixels (1024 -> 5): a yardstick", {}, make_linear, linear_params},
       {"dr", "vector capsules with dynamic routing and a reconstruction decoder (Sabour et al. 2017)", {"dr-iters", "recon-weight", "dr-grad"}, make_dr, dr_params},
@@ -278,6 +281,11 @@ const char* size_option(const std::string& name) {
 
 size_t model_param_count(const std::string& name, const ModelOptions& opts, int in_channels) {
   return entry(name).param_count(name, opts, in_channels);
+}
+
+size_t model_activation_floats(const std::string& name, const ModelOptions& opts, int in_channels) {
+  const ModelEntry& e = entry(name);
+  return e.activation_floats ? e.activation_floats(name, opts, in_channels) : 0;
 }
 
 void check_model(const std::string& name, const ModelOptions& opts) { (void)model_param_count(name, opts); }

@@ -50,6 +50,9 @@ struct ModelEntry {
   const char* size_option = nullptr;
   // Fit in one pass over the training set (Model::fit), with no training step.
   bool fit_in_one_pass = false;
+  // Floats per image a training step holds (activations, their gradients,
+  // oneDNN's copies), for the memory check; nullptr: the harness's generic guess.
+  size_t (*activation_floats)(const std::string& name, const ModelOptions& opts, int in_channels) = nullptr;
 };
 const std::vector<ModelEntry>& model_registry();
 
@@ -67,6 +70,9 @@ std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& o
 void check_model(const std::string& name, const ModelOptions& opts);
 // Parameters of `name` with `opts` (parses the options, allocates nothing big).
 size_t model_param_count(const std::string& name, const ModelOptions& opts, int in_channels = 1);
+
+// Model::activation_floats of `name`, or 0 where the model gives none.
+size_t model_activation_floats(const std::string& name, const ModelOptions& opts, int in_channels = 1);
 
 // The option that sets the size of model `name` ("cnn" -> "cnn-hidden"), or
 // nullptr if its name or nothing does ("cnn136", "caps").
