@@ -172,8 +172,7 @@ struct Conv2d::Impl {
   }
 
   // backward-data: [diff_dst, weights reorders] -> conv backward-data -> [diff_src reorder].
-  // Every layout is oneDNN's choice (a first layer never builds this: no measurement yet
-  // says which plain layout its kernels read fastest).
+  // oneDNN picks every layout (tag::any); the caller's plain ones are reordered in and out.
   void build_backward_data() {
     if (!backward_data.empty()) return;  // built
     const ConvShape& s = shape;

@@ -1,4 +1,4 @@
-// 2-D convolution (conv1 of both models) on oneDNN, with a direct-loop reference.
+// 2-D convolution (conv1 of every model, cnn-paper's conv2) on oneDNN, with direct-loop references.
 #pragma once
 #include <map>
 #include <memory>

@@ -118,6 +118,10 @@ void Cnn::prepare_training(int B) {
   hidden_.prepare_backward(B);
   out_.prepare_backward(B);
   grow_backward_buffers(B);
+  if (cfg_.dropout > 0) {  // a training forward's dropout buffers
+    grow_to(drop_scale_, size_t(B) * cfg_.hidden);
+    grow_to(hid_dropped_, size_t(B) * cfg_.hidden);
+  }
 }
 
 const float* Cnn::forward(const float* images, int B) {
@@ -211,8 +215,9 @@ void Cnn::backward(const float* d_logits, int B) {
       for (size_t k = 0; k < size_t(B) * cfg_.hidden; ++k) d_hid_[k] *= drop_scale_[k];
     relu_backward(d_hid_.data(), hid_.data(), size_t(B) * cfg_.hidden);
     hidden_.prepare_backward(B);
-    const float* flat = paper ? pool2_out_.data() : conv_out_.data();
-    weight_gradient(hid_w, hid_b, [this, B, flat] {
+    // Two words captured: std::function holds them without allocating.
+    weight_gradient(hid_w, hid_b, [this, B] {
+      const float* flat = cfg_.is_paper() ? pool2_out_.data() : conv_out_.data();
       hidden_.backward_weights(params_.grad(hid_w), params_.grad(hid_b), d_hid_.data(), flat, B);
     });
     hidden_.backward_data(paper ? d_pool2_.data() : d_conv_.data(), d_hid_.data(), params_.value(hid_w), B);
