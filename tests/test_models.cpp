@@ -398,7 +398,9 @@ TEST(Models, ASamplesScoresDoNotDependOnTheBatchItIsIn) {
       for (int c = 0; c < channels; ++c)
         x.insert(x.end(), one.begin() + long(b + c) * kImagePixels, one.begin() + long(b + c + 1) * kImagePixels);
     const size_t per_image = size_t(channels) * kImagePixels;
-    for (const std::string name : {"caps", "cnn", "cnn136", "dr", "linear", "nn1"}) {
+    std::vector<std::string> names = test::registered_models(/*trained=*/false);
+    names.push_back("cnn136");
+    for (const std::string& name : names) {
       SCOPED_TRACE(name + ", " + std::to_string(channels) + " channel(s)");
       std::unique_ptr<Model> m = make_model(name, {}, N, channels);
       m->init(21);

@@ -345,7 +345,7 @@ TEST(Training, AStepAllocatesNothingOnceWarm) {
   const Dataset d = make_dataset(small_run().data);
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  for (const std::string name : {"caps", "cnn", "cnn-paper", "dr", "linear"}) {
+  for (const std::string& name : test::registered_models(/*trained=*/true)) {
     for (bool declining : {false, true}) {
       SCOPED_TRACE(name + (declining ? ", a helper that declines" : ", no helper"));
       std::unique_ptr<Model> m = make_model(name, ModelOptions{}, 32);
@@ -381,7 +381,7 @@ TEST(Training, APreparedModelsFirstStepAllocatesNothing) {
   const Dataset d = make_dataset(small_run().data);
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  for (const std::string name : {"caps", "cnn", "cnn-paper", "dr", "linear"}) {
+  for (const std::string& name : test::registered_models(/*trained=*/true)) {
     SCOPED_TRACE(name);
     std::vector<double> losses[2];
     size_t onednn_first[2] = {0, 0};

@@ -16,6 +16,7 @@
 
 #include "harness/dataset.h"
 #include "models/model.h"
+#include "models/registry.h"
 #include "kernels/rng.h"
 
 namespace vg::test {
@@ -28,6 +29,19 @@ struct Allocations {
 };
 Allocations allocations_on_this_thread();
 void attribute_allocations(bool on);
+
+// Every registered model by a name --models accepts (a numbered one bare,
+// "cnn"), in the registry's order; `trained`: only those trained by steps (not nn1).
+inline std::vector<std::string> registered_models(bool trained) {
+  std::vector<std::string> names;
+  for (const ModelEntry& e : model_registry()) {
+    if (trained && e.fit_in_one_pass) continue;
+    std::string n = e.name;
+    if (n.size() > 1 && n.back() == 'N') n.pop_back();
+    names.push_back(n);
+  }
+  return names;
+}
 
 // n values of N(0, std^2) from the stream (key, Test, tag).
 inline std::vector<float> randn(size_t n, uint64_t tag, float std = 1.f, uint64_t key = 7) {
