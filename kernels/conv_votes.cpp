@@ -7,6 +7,13 @@ namespace {
 #define VG_CV_ENTRY(isa) {Isa::isa, conv_votes_forward_f32__##isa, conv_votes_backward_f32__##isa}
 const ConvVotesKernels kVariants[] = {
     VG_CV_ENTRY(scalar),
+#if defined(__x86_64__)
+    VG_CV_ENTRY(avx2),
+    VG_CV_ENTRY(avx512),
+#endif
+#if defined(__aarch64__)
+    VG_CV_ENTRY(neon),
+#endif
 };
 #undef VG_CV_ENTRY
 }  // namespace

@@ -90,6 +90,14 @@ using ConvVotesBackwardFn = void (*)(float* dM, float* dW, const float* dV, cons
   void conv_votes_backward_f32__##isa(float* dM, float* dW, const float* dV, const float* M, const float* W, \
                                       const ConvVotesShape& s);
 VG_CV_KERNELS(scalar)
+// ISA variants; each exists only in builds for its architecture.
+#if defined(__x86_64__)
+VG_CV_KERNELS(avx2)
+VG_CV_KERNELS(avx512)
+#endif
+#if defined(__aarch64__)
+VG_CV_KERNELS(neon)
+#endif
 #undef VG_CV_KERNELS
 
 struct ConvVotesKernels {

@@ -287,6 +287,12 @@ TEST_P(ConvVotesVariant, MatchesScalarAtTileSizesAndMisalignedPointers) {
   }
 }
 
+TEST(ConvVotes, DispatchPicksTheSelectedIsa) {
+  // VIEWGAP_ISA (or the best the CPU has) when this build has that variant.
+  const Isa want = selected_isa();
+  EXPECT_EQ(conv_votes_kernels().isa, conv_votes_for(want) ? want : Isa::scalar);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllVariants, ConvVotesVariant, ::testing::Range(0, [] {
                            int n = 0;
                            conv_votes_variants(&n);

@@ -1,0 +1,44 @@
+// AVX-512 convolutional votes (built with -mavx512f -mavx512vl -mavx512dq
+// -mfma): a 4x4 matrix is one zmm register, row r in 128-bit lane r.
+// GCC 12's AVX-512 intrinsics warn about their own _mm512_undefined_ps() (GCC
+// bug 105593): silenced for the header only, as in em_routing_avx512.cpp.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+namespace vg {
+namespace {
+using F16 = __m512;
+inline F16 zero16() { return _mm512_setzero_ps(); }
+inline F16 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline void store16(float* p, F16 x) { _mm512_storeu_ps(p, x); }
+inline F16 add16(F16 a, F16 b) { return _mm512_add_ps(a, b); }
+inline F16 mul16(F16 a, F16 b) { return _mm512_mul_ps(a, b); }
+inline F16 fma16(F16 a, F16 b, F16 acc) { return _mm512_fmadd_ps(a, b, acc); }
+// vbroadcastf32x4 from memory.
+inline F16 bcast_row(const float* p) { return _mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
+template <int k>
+inline F16 col(F16 m) {
+  return _mm512_permute_ps(m, k * 0x55);
+}
+inline F16 spread_row(const float* p) {
+  const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  return _mm512_permutexvar_ps(idx, _mm512_zextps128_ps512(_mm_loadu_ps(p)));
+}
+// Lane c takes lane (c - s) % 4: imm8 0x93, 0x4E, 0x39 for s = 1, 2, 3.
+template <int s>
+inline F16 rot(F16 x) {
+  return _mm512_permute_ps(x, s == 1 ? 0x93 : s == 2 ? 0x4E : 0x39);
+}
+}  // namespace
+}  // namespace vg
+
+#include "kernels/conv_votes_simd.h"
+
+VG_CV_DEFINE(avx512)
