@@ -237,9 +237,10 @@ TEST(ConvVotes, BackwardAccumulates) {
     ASSERT_NEAR(dW2[k], dW1[k] + 1.0, 2 * gamma_n(eW.terms[k]) * eW.mag[k] + FLT_EPSILON * std::fabs(dW1[k] + 1.0)) << k;
 }
 
-// Sizes around the SIMD variants' blocks (64 (weight row, parent type) pairs
-// of packed diagonals: Ci Co = 63/64/65, Co = 63/65 splitting the parent
-// types), the paper's layer shapes, and the tiny ones.
+// Sizes around the SIMD variants' blocks of 1024 (weight row, parent type)
+// pairs of packed diagonals (rows 64 + 1 at Co = 16, Co = 1023 / 1025 splitting
+// the parent types), odd counts around vector widths, the paper's layer shapes
+// (ConvCaps1 takes two blocks), and the tiny ones.
 const std::vector<Case> kVariantCases = {
     {ConvVotesShape::conv(3, 7, 7, 3, 5, 3, 2), 0},     {ConvVotesShape::conv(2, 9, 7, 4, 16, 3, 1), 1},
     {ConvVotesShape::conv(1, 5, 6, 5, 13, 1, 1), 2},    {ConvVotesShape::conv(2, 7, 5, 1, 63, 5, 2), 0},
@@ -248,6 +249,8 @@ const std::vector<Case> kVariantCases = {
     {ConvVotesShape::class_caps(3, 4, 4, 16, 5), 1},    {ConvVotesShape::class_caps(2, 3, 5, 7, 9), 2},
     {ConvVotesShape::class_caps(1, 1, 1, 1, 1), 0},     {ConvVotesShape::class_caps(2, 5, 3, 3, 64), 1},
     {ConvVotesShape::class_caps(1, 2, 2, 1, 65), 2},    {ConvVotesShape::class_caps(2, 3, 3, 21, 3), 0},
+    {ConvVotesShape::class_caps(2, 2, 3, 65, 16), 1},   {ConvVotesShape::class_caps(1, 1, 2, 1, 1025), 2},
+    {ConvVotesShape::conv(1, 5, 4, 1, 1023, 3, 2), 0},  {ConvVotesShape::conv(1, 7, 7, 64, 16, 1, 2), 1},
 };
 
 class ConvVotesVariant : public ::testing::TestWithParam<int> {};
