@@ -75,6 +75,8 @@ struct VoteCoords {
   int col_elem() const { return place == CoordPlace::paper ? 7 : 1; }
 };
 
+// The kernels assume s.valid() (the caller checks shapes once, not per call)
+// and allocate nothing; the SIMD backward packs W on the stack (64 KB).
 // V = the votes (overwrites V); with coords not null, plus the coordinates.
 using ConvVotesFn = void (*)(float* V, const float* M, const float* W, const VoteCoords* coords,
                              const ConvVotesShape& s);
