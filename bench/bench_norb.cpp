@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/norb.h"
+#include "data/norb.h"
 
 namespace vg {
 namespace {

@@ -13,7 +13,7 @@
 #include <exception>
 #include <thread>
 
-#include "harness/dataset.h"
+#include "data/dataset.h"
 #include "harness/profile.h"
 #include "harness/train.h"
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the smallNORB reader (harness/norb.h): every input must
+// libFuzzer target for the smallNORB reader (data/norb.h): every input must
 // end in a NorbError or in a set that holds exactly what the files say.
 // Built and run by tools/fuzz_norb.sh (clang++-14 -fsanitize=fuzzer,address,undefined).
 //
@@ -49,7 +49,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/norb.h"
+#include "data/norb.h"
 
 namespace {
 

@@ -227,7 +227,7 @@ double parse_real(const std::string& flag, const std::string& v, double lo, doub
 }
 
 // "A:B" in degrees and its count flag; whether the range makes sense is
-// check_geometry's judgement (harness/dataset.h), shared by run and sweep.
+// check_geometry's judgement (data/dataset.h), shared by run and sweep.
 AngleRange parse_range(const std::string& flag, const std::string& v, const std::string& count_flag,
                        const std::string& count) {
   const auto colon = v.find(':');

@@ -1,5 +1,5 @@
 // Dataset synthesis (SPEC section 1): shapes, renderer geometry, splits, determinism.
-#include "harness/dataset.h"
+#include "data/dataset.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>

@@ -10,7 +10,7 @@
 #include <functional>
 #include <numeric>
 
-#include "harness/dataset.h"
+#include "data/dataset.h"
 #include "harness/train.h"
 #include "kernels/dr_routing.h"
 #include "models/dr.h"

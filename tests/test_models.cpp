@@ -9,7 +9,7 @@
 #include <functional>
 #include <numeric>
 
-#include "harness/dataset.h"
+#include "data/dataset.h"
 #include "kernels/dnnl_common.h"
 #include "models/baselines.h"
 #include "models/capsnet.h"

@@ -1,6 +1,6 @@
-// smallNORB reader (harness/norb.h): round trips, every validation error, the
+// smallNORB reader (data/norb.h): round trips, every validation error, the
 // preprocessing, the paper's splits, and a deterministic mutation fuzz test.
-#include "harness/norb.h"
+#include "data/norb.h"
 #include "tests/test_util.h"
 
 #include <dlfcn.h>

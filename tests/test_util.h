@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/dataset.h"
+#include "data/dataset.h"
 #include "models/model.h"
 #include "models/registry.h"
 #include "kernels/rng.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the smallNORB reader (harness/norb.cpp) with libFuzzer: builds
+# Fuzzes the smallNORB reader (data/norb.cpp) with libFuzzer: builds
 # fuzz/norb_fuzz.cpp with clang++-14 (-fsanitize=fuzzer,address,undefined) into
 # build/fuzz/, writes the seed corpus (valid triples from the project's writer,
 # N = 1, 2, 5, -cat of rank 1 and 2), runs a fixed number of mutations from a
@@ -58,7 +58,7 @@ clang++-14 -fsanitize=fuzzer,address,undefined "$out/probe.cpp" -o "$out/probe" 
 werror=()
 [ "${VIEWGAP_WERROR:-OFF}" = ON ] && werror=(-Werror)
 clang++-14 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c++20 -O1 -g -I. \
-  -Wall -Wextra "${werror[@]}" harness/norb.cpp fuzz/norb_fuzz.cpp -o "$out/norb_fuzz"
+  -Wall -Wextra "${werror[@]}" data/norb.cpp fuzz/norb_fuzz.cpp -o "$out/norb_fuzz"
 t_build=$(secs "$t0")
 
 # --- seeds, then the mutations -------------------------------------------------

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Write a smallNORB-format fixture: the six NYU files with synthetic content.
 
-The format (NYU "binary matrix", little-endian; see harness/norb.h for sources):
+The format (NYU "binary matrix", little-endian; see data/norb.h for sources):
 int32 magic (0x1E3D4C55 uint8 / 0x1E3D4C54 int32), int32 ndim, max(3, ndim)
 int32 dims (unused ones 1), then the data, last index fastest.
 

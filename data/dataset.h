@@ -1,6 +1,6 @@
 // Synthetic smallNORB: five 3D point-set classes rendered as 32x32 images
 // (SPEC section 1), and the train / familiar / held-out / circle splits; or
-// the same splits read from smallNORB's files (--data norb:DIR, harness/norb.h).
+// the same splits read from smallNORB's files (--data norb:DIR, data/norb.h).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/norb.h"
+#include "data/norb.h"
 
 namespace vg {
 
@@ -77,7 +77,7 @@ inline const char* norb_cameras_name(NorbCameras c) {
   return c == NorbCameras::both ? "both" : c == NorbCameras::first ? "first" : "second";
 }
 struct NorbConfig {
-  std::string dir;  // the six NYU files (harness/norb.h: norb_files)
+  std::string dir;  // the six NYU files (data/norb.h: norb_files)
   NorbSplitKind split = NorbSplitKind::azimuth;
   NorbPrep prep;    // cameras and training jitter
   long images_in_memory = 0;  // centre crops the dataset holds (the CLI's memory check reads it)
@@ -121,7 +121,7 @@ Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& a
 Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& azimuths,
                  const std::vector<double>& elevations, int per_combo);
 // Synthesis loops (renders, noisy images) of fewer items run on one thread
-// (harness/dataset.cpp says why); the bytes are the same either way.
+// (data/dataset.cpp says why); the bytes are the same either way.
 inline constexpr int kDatasetParallelMinItems = 16384;
 
 // The held-out elevations: cfg.test_elevations, or the training ones.

@@ -1,5 +1,5 @@
 // Synthetic smallNORB (SPEC section 1): point sets, renderer, splits.
-#include "harness/dataset.h"
+#include "data/dataset.h"
 
 #include <algorithm>
 #include <cmath>

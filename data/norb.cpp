@@ -1,6 +1,6 @@
 // smallNORB reader, writer, preprocessing and splits (see norb.h for the format
 // and where it is documented).
-#include "harness/norb.h"
+#include "data/norb.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
