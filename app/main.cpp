@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "harness/cli.h"
+#include "app/cli.h"
 #include "harness/heap.h"
 #include "harness/output.h"
 

@@ -1,0 +1,521 @@
+#include "app/cli.h"
+
+#include <omp.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "harness/output.h"
+#include "harness/report.h"
+#include "harness/run_flags.h"
+#include "harness/profile.h"
+#include "harness/sweep.h"
+#include "harness/sweep_plan.h"
+#include "harness/train.h"
+#include "kernels/dnnl_common.h"
+#include "kernels/isa.h"
+#include "models/numbers.h"
+#include "models/registry.h"
+
+namespace vg {
+
+namespace {
+
+// The results table lost to a full disk or a closed pipe is a failure, not a
+// success: exit 1, one line (main() checks once more at exit).
+void flush_stdout() {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return;
+  const int err = errno;
+  std::clearerr(stdout);
+  throw std::runtime_error(std::string("cannot write standard output: ") + (err ? std::strerror(err) : "write error"));
+}
+
+// --reproducible: the same bits on every x86-64 CPU with AVX2 and FMA. oneDNN is
+// capped at AVX2 (its AVX-512 kernels sum in another order) and our kernels are
+// pinned to their AVX2 variants; everything else already runs the same code on
+// every such CPU (see README, "Reproducibility"). Runs before any kernel does.
+void enable_reproducible() {
+  const std::string missing = isa_missing_features(Isa::avx2);
+  if (!missing.empty())
+    throw UsageError("--reproducible", "this CPU lacks " + missing +
+                                           " (reproducible mode needs x86-64 with AVX2 and FMA)");
+  const char* env = std::getenv("VIEWGAP_ISA");
+  if (env != nullptr && *env != '\0' && std::string(env) != isa_name(Isa::avx2))
+    throw UsageError("--reproducible", std::string("conflicts with VIEWGAP_ISA='") + env +
+                                           "' (reproducible mode pins the kernels at avx2; unset it)");
+  pin_isa(Isa::avx2);
+  pin_onednn_isa_avx2();
+}
+
+// The models' options (models/registry.h) as flags of any command that builds a model.
+void add_model_flags(CLI::App* app, ModelOptions& opts) {
+  for (const ModelOption& m : model_options())
+    app->add_option(std::string("--") + m.name, opts[m.name], m.help)->capture_default_str();
+}
+
+// Registers every run flag except those in `skip`, and the model options.
+void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& skip) {
+  for (const FlagSpec& s : run_flag_specs()) {
+    if (std::find(skip.begin(), skip.end(), s.name) != skip.end()) continue;
+    // The registry's models, named in --models' help.
+    const std::string help = std::string(s.name) == "models" ? "Comma-separated, of: " + model_names() : s.help;
+    app->add_option(std::string("--") + s.name, f.*(s.field), help)->capture_default_str();
+  }
+  add_model_flags(app, f.model);
+}
+
+int do_run(const RunFlags& f) {
+  int threads = 1;
+  RunOptions opt = validate_run(f, &threads);
+  opt.threads = threads;
+  opt.train.circle_every_epoch = !f.dump.empty();  // snapshots for the animation
+  omp_set_num_threads(threads);
+  auto log = spdlog::stderr_color_mt("viewgap");
+  log->set_pattern("[%T.%e] %v");
+  if (f.quiet) log->set_level(spdlog::level::warn);
+  log->info("viewgap run: seed {}, {} epochs, models {}, {} thread(s), ISA {} (oneDNN {}){}",
+            opt.train.seed, opt.train.n_epochs, f.models, threads, isa_name(selected_isa()),
+            onednn_isa(), opt.reproducible ? ", reproducible" : "");
+  std::vector<ClassPose> poses;
+  ClassReconstructions recons;
+  const RunResult r = run_experiment(
+      opt,
+      [&](const std::string& model, const EpochStats& e) {
+        log->info("[{}] epoch {:>3}/{}  loss {:.4f}  familiar {:.3f}  held-out {:.3f}  ({:.3f} s)",
+                  model, e.epoch, opt.train.n_epochs, e.loss, e.familiar, e.heldout, e.seconds);
+      },
+      [&](const std::string& name, Model& model, const Dataset& data) {
+        // The figures show the first model with class capsules, and the first
+        // with a decoder.
+        if (f.dump.empty()) return;
+        if (poses.empty() && model.class_capsules().pose_dim > 0) poses = class_poses(model, data.heldout);
+        if (recons.model.empty()) recons = class_reconstructions(name, model, data.heldout);
+      });
+  std::cout << format_run_table(opt, r);  // flushed, and checked, by flush_stdout() below
+  const nlohmann::json j = run_to_json(opt, r, threads);
+  if (!f.out_json.empty()) {
+    write_file_atomic(f.out_json, j.dump(2) + "\n");
+    log->info("wrote {}", f.out_json);
+  }
+  if (!f.dump.empty()) {
+    write_dump(f.dump, opt.train.seed, j, poses, recons);
+    log->info("wrote figure inputs to {}", f.dump);
+  }
+  flush_stdout();
+  return 0;
+}
+
+int sweep_on(const SweepFlags& f, Cluster* cluster) {
+  const SweepPlan plan = plan_sweep(f);
+  // --merge: the shards' tables into --out.
+  std::vector<std::string> merge_dirs;
+  if (!f.merge.empty()) merge_dirs = split(f.merge, '\n');
+  // Started by mpirun/srun: rank 0 runs the sweep and writes; the other ranks
+  // run the cells it hands them (harness/cluster.h).
+  if (cluster != nullptr) {
+    if (!f.shard.empty())
+      throw UsageError("--shard", f.shard, "conflicts with an MPI launch (mpirun/srun hands out the cells; shards are for job arrays)");
+    if (cluster->rank() != 0) return serve_sweep(plan, *cluster);
+  }
+  std::unique_ptr<DirLock> lock;
+  try {
+    lock = prepare_sweep_dir(plan);
+  } catch (const WriteError&) {
+    throw;  // a full disk is not bad input: exit 1
+  } catch (const std::runtime_error& e) {
+    throw UsageError("--out", f.out, e.what());
+  }
+  if (!merge_dirs.empty()) {
+    SweepOutcome r;
+    try {
+      r = merge_shards(plan, merge_dirs);
+    } catch (const WriteError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      throw std::invalid_argument(e.what());  // names the shard directory at fault
+    }
+    std::printf("%d cells merged from %zu shards (%d failed); results in %s\n", int(plan.cells.size()),
+                merge_dirs.size(), r.failed, f.out.c_str());
+    flush_stdout();
+    return 0;
+  }
+  const SweepOutcome r = run_sweep(plan, cluster);
+  int in_shard = 0;
+  for (const SweepCell& c : plan.cells) in_shard += plan.in_shard(c);
+  std::printf("%d cells%s (%d run now, %d resumed, %d failed) in %.1f s; results in %s\n", in_shard,
+              plan.shards > 1 ? (" of " + std::to_string(plan.cells.size()) + ", shard " + f.shard).c_str() : "",
+              r.ran, r.resumed, r.failed, r.wall_s, f.out.c_str());
+  flush_stdout();
+  return 0;
+}
+
+// The one line for a failure, and its exit code: 2 bad input, 3 non-finite
+// training, 1 anything else.
+int report_error(const std::exception_ptr& ep, const std::string& command) {
+  try {
+    std::rethrow_exception(ep);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "viewgap %s: error: %s\n", command.c_str(), e.what());
+    return 2;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
+    return 2;
+  } catch (const NonFiniteError& e) {
+    std::fprintf(stderr, "viewgap: stopped: %s\n", printable(e.what()).c_str());
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "viewgap: error: unknown failure\n");
+    return 1;
+  }
+}
+
+// `sweep`: under mpirun/srun every rank joins the job before it judges the
+// flags, so that a failure on any rank ends the job in order: rank 0 says what
+// is wrong (one line) and then dismisses the others, which end silently with
+// exit 0 (a worker's non-zero exit would make the launcher kill rank 0 before
+// it has spoken). A worker that fails alone says so and sits the sweep out.
+int do_sweep(const SweepFlags& f) {
+  if (!launched_by_mpi() || !f.merge.empty()) return sweep_on(f, nullptr);
+  const std::unique_ptr<Cluster> cluster = Cluster::join();
+  try {
+    return sweep_on(f, cluster.get());
+  } catch (...) {
+    if (cluster->rank() == 0) {
+      const int code = report_error(std::current_exception(), "sweep");
+      dismiss_workers(*cluster, code);
+      return code;
+    }
+    if (sit_out_sweep(*cluster)) {
+      std::fprintf(stderr, "viewgap sweep (rank %d): ", cluster->rank());
+      report_error(std::current_exception(), "sweep");
+    }
+    return 0;
+  }
+}
+
+// `viewgap export-norb DIR`: the synthetic shapes as smallNORB's six files.
+struct ExportFlags {
+  std::string dir, seed = "0", shapes = "seed", instances = "5", lightings = "6";
+  bool quiet = false;
+};
+
+int do_export_norb(const ExportFlags& f) {
+  NorbExportConfig c;
+  c.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
+  c.shapes = parse_shapes(f.shapes);
+  c.instances = int(parse_int("--instances", f.instances, 1, 5));
+  c.lightings = int(parse_int("--lightings", f.lightings, 1, kNorbLightings));
+  // Every output judged before any work: DIR made if absent, and none of the
+  // six files there yet (an export never replaces a file).
+  const std::pair<NorbPart, NorbFiles> parts[] = {{NorbPart::training, norb_files(f.dir, NorbPart::training)},
+                                                   {NorbPart::testing, norb_files(f.dir, NorbPart::testing)}};
+  try {
+    make_output_dir(f.dir);
+    remove_stale_temps(resolve_output_path(f.dir), false);
+    for (const auto& [part, files] : parts)
+      for (const std::string* path : {&files.dat, &files.cat, &files.info}) {
+        struct stat st;
+        if (::lstat(path->c_str(), &st) == 0)
+          throw std::runtime_error("holds " + *path + " already (export-norb replaces no file: remove it, or choose another DIR)");
+        check_writable(*path);
+      }
+  } catch (const std::runtime_error& e) {
+    throw UsageError("DIR", f.dir, e.what());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  long pairs = 0;
+  for (const auto& [part, files] : parts) {
+    NorbExportSplit s = render_norb_split(c, part);
+    std::vector<int32_t> info;
+    for (const NorbInfo& r : s.info) info.insert(info.end(), {r.instance, r.elevation, r.azimuth, r.lighting});
+    const int32_t n = int32_t(s.labels.size()), cat_dims[] = {n}, info_dims[] = {n, kNorbInfoCols};
+    write_file_atomic(files.info, norb_encode_ints(info, info_dims));
+    write_file_atomic(files.cat, norb_encode_ints(s.labels, cat_dims));
+    write_file_atomic(files.dat, s.dat);
+    pairs += n;
+  }
+  if (!f.quiet)
+    std::fprintf(stderr, "viewgap export-norb: %ld stereo pairs of 96 x 96 (%s shapes, %d instance(s), %d lighting(s)) in %s, %.1f s\n",
+                 pairs, f.shapes.c_str(), c.instances, c.lightings, f.dir.c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return 0;
+}
+
+// viewgap merge DIR... --out DIR: the shards' configuration, read from the
+// first one's meta.json, becomes the sweep's flags again (the same parser and
+// plan as `sweep`), so the merge checks every shard against that plan.
+struct MergeFlags {
+  std::vector<std::string> dirs;
+  std::string out;
+  bool force = false;
+};
+
+int do_merge(const MergeFlags& m) {
+  for (const std::string& d : m.dirs)
+    if (d.empty()) throw UsageError("DIR", d, "empty directory name");
+  const std::string& first = m.dirs.front();
+  nlohmann::json cfg;
+  try {
+    std::ifstream in(first + "/meta.json");
+    if (!in) throw std::runtime_error("no meta.json");
+    cfg = nlohmann::json::parse(in).at("config");
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("'" + first + "': not a sweep directory (" + e.what() + ")");
+  }
+  SweepFlags f;
+  auto number = [](const nlohmann::json& v) {
+    if (v.is_number_integer()) return std::to_string(v.get<long long>());
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
+    return std::string(buf);
+  };
+  auto list = [&](const nlohmann::json& a) {
+    std::string s;
+    for (const auto& v : a) s += (s.empty() ? "" : ",") + number(v);
+    return s;
+  };
+  try {
+    if (!cfg.contains("shard")) throw std::runtime_error("made without --shard K/N");
+    f.seeds = list(cfg.at("seeds"));
+    f.test_width = number(cfg.at("test_width"));
+    const nlohmann::json& rf = cfg.at("run_flags");
+    f.gaps = rf.contains("test-azimuths") ? "given" : list(cfg.at("gaps"));
+    for (const auto& axis : cfg.at("grid")) {
+      std::string g = axis.at(0).get<std::string>() + "=";
+      for (const auto& v : axis.at(1)) g += (g.back() == '=' ? "" : ",") + v.get<std::string>();
+      f.grid.push_back(g);
+    }
+    for (const auto& [name, value] : rf.items()) {
+      std::string* field = run_flag(f.run, name);
+      if (field == nullptr) throw std::runtime_error("flag --" + name + " unknown to this viewgap");
+      *field = value.get<std::string>();
+    }
+    f.reference = cfg.value("reference", "");
+    f.run.reproducible = cfg.value("reproducible", false);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("'" + first + "': not a shard of a sweep this viewgap can merge (" + e.what() + ")");
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(m.out + "/meta.json", ec) && !m.force)
+    throw UsageError("--out", m.out, "holds a sweep already; add --force to replace its tables with the merge");
+  f.out = m.out;
+  f.resume = m.force;  // lets prepare_sweep_dir accept a sweep of this configuration
+  f.quiet = true;
+  for (const std::string& d : m.dirs) f.merge += (f.merge.empty() ? "" : "\n") + d;
+  return do_sweep(f);
+}
+
+struct ProfileFlags {
+  std::string model = "caps", batch_size = "32", steps = "200", warmup = "20", seed = "0";
+  std::string threads = "1", out = "profile.csv", trace;
+  ModelOptions options = RunFlags::default_model_options();
+  bool reproducible = false;
+};
+
+int do_profile(const ProfileFlags& f) {
+  ProfileOptions o;
+  if (find_model(f.model) == nullptr) throw UsageError("--model", f.model, "unknown model (expected " + model_names() + ")");
+  check_models("--model", f.model, {f.model}, f.options);
+  if (find_model(f.model)->fit_in_one_pass)
+    throw UsageError("--model", f.model, "is fit in one pass over the training set: it has no training step to profile");
+  o.model = f.model;
+  o.train.model = f.options;
+  o.batch = int(parse_int("--batch-size", f.batch_size, 1, 4096));
+  o.steps = int(parse_int("--steps", f.steps, 1, 1000000));
+  o.warmup = int(parse_int("--warmup", f.warmup, 0, 1000000));
+  o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, 1ll << 53));
+  const int threads = int(parse_int("--threads", f.threads, 1, 1024));
+  if (f.reproducible && threads != 1)
+    throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
+  const double need = model_bytes(f.model, f.options, o.batch) + dataset_bytes(DataConfig{}) + kBaseBytes;
+  if (need > available_bytes()) {
+    const char* opt = size_option(f.model);
+    throw UsageError(opt ? std::string("--") + opt : "--model", opt ? option_value(f.options, opt) : f.model,
+                     "needs about " + gigabytes(need) + ", more than the " + gigabytes(available_bytes()) +
+                         " of memory available");
+  }
+  std::vector<OutputFile> outputs;
+  for (const auto& [flag, path] : {std::pair{"--out", f.out}, std::pair{"--trace", f.trace}}) {
+    if (path.empty() && std::string(flag) == "--trace") continue;
+    try {
+      check_writable(path);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(flag, path, e.what());
+    }
+    outputs.push_back({flag, path, path});
+  }
+  check_distinct_outputs(outputs);
+  o.out_csv = f.out;
+  o.trace = f.trace;
+  omp_set_num_threads(threads);
+  run_profile(o);
+  flush_stdout();
+  return 0;
+}
+
+// CLI11 says only "--seed: At Most 1 required but received 2" for a flag given
+// twice: name it and both values. "" if no option was given too often.
+std::string repeated_option(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands())
+    for (const CLI::Option* o : sub->get_options())
+      if (o->get_expected_max() == 1 && o->count() > 1) {
+        std::string values;
+        for (const std::string& v : o->results()) values += (values.empty() ? "'" : ", '") + v + "'";
+        return o->get_name() + " given " + std::to_string(o->count()) + " times (" + values + "): give it once";
+      }
+  return "";
+}
+
+// CLI11's message for a parse error, made to name the flag and its value where
+// it does not: a flag given twice, a flag whose value is missing ("--seed=").
+std::string parse_error_line(CLI::App& app, const CLI::ParseError& e) {
+  const std::string repeated = repeated_option(app);
+  if (!repeated.empty()) return repeated;
+  const std::string what = e.what();
+  const auto colon = what.find(": ");
+  if (what.rfind("--", 0) == 0 && colon != std::string::npos && what.find(" required ") != std::string::npos &&
+      what.size() >= 8 && what.compare(what.size() - 8, 8, " missing") == 0)
+    return what.substr(0, colon) + " '': no value given";
+  return what;
+}
+
+// An empty value is never "absent": --out-json "", --jobs "" are errors like any
+// other bad value (one rule for every option of the command).
+void check_no_empty_values(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands())
+    for (const CLI::Option* o : sub->get_options())
+      if (o->get_expected_min() > 0 && o->count() > 0)
+        for (const std::string& v : o->results())
+          if (v.empty()) throw UsageError(o->get_name(), v, "empty value");
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  // Under mpirun every rank parses the same flags: rank 0 alone reports what is wrong.
+  const bool mute = launched_by_mpi() && launcher_rank() != 0;
+  // Nor do they report an interrupt (the launcher's, when the job ends): they write nothing.
+  if (mute)
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
+  CLI::App app{"viewgap: novel-viewpoint generalisation of matrix capsules (EM routing) vs CNNs"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("viewgap 0.1.0"));
+
+  RunFlags rf;
+  CLI::App* run = app.add_subcommand("run", "Train and evaluate the models on one configuration");
+  add_run_flags(run, rf, {});
+  run->add_option("--out-json", rf.out_json, "Write the full results as JSON (atomically)");
+  run->add_option("--dump", rf.dump, "Also write figure inputs to DIR (dataset samples, poses, snapshots)");
+  run->add_flag("--quiet,-q", rf.quiet, "No progress on stderr");
+  const char* repro_help = "Bit-identical results on every x86-64 CPU with AVX2+FMA (pins oneDNN and the kernels at AVX2; one thread)";
+  run->add_flag("--reproducible", rf.reproducible, repro_help);
+
+  SweepFlags sf;
+  CLI::App* sweep = app.add_subcommand("sweep", "Seeds x azimuth gaps (x any run flag) in parallel, with statistics");
+  sweep->add_option("--seeds", sf.seeds, "Seeds: A:B (inclusive) or a comma list")->capture_default_str();
+  sweep->add_option("--gaps", sf.gaps,
+                    "Gaps in degrees between the training range and the held-out window; 'given': the held-out "
+                    "set of --test-azimuths/--test-elevations/--split as given")->capture_default_str();
+  sweep->add_option("--test-width", sf.test_width, "Width of the held-out window in degrees")->capture_default_str();
+  sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable)");
+  sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default caps)");
+  sweep->add_option("--jobs", sf.jobs, "Cells run in parallel (default: the number of cores)");
+  sweep->add_option("--out", sf.out, "Output directory")->required();
+  sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");
+  sweep->add_option("--shard", sf.shard,
+                    "K/N: run only the cells whose index is K mod N (a Slurm array task: K = $SLURM_ARRAY_TASK_ID)");
+  sweep->add_flag("--quiet,-q", sf.quiet, "No progress on stderr");
+  sweep->add_flag("--reproducible", sf.run.reproducible, repro_help);
+  sf.run.train_az = sweep_run_defaults().train_az;
+  MergeFlags mf;
+  CLI::App* merge = app.add_subcommand("merge", "Merge the shards of a sweep (sweep --shard K/N) into the tables of the whole");
+  merge->add_option("DIR", mf.dirs, "The shard directories, every K of 0..N-1 once")->required();
+  merge->add_option("--out", mf.out, "Output directory")->required();
+  merge->add_flag("--force", mf.force, "Replace the tables of a sweep of the same configuration in --out");
+  ExportFlags ef;
+  CLI::App* exp = app.add_subcommand("export-norb",
+                                     "Write the synthetic shapes as smallNORB's six files (96 x 96 stereo, its viewpoints)");
+  exp->add_option("DIR", ef.dir, "Output directory (created if absent; no file there is replaced)")->required();
+  exp->add_option("--seed", ef.seed, "Seed of the pixel noise")->capture_default_str();
+  exp->add_option("--shapes", ef.shapes, "The shape set: seed or asym")->capture_default_str();
+  exp->add_option("--instances", ef.instances, "Instances per class and split, 1..5 (smallNORB: 5)")->capture_default_str();
+  exp->add_option("--lightings", ef.lightings, "Lighting levels, 1..6 (smallNORB: 6)")->capture_default_str();
+  exp->add_flag("--quiet,-q", ef.quiet, "No summary on stderr");
+  ProfileFlags pf;
+  CLI::App* prof = app.add_subcommand("profile", "Per-layer timings of training steps -> CSV (and a Chrome trace)");
+  prof->add_option("--model", pf.model, "The model: " + model_names())->capture_default_str();
+  prof->add_option("--batch-size", pf.batch_size, "Batch size")->capture_default_str();
+  prof->add_option("--steps", pf.steps, "Timed training steps")->capture_default_str();
+  prof->add_option("--warmup", pf.warmup, "Untimed steps first")->capture_default_str();
+  prof->add_option("--seed", pf.seed, "Seed of data and initialisation")->capture_default_str();
+  prof->add_option("--threads", pf.threads, "oneDNN threads")->capture_default_str();
+  add_model_flags(prof, pf.options);
+  prof->add_option("--out", pf.out, "CSV: one row per layer and pass")->capture_default_str();
+  prof->add_option("--trace", pf.trace, "Also write a Chrome trace-event JSON (Perfetto, chrome://tracing)");
+  prof->add_flag("--reproducible", pf.reproducible, repro_help);
+  add_run_flags(sweep, sf.run, {"seed", "threads"});  // --test-azimuths: with --gaps given only
+
+  // CLI11 says only "A subcommand is required" for a mistyped one: name it.
+  const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
+  if (argc > 1 && argv[1][0] != '-' &&
+      std::none_of(subs.begin(), subs.end(), [&](const CLI::App* a) { return a->get_name() == argv[1]; })) {
+    if (!mute) std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run, sweep, merge, profile or export-norb)\n",
+                 printable(argv[1]).c_str());
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (!mute) std::fprintf(stderr, "viewgap: error: %s\n", printable(parse_error_line(app, e)).c_str());
+    return 2;
+  }
+  try {
+    check_no_empty_values(app);
+    if ((run->parsed() && rf.reproducible) || (sweep->parsed() && sf.run.reproducible) ||
+        (prof->parsed() && pf.reproducible))
+      enable_reproducible();
+    // VIEWGAP_ISA is input too: validate it before any work.
+    (void)selected_isa();
+    if (run->parsed()) return do_run(rf);
+    if (sweep->parsed()) return do_sweep(sf);
+    if (prof->parsed()) return do_profile(pf);
+    if (merge->parsed()) return do_merge(mf);
+    if (exp->parsed()) return do_export_norb(ef);
+  } catch (...) {
+    if (mute) return 1;
+    return report_error(std::current_exception(), app.get_subcommands().empty() ? "" : app.get_subcommands()[0]->get_name());
+  }
+  return 0;
+}
+
+
+
+}  // namespace vg

@@ -1,0 +1,542 @@
+#include "harness/run_flags.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "harness/output.h"
+#include "harness/report.h"
+#include "models/numbers.h"
+#include "models/registry.h"
+
+namespace vg {
+
+// A value as one printable line: control characters (a newline in a grid
+// value) shown escaped, so an error stays one line.
+std::string printable(const std::string& v) {
+  std::string out;
+  for (unsigned char c : v) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else out += char(c);
+  }
+  return out;
+}
+
+
+namespace {
+
+const FlagSpec kRunFlags[] = {
+    {"seed", &RunFlags::seed, "Seed of data, initialisation and shuffling"},
+    {"n-epochs", &RunFlags::n_epochs, "Training epochs"},
+    {"lr", &RunFlags::lr, "Adam learning rate"},
+    {"batch-size", &RunFlags::batch_size, "Training batch size"},
+    {"threads", &RunFlags::threads,
+     "Cores: the models train concurrently, one per core, and each epoch is evaluated on whichever core is free "
+     "(results do not depend on it)"},
+    {"train-azimuths", &RunFlags::train_az, "Training azimuth range A:B in degrees (wraps mod 360)"},
+    {"test-azimuths", &RunFlags::test_az, "Held-out azimuth range A:B in degrees"},
+    {"n-train-views", &RunFlags::n_train_views, "Evenly spaced training azimuths"},
+    {"n-test-views", &RunFlags::n_test_views, "Evenly spaced held-out azimuths"},
+    {"elevations", &RunFlags::elevations, "Elevation range A:B in degrees"},
+    {"n-elev", &RunFlags::n_elev, "Evenly spaced elevations"},
+    {"test-elevations", &RunFlags::test_elevations,
+     "Held-out elevation range A:B (default: the training elevations); outside the training band: elevation extrapolation"},
+    {"n-test-elev", &RunFlags::n_test_elev, "Evenly spaced held-out elevations (default: --n-elev)"},
+    {"shapes", &RunFlags::shapes, "The shape set: seed (the seed's five) or asym (no rotational symmetry)"},
+    {"split", &RunFlags::split,
+     "A named split: paper-azimuth or paper-elevation (smallNORB's viewpoints, README); with --data norb:DIR also full"},
+    {"data", &RunFlags::data, "synthetic (rendered) or norb:DIR (smallNORB's six NYU files in DIR, README)"},
+    {"cameras", &RunFlags::cameras, "With --data norb: both (2 input channels), first or second"},
+    {"brightness", &RunFlags::brightness, "With --data norb: training brightness jitter, uniform in +-B (0..1)"},
+    {"contrast", &RunFlags::contrast, "With --data norb: training contrast jitter, a factor uniform in 1 +- C (0..1)"},
+    {"n-per-combo", &RunFlags::n_per_combo, "Training images per (class, azimuth, elevation)"},
+    {"n-eval-per-combo", &RunFlags::n_eval_per_combo, "Evaluation images per combination"},
+    {"models", &RunFlags::models, "Comma-separated model names"},
+    {"stop-at-familiar", &RunFlags::stop_at_familiar,
+     "Stop each model when its accuracy on a familiar validation split reaches ACC in (0, 1] (--n-epochs caps it)"},
+    {"match-familiar", &RunFlags::match_familiar,
+     "Train MODEL (one of --models) first, in full; stop every other model at its final familiar validation accuracy"},
+    {"stop-check-every", &RunFlags::stop_check_every,
+     "Steps between checks of the stopping rule (default: after each epoch)"},
+};
+
+// The text of run flag or model option `name` (what --grid NAME=... sets), or
+// nullptr; `Flags` is RunFlags or const RunFlags.
+template <class Flags>
+auto run_flag(Flags& f, const std::string& name) -> decltype(&f.seed) {
+  for (const FlagSpec& s : kRunFlags)
+    if (name == s.name) return &(f.*(s.field));
+  if (const auto it = f.model.find(name); it != f.model.end()) return &it->second;
+  return nullptr;
+}
+
+
+}  // namespace
+
+std::span<const FlagSpec> run_flag_specs() { return kRunFlags; }
+std::string* run_flag(RunFlags& f, const std::string& name) { return run_flag<RunFlags>(f, name); }
+const std::string* run_flag(const RunFlags& f, const std::string& name) { return run_flag<const RunFlags>(f, name); }
+
+void check_models(const std::string& flag, const std::string& value, const std::vector<std::string>& models,
+                  const ModelOptions& opts) {
+  for (const std::string& m : models) {
+    try {
+      check_model(m, opts);
+    } catch (const ModelOptionError& e) {
+      throw UsageError("--" + e.flag, e.value, e.why);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(flag, value, e.what());
+    }
+  }
+  for (const ModelOption& o : model_options()) {
+    const std::string v = option_value(opts, o.name);
+    if (v == o.default_value) continue;
+    bool read = false;
+    std::string readers;
+    for (const ModelEntry& e : model_registry())
+      if (std::find_if(e.options.begin(), e.options.end(), [&](const char* n) { return o.name == std::string(n); }) !=
+          e.options.end()) {
+        readers += (readers.empty() ? "" : ", ") + std::string(e.name);
+        for (const std::string& m : models) read = read || find_model(m) == &e;
+      }
+    if (!read)
+      throw UsageError(std::string("--") + o.name, v,
+                       "no model in " + flag + " '" + value + "' uses it (it applies to " + readers + ")");
+  }
+}
+
+long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi) {
+  long long x = 0;
+  if (const std::string why = whole_in(v, lo, hi, &x); !why.empty()) throw UsageError(flag, v, why);
+  return x;
+}
+
+double parse_real(const std::string& flag, const std::string& v, double lo, double hi,
+                  bool lo_open, bool single) {
+  double x = 0;
+  if (const std::string why = real_in(v, lo, hi, lo_open, single, &x); !why.empty()) throw UsageError(flag, v, why);
+  return x;
+}
+
+// "A:B" in degrees and its count flag; whether the range makes sense is
+
+namespace {
+
+// check_geometry's judgement (harness/dataset.h), shared by run and sweep.
+AngleRange parse_range(const std::string& flag, const std::string& v, const std::string& count_flag,
+                       const std::string& count) {
+  const auto colon = v.find(':');
+  if (colon == std::string::npos || v.find(':', colon + 1) != std::string::npos)
+    throw UsageError(flag, v, "expected A:B in degrees, e.g. 0:150");
+  auto angle = [&](const std::string& t) {
+    const ParsedNumber<double> x = parse_real_number(t);
+    if (!x) throw UsageError(flag, v, "expected A:B in degrees, e.g. 0:150 (decimal numbers, no spaces)");
+    if (std::fabs(x.value) > 3600) throw UsageError(flag, v, "angles must lie within -3600 and 3600 degrees");
+    return x.value;
+  };
+  AngleRange r;
+  r.from = angle(v.substr(0, colon));
+  r.to = angle(v.substr(colon + 1));
+  r.count = int(parse_int(count_flag, count, 1, 360));
+  return r;
+}
+
+}  // namespace
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  if (!s.empty() && s.back() == sep) out.push_back("");
+  return out;
+}
+
+std::string fmt_num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_touching_end, const TestFlags& t) {
+  const auto p = check_geometry(d, allow_touching_end);
+  if (!p) return;
+  switch (p->part) {
+    case GeometryPart::train_range: throw UsageError("--train-azimuths", f.train_az, p->why);
+    case GeometryPart::train_count: throw UsageError("--n-train-views", f.n_train_views, p->why);
+    case GeometryPart::test_range: throw UsageError(t.range_flag, t.range_value, p->why);
+    case GeometryPart::test_count: throw UsageError("--n-test-views", f.n_test_views, p->why);
+    case GeometryPart::test_overlap: throw UsageError(t.overlap_flag, t.overlap_value, t.overlap_prefix + p->why);
+    case GeometryPart::elev_range: throw UsageError("--elevations", f.elevations, p->why);
+    case GeometryPart::elev_count: throw UsageError("--n-elev", f.n_elev, p->why);
+    case GeometryPart::test_elev_range: throw UsageError("--test-elevations", f.test_elevations, p->why);
+    case GeometryPart::test_elev_count:  // its default is --n-elev's value
+      throw UsageError("--n-test-elev", f.n_test_elev.empty() ? f.n_elev : f.n_test_elev, p->why);
+  }
+}
+
+
+void check_distinct_outputs(const std::vector<OutputFile>& outputs) {
+  std::vector<std::string> keys;
+  for (const OutputFile& o : outputs) {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(resolve_output_path(o.file), ec);
+    keys.push_back(std::filesystem::weakly_canonical(abs, ec).string());
+    for (size_t j = 0; j + 1 < keys.size(); ++j)
+      if (keys[j] == keys.back()) {
+        const OutputFile& first = outputs[j];
+        throw UsageError(o.flag, o.value, "is the same file as " + first.flag + " '" + first.value + "'" +
+                                              (first.file != first.value ? " writes (" + first.file + ")" : ""));
+      }
+  }
+}
+
+// ---- sizes: refused up front instead of dying in std::bad_alloc mid-run ----
+
+namespace {
+
+double dataset_images(const DataConfig& d) {
+  return double(kNumClasses) * d.elevations.count *
+         (double(d.train_azimuths.count) * d.n_per_combo +
+          (double(d.train_azimuths.count) + d.test_azimuths.count + 36) * d.n_eval_per_combo);
+}
+
+}  // namespace
+
+// Images, their labels and viewpoints, and the clean renders of the largest split.
+double dataset_bytes(const DataConfig& d) {
+  if (d.norb) return double(d.norb->images_in_memory) * (norb_channels(d.norb->prep.cameras) * kImagePixels * 4 + 12);
+  const double clean = double(kNumClasses) * d.elevations.count * 36;
+  return (dataset_images(d) + clean) * kImagePixels * sizeof(float) + dataset_images(d) * 12;
+}
+
+namespace {
+
+double model_params(const std::string& m, const ModelOptions& opts) { return double(model_param_count(m, opts)); }
+
+}  // namespace
+
+// Weights, gradient, Adam's two moments and a working copy; activations at the
+// largest batch (the evaluation batch at least): conv1's output and its
+// gradient, and a layer after it as wide as the model's parameters allow, or
+// the activations the model's registry entry declares where that is more.
+double model_bytes(const std::string& m, const ModelOptions& opts, int batch) {
+  const double width = std::max(model_params(m, opts) / 4096, 136.0);
+  const double per_image = std::max(4.0 * 4096 + 4 * width + 1024, double(model_activation_floats(m, opts)));
+  return 20 * model_params(m, opts) + double(std::max(batch, kEvalBatch)) * per_image * sizeof(float);
+}
+
+// Memory this process may still use: MemAvailable, and the cgroup's limit if lower.
+double available_bytes() {
+  double avail = std::numeric_limits<double>::infinity();
+  std::ifstream mi("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (mi >> key >> kb >> unit)
+    if (key == "MemAvailable:") avail = kb * 1024;
+  auto read_num = [](const char* path, double* v) {
+    std::ifstream f(path);
+    std::string t;
+    if (!(f >> t)) return false;
+    const ParsedNumber<long long> x = parse_whole(t);
+    if (!x) return false;
+    *v = double(x.value);
+    return true;
+  };
+  double limit = 0, used = 0;
+  if (read_num("/sys/fs/cgroup/memory.max", &limit) && read_num("/sys/fs/cgroup/memory.current", &used))
+    avail = std::min(avail, limit - used);
+  return avail;
+}
+
+std::string gigabytes(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  return buf;
+}
+
+
+namespace {
+
+// The dataset flag raised furthest above its default: the one to blame for a
+// dataset that cannot fit (the message shows every factor).
+[[noreturn]] void blame_dataset(const RunFlags& f, const RunOptions& o, const std::string& why) {
+  const RunFlags def;
+  const std::pair<const char*, std::string RunFlags::*> flags[] = {
+      {"--n-per-combo", &RunFlags::n_per_combo}, {"--n-eval-per-combo", &RunFlags::n_eval_per_combo},
+      {"--n-elev", &RunFlags::n_elev},           {"--n-train-views", &RunFlags::n_train_views},
+      {"--n-test-views", &RunFlags::n_test_views}};
+  const char* worst = flags[0].first;
+  std::string value = f.*(flags[0].second);
+  double ratio = 0;
+  for (const auto& [name, field] : flags) {
+    const double r = double(parse_whole(f.*field).value) / double(parse_whole(def.*field).value);
+    if (r > ratio) ratio = r, worst = name, value = f.*field;
+  }
+  const DataConfig& d = o.data;
+  std::ostringstream o2;
+  o2 << "the dataset (5 classes x " << d.elevations.count << " elevations x (" << d.train_azimuths.count
+     << " training views x " << d.n_per_combo << " + " << d.train_azimuths.count + d.test_azimuths.count + 36
+     << " evaluation views x " << d.n_eval_per_combo << ") = " << std::llround(dataset_images(d)) << " images) "
+     << why;
+  throw UsageError(worst, value, o2.str());
+}
+
+}  // namespace
+
+// Refuses a configuration whose `jobs` cells at once (1 for `run`) cannot fit in memory.
+void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text) {
+  if (dataset_images(o.data) > 2e6) blame_dataset(f, o, "would exceed 2 million images");
+  const ModelOptions& mo = o.train.model;
+  std::string big = o.models.front();
+  for (const std::string& m : o.models)
+    if (model_bytes(m, mo, o.train.batch_size) > model_bytes(big, mo, o.train.batch_size)) big = m;
+  const double data = dataset_bytes(o.data), model = model_bytes(big, mo, o.train.batch_size);
+  const double avail = available_bytes(), need = jobs * (data + model) + kBaseBytes;
+  if (need <= avail) return;
+  const std::string more = "more than the " + gigabytes(avail) + " of memory available";
+  if (jobs > 1 && data + model + kBaseBytes <= avail)
+    throw UsageError("--jobs", jobs_text, std::to_string(jobs) + " cells at once need about " + gigabytes(need) + ", " + more);
+  if (model >= data) {
+    const std::string why = "model '" + big + "' (" + fmt_num(std::round(model_params(big, mo) / 1e5) / 10) +
+                            " M parameters) needs about " + gigabytes(model + kBaseBytes) + ", " + more;
+    if (const char* opt = size_option(big)) throw UsageError(std::string("--") + opt, option_value(f.model, opt), why);
+    throw UsageError("--models", f.models, why);
+  }
+  blame_dataset(f, o, "needs about " + gigabytes(data + kBaseBytes) + ", " + more);
+}
+
+// How many cells fit in memory at once (at least 1; check_memory refuses less).
+int jobs_that_fit(const RunOptions& o) {
+  double model = 0;
+  for (const std::string& m : o.models) model = std::max(model, model_bytes(m, o.train.model, o.train.batch_size));
+  const double per_cell = dataset_bytes(o.data) + model;
+  return int(std::clamp(std::floor((available_bytes() - kBaseBytes) / per_cell), 1.0, 1024.0));
+}
+
+
+namespace {
+
+// The named splits (--split): smallNORB's viewpoints, as the paper uses them.
+struct SplitPreset {
+  const char* name;
+  std::vector<std::pair<const char*, const char*>> flags;  // run flag -> value
+};
+const SplitPreset kSplitPresets[] = {
+    // Train on azimuths 300..40 (a third of the circle), test on 60..280; all 9 elevations.
+    {"paper-azimuth", {{"train-azimuths", "300:400"}, {"n-train-views", "6"}, {"test-azimuths", "60:280"},
+                       {"n-test-views", "12"}, {"elevations", "30:70"}, {"n-elev", "9"}}},
+    // All 18 azimuths; train on the 3 lowest of the 9 elevations, test on the 6 highest.
+    {"paper-elevation", {{"train-azimuths", "0:340"}, {"n-train-views", "18"}, {"test-azimuths", "0:340"},
+                         {"n-test-views", "18"}, {"elevations", "30:40"}, {"n-elev", "3"},
+                         {"test-elevations", "45:70"}, {"n-test-elev", "6"}}},
+};
+
+
+// The flags with --split's preset applied; a flag the preset sets that the
+// user also set (changed from the command's `defaults`) is a conflict.
+RunFlags with_split(const RunFlags& given, RunFlags defaults) {
+  if (given.split.empty()) return given;
+  RunFlags f = given;
+  std::string names;
+  for (const SplitPreset& p : kSplitPresets) {
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+    if (given.split != p.name) continue;
+    for (const auto& [flag, value] : p.flags) {
+      if (*run_flag(f, flag) != *run_flag(defaults, flag))
+        throw UsageError("--split", given.split, std::string("conflicts with --") + flag + " '" + *run_flag(f, flag) +
+                                                     "' (the preset sets it to " + value + ")");
+      *run_flag(f, flag) = value;
+    }
+    return f;
+  }
+  throw UsageError("--split", given.split, "unknown split (expected " + names + ")");
+}
+
+}  // namespace
+
+// The defaults of `sweep`'s run flags (its training range is 0:60).
+RunFlags sweep_run_defaults() {
+  RunFlags f;
+  f.train_az = "0:60";
+  return f;
+}
+
+// --shapes, for run, sweep and export-norb.
+ShapeSet parse_shapes(const std::string& v) {
+  if (v == "seed") return ShapeSet::seed;
+  if (v == "asym") return ShapeSet::asym;
+  throw UsageError("--shapes", v, "unknown shape set (expected seed, asym)");
+}
+
+
+namespace {
+
+// The run flags that describe the synthetic data, and those of --data norb:DIR.
+const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-train-views", "n-test-views",
+                                       "elevations", "n-elev", "test-elevations", "n-test-elev", "shapes",
+                                       "n-per-combo", "n-eval-per-combo"};
+
+// --data norb:DIR: the split, cameras and jitter, and the files' index (read
+// and checked now, so a bad file is a one-line error before any work).
+NorbConfig validate_norb(const RunFlags& f, const RunFlags& defaults, long* n_train) {
+  NorbConfig c;
+  c.dir = f.data.substr(5);
+  if (c.dir.empty()) throw UsageError("--data", f.data, "expected norb:DIR (the directory of smallNORB's six files)");
+  for (const char* name : kSyntheticFlags)
+    if (*run_flag(f, name) != *run_flag(defaults, name))
+      throw UsageError(std::string("--") + name, *run_flag(f, name),
+                       "applies to --data synthetic only (smallNORB's viewpoints come from --split)");
+  if (f.split.empty() || f.split == "paper-azimuth") c.split = NorbSplitKind::azimuth;
+  else if (f.split == "paper-elevation") c.split = NorbSplitKind::elevation;
+  else if (f.split == "full") c.split = NorbSplitKind::full;
+  else throw UsageError("--split", f.split, "unknown split (expected paper-azimuth, paper-elevation, full)");
+  if (f.cameras == "both") c.prep.cameras = NorbCameras::both;
+  else if (f.cameras == "first") c.prep.cameras = NorbCameras::first;
+  else if (f.cameras == "second") c.prep.cameras = NorbCameras::second;
+  else throw UsageError("--cameras", f.cameras, "expected both, first or second");
+  c.prep.max_brightness = float(parse_real("--brightness", f.brightness, 0, 1, false));
+  c.prep.max_contrast = float(parse_real("--contrast", f.contrast, 0, 1, false));
+  if (!f.stop_at_familiar.empty() || !f.match_familiar.empty())
+    throw UsageError(f.stop_at_familiar.empty() ? "--match-familiar" : "--stop-at-familiar",
+                     f.stop_at_familiar.empty() ? f.match_familiar : f.stop_at_familiar,
+                     "needs a familiar validation split, which --data norb does not make");
+  if (!f.dump.empty()) throw UsageError("--dump", f.dump, "draws the synthetic data only (not --data norb)");
+  try {
+    const NorbData d = norb_load_dir(c.dir);
+    const NorbSplit s = norb_split_of(d, c.split, c.dir);
+    *n_train = long(s.train.size());
+    c.train_az = norb_angles(d.train, s.train, false);
+    c.gap_deg = s.novel.empty() ? 0.0 : azimuth_gap(c.train_az, norb_angles(d.test, s.novel, false));
+    // In memory: centre crops of the training and test images (the held-out split
+    // again under `full`), channels x 32 x 32 floats each.
+    c.images_in_memory = long(s.train.size() + s.familiar.size() + s.novel.size()) +
+                         (c.split == NorbSplitKind::full ? long(s.familiar.size()) : 0);
+  } catch (const NorbError& e) {
+    throw UsageError("--data", f.data, e.what());
+  }
+  return c;
+}
+
+}  // namespace
+
+RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
+  const RunFlags defaults = sweep ? sweep_run_defaults() : RunFlags{};
+  const bool norb = flags.data != "synthetic";
+  if (norb && flags.data.rfind("norb:", 0) != 0)
+    throw UsageError("--data", flags.data, "expected synthetic or norb:DIR");
+  if (!norb)
+    for (const char* name : kNorbFlags)
+      if (*run_flag(flags, name) != *run_flag(defaults, name))
+        throw UsageError(std::string("--") + name, *run_flag(flags, name),
+                         "applies to --data norb:DIR only");
+  const RunFlags f = norb ? flags : with_split(flags, defaults);
+  RunOptions o;
+  o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
+  o.train.n_epochs = int(parse_int("--n-epochs", f.n_epochs, 1, 100000));
+  o.train.lr = float(parse_real("--lr", f.lr, 0, 10, true, true));
+  o.train.batch_size = int(parse_int("--batch-size", f.batch_size, 1, 4096));
+  *threads = int(parse_int("--threads", f.threads, 1, 1024));
+  o.reproducible = f.reproducible;
+  o.data.train_azimuths = parse_range("--train-azimuths", f.train_az, "--n-train-views", f.n_train_views);
+  o.data.test_azimuths = parse_range("--test-azimuths", f.test_az, "--n-test-views", f.n_test_views);
+  o.data.elevations = parse_range("--elevations", f.elevations, "--n-elev", f.n_elev);
+  o.data.shapes = parse_shapes(f.shapes);
+  if (!f.test_elevations.empty() || !f.n_test_elev.empty()) {
+    if (f.test_elevations.empty())
+      throw UsageError("--n-test-elev", f.n_test_elev, "needs --test-elevations");
+    // Without a count: as many held-out elevations as training ones.
+    o.data.test_elevations = parse_range("--test-elevations", f.test_elevations, "--n-test-elev",
+                                         f.n_test_elev.empty() ? f.n_elev : f.n_test_elev);
+  }
+  o.data.n_per_combo = int(parse_int("--n-per-combo", f.n_per_combo, 1, 10000));
+  o.data.n_eval_per_combo = int(parse_int("--n-eval-per-combo", f.n_eval_per_combo, 1, 10000));
+  long norb_train = 0;
+  if (norb) o.data.norb = validate_norb(f, defaults, &norb_train);
+
+  o.models.clear();
+  for (const std::string& m : split(f.models, ',')) {
+    if (find_model(m) == nullptr) throw UsageError("--models", f.models, "unknown model '" + m + "' (expected " + model_names() + ")");
+    for (const auto& seen : o.models)
+      if (seen == m) throw UsageError("--models", f.models, "model '" + m + "' listed twice");
+    o.models.push_back(m);
+  }
+  if (o.models.empty()) throw UsageError("--models", f.models, "no model given");
+  o.train.model = f.model;
+  check_models("--models", f.models, o.models, f.model);
+
+  // Stopping at a familiar accuracy, measured on a validation split of its own
+  // (as many images per combination as the familiar test split).
+  if (!f.stop_at_familiar.empty()) {
+    if (!f.match_familiar.empty())
+      throw UsageError("--stop-at-familiar", f.stop_at_familiar, "conflicts with --match-familiar (which sets the target)");
+    o.stop_at_familiar = parse_real("--stop-at-familiar", f.stop_at_familiar, 0, 1, /*lo_open=*/true);
+  }
+  if (!f.match_familiar.empty()) {
+    if (std::find(o.models.begin(), o.models.end(), f.match_familiar) == o.models.end())
+      throw UsageError("--match-familiar", f.match_familiar, "not among --models '" + f.models + "'");
+    if (o.models.size() < 2)
+      throw UsageError("--match-familiar", f.match_familiar, "needs another model to stop at its accuracy");
+    o.match_familiar = f.match_familiar;
+  }
+  if (!f.stop_check_every.empty()) {
+    if (f.stop_at_familiar.empty() && f.match_familiar.empty())
+      throw UsageError("--stop-check-every", f.stop_check_every, "has no effect without --stop-at-familiar or --match-familiar");
+    o.train.stop_every = int(parse_int("--stop-check-every", f.stop_check_every, 1, 100000000));
+  }
+  if (o.stop_at_familiar > 0 || !o.match_familiar.empty()) o.data.n_val_per_combo = o.data.n_eval_per_combo;
+
+  if (!sweep && !norb)
+    check_geometry_flags(f, o.data, false, {"--test-azimuths", f.test_az, "--test-azimuths", f.test_az, ""});
+  // One step per epoch of a batch holding every image would train at chance.
+  const long long train_images = 1ll * kNumClasses * o.data.train_azimuths.count * o.data.elevations.count *
+                                 o.data.n_per_combo;
+  if (norb && o.train.batch_size > norb_train)
+    throw UsageError("--batch-size", f.batch_size,
+                     "larger than the training set (" + std::to_string(norb_train) + " images in the split)");
+  if (!norb && o.train.batch_size > train_images)
+    throw UsageError("--batch-size", f.batch_size,
+                     "larger than the training set (" + std::to_string(train_images) + " images = 5 classes x " +
+                         std::to_string(o.data.train_azimuths.count) + " views x " +
+                         std::to_string(o.data.elevations.count) + " elevations x " +
+                         std::to_string(o.data.n_per_combo) + " per combination)");
+  if (sweep) return o;
+  check_memory(f, o, 1, "1");
+
+  // Outputs: each file written once; regular files (or new ones) only.
+  std::vector<OutputFile> outputs;
+  if (!f.out_json.empty()) outputs.push_back({"--out-json", f.out_json, f.out_json});
+  if (!f.dump.empty())
+    for (const std::string& file : dump_files(f.dump)) outputs.push_back({"--dump", f.dump, file});
+  check_distinct_outputs(outputs);
+  if (!f.out_json.empty()) {
+    try {
+      check_writable(f.out_json);
+    } catch (const std::runtime_error& e) {
+      throw UsageError("--out-json", f.out_json, e.what());
+    }
+  }
+  if (!f.dump.empty()) {
+    try {
+      make_output_dir(f.dump);
+      remove_stale_temps(resolve_output_path(f.dump), false);
+      for (const std::string& file : dump_files(f.dump)) check_writable(file);
+    } catch (const std::runtime_error& e) {
+      throw UsageError("--dump", f.dump, e.what());
+    }
+  }
+  return o;
+}
+
+}  // namespace vg

@@ -1,0 +1,123 @@
+// The flags of `run` (and the run flags of `sweep`): their table, their
+// validation into RunOptions, and the memory budget that refuses a
+// configuration before it runs out of memory mid-run.
+#pragma once
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/train.h"
+
+namespace vg {
+
+// A value as one printable line: control characters (a newline in a grid
+// value) shown escaped, so an error stays one line.
+std::string printable(const std::string& v);
+
+// Bad input: printed as one line, exit code 2.
+struct UsageError : std::runtime_error {
+  UsageError(const std::string& flag, const std::string& value, const std::string& why)
+      : std::runtime_error(flag + " '" + printable(value) + "': " + printable(why)) {}
+  // A flag that takes no value.
+  UsageError(const std::string& flag, const std::string& why) : std::runtime_error(flag + ": " + why) {}
+};
+
+// Flags of `run` as the user typed them; validated into RunOptions.
+struct RunFlags {
+  std::string seed = "0", n_epochs = "10", lr = "2e-3", batch_size = "32", threads = "1";
+  std::string train_az = "0:150", test_az = "200:330", elevations = "10:50";
+  std::string test_elevations, n_test_elev, split;  // "": the training elevations; no preset
+  std::string shapes = "seed";
+  std::string data = "synthetic", cameras = "both", brightness = "0", contrast = "0";  // --data norb:DIR
+  std::string n_train_views = "6", n_test_views = "6", n_elev = "3";
+  std::string n_per_combo = "5", n_eval_per_combo = "2";
+  std::string models = "caps,cnn";
+  std::string stop_at_familiar, match_familiar, stop_check_every;  // "": off / after each epoch
+  ModelOptions model = default_model_options();  // --cnn-hidden, --em-*, --loss, ...: the models' own
+  std::string out_json, dump;
+  bool quiet = false, reproducible = false;
+
+  // Every model option at its default, so each flag has a string to bind to.
+  static ModelOptions default_model_options() {
+    ModelOptions o;
+    for (const ModelOption& m : model_options()) o[m.name] = m.default_value;
+    return o;
+  }
+};
+
+// The run flags that take a value, once: `run` and `sweep` register them from
+// here, and `sweep --grid NAME=...` finds its axis here.
+struct FlagSpec {
+  const char* name;
+  std::string RunFlags::*field;
+  const char* help;
+};
+std::span<const FlagSpec> run_flag_specs();
+
+// The text of run flag or model option `name` (what --grid NAME=... sets), or
+// nullptr.
+std::string* run_flag(RunFlags& f, const std::string& name);
+const std::string* run_flag(const RunFlags& f, const std::string& name);
+
+// The run flags of --data norb:DIR only.
+inline constexpr const char* kNorbFlags[] = {"data", "cameras", "brightness", "contrast"};
+
+// Checks `models` (from --models or --model) and every option they read; an
+// option set away from its default that none of them reads is an error too.
+void check_models(const std::string& flag, const std::string& value, const std::vector<std::string>& models,
+                  const ModelOptions& opts);
+// Every number a flag carries is read by the one rule of models/numbers.h.
+long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi);
+// `single`: the value is stored as a float, so it must stay nonzero and finite there.
+double parse_real(const std::string& flag, const std::string& v, double lo, double hi,
+                  bool lo_open, bool single = false);
+std::vector<std::string> split(const std::string& s, char sep);
+std::string fmt_num(double v);
+
+// Names the flag of a geometry problem. `run` takes --test-azimuths; a sweep
+// builds its held-out window from --test-width and --gaps, so it names those.
+struct TestFlags {
+  std::string range_flag, range_value;      // the window's own shape
+  std::string overlap_flag, overlap_value;  // where it lies against the training range
+  std::string overlap_prefix;               // e.g. "gap 30: "
+};
+void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_touching_end, const TestFlags& t);
+
+// A file an output flag writes.
+struct OutputFile {
+  std::string flag, value, file;
+};
+
+// The same file named twice (directly, through symlinks, "./x" or "d/../x") would
+// be written twice, the second replacing the first: refused.
+void check_distinct_outputs(const std::vector<OutputFile>& outputs);
+
+// ---- sizes: refused up front instead of dying in std::bad_alloc mid-run ----
+
+// Images, their labels and viewpoints, and the clean renders of the largest split.
+double dataset_bytes(const DataConfig& d);
+// Weights, gradient, Adam's two moments and a working copy, and the activations
+// at the largest batch.
+double model_bytes(const std::string& m, const ModelOptions& opts, int batch);
+// Libraries, oneDNN's scratch and everything else, measured at ~40 MB.
+inline constexpr double kBaseBytes = 64e6;
+// Memory this process may still use: MemAvailable, and the cgroup's limit if lower.
+double available_bytes();
+std::string gigabytes(double bytes);
+// Refuses a configuration whose `jobs` cells at once (1 for `run`) cannot fit in memory.
+void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text);
+// How many cells fit in memory at once (at least 1; check_memory refuses less).
+int jobs_that_fit(const RunOptions& o);
+
+// The defaults of `sweep`'s run flags (its training range is 0:60).
+RunFlags sweep_run_defaults();
+// --shapes, for run, sweep and export-norb.
+ShapeSet parse_shapes(const std::string& v);
+
+// Validates every flag into RunOptions, throwing UsageError naming the first
+// bad one. `sweep`: the held-out window, memory and outputs are the sweep's to
+// check (it builds one window per gap and runs cells in parallel).
+RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep = false);
+
+}  // namespace vg

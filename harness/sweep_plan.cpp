@@ -1,0 +1,211 @@
+#include "harness/sweep_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <thread>
+
+#include "harness/report.h"
+#include "models/numbers.h"
+
+namespace vg {
+
+namespace {
+
+std::vector<uint64_t> parse_seeds(const std::string& v) {
+  std::vector<uint64_t> seeds;
+  const auto colon = v.find(':');
+  if (colon != std::string::npos) {
+    const long long a = parse_int("--seeds", v.substr(0, colon), 0, 1ll << 53);
+    const long long b = parse_int("--seeds", v.substr(colon + 1), 0, 1ll << 53);
+    if (b < a) throw UsageError("--seeds", v, "empty range (B < A)");
+    if (b - a >= 100000) throw UsageError("--seeds", v, "more than 100000 seeds");
+    for (long long s = a; s <= b; ++s) seeds.push_back(uint64_t(s));
+  } else {
+    for (const std::string& x : split(v, ','))
+      seeds.push_back(uint64_t(parse_int("--seeds", x, 0, 1ll << 53)));
+  }
+  if (seeds.empty()) throw UsageError("--seeds", v, "no seed given");
+  std::vector<uint64_t> sorted = seeds;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw UsageError("--seeds", v, "a seed is listed twice");
+  return seeds;
+}
+
+// A grid value as what it means, so "2e-3" and "0.002" (or "1" and "01") are one value.
+std::string canonical_value(const std::string& v) {
+  std::ostringstream o;
+  o.precision(17);
+  if (const auto w = parse_whole(v)) {
+    o << w.value;
+  } else if (const auto r = parse_real_number(v)) {
+    o << r.value;
+  } else if (const auto colon = v.find(':'); colon != std::string::npos && parse_real_number(v.substr(0, colon)) &&
+                                             parse_real_number(v.substr(colon + 1))) {
+    o << parse_real_number(v.substr(0, colon)).value << ':' << parse_real_number(v.substr(colon + 1)).value;
+  } else {
+    return v;
+  }
+  return o.str();
+}
+
+}  // namespace
+
+SweepPlan plan_sweep(const SweepFlags& f) {
+  const std::vector<uint64_t> seeds = parse_seeds(f.seeds);
+  // "--gaps given": one held-out set, the run flags' own (--test-azimuths,
+  // --test-elevations or a --split preset), instead of windows stepped by gap.
+  // smallNORB's split fixes the held-out views: one window, as given.
+  const bool norb = f.run.data != RunFlags{}.data;
+  if (norb && f.gaps != SweepFlags{}.gaps && f.gaps != "given")
+    throw UsageError("--gaps", f.gaps, "with --data norb the split fixes the held-out views (leave --gaps out, or give 'given')");
+  const bool given = f.gaps == "given" || norb;
+  if (!given && f.run.test_az != RunFlags{}.test_az)
+    throw UsageError("--test-azimuths", f.run.test_az, "applies with --gaps given only (gaps step the held-out window)");
+  std::vector<double> gaps;
+  for (const std::string& g : given ? std::vector<std::string>{"0"} : split(f.gaps, ',')) {
+    const double v = parse_real("--gaps", g, 0, 359, false);
+    if (std::find(gaps.begin(), gaps.end(), v) != gaps.end()) throw UsageError("--gaps", f.gaps, "gap " + fmt_num(v) + " listed twice");
+    gaps.push_back(v);
+  }
+  if (gaps.empty()) throw UsageError("--gaps", f.gaps, "no gap given");
+  const double width = parse_real("--test-width", f.test_width, 0, 359, false);
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  int jobs = f.jobs.empty() ? hw : int(parse_int("--jobs", f.jobs, 1, 1024));
+
+  // Grid axes: NAME=v1,v2,... over any run flag but those the sweep owns.
+  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+  for (const std::string& g : f.grid) {
+    const auto eq = g.find('=');
+    const std::string name = g.substr(0, eq);
+    RunFlags probe;
+    if (eq == std::string::npos || run_flag(probe, name) == nullptr || name == "seed" ||
+        name == "test-azimuths" || name == "threads" || name == "models")
+      throw UsageError("--grid", g, "expected NAME=v1,v2,... with NAME a run flag or model option (e.g. lr, em-grad, loss)");
+    for (const auto& a : axes)
+      if (a.first == name) throw UsageError("--grid", g, "flag '" + name + "' gridded twice");
+    std::vector<std::string> values = split(g.substr(eq + 1), ',');
+    if (values.empty() || std::find(values.begin(), values.end(), "") != values.end())
+      throw UsageError("--grid", g, "empty value");
+    // The same value twice would run duplicate cells and count them twice.
+    for (size_t i = 0; i < values.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (canonical_value(values[i]) == canonical_value(values[j]))
+          throw UsageError("--grid", g, "'" + values[j] + "' and '" + values[i] + "' are the same " + name);
+    axes.emplace_back(name, values);
+  }
+  // Cartesian product of the axes: the grid points.
+  std::vector<std::vector<std::pair<std::string, std::string>>> points{{}};
+  for (const auto& [name, values] : axes) {
+    std::vector<std::vector<std::pair<std::string, std::string>>> next;
+    for (const auto& p : points)
+      for (const auto& v : values) {
+        next.push_back(p);
+        next.back().emplace_back(name, v);
+      }
+    points = next;
+  }
+
+  SweepPlan plan;
+  std::vector<std::pair<RunFlags, RunOptions>> sized;  // per grid point, for the memory check
+  plan.dir = f.out;
+  plan.resume = f.resume;
+  plan.quiet = f.quiet;
+  for (const auto& point : points) {
+    RunFlags rf = f.run;
+    std::string grid;
+    for (const auto& [name, value] : point) {
+      *run_flag(rf, name) = value;
+      grid += (grid.empty() ? "" : ";") + name + "=" + value;
+    }
+    int threads = 1;
+    const RunOptions base = validate_run(rf, &threads, true);  // names any bad fixed or grid value
+    plan.models = base.models;
+    // By default caps is the reference (no paired statistics without it); a
+    // reference asked for must be among the models.
+    if (!f.reference.empty() && std::find(base.models.begin(), base.models.end(), f.reference) == base.models.end())
+      throw UsageError("--reference", f.reference, "is not among --models '" + rf.models + "'");
+    plan.reference = f.reference.empty() ? "caps" : f.reference;
+    const AngleRange& tr = base.data.train_azimuths;
+    // The held-out window of gap g starts g degrees after the training range
+    // ends; run's geometry rules judge it (a window touching the range's end,
+    // at gap 0, is the one exception).
+    auto window = [&](double g) {
+      RunOptions o = base;
+      if (given) return o;
+      o.data.test_azimuths.from = tr.to + g;
+      o.data.test_azimuths.to = tr.to + g + width;
+      return o;
+    };
+    auto span = [&](const RunOptions& o) {
+      return fmt_num(o.data.test_azimuths.from) + ":" + fmt_num(o.data.test_azimuths.to);
+    };
+    // If the window does not fit beside the training range even at gap 0, its width is at fault.
+    if (given && !norb)
+      check_geometry_flags(rf, base.data, false, {"--test-azimuths", rf.test_az, "--test-azimuths", rf.test_az, ""});
+    else if (!given)
+      check_geometry_flags(rf, window(0).data, true,
+                           {"--test-width", f.test_width, "--test-width", f.test_width,
+                            "a window this wide (" + span(window(0)) + " at gap 0) reaches round to the training range: "});
+    for (double g : gaps) {
+      const RunOptions opt = window(g);
+      if (!norb)
+        check_geometry_flags(rf, opt.data, true,
+                             {"--test-width", f.test_width, "--gaps", f.gaps,
+                              "gap " + fmt_num(g) + " (held-out window " + span(opt) + "): "});
+      // smallNORB: the split's own azimuth gap (paper-azimuth: 20 degrees).
+      const double true_gap =
+          norb ? opt.data.norb->gap_deg : azimuth_gap(tr.values(), opt.data.test_azimuths.values());
+      for (uint64_t seed : seeds) {
+        SweepCell c;
+        c.id = int(plan.cells.size());
+        c.seed = seed;
+        c.gap = given ? true_gap : g;
+        c.true_gap = true_gap;
+        c.grid = grid;
+        c.opt = opt;
+        c.opt.train.seed = seed;
+        plan.cells.push_back(c);
+      }
+    }
+    sized.emplace_back(rf, window(gaps.front()));
+  }
+  // Cells run `jobs` at a time (never more than there are), each with its own
+  // dataset and model: by default as many as fit; asked for, too many is an error.
+  jobs = std::min(jobs, int(plan.cells.size()));
+  for (const auto& [rf, opt] : sized) {
+    if (f.jobs.empty()) jobs = std::min(jobs, jobs_that_fit(opt));
+    check_memory(rf, opt, jobs, f.jobs.empty() ? std::to_string(jobs) : f.jobs);
+  }
+  plan.jobs = jobs;
+  // Everything that defines the results (not --jobs, --resume, --quiet, --out).
+  nlohmann::json run_flags;
+  // The flags of --data norb only when set, so sweeps made before them keep their hash.
+  for (const FlagSpec& s : run_flag_specs())
+    if (std::string(s.name) != "seed" && (given || std::string(s.name) != "test-azimuths") &&
+        std::string(s.name) != "threads" &&
+        (norb || std::find_if(std::begin(kNorbFlags), std::end(kNorbFlags),
+                              [&](const char* n) { return s.name == std::string(n); }) == std::end(kNorbFlags)))
+      run_flags[s.name] = f.run.*(s.field);
+  for (const auto& [name, value] : f.run.model) run_flags[name] = value;
+  plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
+                 {"grid", axes}, {"run_flags", run_flags}, {"reference", plan.reference}};
+  // The typed configuration of the first cell, in the run JSON's form (not hashed).
+  plan.run_config = run_config_json(plan.cells.front().opt, 1);
+  if (f.run.reproducible) plan.config["reproducible"] = true;  // absent: older sweeps keep their hash
+  // --shard K/N: the cells with id = K mod N.
+  if (!f.shard.empty()) {
+    const auto slash = f.shard.find('/');
+    const ParsedNumber<long long> k = parse_whole(f.shard.substr(0, slash));
+    const ParsedNumber<long long> n = parse_whole(slash == std::string::npos ? "" : f.shard.substr(slash + 1));
+    if (!k || !n || n.value < 1 || n.value > 1000000 || k.value < 0 || k.value >= n.value)
+      throw UsageError("--shard", f.shard, "expected K/N with 0 <= K < N (e.g. 3/16: the cells whose index is 3 mod 16)");
+    plan.shard = int(k.value);
+    plan.shards = int(n.value);
+    if (plan.shards > 1) plan.config["shard"] = f.shard;
+  }
+  return plan;
+}
+
+}  // namespace vg

@@ -1,0 +1,102 @@
+// Sweep planning, called directly: which cells a sweep's flags make, in which
+// order, the configuration hash that names the sweep, and the shards.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "harness/sweep_plan.h"
+
+namespace vg {
+namespace {
+
+// A sweep's flags as `viewgap sweep` starts them (its training range is 0:60).
+SweepFlags sweep_flags(const std::string& seeds, const std::string& gaps) {
+  SweepFlags f;
+  f.run.train_az = sweep_run_defaults().train_az;
+  f.seeds = seeds;
+  f.gaps = gaps;
+  f.jobs = "1";
+  f.out = "unused";
+  return f;
+}
+
+TEST(SweepPlan, CellsAreGridPointsTimesGapsTimesSeedsInThatOrder) {
+  SweepFlags f = sweep_flags("3,5", "0,60");
+  f.grid = {"lr=1e-3,2e-3"};
+  const SweepPlan p = plan_sweep(f);
+  ASSERT_EQ(p.cells.size(), 2u * 2u * 2u);
+  size_t i = 0;
+  for (const char* grid : {"lr=1e-3", "lr=2e-3"})
+    for (double gap : {0.0, 60.0})
+      for (uint64_t seed : {3u, 5u}) {
+        const SweepCell& c = p.cells[i];
+        EXPECT_EQ(c.id, int(i));
+        EXPECT_EQ(c.grid, grid);
+        EXPECT_EQ(c.gap, gap);
+        EXPECT_EQ(c.seed, seed);
+        EXPECT_EQ(c.opt.train.seed, seed);
+        // The held-out window starts `gap` degrees after the training range (0:60) ends.
+        EXPECT_EQ(c.opt.data.test_azimuths.from, 60 + gap);
+        EXPECT_EQ(c.opt.data.test_azimuths.to, 60 + gap + 60);
+        ++i;
+      }
+  EXPECT_FLOAT_EQ(p.cells[4].opt.train.lr, 2e-3f);
+  EXPECT_EQ(p.models, (std::vector<std::string>{"caps", "cnn"}));
+  EXPECT_EQ(p.jobs, 1);
+  EXPECT_EQ(p.shards, 1);
+}
+
+// The hash names a sweep's directory for --resume and merge: a sweep made
+// before must keep it (this is `sweep --seeds 0:1 --gaps 0,60 --n-epochs 2`).
+TEST(SweepPlan, ConfigHashOfAKnownSweepIsUnchanged) {
+  SweepFlags f = sweep_flags("0:1", "0,60");
+  f.run.n_epochs = "2";
+  const SweepPlan p = plan_sweep(f);
+  EXPECT_EQ(config_hash(p.config), "d1ea28652ce14a9d");
+  // Neither --jobs nor --out defines the results.
+  f.jobs = "2";
+  f.out = "elsewhere";
+  EXPECT_EQ(config_hash(plan_sweep(f).config), "d1ea28652ce14a9d");
+  f.run.lr = "1e-3";
+  EXPECT_NE(config_hash(plan_sweep(f).config), "d1ea28652ce14a9d");
+}
+
+TEST(SweepPlan, ShardsSplitTheCellsByIdModN) {
+  SweepFlags f = sweep_flags("0:4", "0,30");
+  const SweepPlan whole = plan_sweep(f);
+  f.shard = "1/3";
+  const SweepPlan p = plan_sweep(f);
+  EXPECT_EQ(p.shard, 1);
+  EXPECT_EQ(p.shards, 3);
+  EXPECT_EQ(p.config.at("shard"), "1/3");
+  ASSERT_EQ(p.cells.size(), whole.cells.size());  // every shard plans every cell
+  for (const SweepCell& c : p.cells) EXPECT_EQ(p.in_shard(c), c.id % 3 == 1);
+  // One shard of one is the whole sweep, with the whole sweep's hash.
+  f.shard = "0/1";
+  EXPECT_EQ(config_hash(plan_sweep(f).config), config_hash(whole.config));
+}
+
+TEST(SweepPlan, BadFlagsAreUsageErrorsNamingTheFlag) {
+  auto error_of = [](const SweepFlags& f) -> std::string {
+    try {
+      plan_sweep(f);
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  SweepFlags f = sweep_flags("3:1", "0");
+  EXPECT_EQ(error_of(f), "--seeds '3:1': empty range (B < A)");
+  f = sweep_flags("0", "0,30,30");
+  EXPECT_EQ(error_of(f), "--gaps '0,30,30': gap 30 listed twice");
+  f = sweep_flags("0", "0");
+  f.grid = {"lr=2e-3,0.002"};
+  EXPECT_EQ(error_of(f), "--grid 'lr=2e-3,0.002': '2e-3' and '0.002' are the same lr");
+  f = sweep_flags("0", "0");
+  f.shard = "3/3";
+  EXPECT_NE(error_of(f).find("--shard '3/3': expected K/N"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vg
