@@ -27,7 +27,7 @@
 #include "harness/report.h"
 #include "harness/run_flags.h"
 #include "harness/profile.h"
-#include "harness/sweep.h"
+#include "harness/sweep_runner.h"
 #include "harness/sweep_plan.h"
 #include "harness/train.h"
 #include "kernels/dnnl_common.h"

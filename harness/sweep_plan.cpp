@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <thread>
 
@@ -51,6 +52,14 @@ std::string canonical_value(const std::string& v) {
 }
 
 }  // namespace
+
+std::string config_hash(const nlohmann::json& config) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : config.dump()) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  return buf;
+}
 
 SweepPlan plan_sweep(const SweepFlags& f) {
   const std::vector<uint64_t> seeds = parse_seeds(f.seeds);

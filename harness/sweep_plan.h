@@ -2,14 +2,44 @@
 // the configuration that names the sweep (hashed into meta.json), the shard
 // this process runs and the cells that fit in memory at once.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "harness/run_flags.h"
-#include "harness/sweep.h"
+#include "harness/train.h"
 
 namespace vg {
 
+// One (seed, gap, grid point): every model trained on the same data.
+struct SweepCell {
+  int id = 0;
+  uint64_t seed = 0;
+  double gap = 0, true_gap = 0;  // nominal gap and circular gap, degrees
+  std::string grid;              // "" or "name=value;..."
+  RunOptions opt;
+};
+
+struct SweepPlan {
+  std::vector<SweepCell> cells;  // ordered by grid point, gap, seed
+  std::vector<std::string> models;
+  std::string reference = "caps";  // paired statistics: reference - X for every other model
+  int jobs = 1;
+  std::string dir;
+  bool resume = false, quiet = false;
+  nlohmann::json config;      // what defines the results; hashed into meta.json
+  nlohmann::json run_config;  // the first cell's typed configuration, as the run JSON has it
+  // Slurm arrays and the like: this process runs the cells whose id is
+  // `shard` mod `shards` (the full plan's ids, so any shard count gives the
+  // same cells); a shard writes cells.csv and circle.csv but no statistics.
+  int shard = 0, shards = 1;
+  bool in_shard(const SweepCell& c) const { return c.id % shards == shard; }
+};
+
+// FNV-1a of the canonical JSON text, as 16 hex digits.
+std::string config_hash(const nlohmann::json& config);
+
+// The flags of `viewgap sweep`, as typed (`merge` rebuilds them from a shard's meta.json).
 struct SweepFlags {
   RunFlags run;
   std::string seeds = "0:29", gaps = "0,30,60,90,120", test_width = "60", jobs, out, reference;

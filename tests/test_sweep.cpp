@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "harness/sweep.h"
+#include "harness/sweep_summary.h"
 #include "tests/test_util.h"
 
 namespace vg {

@@ -43,7 +43,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import animation  # noqa: E402
 
-# The format version each viewgap document kind has (harness/report.h, harness/sweep.h).
+# The format version each viewgap document kind has (harness/report.h, harness/sweep_store.h).
 SCHEMA_VERSION = {"viewgap-run": 2, "viewgap-sweep": 3, "viewgap-dump": 2}
 # Older versions still read: a version 1 dump is a version 2 one without "reconstructions".
 ALSO_READS = {"viewgap-dump": (1,)}

@@ -1,6 +1,5 @@
-// viewgap sweep: a grid of seeds x azimuth gaps (x any run flag), each cell
-// training every requested model on the same data (a paired design), run in
-// parallel on TBB with each cell single-threaded.
+// The directory of a sweep: its tables (the format below), reading finished
+// cells back for --resume, the lock, and merging shards.
 //
 // Outputs in DIR (CSV: header line, comma-separated, no quoting needed):
 //   cells.csv    one row per cell x model, appended and flushed as each cell
@@ -41,10 +40,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+#pragma once
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
-#include "harness/cluster.h"
 #include "harness/output.h"
-#include "harness/train.h"
+#include "harness/sweep_plan.h"
 
 namespace vg {
 
@@ -53,38 +58,10 @@ namespace vg {
 // stopping rules). A directory of another version is refused on --resume.
 inline constexpr int kSweepSchemaVersion = 3;
 
-// One (seed, gap, grid point): every model trained on the same data.
-struct SweepCell {
-  int id = 0;
-  uint64_t seed = 0;
-  double gap = 0, true_gap = 0;  // nominal gap and circular gap, degrees
-  std::string grid;              // "" or "name=value;..."
-  RunOptions opt;
-};
-
-struct SweepPlan {
-  std::vector<SweepCell> cells;  // ordered by grid point, gap, seed
-  std::vector<std::string> models;
-  std::string reference = "caps";  // paired statistics: reference - X for every other model
-  int jobs = 1;
-  std::string dir;
-  bool resume = false, quiet = false;
-  nlohmann::json config;      // what defines the results; hashed into meta.json
-  nlohmann::json run_config;  // the first cell's typed configuration, as the run JSON has it
-  // Slurm arrays and the like: this process runs the cells whose id is
-  // `shard` mod `shards` (the full plan's ids, so any shard count gives the
-  // same cells); a shard writes cells.csv and circle.csv but no statistics.
-  int shard = 0, shards = 1;
-  bool in_shard(const SweepCell& c) const { return c.id % shards == shard; }
-};
-
 struct SweepOutcome {
   int ran = 0, resumed = 0, failed = 0;
   double wall_s = 0;
 };
-
-// FNV-1a of the canonical JSON text, as 16 hex digits.
-std::string config_hash(const nlohmann::json& config);
 
 // The lock file of a sweep directory: the first file a sweep writes (so a
 // directory killed at any moment is recognisably a sweep's), flock-ed for the
@@ -108,33 +85,6 @@ std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan);
 // (rerun that shard with --resume).
 SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>& dirs);
 
-// Runs the cells not finished in DIR on `jobs` TBB workers, each cell
-// single-threaded, appending each finished cell to circle.csv then cells.csv;
-// then writes the sorted tables, summary.csv, azimuth.csv and meta.json. A cell
-// counts as finished only if every per-cell file holds all of its rows, whole
-// and consistent with the plan; anything less runs again. The first failed
-// write stops the sweep (std::runtime_error naming the file). SIGINT/SIGTERM:
-// the cells in flight are discarded, the line "interrupted after k/N cells;
-// rerun with --resume to continue" printed, exit 128 + signal.
-//
-// Under MPI (`cluster` of more than one rank; this is rank 0): every rank runs
-// `jobs` cells at a time, handed out one by one as slots free (cells differ in
-// duration), and rank 0, the only writer, lands the workers' cells as they
-// arrive, so the tables are the single-process sweep's (timing aside). A rank
-// that dies ends the job (the launcher's doing); --resume then finishes.
-SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster = nullptr);
-
-// Every other rank of an MPI sweep: waits for rank 0's word, then runs the
-// cells it hands out until there are none, or rank 0 dismisses it (rank 0
-// then reports the failure and carries the exit code). Returns 0.
-int serve_sweep(const SweepPlan& plan, Cluster& cluster);
-// Rank 0 failed before run_sweep: the other ranks end with `code`, silently.
-void dismiss_workers(Cluster& cluster, int code);
-// Another rank failed before serve_sweep: waits for rank 0's word and, if the
-// sweep started, tells rank 0 this rank runs nothing. True if it started (the
-// failure is then this rank's own to report).
-bool sit_out_sweep(Cluster& cluster);
-
 // One finished cell x model, as in cells.csv (and its circle accuracies).
 struct CellRow {
   int cell = 0;
@@ -148,10 +98,27 @@ struct CellRow {
   double validation = NAN;  // final familiar validation accuracy (NaN: no validation split)
 };
 
-// summary.csv and azimuth.csv from the rows (any order); `models` fixes the
-// order of models; every other model is compared with `reference`.
-std::string summary_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models,
-                        const std::string& reference = "caps");
-std::string azimuth_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models);
+// ---- the tables' rows, shared by the runner and the summary ----
+
+inline constexpr const char* kCircleHeader = "cell,seed,gap,grid,model,azimuth_deg,distance_deg,accuracy\n";
+// A number as the tables write it: "nan", or printf's `f`.
+std::string num(double v, const char* f = "%.6f");
+// circle.csv's lines of one row, `azimuths` the plan's circle.
+std::string circle_lines(const CellRow& r, const std::vector<double>& azimuths);
+std::string cells_header();
+std::string cell_line(const CellRow& r);
+// The circle every cell of a plan reports (the dataset's definition).
+std::vector<double> plan_circle(const SweepPlan& plan);
+// Rows already in DIR that make up whole cells of this plan (sweep_store.cpp
+// says when a cell counts as finished).
+std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan);
+// By cell, then in the order of `models`.
+void sort_rows(std::vector<CellRow>& rows, const std::vector<std::string>& models);
+// meta.json of a sweep of `total` cells, before any has run.
+nlohmann::json sweep_meta(const SweepPlan& plan, int total);
+// Writes the sorted tables of `rows` (and with `statistics` summary.csv and
+// azimuth.csv), then meta.json; returns the number of failed cells.
+int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics,
+                       nlohmann::json& meta, std::chrono::steady_clock::time_point t0);
 
 }  // namespace vg

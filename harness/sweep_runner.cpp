@@ -1,0 +1,441 @@
+#include "harness/sweep_runner.h"
+
+#include <omp.h>
+#include <tbb/concurrent_queue.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+#include <tbb/task_group.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <deque>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "harness/report.h"
+
+namespace vg {
+
+namespace {
+
+void progress(bool quiet, int done, int total, double elapsed, int ran) {
+  if (quiet) return;
+  const double rate = elapsed > 0 ? ran / elapsed : 0;
+  const double eta = rate > 0 ? (total - done) / rate : 0;
+  char line[160];
+  std::snprintf(line, sizeof line, "sweep: %d/%d cells, %.2f cells/s, ETA %dm%02ds", done, total,
+                rate, int(eta) / 60, int(eta) % 60);
+  static bool tty = isatty(2);
+  if (tty) {
+    std::fprintf(stderr, "\r%s   %s", line, done == total ? "\n" : "");
+  } else {
+    // Plain lines at every 5 % step, for logs.
+    static int last = -1;
+    const int step = total ? done * 20 / total : 20;
+    if (step != last || done == total) std::fprintf(stderr, "%s\n", line);
+    last = step;
+  }
+  std::fflush(stderr);
+}
+
+// While alive, an interrupt reports this sweep's progress.
+struct InterruptProgress {
+  InterruptProgress(const std::atomic<int>* done, int total) { set_interrupt_progress(done, total); }
+  ~InterruptProgress() { set_interrupt_progress(nullptr, 0); }
+};
+
+void remove_if_present(const std::string& path) {
+  WriteGuard guard;
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    throw std::runtime_error("cannot remove '" + path + "': " + std::strerror(errno));
+}
+
+// One cell: the same run_experiment as `viewgap run`, with a failing model
+// recorded (and the others run) instead of thrown.
+std::vector<CellRow> run_cell(const SweepPlan& plan, const SweepCell& c) {
+  omp_set_num_threads(1);  // one thread per cell: cells are the parallelism
+  RunOptions opt = c.opt;
+  opt.keep_going = true;
+  RunResult res;
+  std::string data_error;
+  try {
+    res = run_experiment(opt);
+  } catch (const std::exception& e) {
+    data_error = *e.what() ? e.what() : "unknown error";
+  }
+  std::vector<CellRow> mine;
+  for (size_t k = 0; k < plan.models.size(); ++k) {
+    CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, plan.models[k], "ok", "", 0, 0, 0, 0, 0, {}, {}};
+    const ModelResult* m = data_error.empty() ? &res.models[k] : nullptr;
+    if (m != nullptr && m->error.empty()) {
+      r.familiar = m->familiar;
+      r.heldout = m->heldout;
+      r.drop = m->drop;
+      r.n_params = m->n_params;
+      r.steps = m->steps;
+      r.validation = m->validation;
+      r.circle_acc = m->circle_acc;
+      for (double a : res.data.circle_az) r.circle_dist.push_back(azimuth_gap(res.data.train_az, {a}));
+    } else {
+      r.status = "failed";
+      r.familiar = r.heldout = r.drop = NAN;
+      r.reason = m != nullptr ? m->error : data_error;
+      std::replace(r.reason.begin(), r.reason.end(), ',', ';');
+      std::replace(r.reason.begin(), r.reason.end(), '\n', ' ');
+      std::replace(r.reason.begin(), r.reason.end(), '\r', ' ');
+    }
+    if (m != nullptr) r.seconds = m->train_s + m->eval_s + m->circle_s;
+    mine.push_back(r);
+  }
+  return mine;
+}
+
+// A cell's rows as a worker rank sends them to rank 0: every number exactly
+// (JSON doubles round-trip; NaN travels as null), so rank 0 writes the bytes the
+// worker would have. The cell's seed, gap and grid are rank 0's own plan's.
+nlohmann::json rows_json(const std::vector<CellRow>& rows) {
+  auto real = [](double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); };
+  nlohmann::json out = nlohmann::json::array();
+  for (const CellRow& r : rows) {
+    nlohmann::json acc = nlohmann::json::array(), dist = nlohmann::json::array();
+    for (double v : r.circle_acc) acc.push_back(real(v));
+    for (double v : r.circle_dist) dist.push_back(real(v));
+    out.push_back({{"cell", r.cell}, {"model", r.model}, {"status", r.status}, {"reason", r.reason},
+                   {"familiar", real(r.familiar)}, {"heldout", real(r.heldout)}, {"drop", real(r.drop)},
+                   {"seconds", r.seconds}, {"n_params", r.n_params}, {"steps", r.steps},
+                   {"validation", real(r.validation)}, {"circle_acc", acc}, {"circle_dist", dist}});
+  }
+  return out;
+}
+
+std::vector<CellRow> rows_from_json(const nlohmann::json& j, const SweepPlan& plan) {
+  auto real = [](const nlohmann::json& v) { return v.is_null() ? double(NAN) : v.get<double>(); };
+  std::vector<CellRow> rows;
+  for (const nlohmann::json& x : j) {
+    const int id = x.at("cell").get<int>();
+    if (id < 0 || id >= int(plan.cells.size())) throw std::runtime_error("a worker sent cell " + std::to_string(id) + ", not in the plan");
+    const SweepCell& c = plan.cells[size_t(id)];
+    CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, x.at("model").get<std::string>(), x.at("status").get<std::string>(),
+              x.at("reason").get<std::string>(), real(x.at("familiar")), real(x.at("heldout")), real(x.at("drop")),
+              x.at("seconds").get<double>(), x.at("n_params").get<size_t>(), {}, {}};
+    r.steps = x.at("steps").get<long>();
+    r.validation = real(x.at("validation"));
+    for (const auto& v : x.at("circle_acc")) r.circle_acc.push_back(real(v));
+    for (const auto& v : x.at("circle_dist")) r.circle_dist.push_back(real(v));
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+// What the ranks of an MPI sweep say (payloads are text). A worker says HELLO
+// with its number of slots (--jobs) and sends each finished cell as RESULT;
+// rank 0 answers every HELLO slot and every RESULT with CELL: the id of the
+// next cell for that slot, or -1 when there is none (the slot ends). Before any
+// of this, rank 0 sends every worker GO: "0" to start, or the exit code of a
+// failure that ends the sweep before it starts.
+enum Tag : int { kGo = 1, kHello = 2, kResult = 3, kCell = 4 };
+
+// Hands out the cells still to run, one at a time, to local slots and worker
+// ranks alike: cells vary in duration, so a slot takes the next as it frees.
+class Dispenser {
+ public:
+  explicit Dispenser(std::vector<const SweepCell*> todo) : todo_(std::move(todo)) {}
+  const SweepCell* take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stopped_ || next_ == todo_.size() ? nullptr : todo_[next_++];
+  }
+  void stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<const SweepCell*> todo_;
+  size_t next_ = 0;
+  bool stopped_ = false;
+};
+
+// `jobs` slots on TBB, each running the cells `take` gives until it gives none,
+// handing each cell's rows to `land`.
+void run_slots(int jobs, const std::function<const SweepCell*()>& take,
+               const std::function<void(std::vector<CellRow>)>& land, const std::function<std::vector<CellRow>(const SweepCell&)>& run) {
+  // Without this, TBB caps its workers at the core count and warns on stderr.
+  tbb::global_control workers(tbb::global_control::max_allowed_parallelism, size_t(std::max(jobs, 1)));
+  tbb::task_arena arena(jobs);
+  arena.execute([&] {
+    tbb::parallel_for(0, jobs, [&](int) {
+      while (const SweepCell* c = take()) land(run(*c));
+    }, tbb::simple_partitioner());
+  });
+}
+
+// Polling MPI costs the cells on that core (each poll runs Open MPI's progress
+// engine: at every 200 us, cells ran 25 % slower), and a message waits up to
+// one period. So rank 0 polls every 1/200 of the mean cell time seen so far
+// (2.7 ms for the default cell of 0.55 s: the wait stays ~0.25 % of a cell),
+// within these bounds; a worker polls only while a reply is due, at the floor.
+constexpr auto kPollFloor = std::chrono::microseconds(200);
+constexpr auto kPollCeiling = std::chrono::milliseconds(20);
+constexpr double kPollsPerCell = 200;
+}  // namespace
+
+SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string dir = plan.dir;
+  const std::vector<double> azimuths = plan_circle(plan);
+  SweepOutcome out;
+
+  std::vector<CellRow> rows = plan.resume ? read_finished(dir, plan) : std::vector<CellRow>{};
+  std::erase_if(rows, [&](const CellRow& r) { return !plan.in_shard(plan.cells[size_t(r.cell)]); });
+  std::set<int> finished;
+  for (const CellRow& r : rows) finished.insert(r.cell);
+  out.resumed = int(finished.size());
+  std::vector<const SweepCell*> todo;
+  int total = 0;
+  for (const SweepCell& c : plan.cells) {
+    if (!plan.in_shard(c)) continue;
+    ++total;
+    if (!finished.count(c.id)) todo.push_back(&c);
+  }
+
+  // meta.json first: from its first table on, the directory is this sweep's.
+  nlohmann::json meta = sweep_meta(plan, total);
+  meta["cells_done"] = out.resumed;
+  write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
+  // The statistics exist only for a complete sweep.
+  if (!todo.empty()) {
+    remove_if_present(dir + "/summary.csv");
+    remove_if_present(dir + "/azimuth.csv");
+  }
+  // Rewrite the kept rows (dropping anything of unfinished cells) before appending.
+  sort_rows(rows, plan.models);
+  std::string cells_text = cells_header(), circle_text = kCircleHeader;
+  for (const CellRow& r : rows) {
+    cells_text += cell_line(r);
+    circle_text += circle_lines(r, azimuths);
+  }
+  write_file_atomic(dir + "/cells.csv", cells_text);
+  write_file_atomic(dir + "/circle.csv", circle_text);
+
+  AppendFile cells_f(dir + "/cells.csv"), circle_f(dir + "/circle.csv");
+  std::mutex mu;
+  std::atomic<int> done{out.resumed};
+  const InterruptProgress interrupt_note(&done, total);
+  std::string write_error;
+  double cell_seconds = 0;  // of the cells landed (the pace of MPI polling)
+  int cells_landed = 0;
+  progress(plan.quiet, done, total, 0, 0);
+  Dispenser cells(todo);
+
+  // A cell lands whole: its circle rows, then its cell rows (a cell counts only
+  // with both), with interrupts held off until both are written. Local slots
+  // and (on rank 0 of an MPI job) the workers' cells land here alike.
+  auto land = [&](std::vector<CellRow> mine) {
+    std::string circle_add, cells_add;
+    for (const CellRow& r : mine) {
+      circle_add += circle_lines(r, azimuths);
+      cells_add += cell_line(r);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    if (!write_error.empty()) return;
+    try {
+      WriteGuard guard;
+      circle_f.append(circle_add);
+      cells_f.append(cells_add);
+      for (const CellRow& r : mine) {
+        out.failed += r.status != "ok";
+        cell_seconds += r.seconds;
+      }
+      ++cells_landed;
+      rows.insert(rows.end(), mine.begin(), mine.end());
+      ++done;
+    } catch (const std::exception& e) {
+      write_error = e.what();  // the first failed write stops the sweep
+      cells.stop();
+      return;
+    }
+    ++out.ran;
+    progress(plan.quiet, done, total,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), out.ran);
+  };
+  auto take = [&] { return cells.take(); };
+  auto run = [&](const SweepCell& c) { return run_cell(plan, c); };
+
+  if (cluster == nullptr || cluster->size() == 1) {
+    run_slots(plan.jobs, take, land, run);
+  } else {
+    // Rank 0: its own slots run on a thread of their own, while this thread
+    // (the one MPI allows) serves the workers: a cell for every free slot, and
+    // their finished cells landed as they arrive.
+    for (int r = 1; r < cluster->size(); ++r) cluster->send(r, kGo, "0");
+    std::thread local([&] { run_slots(plan.jobs, take, land, run); });
+    std::vector<int> slots(size_t(cluster->size()), -1), ended(size_t(cluster->size()), 0);
+    double wait_s = 0;
+    int remote_cells = 0;
+    auto all_ended = [&] {
+      for (int r = 1; r < cluster->size(); ++r)
+        if (slots[size_t(r)] < 0 || ended[size_t(r)] < slots[size_t(r)]) return false;
+      return true;
+    };
+    std::string msg;
+    auto poll_period = [&] {
+      std::lock_guard<std::mutex> lock(mu);
+      const std::chrono::duration<double> d(cells_landed ? cell_seconds / cells_landed / kPollsPerCell : 0.001);
+      return std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(d),
+                        std::chrono::microseconds(kPollFloor), std::chrono::microseconds(kPollCeiling));
+    };
+    try {
+      while (!all_ended()) {
+        int src = 0, tag = 0;
+        if (!cluster->poll(&src, &tag, &msg)) {
+          std::this_thread::sleep_for(poll_period());
+          continue;
+        }
+        int asking = 0;  // slots of `src` asking for a cell
+        if (tag == kHello) {
+          slots[size_t(src)] = std::stoi(msg);
+          asking = slots[size_t(src)];
+        } else if (tag == kResult) {
+          const nlohmann::json j = nlohmann::json::parse(msg);
+          wait_s += j.at("wait_s").get<double>();
+          ++remote_cells;
+          land(rows_from_json(j.at("rows"), plan));
+          asking = 1;
+        } else {
+          throw std::runtime_error("rank " + std::to_string(src) + " sent an unknown message (tag " + std::to_string(tag) + ")");
+        }
+        for (int k = 0; k < asking; ++k) {
+          const SweepCell* c = take();
+          ended[size_t(src)] += c == nullptr;
+          cluster->send(src, kCell, std::to_string(c == nullptr ? -1 : c->id));
+        }
+      }
+    } catch (const std::exception& e) {
+      if (!plan.quiet && isatty(2)) std::fputc('\n', stderr);
+      std::fprintf(stderr, "viewgap sweep: error: %s\n", e.what());
+      cluster->abort(1);
+    }
+    local.join();
+    meta["mpi"] = {{"ranks", cluster->size()},
+                   {"worker_cells", remote_cells},
+                   {"worker_wait_s_per_cell", remote_cells ? wait_s / remote_cells : 0.0}};
+  }
+  if (!write_error.empty()) {
+    if (!plan.quiet && isatty(2)) std::fputc('\n', stderr);  // end the progress line
+    if (cluster != nullptr && cluster->size() > 1) {
+      std::fprintf(stderr, "viewgap sweep: error: %s\n", write_error.c_str());
+      cluster->abort(1);
+    }
+    throw std::runtime_error(write_error);
+  }
+
+  out.failed = write_final_tables(plan, rows, total, plan.shards == 1, meta, t0);
+  out.wall_s = meta["wall_time_s"].get<double>();
+  return out;
+}
+
+void dismiss_workers(Cluster& cluster, int code) {
+  for (int r = 1; r < cluster.size(); ++r) cluster.send(r, kGo, std::to_string(code));
+}
+
+bool sit_out_sweep(Cluster& cluster) {
+  std::string msg;
+  int src = 0, tag = 0;
+  while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollFloor);
+  if (tag != kGo || msg != "0") return false;
+  cluster.send(0, kHello, "0");  // no slots: rank 0 hands this rank nothing
+  return true;
+}
+
+int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
+  // An interrupt ends a worker without a word: it writes nothing, and rank 0
+  // reports how far the sweep got.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
+  std::string msg;
+  int src = 0, tag = 0;
+  while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollFloor);
+  // Dismissed: rank 0 has said why and exits with the code; a worker's own
+  // non-zero exit would make the launcher kill rank 0 mid-sentence.
+  if (tag != kGo || msg != "0") return 0;
+
+  // The slots run on TBB on a thread of their own; this thread talks to rank 0.
+  tbb::concurrent_bounded_queue<int> inbox;                 // cell ids (-1: the slot ends)
+  tbb::concurrent_queue<std::string> outbox;  // finished cells
+  std::mutex out_mu;                           // a finished cell wakes this thread
+  std::condition_variable out_cv;
+  const int jobs = plan.jobs;
+  std::thread slots([&] {
+    auto take = [&]() -> const SweepCell* {
+      int id = -1;
+      inbox.pop(id);
+      return id < 0 ? nullptr : &plan.cells[size_t(id)];
+    };
+    auto land = [&](std::vector<CellRow> rows) {
+      {
+        std::lock_guard<std::mutex> lock(out_mu);
+        outbox.push(rows_json(rows).dump());
+      }
+      out_cv.notify_one();
+    };
+    run_slots(jobs, take, land, [&](const SweepCell& c) { return run_cell(plan, c); });
+  });
+  cluster.send(0, kHello, std::to_string(jobs));
+  int ended = 0;
+  // Time from asking for a cell to getting it, per ask (the dispatch cost).
+  std::deque<std::chrono::steady_clock::time_point> asked(size_t(jobs), std::chrono::steady_clock::now());
+  double last_wait = 0;
+  int awaiting = jobs;  // cells asked for and not yet answered
+  try {
+    while (ended < jobs) {
+      std::string result;
+      while (outbox.try_pop(result)) {
+        cluster.send(0, kResult, "{\"wait_s\":" + std::to_string(last_wait) + ",\"rows\":" + result + "}");
+        asked.push_back(std::chrono::steady_clock::now());
+        ++awaiting;
+      }
+      if (cluster.poll(&src, &tag, &msg)) {
+        if (tag == kGo) {  // rank 0 failed (and said so): end after the cells in hand
+          for (int k = 0; k < jobs; ++k) inbox.push(-1);
+          slots.join();
+          return 0;
+        }
+        if (tag != kCell) throw std::runtime_error("rank 0 sent an unknown message (tag " + std::to_string(tag) + ")");
+        const int id = std::stoi(msg);
+        if (id >= int(plan.cells.size())) throw std::runtime_error("rank 0 handed out cell " + msg + ", not in this rank's plan");
+        last_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked.front()).count();
+        asked.pop_front();
+        --awaiting;
+        ended += id < 0;
+        inbox.push(id);
+      } else if (awaiting > 0) {
+        std::this_thread::sleep_for(kPollFloor);  // a reply is due within rank 0's period
+      } else {
+        // Every slot is busy: sleep until one finishes (MPI is not polled
+        // meanwhile; a dismissal waits for the timeout).
+        std::unique_lock<std::mutex> lock(out_mu);
+        out_cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return !outbox.empty(); });
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "viewgap sweep (rank %d): error: %s\n", cluster.rank(), e.what());
+    cluster.abort(1);
+  }
+  slots.join();
+  // The last results of ended slots are already sent: a slot ends only after
+  // its last cell's result, which was sent before rank 0 answered it with -1.
+  return 0;
+}
+
+}  // namespace vg

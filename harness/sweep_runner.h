@@ -1,0 +1,40 @@
+// viewgap sweep's runner: the cells of a plan run in parallel on TBB, each
+// cell single-threaded and training every requested model on the same data (a
+// paired design); under MPI, rank 0 hands the cells out to every rank.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "harness/cluster.h"
+#include "harness/sweep_store.h"
+
+namespace vg {
+
+// Runs the cells not finished in DIR on `jobs` TBB workers, each cell
+// single-threaded, appending each finished cell to circle.csv then cells.csv;
+// then writes the sorted tables, summary.csv, azimuth.csv and meta.json. A cell
+// counts as finished only if every per-cell file holds all of its rows, whole
+// and consistent with the plan; anything less runs again. The first failed
+// write stops the sweep (std::runtime_error naming the file). SIGINT/SIGTERM:
+// the cells in flight are discarded, the line "interrupted after k/N cells;
+// rerun with --resume to continue" printed, exit 128 + signal.
+//
+// Under MPI (`cluster` of more than one rank; this is rank 0): every rank runs
+// `jobs` cells at a time, handed out one by one as slots free (cells differ in
+// duration), and rank 0, the only writer, lands the workers' cells as they
+// arrive, so the tables are the single-process sweep's (timing aside). A rank
+// that dies ends the job (the launcher's doing); --resume then finishes.
+SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster = nullptr);
+
+// Every other rank of an MPI sweep: waits for rank 0's word, then runs the
+// cells it hands out until there are none, or rank 0 dismisses it (rank 0
+// then reports the failure and carries the exit code). Returns 0.
+int serve_sweep(const SweepPlan& plan, Cluster& cluster);
+// Rank 0 failed before run_sweep: the other ranks end with `code`, silently.
+void dismiss_workers(Cluster& cluster, int code);
+// Another rank failed before serve_sweep: waits for rank 0's word and, if the
+// sweep started, tells rank 0 this rank runs nothing. True if it started (the
+// failure is then this rank's own to report).
+bool sit_out_sweep(Cluster& cluster);
+
+}  // namespace vg

@@ -1,0 +1,17 @@
+// The statistics tables of a sweep, summary.csv and azimuth.csv (their
+// format: harness/sweep_store.h), from its cell rows.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "harness/sweep_store.h"
+
+namespace vg {
+
+// summary.csv and azimuth.csv from the rows (any order); `models` fixes the
+// order of models; every other model is compared with `reference`.
+std::string summary_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models,
+                        const std::string& reference = "caps");
+std::string azimuth_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models);
+
+}  // namespace vg
