@@ -328,7 +328,7 @@ int do_merge(const MergeFlags& m) {
 }
 
 struct ProfileFlags {
-  std::string model = "caps", batch_size = "32", steps = "200", warmup = "20", seed = "0";
+  std::string model = default_models().front(), batch_size = "32", steps = "200", warmup = "20", seed = "0";
   std::string threads = "1", out = "profile.csv", trace;
   ModelOptions options = RunFlags::default_model_options();
   bool reproducible = false;
@@ -440,7 +440,7 @@ int cli_main(int argc, char** argv) {
                     "set of --test-azimuths/--test-elevations/--split as given")->capture_default_str();
   sweep->add_option("--test-width", sf.test_width, "Width of the held-out window in degrees")->capture_default_str();
   sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable)");
-  sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default caps)");
+  sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default " + default_models().front() + ")");
   sweep->add_option("--jobs", sf.jobs, "Cells run in parallel (default: the number of cores)");
   sweep->add_option("--out", sf.out, "Output directory")->required();
   sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");

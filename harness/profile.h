@@ -8,7 +8,7 @@
 namespace vg {
 
 struct ProfileOptions {
-  std::string model = "caps";
+  std::string model = default_models().front();
   int batch = 32, steps = 200, warmup = 20;
   TrainConfig train;
   std::string out_csv, trace;  // trace: Chrome trace-event JSON, "" for none

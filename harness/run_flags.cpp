@@ -83,6 +83,12 @@ auto run_flag(Flags& f, const std::string& name) -> decltype(&f.seed) {
 
 }  // namespace
 
+std::string default_models_flag() {
+  std::string list;
+  for (const std::string& m : default_models()) list += (list.empty() ? "" : ",") + m;
+  return list;
+}
+
 std::span<const FlagSpec> run_flag_specs() { return kRunFlags; }
 std::string* run_flag(RunFlags& f, const std::string& name) { return run_flag<RunFlags>(f, name); }
 const std::string* run_flag(const RunFlags& f, const std::string& name) { return run_flag<const RunFlags>(f, name); }

@@ -23,6 +23,9 @@ struct UsageError : std::runtime_error {
   UsageError(const std::string& flag, const std::string& why) : std::runtime_error(flag + ": " + why) {}
 };
 
+// The default of --models: the registry's default models, comma-separated.
+std::string default_models_flag();
+
 // Flags of `run` as the user typed them; validated into RunOptions.
 struct RunFlags {
   std::string seed = "0", n_epochs = "10", lr = "2e-3", batch_size = "32", threads = "1";
@@ -32,7 +35,7 @@ struct RunFlags {
   std::string data = "synthetic", cameras = "both", brightness = "0", contrast = "0";  // --data norb:DIR
   std::string n_train_views = "6", n_test_views = "6", n_elev = "3";
   std::string n_per_combo = "5", n_eval_per_combo = "2";
-  std::string models = "caps,cnn";
+  std::string models = default_models_flag();
   std::string stop_at_familiar, match_familiar, stop_check_every;  // "": off / after each epoch
   ModelOptions model = default_model_options();  // --cnn-hidden, --em-*, --loss, ...: the models' own
   std::string out_json, dump;

@@ -131,11 +131,11 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     int threads = 1;
     const RunOptions base = validate_run(rf, &threads, true);  // names any bad fixed or grid value
     plan.models = base.models;
-    // By default caps is the reference (no paired statistics without it); a
-    // reference asked for must be among the models.
+    // By default the first default model is the reference (no paired
+    // statistics without it); a reference asked for must be among the models.
     if (!f.reference.empty() && std::find(base.models.begin(), base.models.end(), f.reference) == base.models.end())
       throw UsageError("--reference", f.reference, "is not among --models '" + rf.models + "'");
-    plan.reference = f.reference.empty() ? "caps" : f.reference;
+    plan.reference = f.reference.empty() ? default_models().front() : f.reference;
     const AngleRange& tr = base.data.train_azimuths;
     // The held-out window of gap g starts g degrees after the training range
     // ends; run's geometry rules judge it (a window touching the range's end,

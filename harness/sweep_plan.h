@@ -23,7 +23,7 @@ struct SweepCell {
 struct SweepPlan {
   std::vector<SweepCell> cells;  // ordered by grid point, gap, seed
   std::vector<std::string> models;
-  std::string reference = "caps";  // paired statistics: reference - X for every other model
+  std::string reference = default_models().front();  // paired statistics: reference - X for every other model
   int jobs = 1;
   std::string dir;
   bool resume = false, quiet = false;

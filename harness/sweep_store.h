@@ -18,7 +18,8 @@
 //                kind=model:  model is a model name; metric familiar|heldout|drop;
 //                             statistics over seeds; wins..p_value empty.
 //                kind=paired: model is "R-X" for the reference R (--reference,
-//                             default caps) and each other model X; metric
+//                             default the registry's first default model) and
+//                             each other model X; metric
 //                             heldout|drop; statistics of d = R - X per seed;
 //                             wins/ties/losses count R better/equal/worse (for
 //                             drop, better = smaller); prob_improvement = P(R

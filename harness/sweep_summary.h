@@ -5,13 +5,14 @@
 #include <vector>
 
 #include "harness/sweep_store.h"
+#include "models/registry.h"
 
 namespace vg {
 
 // summary.csv and azimuth.csv from the rows (any order); `models` fixes the
 // order of models; every other model is compared with `reference`.
 std::string summary_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models,
-                        const std::string& reference = "caps");
+                        const std::string& reference = default_models().front());
 std::string azimuth_csv(const std::vector<CellRow>& rows, const std::vector<std::string>& models);
 
 }  // namespace vg

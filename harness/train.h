@@ -151,7 +151,7 @@ namespace vg {
 struct RunOptions {
   DataConfig data;
   TrainConfig train;
-  std::vector<std::string> models{"caps", "cnn"};
+  std::vector<std::string> models = default_models();
   bool reproducible = false;  // pinned ISAs (recorded; the CLI does the pinning)
   // Cores for the run: the models train concurrently, one per core, each on
   // one thread, and each epoch's evaluation runs on whichever thread is free

@@ -263,6 +263,11 @@ std::string model_names() {
   return list;
 }
 
+const std::vector<std::string>& default_models() {
+  static const std::vector<std::string> models{"caps", "cnn"};
+  return models;
+}
+
 namespace {
 const ModelEntry& entry(const std::string& name) {
   const ModelEntry* e = find_model(name);

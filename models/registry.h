@@ -60,6 +60,9 @@ const std::vector<ModelEntry>& model_registry();
 const ModelEntry* find_model(const std::string& name);
 // "caps, cnn, cnnN": the names --models accepts, for error messages.
 std::string model_names();
+// The models a command runs when none is named (run's and sweep's --models);
+// the first is also the sweep's paired-statistics reference and profile's model.
+const std::vector<std::string>& default_models();
 
 // Builds `name` with `opts` for batches up to max_batch of in_channels x 32 x 32
 // images (conv1 and the pixel baselines take the channel count from the data). Throws

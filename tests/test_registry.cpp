@@ -90,6 +90,13 @@ TEST(Registry, SizeOptionIsTheFlagThatSetsTheModelsSize) {
   EXPECT_EQ(size_option("mlp"), nullptr);
 }
 
+// The harness's defaults (--models, the sweep's --reference, profile's --model)
+// come from here, so they must name registered models.
+TEST(Registry, DefaultModelsAreRegistered) {
+  ASSERT_FALSE(default_models().empty());
+  for (const std::string& m : default_models()) EXPECT_NE(find_model(m), nullptr) << m;
+}
+
 TEST(Registry, OptionsReachTheModel) {
   const auto m = make_model("caps", {{"loss", "spread"}, {"spread-margin", "0.1:0.8"}, {"em-iters", "2"},
                                      {"em-grad", "full"}, {"em-cost-norm", "on"}, {"em-min-var", "1e-4"},
