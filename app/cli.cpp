@@ -52,7 +52,7 @@ void flush_stdout() {
 // --reproducible: the same bits on every x86-64 CPU with AVX2 and FMA. oneDNN is
 // capped at AVX2 (its AVX-512 kernels sum in another order) and our kernels are
 // pinned to their AVX2 variants; everything else already runs the same code on
-// every such CPU (see README, "Reproducibility"). Runs before any kernel does.
+// every such CPU (docs/reproducibility.md). Runs before any kernel does.
 void enable_reproducible() {
   const std::string missing = isa_missing_features(Isa::avx2);
   if (!missing.empty())

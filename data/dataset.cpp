@@ -228,7 +228,7 @@ void render_points(const std::vector<Point3>& points, double azimuth_deg, double
 // in others (the idle vCPU, it seems, not running on the host until then), so the
 // default dataset's loops (1-3 ms of work each) lost more than they gained: its
 // synthesis took 8.1-8.9 ms on one thread and 6.5-14 ms on two (median ~10;
-// README, Speed and memory). Loops of fewer items than kDatasetParallelMinItems
+// docs/performance.md, 6ebfcba). Loops of fewer items than kDatasetParallelMinItems
 // (renders or noisy images, ~1 us each) run on one thread.
 
 // Clean renders of a set of (azimuth, elevation) views, every class at each,

@@ -48,7 +48,7 @@ HeapSetup configure_heap() {
   // One arena: glibc gives each new thread an arena of its own (mmap'd, not this
   // heap) otherwise. Our code allocates nothing in a warm step, and oneDNN's small
   // per-execute allocations come from glibc's per-thread cache, so its lock is
-  // rarely contended (README: futex calls counted in a two-job sweep).
+  // rarely contended (docs/performance.md, 263c3bf: futex calls counted in a two-job sweep).
   mallopt(M_ARENA_MAX, 1);
   // The trim threshold above the reserve, so freeing never gives it back.
   mallopt(M_TRIM_THRESHOLD, int(2 * kReserve));

@@ -1,6 +1,6 @@
 // Safe output: every file viewgap writes goes through here.
 //
-// What it promises (README, "Crashes, full disks, concurrent runs"):
+// What it promises (docs/cli.md, "Crashes, full disks, concurrent runs, output paths"):
 // - a file is replaced whole or not at all (temporary file in the same
 //   directory, fsync, rename(2)); a failed write or flush throws naming the file;
 // - only regular files are written: an output path that exists and is not a

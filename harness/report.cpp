@@ -281,11 +281,14 @@ std::string format_run_table(const RunOptions& opt, const RunResult& r) {
                   d.test_elevations.to, d.test_elevations.count, r.data.elev_gap_deg);
     o << line;
   }
-  std::snprintf(line, sizeof line, "%-8s %9s %9s %9s %7s %9s\n", "model", "params", "familiar",
+  // The name column is as wide as the longest name (8 at least, the seed's table).
+  int name_w = 8;
+  for (const ModelResult& m : r.models) name_w = std::max(name_w, int(m.name.size()));
+  std::snprintf(line, sizeof line, "%-*s %9s %9s %9s %7s %9s\n", name_w, "model", "params", "familiar",
                 "held-out", "drop", "time (s)");
   o << line;
   for (const ModelResult& m : r.models) {
-    std::snprintf(line, sizeof line, "%-8s %9zu %9.3f %9.3f %7.3f %9.3f", m.name.c_str(),
+    std::snprintf(line, sizeof line, "%-*s %9zu %9.3f %9.3f %7.3f %9.3f", name_w, m.name.c_str(),
                   m.n_params, m.familiar, m.heldout, m.drop, m.train_s + m.eval_s + m.circle_s);
     o << line;
     // Under a stopping rule: where each model stopped, and whether it got there.
@@ -298,7 +301,7 @@ std::string format_run_table(const RunOptions& opt, const RunResult& r) {
         << (opt.match_familiar == m.name ? " (the target)" : "");
     o << '\n';
   }
-  std::snprintf(line, sizeof line, "%-8s %9s %9.3f %9.3f %7.3f\n", "chance", "", 1.0 / kNumClasses,
+  std::snprintf(line, sizeof line, "%-*s %9s %9.3f %9.3f %7.3f\n", name_w, "chance", "", 1.0 / kNumClasses,
                 1.0 / kNumClasses, 0.0);
   o << line;
   std::snprintf(line, sizeof line, "wall time %.3f s (dataset %.3f s)\n", r.total_s, r.dataset_s);

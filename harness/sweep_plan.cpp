@@ -8,10 +8,31 @@
 
 #include "harness/report.h"
 #include "models/numbers.h"
+#include "models/registry.h"
 
 namespace vg {
 
 namespace {
+
+// The model options that sweeps of format 3 hashed whatever their value. An
+// option added since is hashed only when it is set or one of the sweep's models
+// reads it, so a new model's option leaves the hash (and --resume) of every
+// sweep without that model as it was.
+const char* const kOptionsHashedAlways[] = {
+    "cnn-hidden", "em-iters", "em-lambda", "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm",
+    "em-grad",    "loss",     "spread-margin", "dr-iters", "recon-weight", "dr-grad"};
+
+bool hashed_option(const std::string& name, const std::string& value, const std::vector<std::string>& models) {
+  for (const char* n : kOptionsHashedAlways)
+    if (name == n) return true;
+  for (const ModelOption& o : model_options())
+    if (name == o.name && value != o.default_value) return true;
+  for (const std::string& m : models)
+    if (const ModelEntry* e = find_model(m))
+      for (const char* n : e->options)
+        if (name == n) return true;
+  return false;
+}
 
 std::vector<uint64_t> parse_seeds(const std::string& v) {
   std::vector<uint64_t> seeds;
@@ -197,7 +218,8 @@ SweepPlan plan_sweep(const SweepFlags& f) {
         (norb || std::find_if(std::begin(kNorbFlags), std::end(kNorbFlags),
                               [&](const char* n) { return s.name == std::string(n); }) == std::end(kNorbFlags)))
       run_flags[s.name] = f.run.*(s.field);
-  for (const auto& [name, value] : f.run.model) run_flags[name] = value;
+  for (const auto& [name, value] : f.run.model)
+    if (hashed_option(name, value, plan.models)) run_flags[name] = value;
   plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
                  {"grid", axes}, {"run_flags", run_flags}, {"reference", plan.reference}};
   // The typed configuration of the first cell, in the run JSON's form (not hashed).

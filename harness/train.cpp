@@ -640,7 +640,7 @@ RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
   r.data = make_dataset(dc);
   // The synthesis's OpenMP workers would spin for a while after its last loop
   // (libgomp's default wait policy) on the cores the models are about to train
-  // on: released here (a no-op with one thread; measured in README, Speed and memory).
+  // on: released here (a no-op with one thread; measured in docs/performance.md, b8a16de).
   omp_pause_resource_all(omp_pause_soft);
   r.dataset_s = seconds_since(t0);
   if ((opt.stop_at_familiar > 0 || !opt.match_familiar.empty()) && r.data.validation.size() == 0)

@@ -1,5 +1,5 @@
-// What viewgap promises about faults (issue 9; README "Crashes, full disks,
-// concurrent runs"), tested on the binary: a full disk at any write, a SIGKILL
+// What viewgap promises about faults (issue 9; docs/cli.md "Crashes, full disks,
+// concurrent runs, output paths"), tested on the binary: a full disk at any write, a SIGKILL
 // at any write or rename, damaged per-cell files, a second sweep on the same
 // directory, Ctrl-C / SIGTERM, output paths that are not plain files, and a
 // stdout that cannot be written. Faults are injected by tools/fault_shim.c

@@ -62,6 +62,19 @@ TEST(SweepPlan, ConfigHashOfAKnownSweepIsUnchanged) {
   EXPECT_NE(config_hash(plan_sweep(f).config), "d1ea28652ce14a9d");
 }
 
+// A model option added later (cnn-paper's --dropout) is in the hash of a sweep
+// whose models read it, and leaves every other sweep's hash alone.
+TEST(SweepPlan, ANewModelsOptionIsHashedOnlyWhereItMatters) {
+  SweepFlags f = sweep_flags("0:1", "0,60");
+  EXPECT_FALSE(plan_sweep(f).config.at("run_flags").contains("dropout"));
+  f.run.models = "caps,cnn-paper";
+  const nlohmann::json with = plan_sweep(f).config;
+  ASSERT_TRUE(with.at("run_flags").contains("dropout"));
+  EXPECT_EQ(with.at("run_flags").at("dropout"), "0.5");
+  f.run.model["dropout"] = "0.25";
+  EXPECT_NE(config_hash(plan_sweep(f).config), config_hash(with));
+}
+
 TEST(SweepPlan, ShardsSplitTheCellsByIdModN) {
   SweepFlags f = sweep_flags("0:4", "0,30");
   const SweepPlan whole = plan_sweep(f);
