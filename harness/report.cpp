@@ -160,7 +160,7 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"match_familiar", opt.match_familiar.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.match_familiar)},
       {"stop_check_every", t.stop_every > 0 ? nlohmann::json(t.stop_every) : nlohmann::json(nullptr)},
   };
-  if (const auto& n = opt.data.norb)  // absent for the synthetic data, as before there was a choice
+  if (const auto& n = opt.data.norb)  // absent for the synthetic data: its readers expect none
     j["data"] = {{"norb", n->dir},
                  {"split", norb_split_name(n->split)},
                  {"cameras", norb_cameras_name(n->prep.cameras)},

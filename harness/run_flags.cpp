@@ -138,7 +138,7 @@ double parse_real(const std::string& flag, const std::string& v, double lo, doub
 
 namespace {
 
-// check_geometry's judgement (harness/dataset.h), shared by run and sweep.
+// check_geometry's judgement (data/dataset.h), shared by run and sweep.
 AngleRange parse_range(const std::string& flag, const std::string& v, const std::string& count_flag,
                        const std::string& count) {
   const auto colon = v.find(':');

@@ -23,16 +23,18 @@ namespace {
 
 // (weight row, parent type) pairs whose W diagonals backward packs at once, on
 // the stack (64 KB): the paper's ConvCaps layers take 2 or 3 blocks, so each
-// block reads dV in runs of tens of KB (64-pair blocks halved the speed at batch 32).
+// block reads dV in runs of tens of KB (small blocks read it in short runs, at half
+// the speed at batch 32).
 constexpr int kCvBlock = 1024;
 // How far ahead (in floats: 4 KB) backward prefetches dV.
 constexpr int kCvAhead = 1024;
 
-// Software prefetch of n 64-byte lines from p: the hardware prefetchers alone
-// left the backward at a quarter of DRAM bandwidth at batch 32. Integer
-// arithmetic: p may lie past the end of the array, where a prefetch is harmless.
-inline void prefetch_lines(const float* p, int n) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+// Software prefetch of n 64-byte lines from `ahead` floats past p: the hardware
+// prefetchers alone left the backward at a quarter of DRAM bandwidth at batch 32.
+// The offset is added as an integer, since p + ahead may lie past the end of the
+// array (a pointer there is undefined; a prefetch of that address is harmless).
+inline void prefetch_lines(const float* p, size_t ahead, int n) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) + ahead * sizeof(float);
   for (int l = 0; l < n; ++l) __builtin_prefetch(reinterpret_cast<const void*>(a + size_t(l) * 64));
 }
 
@@ -149,7 +151,7 @@ inline void backward_simd(float* dM, float* dW, const float* dV, const float* M,
                 const int ky = p / kw, kx = p % kw;
                 const size_t child = child_offset(s, b, oy * st + ky, ox * st + kx) + i * 16;
                 const float* dv = dv_win + (size_t(p * Ci + i) * Co + o0) * 16;
-                prefetch_lines(dv + kCvAhead, no);
+                prefetch_lines(dv, kCvAhead, no);
                 backward_child(dM + child, dw, dv, M + child, d, no);
               }
             }

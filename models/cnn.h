@@ -40,7 +40,8 @@ struct CnnConfig {
   size_t param_count() const;
   // Floats per image of a training step at its batch (the memory check): five
   // times the layers' outputs, measured for the paper's network (peak RSS at batch
-  // 256 against 32: 1.3 MB an image) -- outputs, gradients, oneDNN's blocked copies.
+  // 256 against 32: 1.3 MB an image; this estimate gives 1.25 MB) -- outputs, gradients,
+  // oneDNN's blocked copies.
   size_t activation_floats() const;
 };
 
