@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "bench/bench_util.h"
 #include "kernels/conv_votes.h"
 #include "kernels/fma_probe.h"
 #include "kernels/rng.h"
@@ -14,12 +15,7 @@
 namespace vg {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t tag) {
-  Stream s(1, Purpose::Test, tag);
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(s.normal());
-  return v;
-}
+using bench::randn;
 
 ConvVotesShape shape_of(const benchmark::State& state, bool shared) {
   const int B = int(state.range(0)), H = int(state.range(1)), W = int(state.range(2)), Ci = int(state.range(3)),

@@ -4,6 +4,7 @@
 // through all of them). Shapes are the model's: 16 primary capsules, 5 classes.
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_util.h"
 #include "kernels/dr_routing.h"
 #include "kernels/rng.h"
 
@@ -12,12 +13,7 @@ namespace {
 
 constexpr int I = 16, J = 5, H = kDrOutDim, K = kDrInDim;
 
-std::vector<float> randn(size_t n, uint64_t tag) {
-  Stream s(2, Purpose::Test, tag);
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(s.normal());
-  return v;
-}
+std::vector<float> randn(size_t n, uint64_t tag) { return bench::randn(n, tag, 2); }
 
 enum class Op { predict, predict_backward, combine, combine_backward, agree, agree_backward, routing, routing_backward };
 

@@ -7,18 +7,14 @@
 
 #include <cmath>
 
+#include "bench/bench_util.h"
 #include "kernels/elementwise.h"
 #include "kernels/rng.h"
 
 namespace vg {
 namespace {
 
-std::vector<float> randn(size_t n, uint64_t tag) {
-  Stream s(2, Purpose::Test, tag);
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(s.normal());
-  return v;
-}
+std::vector<float> randn(size_t n, uint64_t tag) { return bench::randn(n, tag, 2); }
 
 void BM_adam_update(benchmark::State& state, const ElementwiseKernels* k) {
   if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");

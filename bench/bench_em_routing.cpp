@@ -3,6 +3,7 @@
 // and EmGrad::full, at the seed's shape (8 primary capsules, 5 classes).
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_util.h"
 #include "kernels/em_routing.h"
 #include "kernels/rng.h"
 
@@ -11,12 +12,7 @@ namespace {
 
 constexpr int I = 8, J = 5;
 
-std::vector<float> randn(size_t n, uint64_t tag) {
-  Stream s(1, Purpose::Test, tag);
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(s.normal());
-  return v;
-}
+using bench::randn;
 
 void BM_em_routing_forward(benchmark::State& state, const EmRoutingKernels* k) {
   if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");

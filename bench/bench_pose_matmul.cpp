@@ -2,6 +2,7 @@
 // bench_em_routing.cpp).
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_util.h"
 #include "harness/report.h"
 #include "kernels/pose_matmul.h"
 #include "kernels/rng.h"
@@ -11,12 +12,7 @@ namespace {
 
 constexpr int I = 8, J = 5;
 
-std::vector<float> randn(size_t n, uint64_t tag) {
-  Stream s(1, Purpose::Test, tag);
-  std::vector<float> v(n);
-  for (auto& x : v) x = float(s.normal());
-  return v;
-}
+using bench::randn;
 
 void BM_pose_matmul_forward(benchmark::State& state, const PoseMatmulKernels* k) {
   if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");

@@ -1,16 +1,6 @@
 // AVX-512 dynamic-routing kernels (built with -mavx512f -mavx512vl -mavx512dq
 // -mfma): a 16-D capsule vector is one zmm register.
-// GCC 12's AVX-512 intrinsics warn about their own _mm512_undefined_ps() (GCC
-// bug 105593): silenced for the header only, as in em_routing_avx512.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/avx512_intrinsics.h"
 
 namespace vg {
 namespace {

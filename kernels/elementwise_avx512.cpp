@@ -1,18 +1,7 @@
 // AVX-512 elementwise kernels (built with -mavx512f -mavx512vl -mavx512dq -mfma):
 // the scalar reference's operations in its order, 16 lanes at a time, the tail
 // under a mask (no FMA: see elementwise.h).
-// GCC 12's AVX-512 headers leave the pass-through of masked loads
-// uninitialised and then warn about it (GCC bug 105593): silence that for the
-// header only, as pose_matmul_avx512.cpp does.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/avx512_intrinsics.h"
 
 #include "kernels/elementwise.h"
 

@@ -1,18 +1,7 @@
 // AVX-512 EM-routing steps (built with -mavx512f -mavx512vl -mavx512dq -mfma):
 // a pose vector is one zmm register, and so is a register of exp and log runs,
 // whose leftovers go through the same polynomials under a mask.
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() (deliberately
-// uninitialised) and then warn about it (GCC bug 105593): silenced for the
-// header only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/avx512_intrinsics.h"
 
 #include <cfloat>
 #include <cmath>

@@ -1,18 +1,7 @@
 // AVX-512 pose matmul (built with -mavx512f -mavx512vl -mavx512dq -mfma). A 4x4
 // matrix is one zmm register, row r in 128-bit lane r; every product is whole,
 // so no tail loop.
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() (deliberately
-// uninitialised) and then warn about it (GCC bug 105593): silence that for the
-// header only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/avx512_intrinsics.h"
 
 #include <algorithm>
 #include <cstddef>
