@@ -1,7 +1,7 @@
 // Matrix capsule network of the seed (SPEC section 2):
 //   conv1    5x5/2 conv, 1 -> 16 channels, ReLU       B x 16 x 16 x 16
-//   primary  dense 4096 -> 8 x (16 pose + 1 logit)    B x 136
-//   votes    V_ij = M_i W_ij                          B x 8 x 5 x 16
+//   primary  dense 4096 -> 8 x (16 pose + 1 logit)    B x 136       DensePrimaryCaps
+//   votes    V_ij = M_i W_ij                          B x 8 x 5 x 16  ClassCaps (per_child)
 //   class    EM routing                               mu B x 5 x 16, a B x 5
 //   scores   with the xent loss (the seed's): logits |mu_j|^2 / 16 + 4 (a_j - 0.5);
 //            with the spread or margin loss (the paper's): the activations a_j   B x 5
@@ -10,9 +10,7 @@
 #include <optional>
 
 #include "kernels/conv.h"
-#include "kernels/dense.h"
-#include "kernels/em_routing.h"
-#include "kernels/pose_matmul.h"
+#include "models/caps_layers.h"
 #include "models/model.h"
 
 namespace vg {
@@ -39,16 +37,16 @@ class CapsNet final : public Model {
   const float* forward(const float* images, int batch) override;
   void backward(const float* dscores, int batch) override;
   std::vector<LayerInfo> layers(int batch) const override;
-  ClassCapsules class_capsules() const override { return {kPoseDim, mu_.data(), a_.data()}; }
+  ClassCapsules class_capsules() const override { return {kPoseDim, class_.mu(), class_.a()}; }
 
   // Read-only views of the last forward pass (tests, figures).
-  const float* class_poses() const { return mu_.data(); }        // B x 5 x 16
-  const float* class_activations() const { return a_.data(); }   // B x 5
-  const float* votes() const { return votes_.data(); }           // B x 8 x 5 x 16
-  const EmState& em_state() const { return em_; }
+  const float* class_poses() const { return class_.mu(); }        // B x 5 x 16
+  const float* class_activations() const { return class_.a(); }   // B x 5
+  const float* votes() const { return class_.votes(); }           // B x 8 x 5 x 16
+  const EmState& em_state() const { return class_.em_state(); }
   const CapsConfig& config() const { return cfg_; }
   // Hold the routing weights of the last forward fixed (finite-difference tests).
-  void freeze_routing(bool frozen) { em_.frozen = frozen; }
+  void freeze_routing(bool frozen) { class_.em_state().frozen = frozen; }
   std::string first_non_finite_layer(int batch) const override;
 
   // Tensor indices into params().
@@ -61,15 +59,13 @@ class CapsNet final : public Model {
   int max_batch_;
   ConvShape conv_shape_;
   Conv2d conv1_;
-  Dense primary_;
-  EmState em_;
-  const PoseMatmulKernels& pose_k_;
-  const EmRoutingKernels& em_k_;
+  DensePrimaryCaps primary_;
+  ClassCaps class_;
   const float* images_ = nullptr;  // input of the last forward (owned by the caller)
   // Activations, sized once for max_batch; their gradients, for the largest
   // batch backward has seen (grow_to).
-  std::vector<float> conv_out_, prim_, poses_, a_in_logit_, votes_, mu_, a_, logits_;
-  std::vector<float> d_mu_, d_a_, d_votes_, d_poses_, d_prim_, d_conv_, d_a_in_logit_;
+  std::vector<float> conv_out_, logits_;
+  std::vector<float> d_mu_, d_a_, d_poses_, d_conv_, d_a_in_logit_;
 };
 
 }  // namespace vg

@@ -1,0 +1,126 @@
+// The capsule layers of a matrix-capsule network (Hinton, Sabour & Frosst
+// 2018), each a class with its forward and backward side by side. A capsule
+// grid is B x H x W x T capsules of T types: poses B x H x W x T x 16 and
+// activation logits B x H x W x T (a dense layer's grid is 1 x 1).
+//
+// The gradient contract, kept by every layer here: backward OVERWRITES the
+// gradients it produces, its parameters' and its input's, as Model::backward
+// does for a whole model and oneDNN's backward passes do natively. The pose
+// and routing kernels add into their outputs, so a layer zeroes those buffers
+// right before its kernel. Why this way round: the oneDNN layers write their
+// gradients at no cost, and what a capsule layer zeroes (its transformation
+// matrices and betas, and its input's gradient, which the kernel then sweeps
+// anyway) is small; accumulating instead would zero every gradient of every
+// model once a step, e.g. cnn-paper's 4.2 M floats (17 MB) for nothing.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "kernels/conv_votes.h"
+#include "kernels/dense.h"
+#include "kernels/em_routing.h"
+#include "kernels/pose_matmul.h"
+#include "models/model.h"
+
+namespace vg {
+
+// Primary capsules from B x F features by one oneDNN dense layer: T poses
+// (B x T x 16) and T activation logits (B x T), read from the layer's one
+// output row [T x 16 poses | T logits]. The seed's `caps` (F = 4096, T = 8).
+class DensePrimaryCaps {
+ public:
+  DensePrimaryCaps(int features, int types) : features_(features), types_(types), dense_(features, row(), false) {}
+  // Declares "<name>.weight" (F x row) and "<name>.bias" (row).
+  void declare(ParamSet& p, const std::string& name);
+  int row() const { return types_ * (kPoseDim + 1); }
+  int types() const { return types_; }
+  void size_for(int B);  // activations for batches up to B
+  void prepare_backward(int B);
+
+  // poses(), a_logit() = the capsules of features `in` (B x F, kept for backward).
+  void forward(const float* in, const ParamSet& p, int B);
+  const float* poses() const { return poses_.data(); }
+  const float* a_logit() const { return a_logit_.data(); }
+  const float* out() const { return out_.data(); }  // the dense output, B x row
+  // Backward in two parts, so the model can hand the weight gradient to
+  // another core (Model::weight_gradient) while backward_data goes on.
+  // Both read d_poses (B x T x 16) and d_a_logit (B x T) through split_gradient.
+  void split_gradient(const float* d_poses, const float* d_a_logit, int B);
+  void backward_weights(ParamSet& p, const float* in, int B);  // overwrites weight, bias grads
+  void backward_data(float* d_in, const ParamSet& p, int B);   // overwrites d_in (B x F)
+  int weight = -1, bias = -1;  // tensor indices
+
+ private:
+  int features_, types_;
+  Dense dense_;
+  std::vector<float> out_, poses_, a_logit_, d_out_;
+};
+
+// How a routing layer's votes use its transformation matrices W.
+//   per_child  one W per (child, parent type): the seed's dense class layer,
+//              V[b,i,j] = M[b,i] W[i,j] (W: I x J x 16)
+//   shared     one W per (child type, parent type) for every position of the
+//              child grid, plus coordinate addition: the paper's class
+//              capsules (W: T x J x 16)
+enum class ClassVotes { per_child, shared };
+
+struct ClassCapsShape {
+  int H = 1, W = 1, T = 1;  // the child grid (per_child: 1 x 1 x I)
+  int J = 1;                // parent (class) capsules
+  ClassVotes votes = ClassVotes::per_child;
+  int I() const { return H * W * T; }  // children
+  size_t w_size() const { return size_t(votes == ClassVotes::shared ? T : I()) * J * kPoseDim; }
+};
+
+// Class capsules: every child votes for every class capsule, then EM
+// routing (cfg.iters iterations, dense over all I children) gives each class
+// a pose mu (B x J x 16) and an activation a (B x J).
+class ClassCaps {
+ public:
+  // coords (shared votes only, else ignored): the scaled centre of each
+  // child's receptive field, H row values then W column values, and where
+  // coordinate addition puts them; empty: no coordinate addition.
+  ClassCaps(const ClassCapsShape& s, const EmConfig& cfg, const PoseMatmulKernels& pose_k,
+            const ConvVotesKernels& votes_k, const EmRoutingKernels& em_k, std::vector<float> coords = {},
+            CoordPlace place = CoordPlace::paper);
+  // Declares "<name>.W", "<name>.beta_a" and "<name>.beta_v".
+  void declare(ParamSet& p, const std::string& name);
+  void size_for(int B);  // activations and the routing state for batches up to B
+  void prepare_backward(int B);  // the votes' gradient for a backward of B (else backward grows it)
+
+  // Forward from child poses (B x I x 16) and activation logits (B x I);
+  // layer names "votes" and "em_routing" for the profiler.
+  void forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof);
+  const float* mu() const { return mu_.data(); }
+  const float* a() const { return a_.data(); }
+  const float* votes() const { return votes_.data(); }
+  const EmState& em_state() const { return em_; }
+  EmState& em_state() { return em_; }
+
+  // From d_mu (B x J x 16) and d_a (B x J): overwrites the gradients of W,
+  // beta_a, beta_v, and d_poses (B x I x 16) and d_a_logit (B x I; zero
+  // under stop-gradient routing, which sends the activations none).
+  void backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a, ParamSet& p, int B,
+                LayerProfiler* prof);
+
+  // FLOPs of the two parts at batch B: {votes fwd, bwd}, {routing fwd, bwd}.
+  LayerInfo votes_info(int B) const;
+  LayerInfo routing_info(int B) const;
+  const ClassCapsShape& shape() const { return s_; }
+  int w = -1, beta_a = -1, beta_v = -1;  // tensor indices
+
+ private:
+  ConvVotesShape conv_shape(int B) const { return ConvVotesShape::class_caps(B, s_.H, s_.W, s_.T, s_.J); }
+  ClassCapsShape s_;
+  EmConfig cfg_;
+  const PoseMatmulKernels& pose_k_;
+  const ConvVotesKernels& votes_k_;
+  const EmRoutingKernels& em_k_;
+  std::vector<float> coords_;
+  CoordPlace place_;
+  const float* poses_ = nullptr;  // input of the last forward (owned by the layer below)
+  std::vector<float> votes_, mu_, a_, d_votes_;
+  EmState em_;
+};
+
+}  // namespace vg

@@ -1,0 +1,151 @@
+// The capsule layers of models/caps_layers.h on their own: the class layer's
+// backward against central differences in both vote forms (the seed's
+// per-child W and the paper's shared W with coordinate addition), the
+// gradient contract (backward overwrites), and where coordinate addition
+// puts a child's coordinates.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "models/caps_layers.h"
+#include "test_util.h"
+
+namespace vg {
+namespace {
+
+// A class layer with its inputs held as tensors of the same ParamSet, so one
+// finite-difference check covers the weights and the inputs' gradients alike.
+struct ClassLayerCase {
+  ClassCapsShape s;
+  EmConfig cfg;
+  int B = 3;
+  ParamSet p;
+  int poses = -1, a_logit = -1;
+  ClassCaps layer;
+  std::vector<float> c_mu, c_a;  // the objective's fixed coefficients
+
+  ClassLayerCase(const ClassCapsShape& shape, const EmConfig& c, std::vector<float> coords, CoordPlace place)
+      : s(shape), cfg(c),
+        layer(shape, c, *pose_matmul_for(Isa::scalar), *conv_votes_for(Isa::scalar), *em_routing_for(Isa::scalar),
+              std::move(coords), place) {
+    poses = p.add("in.poses", size_t(B) * s.I() * kPoseDim);
+    a_logit = p.add("in.a_logit", size_t(B) * s.I());
+    layer.declare(p, "class");
+    p.allocate();
+    layer.size_for(B);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> n(0.f, 1.f);
+    for (float& v : p.values()) v = n(rng);
+    // Betas near the cost's scale, as training finds them: activations away from 0 and 1.
+    for (int j = 0; j < s.J; ++j) p.value(layer.beta_a)[j] = 8.f + 0.5f * n(rng), p.value(layer.beta_v)[j] = 0.2f * n(rng);
+    for (int t : {poses, layer.w}) {  // moderate votes: variances well above the floor
+      for (size_t k = 0; k < p.tensor(t).size; ++k) p.value(t)[k] *= 0.5f;
+    }
+    c_mu.resize(size_t(B) * s.J * kPoseDim);
+    c_a.resize(size_t(B) * s.J);
+    for (float& v : c_mu) v = n(rng);
+    for (float& v : c_a) v = n(rng);
+  }
+  // sum c_mu mu + sum c_a a; `scale`: the sum of the terms' magnitudes, which
+  // bounds the float rounding of the objective (its terms cancel, so |L| does not).
+  double objective(double* scale = nullptr) {
+    layer.forward(p.value(poses), p.value(a_logit), p, B, nullptr);
+    double L = 0, S = 0;
+    for (size_t k = 0; k < c_mu.size(); ++k) L += double(c_mu[k]) * layer.mu()[k], S += std::fabs(c_mu[k] * layer.mu()[k]);
+    for (size_t k = 0; k < c_a.size(); ++k) L += double(c_a[k]) * layer.a()[k], S += std::fabs(c_a[k] * layer.a()[k]);
+    if (scale) *scale = S;
+    return L;
+  }
+  // The analytic gradient of objective() in p's flat layout.
+  std::vector<float> gradient() {
+    objective();
+    layer.backward(p.grad(poses), p.grad(a_logit), c_mu.data(), c_a.data(), p, B, nullptr);
+    return p.grads();
+  }
+};
+
+std::vector<float> centre_coords(int H, int W) {
+  std::vector<float> c;
+  for (int y = 0; y < H; ++y) c.push_back((y + 0.5f) / H);
+  for (int x = 0; x < W; ++x) c.push_back((x + 0.5f) / W);
+  return c;
+}
+
+TEST(CapsLayers, ClassCapsFullBackwardMatchesFiniteDifferencesInBothVoteForms) {
+  struct Form {
+    const char* name;
+    ClassCapsShape s;
+    bool coords;
+    CoordPlace place;
+  };
+  const Form forms[] = {
+      {"per-child W (the seed's)", {1, 1, 6, 3, ClassVotes::per_child}, false, CoordPlace::paper},
+      {"shared W, paper's coordinates", {3, 2, 2, 4, ClassVotes::shared}, true, CoordPlace::paper},
+      {"shared W, official coordinates", {2, 3, 2, 3, ClassVotes::shared}, true, CoordPlace::official},
+      {"shared W, no coordinates", {2, 2, 3, 3, ClassVotes::shared}, false, CoordPlace::paper},
+  };
+  for (const Form& f : forms)
+    for (int iters : {1, 2, 3}) {
+      EmConfig cfg;
+      cfg.grad = EmGrad::full;
+      cfg.iters = iters;
+      cfg.lambda = 0.5f;
+      ClassLayerCase c(f.s, cfg, f.coords ? centre_coords(f.s.H, f.s.W) : std::vector<float>{}, f.place);
+      SCOPED_TRACE(std::string(f.name) + ", " + std::to_string(iters) + " iterations");
+      const std::vector<float> g = c.gradient();
+      double scale = 0;
+      c.objective(&scale);  // the check's noise term reads its "loss0" as the rounding scale
+      test::check_tensor_gradients(c.p, g, scale, [&] { return c.objective(); }, 1e-3, "");
+    }
+}
+
+TEST(CapsLayers, ClassCapsBackwardOverwritesItsGradients) {
+  // The seam's contract: a second backward gives the same gradients, not twice
+  // them, whatever the buffers held before.
+  for (EmGrad grad : {EmGrad::stopgrad, EmGrad::full}) {
+    EmConfig cfg;
+    cfg.grad = grad;
+    ClassLayerCase c({2, 2, 2, 3, ClassVotes::shared}, cfg, centre_coords(2, 2), CoordPlace::paper);
+    const std::vector<float> g1 = c.gradient();
+    std::fill(c.p.grads().begin(), c.p.grads().end(), 1e3f);
+    const std::vector<float> g2 = c.gradient();
+    ASSERT_EQ(g1.size(), g2.size());
+    for (size_t k = 0; k < g1.size(); ++k) ASSERT_EQ(g1[k], g2[k]) << k;
+    if (grad == EmGrad::stopgrad) {  // no gradient reaches the activations, and that is written as 0
+      const float* da = c.p.grad(c.a_logit);
+      for (size_t k = 0; k < c.p.tensor(c.a_logit).size; ++k) ASSERT_EQ(da[k], 0.f);
+    }
+  }
+}
+
+TEST(CapsLayers, CoordinateAdditionAddsARowAndAColumnCoordinate) {
+  // The votes with coordinates minus those without: the child at (y, x) gets
+  // row[y] at one element and col[x] at another (paper: 3 and 7, the first two
+  // of the right-hand column; official code: 0 and 1), nothing elsewhere.
+  const ClassCapsShape s{3, 2, 2, 2, ClassVotes::shared};
+  for (CoordPlace place : {CoordPlace::paper, CoordPlace::official}) {
+    EmConfig cfg;
+    ClassLayerCase with(s, cfg, centre_coords(3, 2), place), without(s, cfg, {}, place);
+    with.objective();
+    without.objective();
+    const int re = place == CoordPlace::paper ? 3 : 0, ce = place == CoordPlace::paper ? 7 : 1;
+    const std::vector<float> c = centre_coords(3, 2);
+    for (int b = 0; b < with.B; ++b)
+      for (int y = 0; y < 3; ++y)
+        for (int x = 0; x < 2; ++x)
+          for (int t = 0; t < 2; ++t)
+            for (int j = 0; j < s.J; ++j)
+              for (int e = 0; e < kPoseDim; ++e) {
+                const size_t i = (size_t(y) * 2 + x) * 2 + t;
+                const size_t k = ((size_t(b) * s.I() + i) * s.J + j) * kPoseDim + e;
+                const float expect = e == re ? c[size_t(y)] : e == ce ? c[size_t(3 + x)] : 0.f;
+                EXPECT_NEAR(with.layer.votes()[k] - without.layer.votes()[k], expect,
+                            4 * FLT_EPSILON * (std::fabs(without.layer.votes()[k]) + 1))
+                    << "b" << b << " y" << y << " x" << x << " e" << e;
+              }
+  }
+}
+
+}  // namespace
+}  // namespace vg
