@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/model.h"
@@ -53,6 +54,11 @@ struct ModelEntry {
   // Floats per image a training step holds (activations, their gradients,
   // oneDNN's copies), for the memory check; nullptr: the harness's generic guess.
   size_t (*activation_floats)(const std::string& name, const ModelOptions& opts, int in_channels) = nullptr;
+  // Options (beside the defaults) under which backward is the exact gradient
+  // of forward, with nothing held fixed, and the loss is smooth enough for
+  // central differences at a step of 1e-3: the registry-wide gradient check
+  // (tests/test_models.cpp) builds every model so.
+  std::vector<std::pair<const char*, const char*>> exact_gradient_options = {};
 };
 const std::vector<ModelEntry>& model_registry();
 

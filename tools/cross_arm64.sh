@@ -81,6 +81,9 @@ excluded=(
   "NorbRun.ThreadsChangeNoResult"                                    # ~100 s
   "NorbRun.SweepOverSeedsGivesTheSplitsTables"                       # ~60 s
   "Sweep.ShardsMergeIntoTheTablesOfTheUnshardedSweep"                # ~230 s
+  # The registry-wide repeat of the per-model gradient checks, which do run
+  # here (6 s native, minutes emulated; cnn-paper's 4.2M-weight layer).
+  "GradientCheck.EveryRegisteredModelMatchesFiniteDifferences"
   # Fails on aarch64: three of its cases expect the x86-64 diagnostics of
   # --reproducible (on aarch64 the CPU check speaks first). Known, reported;
   # remove from this list once the test allows for it.
