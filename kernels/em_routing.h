@@ -145,6 +145,25 @@ void em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a,
                                   const float* dmu, const float* da_out, const float* V,
                                   const EmState& st, int B, int I, int J, const EmConfig& cfg);
 
+// The full backward's per-item M-step piece, which conv_em_routing.h reuses
+// per window (a window's M-step is this M-step, the window as the item).
+// One item's M-step state of iteration t, views into st.hist:
+struct EmMStepState {
+  const float *log_r, *w;              // I x J
+  const float *S, *L, *a, *log_a;      // J      (L = sum_h log sigma2)
+  const float *mu, *sigma2;            // J x 16
+};
+EmMStepState em_m_step_state(const EmState& st, int t, int b, int B, int I, int J);
+// Backward of M-step t of one item (formulas beside the code in
+// em_routing_scalar.cpp). In: dmu, dsig (J x 16), dloga (J), da (J, or
+// nullptr before the last iteration). Adds into dV (I x J x 16), dlog_a_in
+// (I), dbeta_a, dbeta_v; writes dl (I x J, the adjoint of log R^t); g (I x J)
+// is scratch.
+void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbeta_a, float* dbeta_v,
+                             float* g, const float* dmu, const float* dsig, const float* dloga,
+                             const float* da, const float* V, const EmMStepState& s,
+                             const float* beta_v, float lambda, int I, int J, const EmConfig& cfg);
+
 // FLOPs of one routing call, counted from the loops of the scalar reference
 // (M-step: weights, mean, variance, cost; E-step: quadratic form, softmax;
 // backward: the dV, dsigma2 and beta terms). Used by benchmarks and the profile.

@@ -162,22 +162,15 @@ void em_backward_f32__scalar(float* dV, float* dbeta_a, float* dbeta_v, const fl
 // not worth three more 150-line kernels kept equal. The forward that fills
 // the history uses each ISA's steps.
 
-namespace {
-
-// One item's M-step state of one iteration, views into EmState::hist.
-struct MStepState {
-  const float *log_r, *w;              // I x J
-  const float *S, *L, *a, *log_a;      // J      (L = sum_h log sigma2)
-  const float *mu, *sigma2;            // J x 16
-};
-
-MStepState m_step_state(const EmState& st, int t, int b, int B, int I, int J) {
+EmMStepState em_m_step_state(const EmState& st, int t, int b, int B, int I, int J) {
   const size_t ij = size_t(I) * J, tb = size_t(t) * B + b;
   const auto& h = st.hist;
   return {h.log_r.data() + tb * ij,      h.w.data() + tb * ij,         h.sum_ra.data() + tb * J,
           h.log_s2_sum.data() + tb * J,  h.a.data() + tb * J,          h.log_a.data() + tb * J,
           h.mu.data() + tb * J * kPoseDim, h.sigma2.data() + tb * J * kPoseDim};
 }
+
+namespace {
 
 // Pairwise sum of 16 floats: a dependency chain of 4 additions, not 16.
 inline float sum16(const float* t) {
@@ -186,6 +179,8 @@ inline float sum16(const float* t) {
   for (int k = 0; k < 4; ++k) u[k] += u[k + 4];
   return (u[0] + u[2]) + (u[1] + u[3]);
 }
+
+}  // namespace
 
 // Backward of M-step t of one item. In: dmu (J x 16) and da (J; the upstream
 // gradient for the last iteration, else nullptr), dsig (J x 16, the adjoint of
@@ -207,10 +202,10 @@ inline float sum16(const float* t) {
 //   dlog_a_in_i += sum_j dl_ij.
 // The loops over h are innermost and element-wise, so the compiler vectorises
 // them without reassociating any sum; g's sum over h is pairwise.
-void m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbeta_a, float* dbeta_v,
-                          float* g, const float* dmu, const float* dsig, const float* dloga,
-                          const float* da, const float* V, const MStepState& s,
-                          const float* beta_v, float lambda, int I, int J, const EmConfig& cfg) {
+void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbeta_a, float* dbeta_v,
+                             float* g, const float* dmu, const float* dsig, const float* dloga,
+                             const float* da, const float* V, const EmMStepState& s,
+                             const float* beta_v, float lambda, int I, int J, const EmConfig& cfg) {
   constexpr int H = kPoseDim;
   const float c = cfg.cost_norm ? 1.f / float(I) : 1.f;
   for (int j = 0; j < J; ++j) {
@@ -262,6 +257,8 @@ void m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbeta_a
     for (int j = 0; j < J; ++j) dlog_a_in[i] += dl[i * J + j];
 }
 
+namespace {
+
 // Backward of E-step t of one item (from M-step t's mu, sigma2 and log a to
 // log R^{t+1}). In: dlr (I x J, the adjoint of log R^{t+1}) and log R^{t+1}
 // itself. Adds into dV; overwrites dmu, dsig (J x 16) and dloga (J), the
@@ -272,7 +269,7 @@ void m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbeta_a
 //   dsig_jh += sum_i dp_ij (u_ijh (V_ijh - mu_jh) - 1) / (2 sigma2_jh)
 // dsig is the adjoint of the clamped sigma2; M-step t masks it at the floor.
 void e_step_backward_full(float* dV, float* dmu, float* dsig, float* dloga, const float* dlr,
-                          const float* log_r_next, const float* V, const MStepState& s, int I,
+                          const float* log_r_next, const float* V, const EmMStepState& s, int I,
                           int J) {
   constexpr int H = kPoseDim;
   float inv_s2[64 * H];
@@ -327,12 +324,12 @@ void em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a,
     std::fill_n(dloga, J, 0.f);
     std::fill_n(dla, I, 0.f);
     for (int t = T - 1; t >= 0; --t) {
-      const MStepState s = m_step_state(st, t, b, B, I, J);
-      m_step_backward_full(dv, dl, dla, dbeta_a, dbeta_v, g, dm, dsig, dloga,
-                           t == T - 1 ? da_out + size_t(b) * J : nullptr, v, s,
-                           st.hist.beta_v.data(), em_lambda(cfg, t), I, J, cfg);
+      const EmMStepState s = em_m_step_state(st, t, b, B, I, J);
+      em_m_step_backward_full(dv, dl, dla, dbeta_a, dbeta_v, g, dm, dsig, dloga,
+                              t == T - 1 ? da_out + size_t(b) * J : nullptr, v, s,
+                              st.hist.beta_v.data(), em_lambda(cfg, t), I, J, cfg);
       if (t > 0)  // log R^0 is the constant 1/J: its adjoint goes nowhere
-        e_step_backward_full(dv, dm, dsig, dloga, dl, s.log_r, v, m_step_state(st, t - 1, b, B, I, J), I, J);
+        e_step_backward_full(dv, dm, dsig, dloga, dl, s.log_r, v, em_m_step_state(st, t - 1, b, B, I, J), I, J);
     }
     // d log sigmoid(z) / dz = 1 - sigmoid(z), from log a as above.
     for (int i = 0; i < I; ++i) da_in_logit[size_t(b) * I + i] += dla[i] * -std::expm1(log_a_in[i]);

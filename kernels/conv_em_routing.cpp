@@ -1,0 +1,145 @@
+#include "kernels/conv_em_routing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace vg {
+
+namespace {
+
+int windows(const ConvVotesShape& s) { return s.B * s.Ho() * s.Wo(); }
+
+// Full backward scratch per batch item, in conv_em_backward_full_f32__scalar's
+// order: dl (Pw I J), g (I J), dla (Pw I), dmu and dsigma2 (Pw J 16), dlog a
+// (Pw J), the per-child sums (H W Ci J).
+size_t full_scratch(const ConvVotesShape& s) {
+  const size_t Pw = size_t(s.Ho()) * s.Wo(), I = s.I(), J = s.Co;
+  return Pw * I * J + I * J + Pw * I + 2 * Pw * J * kPoseDim + Pw * J + size_t(s.H) * s.W * s.Ci * J;
+}
+
+}  // namespace
+
+void ConvEmState::resize(const ConvVotesShape& s, const ConvEmConfig& cfg) {
+  em.resize(windows(s), s.I(), s.Co, cfg);
+  log_a_child.resize(size_t(s.B) * s.H * s.W * s.Ci);
+  if (cfg.grad == EmGrad::full) reserve_full(s, cfg.iters);
+}
+
+void ConvEmState::reserve_full(const ConvVotesShape& s, int iters) {
+  em.reserve_history(windows(s), s.I(), s.Co, iters);
+  if (scratch.size() < full_scratch(s)) scratch.resize(full_scratch(s));
+}
+
+namespace {
+// The kernel list: one line per variant this build has. The M-step and the
+// stop-gradient backward are the dense family's of the same ISA.
+#define VG_CEM_ENTRY(isa, e_step)                                                       \
+  {Isa::isa, em_m_step_f32__##isa, conv_em_e_step_f32__##e_step, em_backward_f32__##isa, \
+   conv_em_backward_full_f32__scalar}
+const ConvEmRoutingKernels kVariants[] = {
+    VG_CEM_ENTRY(scalar, scalar),
+};
+#undef VG_CEM_ENTRY
+}  // namespace
+
+const ConvEmRoutingKernels* conv_em_routing_variants(int* count) {
+  *count = int(sizeof(kVariants) / sizeof(kVariants[0]));
+  return kVariants;
+}
+
+const ConvEmRoutingKernels* conv_em_routing_for(Isa isa) {
+  for (const auto& k : kVariants)
+    if (k.isa == isa) return &k;
+  return nullptr;
+}
+
+const ConvEmRoutingKernels& conv_em_routing_kernels() {
+  static const ConvEmRoutingKernels& chosen = []() -> const ConvEmRoutingKernels& {
+    const ConvEmRoutingKernels* k = conv_em_routing_for(selected_isa());
+    return k ? *k : kVariants[0];
+  }();
+  return chosen;
+}
+
+void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const float* V,
+                             const float* a_in_logit, const float* beta_a, const float* beta_v,
+                             const ConvVotesShape& s, const ConvEmConfig& cfg, const ConvEmRoutingKernels& k) {
+  if (!s.valid()) throw std::invalid_argument("conv_em_routing: invalid shape");
+  if (s.Co > 64) throw std::invalid_argument("conv_em_routing: at most 64 parent types");
+  if (cfg.iters < 1) throw std::invalid_argument("conv_em_routing: at least one iteration");
+  const int Ho = s.Ho(), Wo = s.Wo(), P = windows(s), I = s.I(), J = s.Co;
+  EmState& em = st.em;
+  em.hist.iters = em.hist.B = 0;  // no history unless this forward keeps one
+  if (em.frozen) {
+    k.m_step(mu, a_out, em, V, beta_a, beta_v, P, I, J, em_step_config(cfg, cfg.iters - 1));
+    return;
+  }
+  const size_t children = size_t(s.H) * s.W * s.Ci;
+  for (size_t n = 0; n < size_t(s.B) * children; ++n) {
+    const float z = a_in_logit[n];
+    st.log_a_child[n] = std::min(z, 0.f) - std::log1p(std::exp(-std::fabs(z)));
+  }
+  // Gather each window's children: their log a and initial log R (paper:
+  // -log(n_c J), n_c the windows containing the child; official: -log J).
+  for (int b = 0; b < s.B; ++b)
+    for (int oy = 0; oy < Ho; ++oy)
+      for (int ox = 0; ox < Wo; ++ox)
+        for (int ky = 0; ky < s.kh(); ++ky)
+          for (int kx = 0; kx < s.kw(); ++kx) {
+            const int y = oy * s.step() + ky, x = ox * s.step() + kx;
+            int ylo, yhi, xlo, xhi;
+            conv_em_windows_of(y, s.kh(), s.step(), Ho, &ylo, &yhi);
+            conv_em_windows_of(x, s.kw(), s.step(), Wo, &xlo, &xhi);
+            const int n_c = cfg.norm == ConvEmNorm::paper ? (yhi - ylo + 1) * (xhi - xlo + 1) : 1;
+            const float log_r0 = -std::log(float(n_c * J));
+            const size_t p = (size_t(b) * Ho + oy) * Wo + ox;
+            for (int ci = 0; ci < s.Ci; ++ci) {
+              const size_t q = size_t(ky * s.kw() + kx) * s.Ci + ci;
+              em.log_a_in[p * I + q] = st.log_a_child[b * children + (size_t(y) * s.W + x) * s.Ci + ci];
+              std::fill_n(em.log_r.begin() + (p * I + q) * J, J, log_r0);
+            }
+          }
+  const size_t nij = size_t(P) * I * J, nj = size_t(P) * J, njh = nj * kPoseDim;
+  const bool keep = cfg.grad == EmGrad::full;
+  if (keep) {
+    st.reserve_full(s, cfg.iters);
+    em.hist.iters = cfg.iters;
+    em.hist.B = P;
+    std::copy_n(beta_v, J, em.hist.beta_v.begin());
+  }
+  auto& h = em.hist;
+  for (int it = 0; it < cfg.iters; ++it) {
+    if (keep) std::copy_n(em.log_r.begin(), nij, h.log_r.begin() + it * nij);
+    k.m_step(mu, a_out, em, V, beta_a, beta_v, P, I, J, em_step_config(cfg, it));
+    if (keep) {
+      std::copy_n(em.w.begin(), nij, h.w.begin() + it * nij);
+      std::copy_n(em.sum_ra.begin(), nj, h.sum_ra.begin() + it * nj);
+      std::copy_n(mu, njh, h.mu.begin() + it * njh);
+      std::copy_n(em.sigma2.begin(), njh, h.sigma2.begin() + it * njh);
+      std::copy_n(em.log_s2_sum.begin(), nj, h.log_s2_sum.begin() + it * nj);
+      std::copy_n(a_out, nj, h.a.begin() + it * nj);
+      std::copy_n(em.log_a_out.begin(), nj, h.log_a.begin() + it * nj);
+    }
+    if (it + 1 < cfg.iters) k.e_step(st, V, mu, s, cfg.norm);
+  }
+}
+
+void conv_em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
+                              const float* dmu, const float* da_out, const float* V, const float* mu,
+                              const float* a_out, const ConvEmState& st, const ConvVotesShape& s,
+                              const ConvEmConfig& cfg, const ConvEmRoutingKernels& k) {
+  const int P = windows(s), I = s.I(), J = s.Co;
+  if (cfg.grad == EmGrad::stopgrad) {
+    k.backward(dV, dbeta_a, dbeta_v, dmu, da_out, V, mu, a_out, st.em, P, I, J, em_step_config(cfg, cfg.iters - 1));
+    return;
+  }
+  if (da_in_logit == nullptr)
+    throw std::invalid_argument("conv_em_routing_backward: EmGrad::full needs da_in_logit");
+  if (st.em.hist.iters != cfg.iters || st.em.hist.B != P)
+    throw std::invalid_argument("conv_em_routing_backward: EmGrad::full needs the history of a forward "
+                                "with EmGrad::full, the same iterations and shape");
+  k.backward_full(dV, da_in_logit, dbeta_a, dbeta_v, dmu, da_out, V, st, s, cfg);
+}
+
+}  // namespace vg

@@ -1,0 +1,149 @@
+// EM routing over the windows of a convolutional capsule layer (Hinton, Sabour
+// & Frosst 2018, ConvCaps1 and ConvCaps2). Shapes are those of the layer's
+// votes (kernels/conv_votes.h); row-major float32, 4x4 poses as 16 floats:
+//   V           B x Ho x Wo x I x J x 16   votes, I = kh kw Ci children of a
+//                                          window, J = Co parent types
+//   a_in_logit  B x H x W x Ci             child activations as logits (a = sigmoid),
+//                                          on the child grid, gathered per window
+//   beta_a, beta_v  J                      per parent type, shared over positions
+//   mu          B x Ho x Wo x J x 16       parent poses
+//   a_out       B x Ho x Wo x J            parent activations
+// A parent (window p, type j) has the dense M-step over its window's I
+// children (em_routing.h's, with the window as the batch item). The E-step
+// differs: a child feeds every window that contains it, and its assignments
+// are normalised over all of them:
+//   paper     R_{c,(p,j)} = softmax over every (p', j') with p' containing c of
+//             (log p_{c,(p',j')} + log a_{p'j'}): each child's assignments sum
+//             to 1 ("each capsule in layer L receives feedback from at most
+//             K x K capsules of each type in L+1", the paper on convolutional capsules; IBM's
+//             implementation (Gritzman 2019) normalises the same way).
+//   official  google-research capsule_em/em_layers.py, update_conv_routing:
+//             posterior = prior_exp / sum_prior, where sum_prior sums over the
+//             windows of each (input type, output type) separately, so each
+//             parent type is normalised on its own and a child's assignments
+//             sum to J. Its stride-2 layout (one k x k patch image with
+//             (k-1)^2 padding, whose sum at stride 2 adds neighbouring
+//             children's terms) is not reproduced: here the sum is exactly over
+//             the windows that contain the child.
+// Initial assignments: paper R^0 = 1 / (n_c J) with n_c the windows containing
+// c (the paper's uniform R over the parents a child feeds); official R^0 = 1/J
+// per (window, type), the official code's softmax of zeros over output types.
+// A child no window covers ((H - K) not divisible by the stride) feeds nobody
+// and its activation gets no gradient.
+// With K = H = W (one window) the paper mode is the dense em_routing, bit for
+// bit: the same M-step kernel and the same E-step arithmetic in the same order.
+#pragma once
+#include <vector>
+
+#include "kernels/conv_votes.h"
+#include "kernels/em_routing.h"
+
+namespace vg {
+
+// Over which parents a child's assignments are normalised (see above).
+enum class ConvEmNorm { paper, official };
+
+// The dense routing's options (iterations, lambda and its schedule, eps, the
+// variance floor, the gradient scheme, cost normalisation by I = kh kw Ci),
+// plus the normalisation of the E-step.
+struct ConvEmConfig : EmConfig {
+  ConvEmNorm norm = ConvEmNorm::paper;
+};
+
+// Buffers of one forward pass, kept for backward; resize() sizes them once per
+// batch shape, so forward and backward allocate nothing.
+struct ConvEmState {
+  // The per-window routing state, windows as the items: P = B Ho Wo items of
+  // I children x J types (log_a_in holds the gathered log a of each window's
+  // children, log_r the assignments R_{c,(p,j)} at [p][q][j]). Its `frozen`
+  // flag works as in em_routing.h (one M-step, no E-step: tests only).
+  EmState em;
+  std::vector<float> log_a_child;  // B x H x W x Ci   log sigmoid of the input logits
+  // Full backward scratch, per batch item (see conv_em_backward_full_f32__scalar).
+  mutable std::vector<float> scratch;
+
+  // Also sizes the full scheme's history and scratch when cfg.grad is full.
+  void resize(const ConvVotesShape& s, const ConvEmConfig& cfg);
+  // Grows (never shrinks) the history and scratch for the full scheme.
+  void reserve_full(const ConvVotesShape& s, int iters);
+};
+
+// Windows along one axis containing input row (or column) y: [*lo, *hi], empty
+// when *lo > *hi. k: window size, st: stride, n_out: windows along the axis.
+inline void conv_em_windows_of(int y, int k, int st, int n_out, int* lo, int* hi) {
+  *lo = y < k ? 0 : (y - k) / st + 1;
+  *hi = y / st < n_out - 1 ? y / st : n_out - 1;
+}
+
+// E-step: log p_{pqj} = -1/2 sum_h ((V_pqjh - mu_pjh)^2 / sigma2_pjh + log(2 pi sigma2_pjh)),
+//   log R_{pqj} = log p_{pqj} + log a_pj - LSE over the child's parents (norm),
+// reading st.em's sigma2 and log_a_out (of the last M-step), writing st.em.log_r.
+using ConvEmEStepFn = void (*)(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s,
+                               ConvEmNorm norm);
+// Full backward through every iteration (cfg as given to the forward, which
+// must have had cfg.grad == full); adds into dV, da_in_logit (B x H x W x Ci),
+// dbeta_a, dbeta_v. Formulas beside the code in conv_em_routing_scalar.cpp.
+using ConvEmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
+                                      const float* dmu, const float* da_out, const float* V,
+                                      const ConvEmState& st, const ConvVotesShape& s,
+                                      const ConvEmConfig& cfg);
+
+// The E-step of one ISA, conv_em_e_step_f32__<isa> (contract above).
+#define VG_CEM_KERNELS(isa)                                                                             \
+  void conv_em_e_step_f32__##isa(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, \
+                                 ConvEmNorm norm);
+VG_CEM_KERNELS(scalar)
+#undef VG_CEM_KERNELS
+void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
+                                       const float* dmu, const float* da_out, const float* V,
+                                       const ConvEmState& st, const ConvVotesShape& s, const ConvEmConfig& cfg);
+
+// One variant: the M-step and the stop-gradient backward are the dense
+// family's kernels of the same ISA (a window's M-step is the dense M-step), the
+// E-step is this family's, the full backward the scalar reference (as the
+// dense family's, for the same reason: see em_backward_full_f32__scalar).
+struct ConvEmRoutingKernels {
+  Isa isa;
+  EmMStepFn m_step;
+  ConvEmEStepFn e_step;
+  EmBackwardFn backward;
+  ConvEmBackwardFullFn backward_full;
+};
+
+const ConvEmRoutingKernels* conv_em_routing_variants(int* count);
+const ConvEmRoutingKernels* conv_em_routing_for(Isa isa);
+const ConvEmRoutingKernels& conv_em_routing_kernels();
+
+// FLOPs, counted as the dense routing's with the P = B Ho Wo windows as the
+// batch: the cross-window normalisation does per (window, child, type) what
+// the dense softmax does per (child, type) (a max, an exp, a sum, a
+// subtraction), gathered across windows instead of along a row.
+inline double conv_em_routing_forward_flops(const ConvVotesShape& s, int iters) {
+  return em_routing_forward_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co, iters);
+}
+inline double conv_em_routing_backward_flops(const ConvVotesShape& s) {
+  return em_routing_backward_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co);
+}
+inline double conv_em_routing_backward_full_flops(const ConvVotesShape& s, int iters) {
+  return em_routing_backward_full_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co, iters);
+}
+
+// The whole routing: initial R (see above), then cfg.iters M-steps with an
+// E-step between consecutive ones; iteration t uses em_lambda(cfg, t). With
+// cfg.grad == full every iteration's state is kept for the full backward.
+// Throws std::invalid_argument for an invalid shape, Co > 64 or iters < 1.
+void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const float* V,
+                             const float* a_in_logit, const float* beta_a, const float* beta_v,
+                             const ConvVotesShape& s, const ConvEmConfig& cfg,
+                             const ConvEmRoutingKernels& k = conv_em_routing_kernels());
+// Accumulates into dV, dbeta_a, dbeta_v and, with EmGrad::full, da_in_logit
+// (B x H x W x Ci; required then). EmGrad::stopgrad: the last M-step with R,
+// S = sum R a and the mu inside sigma2 detached, per window exactly the dense
+// stop-gradient backward; da_in_logit may be nullptr and is never written.
+void conv_em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
+                              const float* dmu, const float* da_out, const float* V, const float* mu,
+                              const float* a_out, const ConvEmState& st, const ConvVotesShape& s,
+                              const ConvEmConfig& cfg,
+                              const ConvEmRoutingKernels& k = conv_em_routing_kernels());
+
+}  // namespace vg
