@@ -128,4 +128,61 @@ LayerInfo ClassCaps::routing_info(int B) const {
                                     : em_routing_backward_flops(B, I, J)};
 }
 
+// ---- ConvCaps --------------------------------------------------------------------
+
+ConvCaps::ConvCaps(const ConvCapsShape& s, const ConvEmConfig& cfg, const ConvVotesKernels& votes_k,
+                   const ConvEmRoutingKernels& em_k)
+    : s_(s), cfg_(cfg), votes_k_(votes_k), em_k_(em_k) {
+  if (!s.votes(1).valid()) throw std::invalid_argument("ConvCaps: the window does not fit the input");
+  if (s.Co > 64) throw std::invalid_argument("ConvCaps: at most 64 parent types");
+}
+
+void ConvCaps::declare(ParamSet& p, const std::string& name) {
+  w = p.add(name + ".W", s_.votes(1).w_size());
+  beta_a = p.add(name + ".beta_a", s_.Co);
+  beta_v = p.add(name + ".beta_v", s_.Co);
+}
+
+void ConvCaps::size_for(int B) {
+  const ConvVotesShape v = s_.votes(B);
+  grow_to(votes_, v.v_size());
+  grow_to(mu_, size_t(B) * v.Ho() * v.Wo() * s_.Co * kPoseDim);
+  grow_to(a_, size_t(B) * v.Ho() * v.Wo() * s_.Co);
+  st_.resize(v, cfg_);
+}
+
+void ConvCaps::prepare_backward(int B) { grow_to(d_votes_, s_.votes(B).v_size()); }
+
+void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof,
+                       const char* votes_name, const char* routing_name) {
+  const ConvVotesShape v = s_.votes(B);
+  poses_ = poses;
+  {
+    LayerScope t(prof, votes_name, false);
+    votes_k_.forward(votes_.data(), poses, p.value(w), nullptr, v);
+  }
+  LayerScope t(prof, routing_name, false);
+  conv_em_routing_forward(mu_.data(), a_.data(), st_, votes_.data(), a_logit, p.value(beta_a), p.value(beta_v), v,
+                          cfg_, em_k_);
+}
+
+void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a, ParamSet& p, int B,
+                        LayerProfiler* prof, const char* votes_name, const char* routing_name) {
+  const ConvVotesShape v = s_.votes(B);
+  prepare_backward(B);
+  {
+    LayerScope t(prof, routing_name, true);
+    std::fill_n(p.grad(beta_a), s_.Co, 0.f);
+    std::fill_n(p.grad(beta_v), s_.Co, 0.f);
+    std::fill_n(d_votes_.begin(), v.v_size(), 0.f);
+    std::fill_n(d_a_logit, size_t(B) * s_.H * s_.W * s_.Ci, 0.f);
+    conv_em_routing_backward(d_votes_.data(), d_a_logit, p.grad(beta_a), p.grad(beta_v), d_mu, d_a, votes_.data(),
+                             mu_.data(), a_.data(), st_, v, cfg_, em_k_);
+  }
+  LayerScope t(prof, votes_name, true);
+  std::fill_n(p.grad(w), v.w_size(), 0.f);
+  std::fill_n(d_poses, v.m_size(), 0.f);
+  votes_k_.backward(d_poses, p.grad(w), d_votes_.data(), poses_, p.value(w), v);
+}
+
 }  // namespace vg

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/conv_em_routing.h"
 #include "kernels/conv_votes.h"
 #include "kernels/dense.h"
 #include "kernels/em_routing.h"
@@ -121,6 +122,53 @@ class ClassCaps {
   const float* poses_ = nullptr;  // input of the last forward (owned by the layer below)
   std::vector<float> votes_, mu_, a_, d_votes_;
   EmState em_;
+};
+
+// A convolutional capsule layer (ConvCaps1, ConvCaps2 of the paper): every
+// K x K window of a child grid (B x H x W x Ci) votes through one W per
+// (kernel position, child type, parent type), then EM routing over the
+// windows (kernels/conv_em_routing.h: each child's assignments normalised
+// over every parent it feeds, or the official code's per-type
+// normalisation) gives the parent grid B x Ho x Wo x Co: poses mu and
+// activations a. VALID padding: Ho = (H - K) / stride + 1.
+struct ConvCapsShape {
+  int H = 1, W = 1, Ci = 1, Co = 1, K = 1, stride = 1;
+  ConvVotesShape votes(int B) const { return ConvVotesShape::conv(B, H, W, Ci, Co, K, stride); }
+  int Ho() const { return votes(1).Ho(); }
+  int Wo() const { return votes(1).Wo(); }
+};
+
+class ConvCaps {
+ public:
+  ConvCaps(const ConvCapsShape& s, const ConvEmConfig& cfg, const ConvVotesKernels& votes_k,
+           const ConvEmRoutingKernels& em_k);
+  // Declares "<name>.W" (K x K x Ci x Co x 16), "<name>.beta_a", "<name>.beta_v" (Co each).
+  void declare(ParamSet& p, const std::string& name);
+  void size_for(int B);
+  void prepare_backward(int B);
+
+  // From child poses (B x H x W x Ci x 16) and activation logits (B x H x W x Ci).
+  void forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof,
+               const char* votes_name = "votes", const char* routing_name = "em_routing");
+  const float* mu() const { return mu_.data(); }  // B x Ho x Wo x Co x 16
+  const float* a() const { return a_.data(); }    // B x Ho x Wo x Co
+  const float* votes() const { return votes_.data(); }
+  ConvEmState& em_state() { return st_; }
+  // Overwrites the gradients of W, beta_a, beta_v, d_poses and d_a_logit (the
+  // latter zero under stop-gradient routing).
+  void backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a, ParamSet& p, int B,
+                LayerProfiler* prof, const char* votes_name = "votes", const char* routing_name = "em_routing");
+  const ConvCapsShape& shape() const { return s_; }
+  int w = -1, beta_a = -1, beta_v = -1;
+
+ private:
+  ConvCapsShape s_;
+  ConvEmConfig cfg_;
+  const ConvVotesKernels& votes_k_;
+  const ConvEmRoutingKernels& em_k_;
+  const float* poses_ = nullptr;
+  std::vector<float> votes_, mu_, a_, d_votes_;
+  ConvEmState st_;
 };
 
 }  // namespace vg

@@ -147,5 +147,88 @@ TEST(CapsLayers, CoordinateAdditionAddsARowAndAColumnCoordinate) {
   }
 }
 
+// The convolutional layer, its inputs again held as tensors beside its own.
+struct ConvLayerCase {
+  ConvCapsShape s;
+  int B = 2;
+  ParamSet p;
+  int poses = -1, a_logit = -1;
+  ConvCaps layer;
+  std::vector<float> c_mu, c_a;
+
+  ConvLayerCase(const ConvCapsShape& shape, const ConvEmConfig& c)
+      : s(shape), layer(shape, c, *conv_votes_for(Isa::scalar), *conv_em_routing_for(Isa::scalar)) {
+    const int children = s.H * s.W * s.Ci, parents = s.Ho() * s.Wo() * s.Co;
+    poses = p.add("in.poses", size_t(B) * children * kPoseDim);
+    a_logit = p.add("in.a_logit", size_t(B) * children);
+    layer.declare(p, "conv");
+    p.allocate();
+    layer.size_for(B);
+    std::mt19937 rng(11);
+    std::normal_distribution<float> n(0.f, 1.f);
+    for (float& v : p.values()) v = n(rng);
+    for (int j = 0; j < s.Co; ++j) p.value(layer.beta_a)[j] = 8.f + 0.5f * n(rng), p.value(layer.beta_v)[j] = 0.2f * n(rng);
+    for (int t : {poses, layer.w})
+      for (size_t k = 0; k < p.tensor(t).size; ++k) p.value(t)[k] *= 0.5f;
+    c_mu.resize(size_t(B) * parents * kPoseDim);
+    c_a.resize(size_t(B) * parents);
+    for (float& v : c_mu) v = n(rng);
+    for (float& v : c_a) v = n(rng);
+  }
+  double objective(double* scale = nullptr) {
+    layer.forward(p.value(poses), p.value(a_logit), p, B, nullptr);
+    double L = 0, S = 0;
+    for (size_t k = 0; k < c_mu.size(); ++k) L += double(c_mu[k]) * layer.mu()[k], S += std::fabs(c_mu[k] * layer.mu()[k]);
+    for (size_t k = 0; k < c_a.size(); ++k) L += double(c_a[k]) * layer.a()[k], S += std::fabs(c_a[k] * layer.a()[k]);
+    if (scale) *scale = S;
+    return L;
+  }
+  std::vector<float> gradient() {
+    objective();
+    layer.backward(p.grad(poses), p.grad(a_logit), c_mu.data(), c_a.data(), p, B, nullptr);
+    return p.grads();
+  }
+};
+
+TEST(CapsLayers, ConvCapsFullBackwardMatchesFiniteDifferences) {
+  // Stride 1 (every interior child feeds 9 windows) and 2 (up to 4), both
+  // normalisations; the kernel's own tests check the routing in double.
+  const ConvCapsShape shapes[] = {{4, 4, 2, 3, 3, 1}, {5, 5, 2, 2, 3, 2}};
+  for (const ConvCapsShape& sh : shapes)
+    for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
+      for (int iters : {1, 3}) {
+        ConvEmConfig cfg;
+        cfg.grad = EmGrad::full;
+        cfg.iters = iters;
+        cfg.lambda = 0.5f;
+        cfg.norm = norm;
+        ConvLayerCase c(sh, cfg);
+        SCOPED_TRACE("stride " + std::to_string(sh.stride) + (norm == ConvEmNorm::paper ? ", paper" : ", official") +
+                     ", " + std::to_string(iters) + " iterations");
+        const std::vector<float> g = c.gradient();
+        double scale = 0;
+        c.objective(&scale);
+        test::check_tensor_gradients(c.p, g, scale, [&] { return c.objective(); }, 1e-3, "");
+      }
+}
+
+TEST(CapsLayers, ConvCapsBackwardOverwritesItsGradients) {
+  for (EmGrad grad : {EmGrad::stopgrad, EmGrad::full}) {
+    ConvEmConfig cfg;
+    cfg.grad = grad;
+    ConvLayerCase c({5, 5, 2, 2, 3, 2}, cfg);
+    const std::vector<float> g1 = c.gradient();
+    std::fill(c.p.grads().begin(), c.p.grads().end(), 1e3f);
+    const std::vector<float> g2 = c.gradient();
+    for (size_t k = 0; k < g1.size(); ++k) ASSERT_EQ(g1[k], g2[k]) << k;
+  }
+}
+
+TEST(CapsLayers, ConvCapsRefusesAWindowLargerThanItsInput) {
+  EXPECT_THROW(ConvCaps({2, 2, 1, 1, 3, 1}, ConvEmConfig{}, *conv_votes_for(Isa::scalar),
+                        *conv_em_routing_for(Isa::scalar)),
+               std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace vg
