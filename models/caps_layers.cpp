@@ -1,6 +1,7 @@
 #include "models/caps_layers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace vg {
@@ -148,10 +149,20 @@ void ConvCaps::size_for(int B) {
   grow_to(votes_, v.v_size());
   grow_to(mu_, size_t(B) * v.Ho() * v.Wo() * s_.Co * kPoseDim);
   grow_to(a_, size_t(B) * v.Ho() * v.Wo() * s_.Co);
+  grow_to(z_, size_t(B) * v.Ho() * v.Wo() * s_.Co);
   st_.resize(v, cfg_);
 }
 
-void ConvCaps::prepare_backward(int B) { grow_to(d_votes_, s_.votes(B).v_size()); }
+void ConvCaps::prepare_backward(int B) {
+  grow_to(d_votes_, s_.votes(B).v_size());
+  grow_to(d_a_, size_t(B) * s_.Ho() * s_.Wo() * s_.Co);
+}
+
+namespace {
+// 1 - a from a and log a: direct where a <= 1/2, else -expm1(log a), which
+// keeps its digits as a nears 1 (where 1 - a would round to 0 early).
+inline float one_minus(float a, float log_a) { return a <= 0.5f ? 1.f - a : -std::expm1(log_a); }
+}  // namespace
 
 void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof,
                        const char* votes_name, const char* routing_name) {
@@ -164,14 +175,29 @@ void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet&
   LayerScope t(prof, routing_name, false);
   conv_em_routing_forward(mu_.data(), a_.data(), st_, votes_.data(), a_logit, p.value(beta_a), p.value(beta_v), v,
                           cfg_, em_k_);
+  // logit(a) = log a - log(1 - a); the routing's last M-step left log a.
+  const float* log_a = st_.em.log_a_out.data();
+  for (size_t n = 0, N = size_t(B) * s_.Ho() * s_.Wo() * s_.Co; n < N; ++n) {
+    const float q = one_minus(a_[n], log_a[n]);
+    z_[n] = q > 0.f ? std::clamp(log_a[n] - std::log(q), -kMaxLogit, kMaxLogit) : kMaxLogit;
+  }
 }
 
-void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a, ParamSet& p, int B,
-                        LayerProfiler* prof, const char* votes_name, const char* routing_name) {
+void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a_logit_out, ParamSet& p,
+                        int B, LayerProfiler* prof, const char* votes_name, const char* routing_name) {
   const ConvVotesShape v = s_.votes(B);
   prepare_backward(B);
   {
     LayerScope t(prof, routing_name, true);
+    // da = dz / (a (1 - a)); the routing's backward multiplies by a (1 - a)
+    // again, so dz comes through. Inside the clamp a (1 - a) >= 4e-18, so the
+    // quotient stays finite; at the clamp no gradient passes.
+    const float* log_a = st_.em.log_a_out.data();
+    const float* d_a = d_a_.data();
+    for (size_t n = 0, N = size_t(B) * s_.Ho() * s_.Wo() * s_.Co; n < N; ++n) {
+      const float slope = a_[n] * one_minus(a_[n], log_a[n]);
+      d_a_[n] = std::fabs(z_[n]) < kMaxLogit ? d_a_logit_out[n] / slope : 0.f;
+    }
     std::fill_n(p.grad(beta_a), s_.Co, 0.f);
     std::fill_n(p.grad(beta_v), s_.Co, 0.f);
     std::fill_n(d_votes_.begin(), v.v_size(), 0.f);

@@ -152,12 +152,19 @@ class ConvCaps {
                const char* votes_name = "votes", const char* routing_name = "em_routing");
   const float* mu() const { return mu_.data(); }  // B x Ho x Wo x Co x 16
   const float* a() const { return a_.data(); }    // B x Ho x Wo x Co
+  // The activations as logits (a = sigmoid(a_logit)), what the next capsule
+  // layer reads: recovered from the routing's log a without cancellation,
+  // clamped to +-kMaxLogit (sigmoid is 1 - 4e-18 there: nothing a float
+  // activation can tell apart; the clamp sends no gradient back).
+  const float* a_logit() const { return z_.data(); }
   const float* votes() const { return votes_.data(); }
   ConvEmState& em_state() { return st_; }
-  // Overwrites the gradients of W, beta_a, beta_v, d_poses and d_a_logit (the
-  // latter zero under stop-gradient routing).
-  void backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a, ParamSet& p, int B,
+  // From d_mu and d_a_logit_out (the gradient of the output logits, as the
+  // next layer gives it): overwrites the gradients of W, beta_a, beta_v,
+  // d_poses and d_a_logit (the latter zero under stop-gradient routing).
+  void backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a_logit_out, ParamSet& p, int B,
                 LayerProfiler* prof, const char* votes_name = "votes", const char* routing_name = "em_routing");
+  static constexpr float kMaxLogit = 40.f;
   const ConvCapsShape& shape() const { return s_; }
   int w = -1, beta_a = -1, beta_v = -1;
 
@@ -167,7 +174,7 @@ class ConvCaps {
   const ConvVotesKernels& votes_k_;
   const ConvEmRoutingKernels& em_k_;
   const float* poses_ = nullptr;
-  std::vector<float> votes_, mu_, a_, d_votes_;
+  std::vector<float> votes_, mu_, a_, z_, d_votes_, d_a_;
   ConvEmState st_;
 };
 

@@ -177,9 +177,10 @@ struct ConvLayerCase {
   }
   double objective(double* scale = nullptr) {
     layer.forward(p.value(poses), p.value(a_logit), p, B, nullptr);
-    double L = 0, S = 0;
+    double L = 0, S = 0;  // on the output logits, which the next layer reads
     for (size_t k = 0; k < c_mu.size(); ++k) L += double(c_mu[k]) * layer.mu()[k], S += std::fabs(c_mu[k] * layer.mu()[k]);
-    for (size_t k = 0; k < c_a.size(); ++k) L += double(c_a[k]) * layer.a()[k], S += std::fabs(c_a[k] * layer.a()[k]);
+    for (size_t k = 0; k < c_a.size(); ++k)
+      L += double(c_a[k]) * layer.a_logit()[k], S += std::fabs(c_a[k] * layer.a_logit()[k]);
     if (scale) *scale = S;
     return L;
   }
@@ -189,6 +190,29 @@ struct ConvLayerCase {
     return p.grads();
   }
 };
+
+TEST(CapsLayers, ConvCapsOutputLogitsAreTheActivationsLogits) {
+  // At the default lambda many activations round to 1 in float; their logits
+  // still come from log a (to the clamp), and log sigmoid(z) gives log a back.
+  ConvEmConfig cfg;
+  ConvLayerCase c({5, 5, 2, 3, 3, 2}, cfg);
+  c.objective();
+  const float* log_a = c.layer.em_state().em.log_a_out.data();
+  int clamped = 0, rounded_to_one = 0;
+  for (size_t n = 0; n < c.c_a.size(); ++n) {
+    const double z = c.layer.a_logit()[n], la = log_a[n];
+    if (std::fabs(z) == ConvCaps::kMaxLogit) {
+      ++clamped;
+      EXPECT_GE(std::fabs(la > -0.5 ? -std::log(-std::expm1(la)) : la), ConvCaps::kMaxLogit) << n;
+      continue;
+    }
+    rounded_to_one += c.layer.a()[n] == 1.f;
+    const double log_sig = std::min(z, 0.0) - std::log1p(std::exp(-std::fabs(z)));
+    EXPECT_NEAR(log_sig, la, 16 * FLT_EPSILON * std::fabs(la) + 1e-30) << n << " z " << z;
+  }
+  EXPECT_LT(clamped, int(c.c_a.size()));
+  EXPECT_GT(rounded_to_one, 0);  // the case the logits are for
+}
 
 TEST(CapsLayers, ConvCapsFullBackwardMatchesFiniteDifferences) {
   // Stride 1 (every interior child feeds 9 windows) and 2 (up to 4), both
