@@ -6,6 +6,22 @@
 
 namespace vg {
 
+void class_logits_forward(float* logits, const float* mu, const float* a, int B, int J) {
+  for (int n = 0; n < B * J; ++n) {
+    float s = 0.f;
+    for (int h = 0; h < kPoseDim; ++h) s += mu[size_t(n) * kPoseDim + h] * mu[size_t(n) * kPoseDim + h];
+    logits[n] = s / kPoseDim + 4.f * (a[n] - 0.5f);
+  }
+}
+
+void class_logits_backward(float* d_mu, float* d_a, const float* d_logits, const float* mu, int B, int J) {
+  for (int n = 0; n < B * J; ++n) {
+    for (int h = 0; h < kPoseDim; ++h)
+      d_mu[size_t(n) * kPoseDim + h] = d_logits[n] * 2.f * mu[size_t(n) * kPoseDim + h] / kPoseDim;
+    d_a[n] = 4.f * d_logits[n];
+  }
+}
+
 // ---- DensePrimaryCaps ----------------------------------------------------------
 
 void DensePrimaryCaps::declare(ParamSet& p, const std::string& name) {
@@ -77,11 +93,12 @@ void ClassCaps::size_for(int B) {
 
 void ClassCaps::prepare_backward(int B) { grow_to(d_votes_, size_t(B) * s_.I() * s_.J * kPoseDim); }
 
-void ClassCaps::forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof) {
+void ClassCaps::forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof,
+                        const char* votes_name, const char* routing_name) {
   const int I = s_.I(), J = s_.J;
   poses_ = poses;
   {
-    LayerScope t(prof, "votes", false);
+    LayerScope t(prof, votes_name, false);
     if (s_.votes == ClassVotes::per_child) {
       pose_k_.forward(votes_.data(), poses, p.value(w), B, I, J);
     } else {
@@ -89,17 +106,17 @@ void ClassCaps::forward(const float* poses, const float* a_logit, const ParamSet
       votes_k_.forward(votes_.data(), poses, p.value(w), coords_.empty() ? nullptr : &c, conv_shape(B));
     }
   }
-  LayerScope t(prof, "em_routing", false);
+  LayerScope t(prof, routing_name, false);
   em_routing_forward(mu_.data(), a_.data(), em_, votes_.data(), a_logit, p.value(beta_a), p.value(beta_v), B, I, J,
                      cfg_, em_k_);
 }
 
 void ClassCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a, ParamSet& p, int B,
-                         LayerProfiler* prof) {
+                         LayerProfiler* prof, const char* votes_name, const char* routing_name) {
   const int I = s_.I(), J = s_.J;
   prepare_backward(B);
   {
-    LayerScope t(prof, "em_routing", true);
+    LayerScope t(prof, routing_name, true);
     std::fill_n(p.grad(beta_a), J, 0.f);
     std::fill_n(p.grad(beta_v), J, 0.f);
     std::fill_n(d_votes_.begin(), size_t(B) * I * J * kPoseDim, 0.f);
@@ -107,7 +124,7 @@ void ClassCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, co
     em_routing_backward(d_votes_.data(), d_a_logit, p.grad(beta_a), p.grad(beta_v), d_mu, d_a, votes_.data(),
                         mu_.data(), a_.data(), em_, B, I, J, cfg_, em_k_);
   }
-  LayerScope t(prof, "votes", true);
+  LayerScope t(prof, votes_name, true);
   std::fill_n(p.grad(w), s_.w_size(), 0.f);
   std::fill_n(d_poses, size_t(B) * I * kPoseDim, 0.f);
   if (s_.votes == ClassVotes::per_child)
@@ -116,15 +133,15 @@ void ClassCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, co
     votes_k_.backward(d_poses, p.grad(w), d_votes_.data(), poses_, p.value(w), conv_shape(B));
 }
 
-LayerInfo ClassCaps::votes_info(int B) const {
+LayerInfo ClassCaps::votes_info(int B, const char* name) const {
   const double v = 2.0 * 64 * B * s_.I() * s_.J;  // 64 multiply-adds per 4x4 product
   const bool coords = s_.votes == ClassVotes::shared && !coords_.empty();
-  return {"votes", v + (coords ? 2.0 * B * s_.I() * s_.J : 0.0), 2 * v};
+  return {name, v + (coords ? 2.0 * B * s_.I() * s_.J : 0.0), 2 * v};
 }
 
-LayerInfo ClassCaps::routing_info(int B) const {
+LayerInfo ClassCaps::routing_info(int B, const char* name) const {
   const int I = s_.I(), J = s_.J;
-  return {"em_routing", em_routing_forward_flops(B, I, J, cfg_.iters),
+  return {name, em_routing_forward_flops(B, I, J, cfg_.iters),
           cfg_.grad == EmGrad::full ? em_routing_backward_full_flops(B, I, J, cfg_.iters)
                                     : em_routing_backward_flops(B, I, J)};
 }
@@ -209,6 +226,17 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
   std::fill_n(p.grad(w), v.w_size(), 0.f);
   std::fill_n(d_poses, v.m_size(), 0.f);
   votes_k_.backward(d_poses, p.grad(w), d_votes_.data(), poses_, p.value(w), v);
+}
+
+LayerInfo ConvCaps::votes_info(int B, const char* name) const {
+  return {name, conv_votes_forward_flops(s_.votes(B)), conv_votes_backward_flops(s_.votes(B))};
+}
+
+LayerInfo ConvCaps::routing_info(int B, const char* name) const {
+  const ConvVotesShape v = s_.votes(B);
+  return {name, conv_em_routing_forward_flops(v, cfg_.iters),
+          cfg_.grad == EmGrad::full ? conv_em_routing_backward_full_flops(v, cfg_.iters)
+                                    : conv_em_routing_backward_flops(v)};
 }
 
 }  // namespace vg

@@ -25,6 +25,11 @@
 
 namespace vg {
 
+// The seed's head for the xent loss: logits_j = |mu_j|^2 / 16 + 4 (a_j - 1/2)
+// from class poses (B x J x 16) and activations (B x J); backward overwrites.
+void class_logits_forward(float* logits, const float* mu, const float* a, int B, int J);
+void class_logits_backward(float* d_mu, float* d_a, const float* d_logits, const float* mu, int B, int J);
+
 // Primary capsules from B x F features by one oneDNN dense layer: T poses
 // (B x T x 16) and T activation logits (B x T), read from the layer's one
 // output row [T x 16 poses | T logits]. The seed's `caps` (F = 4096, T = 8).
@@ -91,7 +96,8 @@ class ClassCaps {
 
   // Forward from child poses (B x I x 16) and activation logits (B x I);
   // layer names "votes" and "em_routing" for the profiler.
-  void forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof);
+  void forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof,
+               const char* votes_name = "votes", const char* routing_name = "em_routing");
   const float* mu() const { return mu_.data(); }
   const float* a() const { return a_.data(); }
   const float* votes() const { return votes_.data(); }
@@ -102,11 +108,11 @@ class ClassCaps {
   // beta_a, beta_v, and d_poses (B x I x 16) and d_a_logit (B x I; zero
   // under stop-gradient routing, which sends the activations none).
   void backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a, ParamSet& p, int B,
-                LayerProfiler* prof);
+                LayerProfiler* prof, const char* votes_name = "votes", const char* routing_name = "em_routing");
 
   // FLOPs of the two parts at batch B: {votes fwd, bwd}, {routing fwd, bwd}.
-  LayerInfo votes_info(int B) const;
-  LayerInfo routing_info(int B) const;
+  LayerInfo votes_info(int B, const char* name = "votes") const;
+  LayerInfo routing_info(int B, const char* name = "em_routing") const;
   const ClassCapsShape& shape() const { return s_; }
   int w = -1, beta_a = -1, beta_v = -1;  // tensor indices
 
@@ -166,6 +172,8 @@ class ConvCaps {
                 LayerProfiler* prof, const char* votes_name = "votes", const char* routing_name = "em_routing");
   static constexpr float kMaxLogit = 40.f;
   const ConvCapsShape& shape() const { return s_; }
+  LayerInfo votes_info(int B, const char* name) const;
+  LayerInfo routing_info(int B, const char* name) const;
   int w = -1, beta_a = -1, beta_v = -1;
 
  private:

@@ -54,23 +54,6 @@ void CapsNet::init(uint64_t seed) {
               params_.tensor(route_w).name);
 }
 
-// logits_j = |mu_j|^2 / 16 + 4 (a_j - 0.5)
-static void caps_logits_forward(float* logits, const float* mu, const float* a, int B, int J) {
-  for (int n = 0; n < B * J; ++n) {
-    float s = 0.f;
-    for (int h = 0; h < kPoseDim; ++h) s += mu[size_t(n) * kPoseDim + h] * mu[size_t(n) * kPoseDim + h];
-    logits[n] = s / kPoseDim + 4.f * (a[n] - 0.5f);
-  }
-}
-static void caps_logits_backward(float* d_mu, float* d_a, const float* d_logits, const float* mu,
-                                 int B, int J) {
-  for (int n = 0; n < B * J; ++n) {
-    for (int h = 0; h < kPoseDim; ++h)
-      d_mu[size_t(n) * kPoseDim + h] = d_logits[n] * 2.f * mu[size_t(n) * kPoseDim + h] / kPoseDim;
-    d_a[n] = 4.f * d_logits[n];
-  }
-}
-
 void CapsNet::prepare_training(int B) {
   conv1_.prepare_backward(B);
   primary_.prepare_backward(B);
@@ -92,7 +75,7 @@ const float* CapsNet::forward(const float* images, int B) {
   class_.forward(primary_.poses(), primary_.a_logit(), params_, B, prof_);
   if (loss_.kind != LossKind::xent) return class_.a();  // the paper's scores: the activations
   LayerScope t(prof_, "logits", false);
-  caps_logits_forward(logits_.data(), class_.mu(), class_.a(), B, cfg_.n_classes);
+  class_logits_forward(logits_.data(), class_.mu(), class_.a(), B, cfg_.n_classes);
   return logits_.data();
 }
 
@@ -133,7 +116,7 @@ void CapsNet::backward(const float* dscores, int B) {
   grow_backward_buffers(B);
   if (loss_.kind == LossKind::xent) {
     LayerScope t(prof_, "logits", true);
-    caps_logits_backward(d_mu_.data(), d_a_.data(), dscores, class_.mu(), B, J);
+    class_logits_backward(d_mu_.data(), d_a_.data(), dscores, class_.mu(), B, J);
   } else {  // the scores are the activations: no gradient reaches the poses directly
     std::copy_n(dscores, size_t(B) * J, d_a_.begin());
     std::fill_n(d_mu_.begin(), size_t(B) * J * kPoseDim, 0.f);

@@ -3,6 +3,7 @@
 
 #include "models/baselines.h"
 #include "models/capsnet.h"
+#include "models/convcaps.h"
 #include "models/cnn.h"
 #include "models/dr.h"
 #include "models/numbers.h"
@@ -30,6 +31,17 @@ const std::vector<ModelOption>& model_options() {
        "Dropout rate of cnn-paper's hidden layer (inverted; a mask per step from the seed; off at evaluation), 0 <= rate < 1"},
       {"dr-grad", OptionKind::choice, "full",
        "full (backpropagate through every routing iteration) or stopgrad (dr's coupling coefficients constant)"},
+      {"caps-a", OptionKind::integer, "64", "convcaps: conv1's channels A (the paper's small model 64, large 32)"},
+      {"caps-b", OptionKind::integer, "8", "convcaps: primary capsule types B"},
+      {"caps-c", OptionKind::integer, "16", "convcaps: ConvCaps1 capsule types C (at most 64)"},
+      {"caps-d", OptionKind::integer, "16", "convcaps: ConvCaps2 capsule types D (at most 64)"},
+      {"caps-k", OptionKind::integer, "3", "convcaps: window K of both convolutional capsule layers (odd)"},
+      {"em-norm", OptionKind::choice, "paper",
+       "convcaps: E-step normalisation of the convolutional layers: paper (over every parent a child feeds) or "
+       "official (capsule_em: each parent type on its own)"},
+      {"coord-add", OptionKind::choice, "paper",
+       "convcaps: coordinate addition: paper (receptive-field centre / image side, to pose elements 3 and 7) or "
+       "official (capsule_em: (y + 0.5) / grid side, to elements 0 and 1)"},
   };
   return options;
 }
@@ -191,6 +203,39 @@ size_t linear_params(const std::string&, const ModelOptions&, int in_channels) {
   return size_t(in_channels) * 32 * 32 * 5 + 5;
 }
 
+// The paper's network (models/convcaps.h). Sizes are validated here, so a
+// network that does not fit its input is refused before anything is built.
+ConvCapsConfig convcaps_config(const ModelOptions& opts, int in_channels) {
+  ConvCapsConfig c;
+  c.in_channels = in_channels;
+  c.A = int(integer(opts, "caps-a", 1, 4096));
+  c.B = int(integer(opts, "caps-b", 1, 1024));
+  c.C = int(integer(opts, "caps-c", 1, 64));
+  c.D = int(integer(opts, "caps-d", 1, 64));
+  c.K = int(integer(opts, "caps-k", 1, 31));
+  if (c.K % 2 == 0) throw ModelOptionError("caps-k", option_value(opts, "caps-k"), "must be odd (a window has a centre)");
+  if (c.caps2_side() < 1)
+    throw ModelOptionError("caps-k", option_value(opts, "caps-k"),
+                           "too large: a " + std::to_string(c.image_side) + "x" + std::to_string(c.image_side) +
+                               " input shrinks to " + std::to_string(c.conv1_side()) + " after conv1 and " +
+                               std::to_string(c.caps1_side()) + " after ConvCaps1, too small for a " +
+                               std::to_string(c.K) + "x" + std::to_string(c.K) + " window");
+  static_cast<EmConfig&>(c.em) = em_config(opts);
+  c.em.norm = choice(opts, "em-norm", {"paper", "official"}) == "official" ? ConvEmNorm::official : ConvEmNorm::paper;
+  c.coords = choice(opts, "coord-add", {"paper", "official"}) == "official" ? CoordPlace::official : CoordPlace::paper;
+  c.loss = loss_config(opts);
+  return c;
+}
+size_t convcaps_params(const std::string&, const ModelOptions& opts, int in_channels) {
+  return convcaps_config(opts, in_channels).param_count();
+}
+size_t convcaps_activations(const std::string&, const ModelOptions& opts, int in_channels) {
+  return convcaps_config(opts, in_channels).activation_floats();
+}
+std::unique_ptr<Model> make_convcaps(const std::string&, const ModelOptions& opts, int in_channels, int max_batch) {
+  return std::make_unique<ConvCapsNet>(convcaps_config(opts, in_channels), max_batch);
+}
+
 // dr trains the margin loss always and reads no --loss (see models/dr.h).
 DrConfig dr_config(const ModelOptions& opts) {
   DrConfig c;
@@ -248,6 +293,15 @@ const std::vector<ModelEntry>& model_registry() {
       {"linear", "softmax regression on raw pixels (1024 -> 5): a yardstick", {}, make_linear, linear_params},
       {"dr", "vector capsules with dynamic routing and a reconstruction decoder (Sabour et al. 2017)", {"dr-iters", "recon-weight", "dr-grad"}, make_dr, dr_params,
        nullptr, false, nullptr, {{"dr-grad", "full"}}},
+      {"convcaps",
+       "the paper's capsule network (Hinton, Sabour & Frosst 2018): conv1 5x5/2 A, 1x1 primary capsules B, "
+       "ConvCaps K/2 C and K/1 D with EM routing over windows, class capsules with coordinate addition; "
+       "67,154 parameters at the defaults (68,754 with two input channels)",
+       {"caps-a", "caps-b", "caps-c", "caps-d", "caps-k", "em-norm", "coord-add", "em-iters", "em-lambda",
+        "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "loss", "spread-margin"},
+       make_convcaps, convcaps_params, "caps-a", false, convcaps_activations,
+       // A small network keeps the check fast; the full backward through 2 iterations as caps's.
+       {{"em-grad", "full"}, {"em-iters", "2"}, {"caps-a", "4"}, {"caps-b", "2"}, {"caps-c", "3"}, {"caps-d", "3"}}},
   };
   return models;
 }

@@ -77,7 +77,7 @@ TEST(Registry, UnknownModelsListTheValidNames) {
       EXPECT_TRUE(msg.find("caps, cnn, cnnN") != std::string::npos || msg.find("cnn") != std::string::npos) << msg;
     }
   }
-  EXPECT_EQ(model_names(), "caps, cnn, cnnN, cnn-paper, nn1, linear, dr");
+  EXPECT_EQ(model_names(), "caps, cnn, cnnN, cnn-paper, nn1, linear, dr, convcaps");
 }
 
 // A memory error blames the flag that sets the model's size: --cnn-hidden for

@@ -1,0 +1,209 @@
+#include "models/convcaps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace vg {
+
+namespace {
+template <typename K>
+const K& kernels_for(const std::optional<Isa>& isa, const K* (*lookup)(Isa), const K& chosen) {
+  if (!isa) return chosen;
+  const K* k = lookup(*isa);
+  if (k == nullptr) throw std::invalid_argument(std::string("ConvCapsNet: no ") + isa_name(*isa) + " kernels in this build");
+  return *k;
+}
+constexpr int kRow = kPoseDim + 1;  // a primary capsule's outputs: pose and logit
+}  // namespace
+
+size_t ConvCapsConfig::param_count() const {
+  const size_t conv1 = size_t(in_channels) * A * 25 + A;
+  const size_t primary = size_t(A) * B * kRow + size_t(B) * kRow;
+  const size_t caps1 = size_t(K) * K * B * C * kPoseDim + 2 * size_t(C);
+  const size_t caps2 = size_t(K) * K * C * D * kPoseDim + 2 * size_t(D);
+  const size_t cls = size_t(D) * n_classes * kPoseDim + 2 * size_t(n_classes);
+  return conv1 + primary + caps1 + caps2 + cls;
+}
+
+size_t ConvCapsConfig::activation_floats() const {
+  // Per image, what a training step holds: each layer's output and its
+  // gradient, the votes and their gradient, and the routing state (log R and
+  // the M-step weights per vote-pair, each iteration's with --em-grad full).
+  const size_t s0 = size_t(conv1_side()) * conv1_side(), s1 = size_t(caps1_side()) * caps1_side(),
+               s2 = size_t(caps2_side()) * caps2_side();
+  const size_t per_pair = em.grad == EmGrad::full ? 2 + 2 * size_t(em.iters) : 2;
+  auto routed = [&](size_t windows, size_t I, size_t J) {
+    return 2 * windows * I * J * kPoseDim + per_pair * windows * I * J + 4 * windows * J * kPoseDim;
+  };
+  return 4 * s0 * A + 3 * s0 * B * kRow + routed(s1, size_t(K) * K * B, C) + routed(s2, size_t(K) * K * C, D) +
+         routed(1, s2 * D, n_classes);
+}
+
+std::vector<float> ConvCapsNet::class_coords(const ConvCapsConfig& c) {
+  const int side = c.caps2_side();
+  std::vector<float> coords;
+  for (int axis = 0; axis < 2; ++axis)  // rows, then columns (square grids)
+    for (int y = 0; y < side; ++y) {
+      if (c.coords == CoordPlace::official) {
+        coords.push_back((y + 0.5f) / side);  // capsule_em: the grid position, scaled by the grid
+        continue;
+      }
+      // The centre pixel of the receptive field: conv1 (5x5/2) centres its
+      // output y1 on pixel 2 + 2 y1; a K x K window at stride s over a grid
+      // with centres off + step y centres on off + step (s y + (K-1)/2).
+      const double off1 = 2, step1 = 2;
+      const double off2 = off1 + step1 * (c.K - 1) / 2.0, step2 = step1 * 2;
+      const double off3 = off2 + step2 * (c.K - 1) / 2.0, step3 = step2;
+      coords.push_back(float((off3 + step3 * y + 0.5) / c.image_side));
+    }
+  return coords;
+}
+
+ConvCapsNet::ConvCapsNet(const ConvCapsConfig& cfg, int max_batch)
+    : Model(cfg.loss),
+      cfg_(cfg),
+      max_batch_(max_batch),
+      conv_shape_{cfg.in_channels, cfg.image_side, cfg.image_side, cfg.A, 5, 2, 0},
+      conv1_(conv_shape_, /*relu=*/true),
+      primary_(cfg.A, cfg.B),
+      caps1_({cfg.conv1_side(), cfg.conv1_side(), cfg.B, cfg.C, cfg.K, 2}, cfg.em,
+             kernels_for(cfg.isa, conv_votes_for, conv_votes_kernels()),
+             kernels_for(cfg.isa, conv_em_routing_for, conv_em_routing_kernels())),
+      caps2_({cfg.caps1_side(), cfg.caps1_side(), cfg.C, cfg.D, cfg.K, 1}, cfg.em,
+             kernels_for(cfg.isa, conv_votes_for, conv_votes_kernels()),
+             kernels_for(cfg.isa, conv_em_routing_for, conv_em_routing_kernels())),
+      class_({cfg.caps2_side(), cfg.caps2_side(), cfg.D, cfg.n_classes, ClassVotes::shared}, cfg.em,
+             kernels_for(cfg.isa, pose_matmul_for, pose_matmul()),
+             kernels_for(cfg.isa, conv_votes_for, conv_votes_kernels()),
+             kernels_for(cfg.isa, em_routing_for, em_routing_kernels()), class_coords(cfg), cfg.coords),
+      positions_(cfg.conv1_side() * cfg.conv1_side()) {
+  conv_w = params_.add("conv1.weight", conv_shape_.weight_size());
+  conv_b = params_.add("conv1.bias", conv_shape_.out_channels);
+  primary_.declare(params_, "primary");
+  caps1_.declare(params_, "convcaps1");
+  caps2_.declare(params_, "convcaps2");
+  class_.declare(params_, "class");
+  params_.allocate();
+
+  conv_out_.resize(size_t(max_batch) * conv_shape_.out_size());
+  primary_.size_for(max_batch * positions_);
+  caps1_.size_for(max_batch);
+  caps2_.size_for(max_batch);
+  class_.size_for(max_batch);
+  logits_.resize(size_t(max_batch) * cfg.n_classes);
+}
+
+void ConvCapsNet::init(uint64_t seed) {
+  // He-normal conv1 and primary weights (ReLU before the primary layer), the
+  // capsule layers' W from N(0, route_init_std^2) as caps's, zero biases and
+  // betas: at the defaults the routing starts with activations spread over
+  // (0, 1) (tests/test_convcaps.cpp checks that it neither dies nor saturates).
+  std::fill(params_.values().begin(), params_.values().end(), 0.f);
+  auto normal = [&](int t, float std) {
+    init_normal(params_.value(t), params_.tensor(t).size, std, seed, params_.tensor(t).name);
+  };
+  normal(conv_w, std::sqrt(2.f / float(cfg_.in_channels * 25)));
+  normal(primary_.weight, std::sqrt(2.f / float(cfg_.A)));
+  for (int t : {caps1_.w, caps2_.w, class_.w}) normal(t, cfg_.route_init_std);
+}
+
+void ConvCapsNet::prepare_training(int B) {
+  conv1_.prepare_backward(B);
+  primary_.prepare_backward(B * positions_);
+  caps1_.prepare_backward(B);
+  caps2_.prepare_backward(B);
+  class_.prepare_backward(B);
+  const size_t b = size_t(B), J = size_t(cfg_.n_classes), s1 = size_t(cfg_.caps1_side()) * cfg_.caps1_side(),
+               s2 = size_t(cfg_.caps2_side()) * cfg_.caps2_side();
+  grow_to(d_mu_, b * J * kPoseDim);
+  grow_to(d_a_, b * J);
+  grow_to(d_p2_, b * s2 * cfg_.D * kPoseDim);
+  grow_to(d_z2_, b * s2 * cfg_.D);
+  grow_to(d_p1_, b * s1 * cfg_.C * kPoseDim);
+  grow_to(d_z1_, b * s1 * cfg_.C);
+  grow_to(d_p0_, b * positions_ * cfg_.B * kPoseDim);
+  grow_to(d_z0_, b * positions_ * cfg_.B);
+  grow_to(d_conv_, b * conv_shape_.out_size());
+}
+
+const float* ConvCapsNet::forward(const float* images, int B) {
+  if (B > max_batch_) throw std::invalid_argument("ConvCapsNet::forward: batch > max_batch");
+  images_ = images;
+  {
+    LayerScope t(prof_, "conv1", false);
+    conv1_.forward(conv_out_.data(), images, params_.value(conv_w), params_.value(conv_b), B);
+  }
+  {
+    LayerScope t(prof_, "primary", false);  // conv1's output is channel-last: a dense layer per position
+    primary_.forward(conv_out_.data(), params_, B * positions_);
+  }
+  caps1_.forward(primary_.poses(), primary_.a_logit(), params_, B, prof_, "convcaps1.votes", "convcaps1.routing");
+  caps2_.forward(caps1_.mu(), caps1_.a_logit(), params_, B, prof_, "convcaps2.votes", "convcaps2.routing");
+  class_.forward(caps2_.mu(), caps2_.a_logit(), params_, B, prof_, "class.votes", "class.routing");
+  if (loss_.kind != LossKind::xent) return class_.a();  // the paper's scores: the activations
+  LayerScope t(prof_, "logits", false);
+  class_logits_forward(logits_.data(), class_.mu(), class_.a(), B, cfg_.n_classes);
+  return logits_.data();
+}
+
+void ConvCapsNet::backward(const float* dscores, int B) {
+  const int J = cfg_.n_classes;
+  prepare_training(B);  // sizes nothing once a step of B has run
+  if (loss_.kind == LossKind::xent) {
+    LayerScope t(prof_, "logits", true);
+    class_logits_backward(d_mu_.data(), d_a_.data(), dscores, class_.mu(), B, J);
+  } else {
+    std::copy_n(dscores, size_t(B) * J, d_a_.begin());
+    std::fill_n(d_mu_.begin(), size_t(B) * J * kPoseDim, 0.f);
+  }
+  class_.backward(d_p2_.data(), d_z2_.data(), d_mu_.data(), d_a_.data(), params_, B, prof_, "class.votes",
+                  "class.routing");
+  caps2_.backward(d_p1_.data(), d_z1_.data(), d_p2_.data(), d_z2_.data(), params_, B, prof_, "convcaps2.votes",
+                  "convcaps2.routing");
+  caps1_.backward(d_p0_.data(), d_z0_.data(), d_p1_.data(), d_z1_.data(), params_, B, prof_, "convcaps1.votes",
+                  "convcaps1.routing");
+  {
+    LayerScope t(prof_, "primary", true);
+    const int rows = B * positions_;
+    primary_.split_gradient(d_p0_.data(), d_z0_.data(), rows);
+    weight_gradient(primary_.weight, primary_.bias,
+                    [this, rows] { primary_.backward_weights(params_, conv_out_.data(), rows); });
+    primary_.backward_data(d_conv_.data(), params_, rows);
+    release_offered_weights();  // conv1's backward reads no weights
+  }
+  LayerScope t(prof_, "conv1", true);
+  relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());
+  conv1_.backward_weights(params_.grad(conv_w), params_.grad(conv_b), d_conv_.data(), images_, B);
+}
+
+std::vector<LayerInfo> ConvCapsNet::layers(int B) const {
+  const double conv = 2.0 * B * conv_shape_.out_size() * 25 * cfg_.in_channels;  // backward: weights only
+  const double dense = 2.0 * B * positions_ * cfg_.A * cfg_.B * kRow;
+  std::vector<LayerInfo> l{{"conv1", conv, conv},
+                           {"primary", dense, 2 * dense},
+                           caps1_.votes_info(B, "convcaps1.votes"),
+                           caps1_.routing_info(B, "convcaps1.routing"),
+                           caps2_.votes_info(B, "convcaps2.votes"),
+                           caps2_.routing_info(B, "convcaps2.routing"),
+                           class_.votes_info(B, "class.votes"),
+                           class_.routing_info(B, "class.routing")};
+  if (loss_.kind == LossKind::xent) l.push_back({"logits", double(B) * cfg_.n_classes * 19, double(B) * cfg_.n_classes * 17});
+  return l;
+}
+
+std::string ConvCapsNet::first_non_finite_layer(int B) const {
+  const size_t b = size_t(B), s1 = size_t(cfg_.caps1_side()) * cfg_.caps1_side(),
+               s2 = size_t(cfg_.caps2_side()) * cfg_.caps2_side(), J = size_t(cfg_.n_classes);
+  if (!all_finite(conv_out_.data(), b * conv_shape_.out_size())) return "conv1";
+  if (!all_finite(primary_.out(), b * positions_ * primary_.row())) return "primary";
+  if (!all_finite(caps1_.mu(), b * s1 * cfg_.C * kPoseDim) || !all_finite(caps1_.a(), b * s1 * cfg_.C))
+    return "convcaps1 (EM routing)";
+  if (!all_finite(caps2_.mu(), b * s2 * cfg_.D * kPoseDim) || !all_finite(caps2_.a(), b * s2 * cfg_.D))
+    return "convcaps2 (EM routing)";
+  if (!all_finite(class_.mu(), b * J * kPoseDim) || !all_finite(class_.a(), b * J)) return "class (EM routing)";
+  if (loss_.kind == LossKind::xent && !all_finite(logits_.data(), b * J)) return "logits";
+  return "";
+}
+
+}  // namespace vg

@@ -1,0 +1,127 @@
+// The paper's capsule network (models/convcaps.h) as a whole: its parameter
+// count from the layer shapes, its options' validation, and routing that
+// neither dies nor saturates at step 0. The registry-wide tests (gradients,
+// allocation, batch independence) cover it by its registry line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "data/dataset.h"
+#include "models/convcaps.h"
+#include "models/registry.h"
+#include "tests/test_util.h"
+
+namespace vg {
+namespace {
+
+// Every layer's weights from its shapes: conv1 C_in x A x 5 x 5 + A; the 1x1
+// primary layer A x B (16 + 1) + B (16 + 1); a convolutional capsule layer one
+// 4x4 W per (kernel position, child type, parent type) and two betas per parent
+// type; the class layer one W per (child type, class), shared over positions.
+size_t count_from_shapes(int channels, int A, int B, int C, int D, int K, int classes = 5) {
+  size_t n = size_t(channels) * A * 25 + A;
+  n += size_t(A) * B * 17 + size_t(B) * 17;
+  int types = B;
+  for (int out : {C, D}) {
+    n += size_t(K) * K * types * out * 16 + 2 * size_t(out);
+    types = out;
+  }
+  return n + size_t(types) * classes * 16 + 2 * size_t(classes);
+}
+
+TEST(ConvCaps, ParameterCountFollowsFromTheLayerShapes) {
+  for (int channels : {1, 2}) {
+    const size_t n = count_from_shapes(channels, 64, 8, 16, 16, 3);
+    EXPECT_EQ(n, channels == 1 ? 67154u : 68754u);  // the figures for the paper's small model
+    EXPECT_EQ(model_param_count("convcaps", {}, channels), n);
+    EXPECT_EQ(make_model("convcaps", {}, 2, channels)->params().count(), n);
+  }
+  // The paper's larger model, A = B = C = D = 32 ("about 310K").
+  const ModelOptions large{{"caps-a", "32"}, {"caps-b", "32"}, {"caps-c", "32"}, {"caps-d", "32"}};
+  const size_t n = count_from_shapes(1, 32, 32, 32, 32, 3);
+  EXPECT_EQ(model_param_count("convcaps", large, 1), n);
+  EXPECT_EQ(make_model("convcaps", large, 2, 1)->params().count(), n);
+  EXPECT_NEAR(double(n), 310e3, 0.03 * 310e3);
+}
+
+TEST(ConvCaps, BadOptionsNameTheFlagAndTheValue) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"caps-a", "0"},  {"caps-b", "-1"},    {"caps-c", "65"},     {"caps-d", "0"},  {"caps-k", "2"},
+      {"caps-k", "7"},  {"caps-k", "0"},     {"em-norm", "window"}, {"coord-add", "both"}, {"caps-a", "1.5"},
+  };
+  for (const auto& [flag, value] : bad) {
+    try {
+      check_model("convcaps", {{flag, value}});
+      ADD_FAILURE() << flag << " " << value;
+    } catch (const ModelOptionError& e) {
+      EXPECT_EQ(e.flag, flag);
+      EXPECT_EQ(e.value, value);
+    }
+  }
+  // K = 7: 32 -> 14 after conv1 -> 4 after ConvCaps1, too small for a 7x7 window.
+  try {
+    check_model("convcaps", {{"caps-k", "7"}});
+  } catch (const ModelOptionError& e) {
+    EXPECT_NE(std::string(e.what()).find("14 after conv1 and 4 after ConvCaps1"), std::string::npos) << e.what();
+  }
+  // K = 5 still fits: 14 -> 5 -> 1.
+  EXPECT_NO_THROW(check_model("convcaps", {{"caps-k", "5"}}));
+}
+
+TEST(ConvCaps, TheGridsAndCoordinatesAreThePapers) {
+  ConvCapsConfig c;
+  EXPECT_EQ(c.conv1_side(), 14);
+  EXPECT_EQ(c.caps1_side(), 6);
+  EXPECT_EQ(c.caps2_side(), 4);
+  // The paper's coordinates: the centre pixel of each ConvCaps2 capsule's
+  // receptive field, 8 + 4 y (conv1 centres on 2 + 2 y1, each 3x3 window adds
+  // one step of its input's spacing), at the pixel's centre, over the side.
+  const std::vector<float> paper = ConvCapsNet::class_coords(c);
+  ASSERT_EQ(paper.size(), 8u);
+  for (int y = 0; y < 4; ++y) {
+    EXPECT_FLOAT_EQ(paper[size_t(y)], (8 + 4 * y + 0.5f) / 32);
+    EXPECT_FLOAT_EQ(paper[size_t(4 + y)], (8 + 4 * y + 0.5f) / 32);
+  }
+  c.coords = CoordPlace::official;  // capsule_em: the grid position over the grid's side
+  const std::vector<float> official = ConvCapsNet::class_coords(c);
+  for (int y = 0; y < 4; ++y) EXPECT_FLOAT_EQ(official[size_t(y)], (y + 0.5f) / 4);
+}
+
+// Step 0 under the official code's lambda schedule (lambda_final 0.01): every
+// layer's activations finite, spread over (0, 1) rather than all at 0 (dead
+// routing) or all at 1, and the class activations depend on the image. (At
+// the seed's fixed lambda = 1 the cost, which grows with the number of
+// children, saturates them: mean 0.989, 0.970 and 1.000 here; see
+// docs/models.md.)
+TEST(ConvCaps, RoutingNeitherDiesNorSaturatesAtStepZero) {
+  const int B = 16;
+  std::vector<int> y;
+  const auto x = test::sample_images(B, &y);
+  for (const char* grad : {"stopgrad", "full"}) {
+    SCOPED_TRACE(grad);
+    auto m = make_model("convcaps", {{"em-grad", grad}, {"em-lambda-schedule", "official"}}, B, 1);
+    m->init(0);
+    m->forward(x.data(), B);
+    ASSERT_EQ(m->first_non_finite_layer(B), "");
+    auto& net = static_cast<ConvCapsNet&>(*m);
+    auto spread = [](const float* a, size_t n, const char* layer) {
+      size_t low = 0, high = 0;
+      double mean = 0;
+      for (size_t k = 0; k < n; ++k) low += a[k] < 0.01f, high += a[k] > 0.99f, mean += a[k];
+      mean /= double(n);
+      EXPECT_LT(low, n / 2) << layer << ": most activations below 0.01 (mean " << mean << ")";
+      EXPECT_LT(high, n / 2) << layer << ": most activations above 0.99 (mean " << mean << ")";
+    };
+    spread(net.caps1().a(), size_t(B) * 36 * 16, "convcaps1");
+    spread(net.caps2().a(), size_t(B) * 16 * 16, "convcaps2");
+    spread(net.class_caps().a(), size_t(B) * 5, "class");
+    double var = 0, mean = 0;
+    const float* a = net.class_caps().a();
+    for (int k = 0; k < B * 5; ++k) mean += a[k] / (B * 5.0);
+    for (int k = 0; k < B * 5; ++k) var += (a[k] - mean) * (a[k] - mean);
+    EXPECT_GT(var, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace vg
