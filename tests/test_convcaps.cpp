@@ -5,6 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "data/dataset.h"
 #include "models/convcaps.h"
@@ -120,6 +125,74 @@ TEST(ConvCaps, RoutingNeitherDiesNorSaturatesAtStepZero) {
     for (int k = 0; k < B * 5; ++k) mean += a[k] / (B * 5.0);
     for (int k = 0; k < B * 5; ++k) var += (a[k] - mean) * (a[k] - mean);
     EXPECT_GT(var, 0.0);
+  }
+}
+
+// One forward pass of a tiny convcaps against tests/convcaps_reference.py, a
+// numpy implementation written from the paper's equations (float64, with a
+// float32 pass that sets the tolerance; see its docstring). Skipped where
+// python3 with numpy is missing.
+void write_floats(const std::filesystem::path& f, const float* x, size_t n) {
+  std::ofstream o(f, std::ios::binary);
+  o.write(reinterpret_cast<const char*>(x), std::streamsize(n * sizeof(float)));
+  ASSERT_TRUE(o.good()) << f;
+}
+
+#ifndef VIEWGAP_PYTHON_EXE
+#define VIEWGAP_PYTHON_EXE "python3"
+#endif
+TEST(ConvCaps, OneForwardPassMatchesAnIndependentNumpyReference) {
+  if (std::system(VIEWGAP_PYTHON_EXE " -c 'import numpy' >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3 with numpy";
+  struct Case {
+    const char* norm;
+    const char* coords;
+    const char* schedule;
+  };
+  const Case cases[] = {{"paper", "paper", "official"}, {"official", "official", "official"}, {"paper", "paper", "fixed"}};
+  const int N = 2;
+  std::vector<int> y;
+  const auto x = test::sample_images(N, &y);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.norm) + " normalisation, " + c.coords + " coordinates, " + c.schedule + " lambda");
+    const ModelOptions opts{{"caps-a", "3"},     {"caps-b", "2"},         {"caps-c", "3"},
+                            {"caps-d", "2"},     {"em-norm", c.norm},     {"coord-add", c.coords},
+                            {"em-lambda-schedule", c.schedule}};
+    auto m = make_model("convcaps", opts, N, 1);
+    m->init(5);
+    ParamSet& p = m->params();
+    for (int t = 0; t < p.num_tensors(); ++t)  // betas away from 0, so the check reads them
+      if (p.tensor(t).name.find(".beta") != std::string::npos)
+        for (size_t k = 0; k < p.tensor(t).size; ++k) p.value(t)[k] = 0.3f * float(k % 3) - 0.2f;
+    m->forward(x.data(), N);
+    const auto& net = static_cast<const ConvCapsNet&>(*m);
+    const ConvCapsConfig& cfg = net.config();
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                      ("viewgap_convcaps_ref_" + std::to_string(::getpid()) + "_" + c.norm + c.schedule);
+    std::filesystem::create_directories(dir);
+    for (int t = 0; t < p.num_tensors(); ++t) write_floats(dir / (p.tensor(t).name + ".f32"), p.value(t), p.tensor(t).size);
+    write_floats(dir / "images.f32", x.data(), x.size());
+    const size_t s1 = 36, s2 = 16;
+    write_floats(dir / "out.convcaps1.mu.f32", net.caps1().mu(), N * s1 * 3 * 16);
+    write_floats(dir / "out.convcaps1.a.f32", net.caps1().a(), N * s1 * 3);
+    write_floats(dir / "out.convcaps2.mu.f32", net.caps2().mu(), N * s2 * 2 * 16);
+    write_floats(dir / "out.convcaps2.a.f32", net.caps2().a(), N * s2 * 2);
+    write_floats(dir / "out.class.mu.f32", net.class_caps().mu(), N * 5 * 16);
+    write_floats(dir / "out.class.a.f32", net.class_caps().a(), N * 5);
+    const nlohmann::json meta = {
+        {"batch", N}, {"in_channels", 1}, {"image_side", cfg.image_side}, {"A", cfg.A}, {"B", cfg.B}, {"C", cfg.C},
+        {"D", cfg.D}, {"K", cfg.K}, {"classes", cfg.n_classes}, {"iters", cfg.em.iters}, {"lambda", cfg.em.lambda},
+        {"lambda_schedule", cfg.em.lambda_schedule}, {"sigma2_min", cfg.em.sigma2_min}, {"norm", c.norm},
+        {"coord_place", c.coords}, {"coords", ConvCapsNet::class_coords(cfg)}};
+    std::ofstream(dir / "meta.json") << meta.dump();
+    const std::string cmd = VIEWGAP_PYTHON_EXE " " VIEWGAP_SOURCE_DIR "/tests/convcaps_reference.py " + dir.string() + " 2>&1";
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(pipe, nullptr);
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, pipe)) out += buf;
+    const int status = ::pclose(pipe);
+    EXPECT_EQ(status, 0) << out;
+    std::filesystem::remove_all(dir);
   }
 }
 
