@@ -33,12 +33,20 @@ void ConvEmState::reserve_full(const ConvVotesShape& s, int iters) {
 
 namespace {
 // The kernel list: one line per variant this build has. The M-step and the
-// stop-gradient backward are the dense family's of the same ISA.
+// stop-gradient backward are the dense family's of the same ISA; the E-step
+// is named separately (the scalar one serves an ISA that has none of its own).
 #define VG_CEM_ENTRY(isa, e_step)                                                       \
   {Isa::isa, em_m_step_f32__##isa, conv_em_e_step_f32__##e_step, em_backward_f32__##isa, \
    conv_em_backward_full_f32__scalar}
 const ConvEmRoutingKernels kVariants[] = {
     VG_CEM_ENTRY(scalar, scalar),
+#if defined(__x86_64__)
+    VG_CEM_ENTRY(avx2, scalar),
+    VG_CEM_ENTRY(avx512, scalar),
+#endif
+#if defined(__aarch64__)
+    VG_CEM_ENTRY(neon, scalar),
+#endif
 };
 #undef VG_CEM_ENTRY
 }  // namespace

@@ -94,12 +94,19 @@ inline std::vector<double> to_double(const std::vector<float>& x) { return {x.be
 // A routing problem as after some training: votes that agree loosely (a pose
 // per parent plus noise, so sigma2 sits off its floor) and beta_a centred on
 // each type's mean cost over the windows, so activations are not saturated.
+// Routed by the variant k; with `misalign` the kernels read the votes one
+// float off their alignment (vk(), a copy of V).
 struct Problem {
   ConvVotesShape s;
   ConvEmConfig cfg;
-  std::vector<float> V, z, ba, bv, mu, a;
+  std::vector<float> V, z, ba, bv, mu, a, V_buf;
   ConvEmState st;
-  Problem(const ConvVotesShape& sh, const ConvEmConfig& c, uint64_t tag) : s(sh), cfg(c) {
+  const ConvEmRoutingKernels* k;
+  bool misalign;
+  const float* vk() const { return V_buf.data() + misalign; }
+  Problem(const ConvVotesShape& sh, const ConvEmConfig& c, uint64_t tag,
+          const ConvEmRoutingKernels& kernels = *conv_em_routing_for(Isa::scalar), bool off = false)
+      : s(sh), cfg(c), k(&kernels), misalign(off) {
     const int P = s.B * s.Ho() * s.Wo();
     V = test::randn(s.v_size(), tag);
     const auto common = test::randn(size_t(P) * s.Co * H, tag + 1);
@@ -107,6 +114,8 @@ struct Problem {
       const size_t pj = n / (size_t(s.I()) * s.Co * H) * s.Co + n / H % s.Co;
       V[n] = common[pj * H + n % H] + 0.5f * V[n];
     }
+    V_buf.assign(V.size() + 1, 0.f);
+    std::copy(V.begin(), V.end(), V_buf.begin() + misalign);
     z = test::randn(size_t(s.B) * s.H * s.W * s.Ci, tag + 2);
     ba = test::randn(s.Co, tag + 3, 0.3f);
     bv = test::randn(s.Co, tag + 4, 0.3f);
@@ -126,8 +135,7 @@ struct Problem {
     forward();
   }
   void forward() {
-    conv_em_routing_forward(mu.data(), a.data(), st, V.data(), z.data(), ba.data(), bv.data(), s, cfg,
-                            *conv_em_routing_for(Isa::scalar));
+    conv_em_routing_forward(mu.data(), a.data(), st, vk(), z.data(), ba.data(), bv.data(), s, cfg, *k);
   }
 };
 

@@ -32,8 +32,13 @@ using namespace cem_test;
 //   mu = sum w V:             (ew + gamma_{I+1}) sum w |V|
 //   sigma2 = sum w (V - mu)^2: 2 dmu sum w |V - mu| + dmu^2 + (ew + gamma_{I+5}) sum w (V - mu)^2
 //   L = sum_h log sigma2:     sum_h (dsigma2 / sigma2 + 2u |log sigma2|) + gamma_16 sum_h |log sigma2|
+//                             + 40u (the SIMD variants' sum_log16: one log of the
+//                             product of 16 mantissas in [1, 2): 15 roundings, and
+//                             the log's 2u of at most 16 ln 2, absolute)
 //   cost = (16 bv + L/2) S n: n S (dL/2 + gamma_3 (16 |bv| + |L|/2) + |16 bv + L/2| ew) + u |cost|
-//   a = sigmoid(z):           a (1 - a) (lambda (dcost + u (|ba| + |cost|)) + u |z|) + 4u a.
+//   a = sigmoid(z):           a (1 - a) (lambda (dcost + u (|ba| + |cost|)) + u |z|) + 4u a
+//                             + 1 / FLT_MAX + FLT_TRUE_MIN (exp(-z) overflows below
+//                             z = -88.7, giving 0; a denormal a rounds absolutely).
 void expect_m_step(const EmState& em, int t, const Ref& m, const std::vector<double>& V,
                    const std::vector<float>& ba, const std::vector<float>& bv, const ConvEmConfig& cfg,
                    const std::string& where) {
@@ -75,12 +80,13 @@ void expect_m_step(const EmState& em, int t, const Ref& m, const std::vector<dou
         sum_abs_log += std::fabs(ls);
         L += ls;
       }
-      dL += gamma_n(H) * sum_abs_log;
+      dL += gamma_n(H) * sum_abs_log + 40 * u;
       const double f = H * bv[j] + 0.5 * L, cost = f * S * n;
       const double dcost = n * S * (0.5 * dL + gamma_n(3) * (H * std::fabs(bv[j]) + 0.5 * std::fabs(L)) + std::fabs(f) * ew) +
                            n * std::fabs(f) * I * uf + u * std::fabs(cost);
       const double a = m.a[pj], zz = lambda * (ba[j] - cost);
-      const double tol_a = a * (1 - a) * (lambda * (dcost + u * (std::fabs(ba[j]) + std::fabs(cost))) + u * std::fabs(zz)) + 4 * u * a;
+      const double tol_a = a * (1 - a) * (lambda * (dcost + u * (std::fabs(ba[j]) + std::fabs(cost))) + u * std::fabs(zz)) + 4 * u * a +
+                           1.0 / FLT_MAX + FLT_TRUE_MIN;
       ASSERT_NEAR(hh.a[t * nj + pj], a, tol_a) << "a " << where;
     }
 }
@@ -125,40 +131,44 @@ void expect_e_step(const EmState& em, int t, Ref& e, const std::vector<double>& 
   }
 }
 
+// Every step of pr's routing (run with EmGrad::full, whose history holds every
+// iteration's state) against the reference from the kernel's own inputs.
+void expect_every_step(const Problem& pr, const std::string& where) {
+  const ConvVotesShape& s = pr.s;
+  const ConvEmConfig& c = pr.cfg;
+  const EmState& em = pr.st.em;
+  const auto V = to_double(pr.V);
+  const size_t nij = em.log_r.size(), nj = em.sum_ra.size();
+  // The start: log a of each window's children and R^0. log sigmoid rounds
+  // min(z, 0) - log1p(exp(-|z|)): u |log a| + 5u log1p(..); -log(float(n J)):
+  // 2u |log R| (the log and the float).
+  Ref r0(s);
+  ref_init(r0, to_double(pr.z), c.norm);
+  for (size_t n = 0; n < em.log_a_in.size(); ++n)
+    ASSERT_NEAR(em.log_a_in[n], r0.la[n], u * std::fabs(r0.la[n]) + 5 * u * std::log(2.0)) << where;
+  for (size_t n = 0; n < nij; ++n)
+    ASSERT_NEAR(em.hist.log_r[n], std::log(r0.R[n]), 2 * u * std::fabs(std::log(r0.R[n]))) << where;
+  for (int t = 0; t < c.iters; ++t) {
+    Ref m(s);
+    m.la = to_double(em.log_a_in);
+    for (size_t n = 0; n < nij; ++n) m.R[n] = std::exp(double(em.hist.log_r[t * nij + n]));
+    ref_m_step(m, V, to_double(pr.ba), to_double(pr.bv), c, em_lambda(c, t));
+    expect_m_step(em, t, m, V, pr.ba, pr.bv, c, where + " M-step " + std::to_string(t));
+    if (t + 1 == c.iters) break;
+    Ref e(s);
+    for (size_t n = 0; n < nj * H; ++n) e.mu[n] = em.hist.mu[t * nj * H + n], e.s2[n] = em.hist.sigma2[t * nj * H + n];
+    for (size_t n = 0; n < nj; ++n) e.a[n] = std::exp(double(em.hist.log_a[t * nj + n]));
+    expect_e_step(em, t, e, V, c.norm, where + " E-step " + std::to_string(t));
+  }
+}
+
 TEST(ConvEmRouting, EveryStepMatchesTheNaiveReference) {
   uint64_t tag = 100;
   for (const ConvVotesShape& s : shapes())
     for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
       for (int opt = 0; opt < 4; ++opt) {
-        // The full scheme's history holds every iteration's state.
         const ConvEmConfig c = option_set(opt, 3, EmGrad::full, norm);
-        const Problem pr(s, c, tag += 10);
-        const std::string where = describe(s, c);
-        const EmState& em = pr.st.em;
-        const auto V = to_double(pr.V);
-        const size_t nij = em.log_r.size();
-        // The start: log a of each window's children and R^0. log sigmoid
-        // rounds min(z, 0) - log1p(exp(-|z|)): u |log a| + 5u log1p(..);
-        // -log(float(n J)): 2u |log R| (the log and the float).
-        Ref r0(s);
-        ref_init(r0, to_double(pr.z), norm);
-        for (size_t k = 0; k < em.log_a_in.size(); ++k)
-          ASSERT_NEAR(em.log_a_in[k], r0.la[k], u * std::fabs(r0.la[k]) + 5 * u * std::log(2.0)) << where;
-        for (size_t k = 0; k < nij; ++k)
-          ASSERT_NEAR(em.hist.log_r[k], std::log(r0.R[k]), 2 * u * std::fabs(std::log(r0.R[k]))) << where;
-        for (int t = 0; t < c.iters; ++t) {
-          Ref m(s);
-          m.la = to_double(em.log_a_in);
-          for (size_t k = 0; k < nij; ++k) m.R[k] = std::exp(double(em.hist.log_r[t * nij + k]));
-          ref_m_step(m, V, to_double(pr.ba), to_double(pr.bv), c, em_lambda(c, t));
-          expect_m_step(em, t, m, V, pr.ba, pr.bv, c, where + " M-step " + std::to_string(t));
-          if (t + 1 == c.iters) break;
-          Ref e(s);
-          const size_t nj = size_t(e.P) * e.J;
-          for (size_t k = 0; k < nj * H; ++k) e.mu[k] = em.hist.mu[t * nj * H + k], e.s2[k] = em.hist.sigma2[t * nj * H + k];
-          for (size_t k = 0; k < nj; ++k) e.a[k] = std::exp(double(em.hist.log_a[t * nj + k]));
-          expect_e_step(em, t, e, V, norm, where + " E-step " + std::to_string(t));
-        }
+        expect_every_step(Problem(s, c, tag += 10), describe(s, c));
       }
 }
 
@@ -309,6 +319,46 @@ TEST(ConvEmRouting, OneWindowIsTheDenseRoutingBitForBit) {
           ASSERT_EQ(dbv1, dbv2) << where;
         }
 }
+
+// Every variant of the kernel list, every step of its routing against the
+// reference from its own state, with the bounds above (they hold for any
+// summation order and for fused multiply-adds, which round less). Shapes about
+// the tiles of the dense SIMD M-step the variants use (exp runs of 8 or 16
+// floats over I J, 2 or 4 types per moments pass against J, activations over
+// P J): I J = 9, 28, 144, 405; J = 1, 7, 8, 15, 16, 17; the class-capsule form;
+// every other case reads its votes misaligned.
+class ConvEmRoutingVariant : public ::testing::TestWithParam<int> {};
+
+TEST_P(ConvEmRoutingVariant, EveryStepMatchesTheNaiveReference) {
+  int nv = 0;
+  const ConvEmRoutingKernels& k = conv_em_routing_variants(&nv)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  const ConvVotesShape tiles[] = {
+      ConvVotesShape::conv(1, 3, 3, 1, 1, 3, 1),  ConvVotesShape::conv(2, 4, 4, 1, 7, 2, 2),
+      ConvVotesShape::conv(1, 5, 5, 2, 8, 3, 2),  ConvVotesShape::conv(1, 5, 4, 3, 15, 3, 1),
+      ConvVotesShape::conv(1, 6, 6, 1, 16, 3, 1), ConvVotesShape::conv(1, 6, 6, 2, 17, 3, 2),
+      ConvVotesShape::class_caps(2, 3, 3, 2, 5)};
+  uint64_t tag = 1000;
+  bool misalign = false;
+  for (const ConvVotesShape& s : tiles)
+    for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
+      for (int opt = 0; opt < 4; ++opt) {
+        misalign = !misalign;
+        const ConvEmConfig c = option_set(opt, 3, EmGrad::full, norm);
+        expect_every_step(Problem(s, c, tag += 10, k, misalign),
+                          std::string(isa_name(k.isa)) + " " + describe(s, c) + (misalign ? " misaligned" : ""));
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, ConvEmRoutingVariant, ::testing::Range(0, [] {
+                           int n = 0;
+                           conv_em_routing_variants(&n);
+                           return n;
+                         }()),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           int n = 0;
+                           return std::string(isa_name(conv_em_routing_variants(&n)[p.param].isa));
+                         });
 
 }  // namespace
 }  // namespace vg

@@ -1,0 +1,113 @@
+// EM routing over convolutional windows, every variant, with FLOPS counters,
+// at the paper's ConvCaps1 (14x14x8 -> 6x6x16, K 3, stride 2) and ConvCaps2
+// (6x6x16 -> 4x4x16, K 3, stride 1) shapes: the forward (3 iterations, the
+// paper's normalisation) and both backward schemes.
+#include <benchmark/benchmark.h>
+
+#include "bench/bench_util.h"
+#include "kernels/conv_em_routing.h"
+
+namespace vg {
+namespace {
+
+using bench::randn;
+
+ConvVotesShape layer_shape(int layer, int B) {
+  return layer == 1 ? ConvVotesShape::conv(B, 14, 14, 8, 16, 3, 2) : ConvVotesShape::conv(B, 6, 6, 16, 16, 3, 1);
+}
+
+// Votes, input logits and betas of one layer, routed once (the backward's state).
+struct Layer {
+  ConvVotesShape s;
+  ConvEmConfig cfg;
+  std::vector<float> V, z, ba, bv, mu, a, dmu, da, dV, dz, dba, dbv;
+  ConvEmState st;
+  Layer(int layer, int B, EmGrad grad) : s(layer_shape(layer, B)) {
+    cfg.grad = grad;
+    const size_t P = size_t(s.B) * s.Ho() * s.Wo();
+    V = randn(s.v_size(), 4), z = randn(size_t(s.B) * s.H * s.W * s.Ci, 5), ba = randn(s.Co, 6), bv = randn(s.Co, 7);
+    mu.resize(P * s.Co * 16), a.resize(P * s.Co), dV.resize(V.size()), dz.resize(z.size()), dba.resize(s.Co), dbv.resize(s.Co);
+    dmu = randn(mu.size(), 8), da = randn(a.size(), 9);
+    st.resize(s, cfg);
+  }
+  void forward(const ConvEmRoutingKernels& k) {
+    conv_em_routing_forward(mu.data(), a.data(), st, V.data(), z.data(), ba.data(), bv.data(), s, cfg, k);
+  }
+  void backward(const ConvEmRoutingKernels& k) {
+    conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), dmu.data(), da.data(), V.data(), mu.data(),
+                             a.data(), st, s, cfg, k);
+  }
+};
+
+void BM_conv_em_routing_forward(benchmark::State& state, const ConvEmRoutingKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  Layer l(int(state.range(0)), int(state.range(1)), EmGrad::stopgrad);
+  for (auto _ : state) {
+    l.forward(*k);
+    benchmark::DoNotOptimize(l.mu.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(conv_em_routing_forward_flops(l.s, l.cfg.iters),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * l.s.B);
+}
+
+void BM_conv_em_routing_backward(benchmark::State& state, const ConvEmRoutingKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  Layer l(int(state.range(0)), int(state.range(1)), EmGrad::stopgrad);
+  l.forward(*k);
+  for (auto _ : state) {
+    l.backward(*k);
+    benchmark::DoNotOptimize(l.dV.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(conv_em_routing_backward_flops(l.s), benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * l.s.B);
+}
+
+// EmGrad::full: the forward that keeps every iteration's state, and the
+// backward through all of them (the scalar reference on every ISA).
+void BM_conv_em_routing_forward_full(benchmark::State& state, const ConvEmRoutingKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  Layer l(int(state.range(0)), int(state.range(1)), EmGrad::full);
+  for (auto _ : state) {
+    l.forward(*k);
+    benchmark::DoNotOptimize(l.mu.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(conv_em_routing_forward_flops(l.s, l.cfg.iters),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * l.s.B);
+}
+
+void BM_conv_em_routing_backward_full(benchmark::State& state, const ConvEmRoutingKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  Layer l(int(state.range(0)), int(state.range(1)), EmGrad::full);
+  l.forward(*k);
+  for (auto _ : state) {
+    l.backward(*k);
+    benchmark::DoNotOptimize(l.dV.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(conv_em_routing_backward_full_flops(l.s, l.cfg.iters),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * l.s.B);
+}
+
+// One registration per variant in the kernel list; layer 1 = ConvCaps1, 2 = ConvCaps2.
+const int registered = [] {
+  int n = 0;
+  const ConvEmRoutingKernels* ck = conv_em_routing_variants(&n);
+  for (int v = 0; v < n; ++v) {
+    const std::string isa = isa_name(ck[v].isa);
+    auto args = [](benchmark::internal::Benchmark* b) {
+      b->ArgNames({"layer", "batch"})->Args({1, 32})->Args({2, 32})->Unit(benchmark::kMicrosecond);
+    };
+    args(benchmark::RegisterBenchmark(("BM_conv_em_routing_forward/" + isa).c_str(), BM_conv_em_routing_forward, &ck[v]));
+    args(benchmark::RegisterBenchmark(("BM_conv_em_routing_backward/" + isa).c_str(), BM_conv_em_routing_backward, &ck[v]));
+    args(benchmark::RegisterBenchmark(("BM_conv_em_routing_forward_full/" + isa).c_str(), BM_conv_em_routing_forward_full,
+                                      &ck[v]));
+    args(benchmark::RegisterBenchmark(("BM_conv_em_routing_backward_full/" + isa).c_str(), BM_conv_em_routing_backward_full,
+                                      &ck[v]));
+  }
+  return n;
+}();
+
+}  // namespace
+}  // namespace vg
