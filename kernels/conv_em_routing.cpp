@@ -13,6 +13,11 @@ int windows(const ConvVotesShape& s) { return s.B * s.Ho() * s.Wo(); }
 // Full backward scratch per batch item, in conv_em_backward_full_f32__scalar's
 // order: dl (Pw I J), g (I J), dla (Pw I), dmu and dsigma2 (Pw J 16), dlog a
 // (Pw J), the per-child sums (H W Ci J).
+// The most windows holding one child, times J: the SIMD E-steps' run.
+size_t e_buf_size(const ConvVotesShape& s) {
+  return size_t((s.kh() - 1) / s.step() + 1) * ((s.kw() - 1) / s.step() + 1) * s.Co;
+}
+
 size_t full_scratch(const ConvVotesShape& s) {
   const size_t Pw = size_t(s.Ho()) * s.Wo(), I = s.I(), J = s.Co;
   return Pw * I * J + I * J + Pw * I + 2 * Pw * J * kPoseDim + Pw * J + size_t(s.H) * s.W * s.Ci * J;
@@ -23,6 +28,7 @@ size_t full_scratch(const ConvVotesShape& s) {
 void ConvEmState::resize(const ConvVotesShape& s, const ConvEmConfig& cfg) {
   em.resize(windows(s), s.I(), s.Co, cfg);
   log_a_child.resize(size_t(s.B) * s.H * s.W * s.Ci);
+  e_buf.resize(e_buf_size(s));
   if (cfg.grad == EmGrad::full) reserve_full(s, cfg.iters);
 }
 
@@ -33,19 +39,19 @@ void ConvEmState::reserve_full(const ConvVotesShape& s, int iters) {
 
 namespace {
 // The kernel list: one line per variant this build has. The M-step and the
-// stop-gradient backward are the dense family's of the same ISA; the E-step
-// is named separately (the scalar one serves an ISA that has none of its own).
+// stop-gradient backward are the dense family's of the same ISA; the E-step is
+// named separately (conv_em_routing_simd.h's for every ISA here).
 #define VG_CEM_ENTRY(isa, e_step)                                                       \
   {Isa::isa, em_m_step_f32__##isa, conv_em_e_step_f32__##e_step, em_backward_f32__##isa, \
    conv_em_backward_full_f32__scalar}
 const ConvEmRoutingKernels kVariants[] = {
     VG_CEM_ENTRY(scalar, scalar),
 #if defined(__x86_64__)
-    VG_CEM_ENTRY(avx2, scalar),
-    VG_CEM_ENTRY(avx512, scalar),
+    VG_CEM_ENTRY(avx2, avx2),
+    VG_CEM_ENTRY(avx512, avx512),
 #endif
 #if defined(__aarch64__)
-    VG_CEM_ENTRY(neon, scalar),
+    VG_CEM_ENTRY(neon, neon),
 #endif
 };
 #undef VG_CEM_ENTRY
@@ -83,6 +89,7 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
     k.m_step(mu, a_out, em, V, beta_a, beta_v, P, I, J, em_step_config(cfg, cfg.iters - 1));
     return;
   }
+  if (st.e_buf.size() < e_buf_size(s)) st.e_buf.resize(e_buf_size(s));  // grows on first use only
   const size_t children = size_t(s.H) * s.W * s.Ci;
   for (size_t n = 0; n < size_t(s.B) * children; ++n) {
     const float z = a_in_logit[n];

@@ -30,8 +30,9 @@
 // per (window, type), the official code's softmax of zeros over output types.
 // A child no window covers ((H - K) not divisible by the stride) feeds nobody
 // and its activation gets no gradient.
-// With K = H = W (one window) the paper mode is the dense em_routing, bit for
-// bit: the same M-step kernel and the same E-step arithmetic in the same order.
+// With K = H = W (one window) the paper mode of the scalar variant is the
+// dense scalar em_routing, bit for bit: the same M-step kernel and the same
+// E-step arithmetic in the same order.
 #pragma once
 #include <vector>
 
@@ -59,6 +60,7 @@ struct ConvEmState {
   // flag works as in em_routing.h (one M-step, no E-step: tests only).
   EmState em;
   std::vector<float> log_a_child;  // B x H x W x Ci   log sigmoid of the input logits
+  std::vector<float> e_buf;        // the SIMD E-steps' run of one child's entries (windows x J)
   // Full backward scratch, per batch item (see conv_em_backward_full_f32__scalar).
   mutable std::vector<float> scratch;
 
@@ -93,6 +95,15 @@ using ConvEmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbet
   void conv_em_e_step_f32__##isa(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, \
                                  ConvEmNorm norm);
 VG_CEM_KERNELS(scalar)
+// ISA variants (same contract; only rounding differs from the scalar
+// reference); each exists only in builds for its architecture.
+#if defined(__x86_64__)
+VG_CEM_KERNELS(avx2)
+VG_CEM_KERNELS(avx512)
+#endif
+#if defined(__aarch64__)
+VG_CEM_KERNELS(neon)
+#endif
 #undef VG_CEM_KERNELS
 void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
                                        const float* dmu, const float* da_out, const float* V,

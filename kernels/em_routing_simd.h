@@ -1,5 +1,6 @@
-// The EM-routing steps written once over two vector types. Each ISA file
-// (em_routing_{avx2,avx512,neon}.cpp) defines, in an anonymous namespace:
+// The EM-routing steps written once over two vector types. Each ISA's header
+// (em_routing_{avx2,avx512,neon}.h, included by that ISA's files only)
+// defines, in an anonymous namespace:
 //   F16   one 16-float pose vector (one zmm, two ymm or four q registers):
 //         zero16, load16, store16, bcast16, add16, sub16, mul16, div16,
 //         fma16(a, b, acc) = acc + a b (fused), max16(x, lo) (keeps a NaN x),
@@ -11,11 +12,12 @@
 //   for_runs(n, vec, scalar): vec(k, lanes) for each whole register of a run
 //         of n floats (lanes.load / lanes.store), then the ISA's leftovers:
 //         scalar(k) per float, or vec once more under a mask;
-//   kMomentJ, the upper capsules whose moments share one pass over the votes;
-// then includes this header, which instantiates the steps in that same
-// anonymous namespace: every ISA file keeps its own internally linked copy
-// built with its flags (tools/check_isa_objects.sh). What rounds differently
-// between ISAs (horizontal sums, sum_log16, a run's leftovers) is a primitive.
+//   kMomentJ, the upper capsules whose moments share one pass over the votes.
+// An ISA file includes that header, then this one, which instantiates the
+// steps in that same anonymous namespace: every ISA file keeps its own
+// internally linked copy built with its flags (tools/check_isa_objects.sh).
+// What rounds differently between ISAs (horizontal sums, sum_log16, a run's
+// leftovers) is a primitive.
 #pragma once
 #include <algorithm>
 #include <cmath>

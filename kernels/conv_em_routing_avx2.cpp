@@ -1,0 +1,7 @@
+// AVX2 + FMA E-step of EM routing over convolutional windows (built with -mavx2 -mfma):
+// conv_em_routing_simd.h over the primitives of em_routing_avx2.h.
+#include "kernels/em_routing_avx2.h"
+#include "kernels/em_routing_simd.h"
+#include "kernels/conv_em_routing_simd.h"
+
+VG_CEM_DEFINE(avx2)

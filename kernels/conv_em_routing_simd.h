@@ -1,0 +1,105 @@
+// The E-step of EM routing over convolutional windows, written once over the
+// primitives of kernels/em_routing_simd.h (F16, dot16, sum_log16, exp_n,
+// log_n). An ISA file includes its em_routing_<isa>.h, em_routing_simd.h and
+// then this header, and defines the kernel with VG_CEM_DEFINE(<isa>); the code
+// lands in that file's anonymous namespace, built with its flags.
+// The arithmetic is conv_em_e_step_f32__scalar's, batched: pass 1 forms each
+// window's log-likelihoods a pose (16 floats) at a time, pass 2 gathers each
+// child's entries from the windows holding it into one run, whose exps go
+// through the vector exp. What rounds differently from the scalar reference
+// (FMAs, the horizontal sums, sum_log16, the vector exp and log) is bounded in
+// tests/test_conv_em_routing.cpp.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "kernels/conv_em_routing.h"
+
+namespace vg {
+namespace {
+
+inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s,
+                             ConvEmNorm norm) {
+  const int Ho = s.Ho(), Wo = s.Wo(), I = s.I(), J = s.Co, P = s.B * Ho * Wo;
+  const float log_2pi_16 = float(16 * std::log(2.0 * std::numbers::pi));
+  EmState& em = st.em;
+  // Pass 1: lp_pqj = -1/2 (V - mu)^T diag(1 / sigma2) (V - mu) + norm_pj.
+  alignas(64) float inv_s2[64 * H];
+  float nrm[64];
+  for (int p = 0; p < P; ++p) {
+    for (int j = 0; j < J; ++j) {
+      const size_t pj = size_t(p) * J + j;
+      const F16 x = load16(em.sigma2.data() + pj * H);
+      nrm[j] = -0.5f * (sum_log16(x) + log_2pi_16) + em.log_a_out[pj];
+      store16(inv_s2 + j * H, div16(bcast16(1.f), x));
+    }
+    for (int q = 0; q < I; ++q) {
+      float* lr = em.log_r.data() + (size_t(p) * I + q) * J;
+      const float* v = V + (size_t(p) * I + q) * J * H;
+      for (int j = 0; j < J; ++j) {
+        const F16 d = sub16(load16(v + j * H), load16(mu + (size_t(p) * J + j) * H));
+        lr[j] = -0.5f * dot16(mul16(d, load16(inv_s2 + j * H)), d) + nrm[j];
+      }
+    }
+  }
+  // Pass 2, per child: its entries of every window holding it, t[w J + j],
+  // shifted by their max (over all, or per type j in the official mode),
+  // exponentiated as one run, summed, and the log-sum-exp subtracted.
+  const bool paper = norm == ConvEmNorm::paper;
+  float* t = st.e_buf.data();
+  float mx[64], z[64];
+  for (int b = 0; b < s.B; ++b)
+    for (int y = 0; y < s.H; ++y)
+      for (int x = 0; x < s.W; ++x) {
+        int ylo, yhi, xlo, xhi;
+        conv_em_windows_of(y, s.kh(), s.step(), Ho, &ylo, &yhi);
+        conv_em_windows_of(x, s.kw(), s.step(), Wo, &xlo, &xhi);
+        if (ylo > yhi || xlo > xhi) continue;  // no window holds the child
+        const int nw = (yhi - ylo + 1) * (xhi - xlo + 1), n = nw * J;
+        for (int ci = 0; ci < s.Ci; ++ci) {
+          auto row = [&](int w) {  // the child's J entries in its w-th window
+            const int oy = ylo + w / (xhi - xlo + 1), ox = xlo + w % (xhi - xlo + 1);
+            const size_t p = (size_t(b) * Ho + oy) * Wo + ox;
+            const int q = ((y - oy * s.step()) * s.kw() + (x - ox * s.step())) * s.Ci + ci;
+            return em.log_r.data() + (p * I + q) * J;
+          };
+          std::fill_n(mx, J, -INFINITY);
+          for (int w = 0; w < nw; ++w) {
+            const float* r = row(w);
+            for (int j = 0; j < J; ++j) mx[j] = std::max(mx[j], r[j]);
+          }
+          if (paper) std::fill_n(mx, J, *std::max_element(mx, mx + J));
+          for (int w = 0; w < nw; ++w) {
+            const float* r = row(w);
+            for (int j = 0; j < J; ++j) t[w * J + j] = r[j] - mx[j];
+          }
+          exp_n(t, size_t(n));
+          std::fill_n(z, J, 0.f);
+          for (int w = 0; w < nw; ++w)
+            for (int j = 0; j < J; ++j) z[j] += t[w * J + j];
+          if (paper) {
+            float sum = 0.f;
+            for (int j = 0; j < J; ++j) sum += z[j];
+            std::fill_n(z, J, sum);
+          }
+          log_n(z, size_t(J));
+          for (int w = 0; w < nw; ++w) {
+            float* r = row(w);
+            for (int j = 0; j < J; ++j) r[j] -= mx[j] + z[j];
+          }
+        }
+      }
+}
+
+}  // namespace
+}  // namespace vg
+
+// The exported E-step of one ISA: VG_CEM_DEFINE(avx2) in conv_em_routing_avx2.cpp.
+#define VG_CEM_DEFINE(isa)                                                                                 \
+  namespace vg {                                                                                           \
+  void conv_em_e_step_f32__##isa(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, \
+                                 ConvEmNorm norm) {                                                        \
+    conv_e_step_simd(st, V, mu, s, norm);                                                                  \
+  }                                                                                                        \
+  }

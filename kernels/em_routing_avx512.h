@@ -1,0 +1,135 @@
+// The AVX-512 primitives the EM-routing steps (em_routing_simd.h) are written
+// over, for files built with the ISA's flags (-mavx512f -mavx512vl -mavx512dq
+// -mfma); each such file includes this header and keeps its own internally
+// linked copy.
+// A pose vector is one zmm register, and so is a register of exp and log runs,
+// whose leftovers go through the same polynomials under a mask.
+#pragma once
+#include "kernels/avx512_intrinsics.h"
+
+#include <cfloat>
+#include <cmath>
+#include <numbers>
+
+namespace vg {
+namespace {
+
+// exp(x) within ~1 ulp (Cephes expf, as the AVX2 variant): x = n ln2 + r with
+// n = round(x / ln2), |r| <= ln2/2, ln2 split in two (Cody-Waite); e^r = 1 + r
+// + r^2 P(r), P of degree 5; vscalefps applies 2^n with one rounding, so
+// denormal results, underflow to 0 (x < -104 is clamped there) and overflow to
+// inf come out right. NaN passes through the clamps.
+inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// log(x) within ~1 ulp (Cephes logf, as the AVX2 variant): x = m 2^e with m in
+// [sqrt(1/2), sqrt(2)) from vgetmantps/vgetexpps (exact, denormals included),
+// f = m - 1 exact; log(1+f) = f - f^2/2 + f^3 P(f), P of degree 8; e ln2 added
+// with ln2 split in two. log(0) = -inf, log(<0) = NaN, log(inf) = inf, NaN stays.
+inline __m512 log16(__m512 x) {
+  __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_p5_1, _MM_MANT_SIGN_zero);  // [0.5, 1)
+  __m512 e = _mm512_add_ps(_mm512_getexp_ps(x), _mm512_set1_ps(1.f));    // x = m 2^e
+  const __mmask16 small = _mm512_cmp_ps_mask(m, _mm512_set1_ps(0.707106781186547524f), _CMP_LT_OQ);
+  e = _mm512_mask_sub_ps(e, small, e, _mm512_set1_ps(1.f));
+  m = _mm512_mask_add_ps(m, small, m, m);
+  const __m512 f = _mm512_sub_ps(m, _mm512_set1_ps(1.f));
+  const __m512 z = _mm512_mul_ps(f, f);
+  __m512 p = _mm512_set1_ps(7.0376836292e-2f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(-1.1514610310e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.1676998740e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(-1.2420140846e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.4249322787e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(-1.6668057665e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.0000714765e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(-2.4999993993e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(3.3333331174e-1f));
+  __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, f), z);
+  y = _mm512_fmadd_ps(e, _mm512_set1_ps(-2.12194440e-4f), y);
+  y = _mm512_fmadd_ps(_mm512_set1_ps(-0.5f), z, y);
+  __m512 r = _mm512_fmadd_ps(e, _mm512_set1_ps(0.693359375f), _mm512_add_ps(f, y));
+  const __m512 zero = _mm512_setzero_ps();
+  r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ), r, _mm512_set1_ps(-INFINITY));
+  r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), r, _mm512_set1_ps(NAN));
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ) |
+                         _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  return _mm512_mask_blend_ps(keep, r, x);
+}
+
+using F16 = __m512;
+inline F16 zero16() { return _mm512_setzero_ps(); }
+inline F16 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline void store16(float* p, F16 x) { _mm512_storeu_ps(p, x); }
+inline F16 bcast16(float x) { return _mm512_set1_ps(x); }
+inline F16 add16(F16 a, F16 b) { return _mm512_add_ps(a, b); }
+inline F16 sub16(F16 a, F16 b) { return _mm512_sub_ps(a, b); }
+inline F16 mul16(F16 a, F16 b) { return _mm512_mul_ps(a, b); }
+inline F16 div16(F16 a, F16 b) { return _mm512_div_ps(a, b); }
+inline F16 fma16(F16 a, F16 b, F16 acc) { return _mm512_fmadd_ps(a, b, acc); }
+// vmaxps returns its second operand when either is NaN: a NaN x stays.
+inline F16 max16(F16 x, F16 lo) { return _mm512_max_ps(lo, x); }
+inline F16 zero_unless_gt16(F16 v, F16 x, F16 lo) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), v); }
+inline float dot16(F16 a, F16 b) { return _mm512_reduce_add_ps(_mm512_mul_ps(a, b)); }
+
+// sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2)
+// (vgetmantps/vgetexpps), so sum log x = log(prod m) + e_sum ln2, and prod m
+// < 2^16 cannot overflow (15 products: ~8 ulp, ~1e-6 absolute, the size of
+// the rounding of 16 summed logs). If any lane is not normal, positive and
+// finite (0, inf, NaN, denormals), the lane-wise log16 is summed instead.
+inline float sum_log16(__m512 x) {
+  const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(FLT_MIN), _CMP_GE_OQ) &
+                       _mm512_cmp_ps_mask(x, _mm512_set1_ps(FLT_MAX), _CMP_LE_OQ);
+  if (ok != 0xffff) return _mm512_reduce_add_ps(log16(x));
+  const float p = _mm512_reduce_mul_ps(_mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero));
+  const float e_sum = _mm512_reduce_add_ps(_mm512_getexp_ps(x));  // small integers: exact
+  return float(double(std::log(p)) + double(e_sum) * std::numbers::ln2);
+}
+
+using Vec = __m512;
+inline Vec bcastv(float x) { return _mm512_set1_ps(x); }
+inline Vec addv(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+inline Vec subv(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+inline Vec mulv(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+inline Vec divv(Vec a, Vec b) { return _mm512_div_ps(a, b); }
+inline Vec expv(Vec x) { return exp16(x); }
+inline Vec logv(Vec x) { return log16(x); }
+inline __m512i sign_bits() { return _mm512_set1_epi32(int(0x80000000u)); }
+inline Vec negv(Vec x) { return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), sign_bits())); }
+inline Vec neg_absv(Vec x) { return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign_bits())); }
+inline Vec min0v(Vec z) { return _mm512_min_ps(_mm512_setzero_ps(), z); }  // vminps: a NaN z stays
+inline Vec if_zerov(Vec c, Vec x, Vec y) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, _mm512_setzero_ps(), _CMP_EQ_OQ), y, x);
+}
+
+struct Whole {
+  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, Vec x) { _mm512_storeu_ps(p, x); }
+};
+struct Masked {  // masked-off lanes are neither read nor written
+  __mmask16 m;
+  Vec load(const float* p) const { return _mm512_maskz_loadu_ps(m, p); }
+  void store(float* p, Vec x) const { _mm512_mask_storeu_ps(p, m, x); }
+};
+template <class VecFn, class ScalarFn>
+inline void for_runs(size_t n, VecFn vec, ScalarFn) {
+  size_t k = 0;
+  for (; k + 16 <= n; k += 16) vec(k, Whole{});
+  if (k < n) vec(k, Masked{__mmask16((1u << (n - k)) - 1)});
+}
+
+constexpr int kMomentJ = 4;  // four independent FMA chains
+
+}  // namespace
+}  // namespace vg

@@ -1,0 +1,181 @@
+// The NEON primitives the EM-routing steps (em_routing_simd.h) are written
+// over, for AArch64 files (Advanced SIMD needs no extra flags); each such file
+// includes this header and keeps its own internally linked copy.
+// A pose vector is four q registers; exp and log run four floats at a time
+// through the Cephes polynomials below, the leftovers of a run through std::.
+#pragma once
+#include <arm_neon.h>
+
+#include <cfloat>
+#include <cmath>
+#include <numbers>
+
+namespace vg {
+namespace {
+
+struct F16 {
+  float32x4_t q[4];
+};
+inline F16 zero16() { return {{vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f)}}; }
+inline F16 load16(const float* p) { return {{vld1q_f32(p), vld1q_f32(p + 4), vld1q_f32(p + 8), vld1q_f32(p + 12)}}; }
+inline void store16(float* p, const F16& x) {
+  for (int k = 0; k < 4; ++k) vst1q_f32(p + 4 * k, x.q[k]);
+}
+inline F16 bcast16(float x) { return {{vdupq_n_f32(x), vdupq_n_f32(x), vdupq_n_f32(x), vdupq_n_f32(x)}}; }
+inline F16 add16(F16 a, const F16& b) {
+  for (int k = 0; k < 4; ++k) a.q[k] = vaddq_f32(a.q[k], b.q[k]);
+  return a;
+}
+inline F16 sub16(F16 a, const F16& b) {
+  for (int k = 0; k < 4; ++k) a.q[k] = vsubq_f32(a.q[k], b.q[k]);
+  return a;
+}
+inline F16 mul16(F16 a, const F16& b) {
+  for (int k = 0; k < 4; ++k) a.q[k] = vmulq_f32(a.q[k], b.q[k]);
+  return a;
+}
+inline F16 div16(F16 a, const F16& b) {
+  for (int k = 0; k < 4; ++k) a.q[k] = vdivq_f32(a.q[k], b.q[k]);
+  return a;
+}
+inline F16 fma16(const F16& a, const F16& b, F16 acc) {
+  for (int k = 0; k < 4; ++k) acc.q[k] = vfmaq_f32(acc.q[k], a.q[k], b.q[k]);
+  return acc;
+}
+// FMAX keeps a NaN x, as std::max(x, floor) does.
+inline F16 max16(F16 x, const F16& lo) {
+  for (int k = 0; k < 4; ++k) x.q[k] = vmaxq_f32(x.q[k], lo.q[k]);
+  return x;
+}
+inline float hsum16(const F16& x) {
+  return vaddvq_f32(vaddq_f32(vaddq_f32(x.q[0], x.q[1]), vaddq_f32(x.q[2], x.q[3])));
+}
+inline float dot16(const F16& a, const F16& b) { return hsum16(mul16(a, b)); }
+inline float32x4_t and_mask(uint32x4_t m, float32x4_t x) {
+  return vreinterpretq_f32_u32(vandq_u32(m, vreinterpretq_u32_f32(x)));
+}
+
+inline F16 zero_unless_gt16(const F16& v, const F16& x, const F16& lo) {
+  F16 r;
+  for (int k = 0; k < 4; ++k) r.q[k] = and_mask(vcgtq_f32(x.q[k], lo.q[k]), v.q[k]);
+  return r;
+}
+
+// exp(x) within ~1 ulp (Cephes expf, as the AVX2 variant). Range reduction:
+// x = n ln2 + r with n = round(x / ln2), |r| <= ln2/2, ln2 split in two
+// (Cody-Waite); e^r = 1 + r + r^2 P(r), P of degree 5. 2^n is applied as
+// 2^(n>>1) then 2^(n - n>>1), both normal, so denormal results round once and
+// x > ln(FLT_MAX) gives inf. x < -104 gives 0; FMIN/FMAX propagate NaN.
+inline float32x4_t exp4(float32x4_t x) {
+  x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-104.f)), vdupq_n_f32(88.8f));
+  const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+  float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+  p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, r);
+  p = vaddq_f32(vfmaq_f32(r, p, vmulq_f32(r, r)), vdupq_n_f32(1.f));
+  const int32x4_t ni = vcvtq_s32_f32(n);
+  const int32x4_t n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
+  const int32x4_t bias = vdupq_n_s32(127);
+  const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, bias), 23));
+  const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));
+  return vmulq_f32(vmulq_f32(p, s1), s2);
+}
+
+// log(x) within ~1 ulp (Cephes logf, as the AVX2 variant): x = m 2^e with m in
+// [sqrt(1/2), sqrt(2)) (denormals scaled by 2^23 first), f = m - 1 exact;
+// log(1+f) = f - f^2/2 + f^3 P(f), P of degree 8; e ln2 added with ln2 split in
+// two. log(0) = -inf, log(<0) = NaN, log(inf) = inf, NaN stays NaN.
+inline float32x4_t log4(float32x4_t x) {
+  const uint32x4_t tiny = vcltq_f32(x, vdupq_n_f32(FLT_MIN));
+  const float32x4_t xs = vbslq_f32(tiny, vmulq_f32(x, vdupq_n_f32(8388608.f)), x);
+  const uint32x4_t bits = vreinterpretq_u32_f32(xs);
+  float32x4_t e = vcvtq_f32_s32(vsubq_s32(
+      vreinterpretq_s32_u32(vandq_u32(vshrq_n_u32(bits, 23), vdupq_n_u32(0xff))), vdupq_n_s32(126)));
+  e = vsubq_f32(e, and_mask(tiny, vdupq_n_f32(23.f)));
+  float32x4_t m = vreinterpretq_f32_u32(
+      vorrq_u32(vandq_u32(bits, vdupq_n_u32(0x007fffff)), vdupq_n_u32(0x3f000000)));  // [0.5, 1)
+  const uint32x4_t small = vcltq_f32(m, vdupq_n_f32(0.707106781186547524f));
+  e = vsubq_f32(e, and_mask(small, vdupq_n_f32(1.f)));
+  m = vaddq_f32(m, and_mask(small, m));
+  const float32x4_t f = vsubq_f32(m, vdupq_n_f32(1.f));
+  const float32x4_t z = vmulq_f32(f, f);
+  float32x4_t p = vdupq_n_f32(7.0376836292e-2f);
+  p = vfmaq_f32(vdupq_n_f32(-1.1514610310e-1f), p, f);
+  p = vfmaq_f32(vdupq_n_f32(1.1676998740e-1f), p, f);
+  p = vfmaq_f32(vdupq_n_f32(-1.2420140846e-1f), p, f);
+  p = vfmaq_f32(vdupq_n_f32(1.4249322787e-1f), p, f);
+  p = vfmaq_f32(vdupq_n_f32(-1.6668057665e-1f), p, f);
+  p = vfmaq_f32(vdupq_n_f32(2.0000714765e-1f), p, f);
+  p = vfmaq_f32(vdupq_n_f32(-2.4999993993e-1f), p, f);
+  p = vfmaq_f32(vdupq_n_f32(3.3333331174e-1f), p, f);
+  float32x4_t y = vmulq_f32(vmulq_f32(p, f), z);
+  y = vfmaq_f32(y, e, vdupq_n_f32(-2.12194440e-4f));
+  y = vfmaq_f32(y, vdupq_n_f32(-0.5f), z);
+  float32x4_t r = vfmaq_f32(vaddq_f32(f, y), e, vdupq_n_f32(0.693359375f));
+  r = vbslq_f32(vceqq_f32(x, vdupq_n_f32(0.f)), vdupq_n_f32(-INFINITY), r);
+  r = vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.f)), vdupq_n_f32(NAN), r);
+  const uint32x4_t keep = vorrq_u32(vceqq_f32(x, vdupq_n_f32(INFINITY)), vmvnq_u32(vceqq_f32(x, x)));
+  return vbslq_f32(keep, x, r);
+}
+
+// sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2), so
+// sum log x = log(prod m) + e_sum ln2, and prod m < 2^16 cannot overflow
+// (15 products: ~8 ulp, ~1e-6 absolute, the size of the rounding of 16 summed
+// logs). If any lane is not normal, positive and finite (0, inf, NaN,
+// denormals), the lane-wise log4 is summed instead.
+inline float sum_log16(const F16& x) {
+  const float32x4_t lo = vdupq_n_f32(FLT_MIN), hi = vdupq_n_f32(FLT_MAX);
+  uint32x4_t ok = vdupq_n_u32(0xffffffffu);
+  for (int k = 0; k < 4; ++k) ok = vandq_u32(ok, vandq_u32(vcgeq_f32(x.q[k], lo), vcleq_f32(x.q[k], hi)));
+  if (vminvq_u32(ok) == 0) {
+    F16 l;
+    for (int k = 0; k < 4; ++k) l.q[k] = log4(x.q[k]);
+    return hsum16(l);
+  }
+  const uint32x4_t mant = vdupq_n_u32(0x007fffff), one = vdupq_n_u32(0x3f800000);
+  float32x4_t p = vdupq_n_f32(1.f);
+  uint32x4_t e = vdupq_n_u32(0);
+  for (int k = 0; k < 4; ++k) {
+    const uint32x4_t bits = vreinterpretq_u32_f32(x.q[k]);
+    p = vmulq_f32(p, vreinterpretq_f32_u32(vorrq_u32(vandq_u32(bits, mant), one)));
+    e = vaddq_u32(e, vshrq_n_u32(bits, 23));  // biased exponents
+  }
+  const float prod = (vgetq_lane_f32(p, 0) * vgetq_lane_f32(p, 1)) * (vgetq_lane_f32(p, 2) * vgetq_lane_f32(p, 3));
+  const int e_sum = int(vaddvq_u32(e)) - 16 * 127;
+  return float(double(std::log(prod)) + e_sum * std::numbers::ln2);
+}
+
+using Vec = float32x4_t;
+inline Vec bcastv(float x) { return vdupq_n_f32(x); }
+inline Vec addv(Vec a, Vec b) { return vaddq_f32(a, b); }
+inline Vec subv(Vec a, Vec b) { return vsubq_f32(a, b); }
+inline Vec mulv(Vec a, Vec b) { return vmulq_f32(a, b); }
+inline Vec divv(Vec a, Vec b) { return vdivq_f32(a, b); }
+inline Vec expv(Vec x) { return exp4(x); }
+inline Vec logv(Vec x) { return log4(x); }
+inline Vec negv(Vec x) { return vnegq_f32(x); }
+inline Vec neg_absv(Vec x) { return vnegq_f32(vabsq_f32(x)); }
+// std::min(z, 0) is z < 0 ? z : 0 (a NaN z stays); FMIN would agree too.
+inline Vec min0v(Vec z) { return vbslq_f32(vcgtq_f32(z, vdupq_n_f32(0.f)), vdupq_n_f32(0.f), z); }
+inline Vec if_zerov(Vec c, Vec x, Vec y) { return vbslq_f32(vceqq_f32(c, vdupq_n_f32(0.f)), x, y); }
+
+struct Whole {
+  static Vec load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, Vec x) { vst1q_f32(p, x); }
+};
+template <class VecFn, class ScalarFn>
+inline void for_runs(size_t n, VecFn vec, ScalarFn scalar) {
+  size_t k = 0;
+  for (; k + 4 <= n; k += 4) vec(k, Whole{});
+  for (; k < n; ++k) scalar(k);
+}
+
+constexpr int kMomentJ = 2;  // eight independent FMA chains
+
+}  // namespace
+}  // namespace vg
