@@ -263,6 +263,29 @@ TEST(ConvEmRouting, BackwardAccumulatesAndRefusesWhatItCannotDo) {
                                         pr.mu.data(), pr.a.data(), pr.st, s, c), std::invalid_argument);
 }
 
+TEST(ConvEmRouting, ForwardAndBackwardAllocateNothingOnceSized) {
+  // ConvEmState::resize sizes every buffer (the history and scratch of the
+  // full scheme, the SIMD E-step's run): the hot path allocates nothing.
+  int nv = 0;
+  const ConvEmRoutingKernels* ks = conv_em_routing_variants(&nv);
+  for (int v = 0; v < nv; ++v) {
+    if (!isa_supported(ks[v].isa)) continue;
+    for (EmGrad grad : {EmGrad::stopgrad, EmGrad::full})
+      for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official}) {
+        const ConvEmConfig c = option_set(0, 3, grad, norm);
+        const Problem pr(shapes()[1], c, 950, ks[v]);
+        std::vector<float> mu(pr.mu.size()), a(pr.a.size()), dV(pr.V.size()), dz(pr.z.size()), dba(pr.s.Co), dbv(pr.s.Co);
+        ConvEmState st;
+        st.resize(pr.s, c);
+        const auto before = test::allocations_on_this_thread().all;
+        conv_em_routing_forward(mu.data(), a.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), pr.s, c, ks[v]);
+        conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), pr.mu.data(), pr.a.data(), pr.vk(),
+                                 mu.data(), a.data(), st, pr.s, c, ks[v]);
+        EXPECT_EQ(test::allocations_on_this_thread().all, before) << isa_name(ks[v].isa) << " " << describe(pr.s, c);
+      }
+  }
+}
+
 // Every variant of the kernel list: both backward schemes on the state of its
 // own forward (the dense family's M-step and stop-gradient backward of its
 // ISA; the full backward is the scalar reference on the variant's history),
