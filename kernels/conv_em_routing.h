@@ -15,8 +15,9 @@
 //   paper     R_{c,(p,j)} = softmax over every (p', j') with p' containing c of
 //             (log p_{c,(p',j')} + log a_{p'j'}): each child's assignments sum
 //             to 1 ("each capsule in layer L receives feedback from at most
-//             K x K capsules of each type in L+1", the paper on convolutional capsules; IBM's
-//             implementation (Gritzman 2019) normalises the same way).
+//             K x K capsules of each type in L+1", the paper on convolutional
+//             capsules; IBM's implementation (Gritzman 2019) normalises the
+//             same way).
 //   official  google-research capsule_em/em_layers.py, update_conv_routing:
 //             posterior = prior_exp / sum_prior, where sum_prior sums over the
 //             windows of each (input type, output type) separately, so each
@@ -33,6 +34,9 @@
 // With K = H = W (one window) the paper mode of the scalar variant is the
 // dense scalar em_routing, bit for bit: the same M-step kernel and the same
 // E-step arithmetic in the same order.
+// The kernels run on the calling thread and sum every output in a fixed order
+// (a child's terms in window order), so results do not depend on threads; a
+// caller may split batch items over threads (no two items share a child).
 #pragma once
 #include <vector>
 
@@ -111,8 +115,9 @@ void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbe
 
 // One variant: the M-step and the stop-gradient backward are the dense
 // family's kernels of the same ISA (a window's M-step is the dense M-step), the
-// E-step is this family's, the full backward the scalar reference (as the
-// dense family's, for the same reason: see em_backward_full_f32__scalar).
+// E-step is this family's, the full backward the scalar reference on every
+// ISA (not vectorised yet: at ConvCaps1, batch 32, it takes about twice the
+// AVX2 forward's time; bench/bench_conv_em_routing.cpp measures both).
 struct ConvEmRoutingKernels {
   Isa isa;
   EmMStepFn m_step;
