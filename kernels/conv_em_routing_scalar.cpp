@@ -131,26 +131,10 @@ void e_step_backward_window(float* dV, float* dmu, float* dsig, float* dloga, co
   std::fill_n(dloga, J, 0.f);
   for (int q = 0; q < I; ++q) {
     const size_t c = child_of(sh, oy, ox, q);
-    for (int j = 0; j < J; ++j) {
-      const float sum = per_type ? tsum[c * J + j] : tsum[c];
-      // exp underflows to 0 below -104 (skipping it spares libm's slow path).
-      const float lr = log_r_next[q * J + j];
-      const float dp = dl[q * J + j] - (lr < -104.f ? 0.f : std::exp(lr)) * sum;
-      dloga[j] += dp;
-      const float* v = V + (size_t(q) * J + j) * H;
-      const float* mu = s.mu + j * H;
-      const float* inv = inv_s2 + j * H;
-      float* dv = dV + (size_t(q) * J + j) * H;
-      float* dm = dmu + j * H;
-      float* dsg = dsig + j * H;
-      for (int h = 0; h < H; ++h) {
-        const float d = v[h] - mu[h];
-        const float u = d * inv[h];
-        dv[h] -= dp * u;
-        dm[h] += dp * u;
-        dsg[h] += dp * (u * d - 1.f) * 0.5f * inv[h];
-      }
-    }
+    for (int j = 0; j < J; ++j)  // the sum runs over every parent the child feeds (per type, official)
+      em_e_pair_backward(dV + (size_t(q) * J + j) * H, dmu + j * H, dsig + j * H, dloga + j, dl[q * J + j],
+                         log_r_next[q * J + j], per_type ? tsum[c * J + j] : tsum[c], V + (size_t(q) * J + j) * H,
+                         s.mu + j * H, inv_s2 + j * H);
   }
 }
 

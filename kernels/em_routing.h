@@ -6,6 +6,7 @@
 //   beta_a, beta_v  J         per upper capsule
 //   mu       B x J x 16       upper poses;   a_out  B x J  upper activations
 #pragma once
+#include <cmath>
 #include <vector>
 
 #include "kernels/isa.h"
@@ -163,6 +164,27 @@ void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbet
                              float* g, const float* dmu, const float* dsig, const float* dloga,
                              const float* da, const float* V, const EmMStepState& s,
                              const float* beta_v, float lambda, int I, int J, const EmConfig& cfg);
+
+// The E-step backward of one (child i, parent j) pair, which the dense and
+// the convolutional full backward share: from dlr_ij (the adjoint of log R_ij),
+// lr_ij = log R_ij and sum = the adjoint's sum over the child's parents,
+//   dp = dlr_ij - R_ij sum    (log-softmax)
+// adds dp into *dloga and, through u = (V_ij - mu_j) / sigma2_j, into
+// dV_ij -= dp u, dmu_j += dp u, dsigma2_j += dp (u (V_ij - mu_j) - 1) / (2 sigma2_j).
+// Scalar references only (their -ffp-contract=off holds inside it).
+inline void em_e_pair_backward(float* dv, float* dmu, float* dsig, float* dloga, float dlr, float lr, float sum,
+                               const float* v, const float* mu, const float* inv_s2) {
+  // exp underflows to 0 below -104 (skipping it spares libm's slow path).
+  const float dp = dlr - (lr < -104.f ? 0.f : std::exp(lr)) * sum;
+  *dloga += dp;
+  for (int h = 0; h < kPoseDim; ++h) {
+    const float d = v[h] - mu[h];
+    const float u = d * inv_s2[h];
+    dv[h] -= dp * u;
+    dmu[h] += dp * u;
+    dsig[h] += dp * (u * d - 1.f) * 0.5f * inv_s2[h];
+  }
+}
 
 // FLOPs of one routing call, counted from the loops of the scalar reference
 // (M-step: weights, mean, variance, cost; E-step: quadratic form, softmax;

@@ -280,25 +280,9 @@ void e_step_backward_full(float* dV, float* dmu, float* dsig, float* dloga, cons
   for (int i = 0; i < I; ++i) {
     float sum = 0.f;
     for (int j = 0; j < J; ++j) sum += dlr[i * J + j];
-    for (int j = 0; j < J; ++j) {
-      // exp underflows to 0 below -104 (skipping it spares libm's slow path).
-      const float lr = log_r_next[i * J + j];
-      const float dp = dlr[i * J + j] - (lr < -104.f ? 0.f : std::exp(lr)) * sum;
-      dloga[j] += dp;
-      const float* v = V + (size_t(i) * J + j) * H;
-      const float* mu = s.mu + j * H;
-      const float* inv = inv_s2 + j * H;
-      float* dv = dV + (size_t(i) * J + j) * H;
-      float* dm = dmu + j * H;
-      float* dsg = dsig + j * H;
-      for (int h = 0; h < H; ++h) {
-        const float d = v[h] - mu[h];
-        const float u = d * inv[h];
-        dv[h] -= dp * u;
-        dm[h] += dp * u;
-        dsg[h] += dp * (u * d - 1.f) * 0.5f * inv[h];
-      }
-    }
+    for (int j = 0; j < J; ++j)
+      em_e_pair_backward(dV + (size_t(i) * J + j) * H, dmu + j * H, dsig + j * H, dloga + j, dlr[i * J + j],
+                         log_r_next[i * J + j], sum, V + (size_t(i) * J + j) * H, s.mu + j * H, inv_s2 + j * H);
   }
 }
 

@@ -13,6 +13,8 @@
 // anyway) is small; accumulating instead would zero every gradient of every
 // model once a step, e.g. cnn-paper's 4.2 M floats (17 MB) for nothing.
 #pragma once
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,16 @@
 #include "models/model.h"
 
 namespace vg {
+
+// The kernel variant for `isa` (tests compare variants in one process), or the
+// dispatcher's `chosen` when none is asked for; throws if this build lacks it.
+template <typename K>
+const K& kernels_for(const std::optional<Isa>& isa, const K* (*lookup)(Isa), const K& chosen) {
+  if (!isa) return chosen;
+  const K* k = lookup(*isa);
+  if (k == nullptr) throw std::invalid_argument(std::string("no ") + isa_name(*isa) + " kernels in this build");
+  return *k;
+}
 
 // The seed's head for the xent loss: logits_j = |mu_j|^2 / 16 + 4 (a_j - 1/2)
 // from class poses (B x J x 16) and activations (B x J); backward overwrites.

@@ -6,15 +6,6 @@
 
 namespace vg {
 
-namespace {
-template <typename K>
-const K& kernels_for(const std::optional<Isa>& isa, const K* (*lookup)(Isa), const K& chosen) {
-  if (!isa) return chosen;
-  const K* k = lookup(*isa);
-  if (k == nullptr) throw std::invalid_argument(std::string("CapsNet: no ") + isa_name(*isa) + " kernels in this build");
-  return *k;
-}
-}  // namespace
 
 CapsNet::CapsNet(const CapsConfig& cfg, int max_batch)
     : Model(cfg.loss),

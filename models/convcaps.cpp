@@ -7,13 +7,6 @@
 namespace vg {
 
 namespace {
-template <typename K>
-const K& kernels_for(const std::optional<Isa>& isa, const K* (*lookup)(Isa), const K& chosen) {
-  if (!isa) return chosen;
-  const K* k = lookup(*isa);
-  if (k == nullptr) throw std::invalid_argument(std::string("ConvCapsNet: no ") + isa_name(*isa) + " kernels in this build");
-  return *k;
-}
 constexpr int kRow = kPoseDim + 1;  // a primary capsule's outputs: pose and logit
 }  // namespace
 
