@@ -224,7 +224,7 @@ struct ExportFlags {
 int do_export_norb(const ExportFlags& f) {
   NorbExportConfig c;
   c.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
-  c.shapes = parse_shapes(f.shapes);
+  c.shapes = parse_shapes_flag(f.shapes);
   c.instances = int(parse_int("--instances", f.instances, 1, 5));
   c.lightings = int(parse_int("--lightings", f.lightings, 1, kNorbLightings));
   // Every output judged before any work: DIR made if absent, and none of the

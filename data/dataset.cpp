@@ -381,105 +381,14 @@ std::vector<double> training_azimuths(const DataConfig& cfg) {
   return cfg.norb ? cfg.norb->train_az : cfg.train_azimuths.values();
 }
 
-NorbSplit norb_split_of(const NorbData& d, NorbSplitKind kind, const std::string& dir) {
-  const std::vector<NorbInfo>&tr = d.train.info(), &te = d.test.info();
-  NorbSplit s = kind == NorbSplitKind::azimuth     ? norb_split_azimuth(tr, te)
-                : kind == NorbSplitKind::elevation ? norb_split_elevation(tr, te)
-                                                   : norb_split_full(tr, te);
-  if (s.train.empty()) throw NorbError(dir + ": no training image lies at the split's training viewpoints");
-  if (s.familiar.empty() && s.novel.empty()) throw NorbError(dir + ": the test set is empty");
-  return s;
+
+double synthetic_images(const DataConfig& d) {
+  return double(kNumClasses) * d.elevations.count *
+         (double(d.train_azimuths.count) * d.n_per_combo +
+          (double(d.train_azimuths.count) + d.test_azimuths.count + 36) * d.n_eval_per_combo);
 }
 
-std::vector<double> norb_angles(const NorbSet& set, const std::vector<int>& idx, bool elevation) {
-  std::vector<double> v;
-  for (int i : idx) {
-    const NorbInfo& r = set.info()[size_t(i)];
-    v.push_back(elevation ? norb_elevation_deg(r.elevation) : norb_azimuth_deg(r.azimuth));
-  }
-  std::sort(v.begin(), v.end());
-  v.erase(std::unique(v.begin(), v.end()), v.end());
-  return v;
-}
-
-namespace {
-
-// The centre crops (the paper's evaluation input) of set's images `idx`.
-Split norb_crops(const NorbSet& set, const std::vector<int>& idx, const NorbPrep& prep) {
-  Split s;
-  s.channels = norb_channels(prep.cameras);
-  const int n = int(idx.size());
-  s.images.resize(size_t(n) * s.pixels());
-  s.labels.resize(size_t(n));
-  s.azimuth.resize(size_t(n));
-  s.elevation.resize(size_t(n));
-  std::string error;  // the first read that failed (an exception must not leave the parallel region)
-#pragma omp parallel
-  {
-    std::vector<uint8_t> pair(kNorbPairBytes);
-#pragma omp for schedule(static)
-    for (int i = 0; i < n; ++i) {
-      const int k = idx[size_t(i)];
-      try {
-        set.read_pair(k, pair.data());
-      } catch (const NorbError& e) {
-#pragma omp critical(norb_crops)
-        if (error.empty()) error = e.what();
-        continue;
-      }
-      norb_eval_sample(pair.data(), prep, s.images.data() + size_t(i) * s.pixels());
-      const NorbInfo& info = set.info()[size_t(k)];
-      s.labels[size_t(i)] = set.labels()[size_t(k)];
-      s.azimuth[size_t(i)] = float(norb_azimuth_deg(info.azimuth));
-      s.elevation[size_t(i)] = float(norb_elevation_deg(info.elevation));
-    }
-  }
-  if (!error.empty()) throw NorbError(error);
-  return s;
-}
-
-// smallNORB under one of the paper's splits: training images drawn afresh each
-// epoch (random crops, jitter), evaluation on centre crops of the test set; the
-// circle and the elevation profile are the test set itself.
-Dataset make_norb_dataset(const DataConfig& cfg) {
-  const NorbConfig& nc = *cfg.norb;
-  const auto files = std::make_shared<const NorbData>(norb_load_dir(nc.dir));
-  const NorbSplit sp = norb_split_of(*files, nc.split, nc.dir);
-  Dataset d;
-  d.views_from_test = true;
-  d.train = norb_crops(files->train, sp.train, nc.prep);
-  d.train.draw = [files, idx = sp.train, prep = nc.prep, seed = cfg.seed](int i, uint64_t epoch, float* dst) {
-    std::array<uint8_t, kNorbPairBytes> pair;  // on the stack: a training step allocates nothing
-    files->train.read_pair(idx[size_t(i)], pair.data());
-    Stream rng = norb_augment_stream(seed, epoch, uint64_t(i));
-    norb_train_sample(pair.data(), prep, rng, dst);
-  };
-  d.familiar = norb_crops(files->test, sp.familiar, nc.prep);
-  if (nc.split == NorbSplitKind::full) {
-    d.heldout = d.familiar;  // no viewpoint is novel
-    d.heldout_is_familiar = true;
-  } else {
-    d.heldout = norb_crops(files->test, sp.novel, nc.prep);
-  }
-  const std::vector<int>& heldout = d.heldout_is_familiar ? sp.familiar : sp.novel;
-  d.train_az = norb_angles(files->train, sp.train, false);
-  d.elevations = norb_angles(files->train, sp.train, true);
-  d.test_az = norb_angles(files->test, heldout, false);
-  d.test_elevations = norb_angles(files->test, heldout, true);
-  d.circle_az = circle_azimuths(cfg);
-  d.gap_deg = azimuth_gap(d.train_az, d.test_az);
-  d.elev_gap_deg = INFINITY;
-  for (double t : d.test_elevations)
-    for (double e : d.elevations) d.elev_gap_deg = std::min(d.elev_gap_deg, std::fabs(t - e));
-  if (nc.split == NorbSplitKind::elevation)
-    for (int e = 0; e < kNorbElevations; ++e) d.profile_elevations.push_back(norb_elevation_deg(e));
-  return d;
-}
-
-}  // namespace
-
-Dataset make_dataset(const DataConfig& cfg) {
-  if (cfg.norb) return make_norb_dataset(cfg);
+Dataset make_synthetic_dataset(const DataConfig& cfg) {
   Dataset d;
   d.train_az = cfg.train_azimuths.values();
   d.test_az = cfg.test_azimuths.values();

@@ -80,9 +80,10 @@ struct NorbConfig {
   std::string dir;  // the six NYU files (data/norb.h: norb_files)
   NorbSplitKind split = NorbSplitKind::azimuth;
   NorbPrep prep;    // cameras and training jitter
-  long images_in_memory = 0;  // centre crops the dataset holds (the CLI's memory check reads it)
+  long images_in_memory = 0;  // centre crops the dataset holds (the memory check reads it)
+  long train_images = 0;      // images in the split's training set
   // The split's training azimuths and azimuth gap (Dataset::train_az, gap_deg),
-  // read from the files' index by the CLI for a sweep's plan.
+  // read from the files' index when the flags are validated, for a sweep's plan.
   std::vector<double> train_az;
   double gap_deg = 0;
 };
@@ -169,8 +170,13 @@ std::vector<double> norb_angles(const NorbSet& set, const std::vector<int>& idx,
 std::vector<double> training_azimuths(const DataConfig& cfg);
 
 // Builds all four splits (the circle split at circle_azimuths(cfg)); from
-// smallNORB's files if cfg.norb is set (throws NorbError for a bad file).
+// smallNORB's files if cfg.norb is set (throws NorbError for a bad file):
+// protocol_of(cfg).make(cfg) (data/protocol.h).
 Dataset make_dataset(const DataConfig& cfg);
+// The rendered shapes' splits (cfg.norb unset).
+Dataset make_synthetic_dataset(const DataConfig& cfg);
+// Images the rendered dataset of cfg holds (every split, the circle's 36 views included).
+double synthetic_images(const DataConfig& cfg);
 // Channels of every image make_dataset(cfg) gives, known before it is made
 // (a run builds its models while the data is synthesised).
 inline int image_channels(const DataConfig& cfg) { return cfg.norb ? norb_channels(cfg.norb->prep.cameras) : 1; }

@@ -19,6 +19,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "data/protocol.h"
 #include "kernels/dnnl_common.h"
 #include "models/numbers.h"
 #include "kernels/isa.h"
@@ -119,20 +120,10 @@ nlohmann::json model_options_json(const ModelOptions& opts) {
 }
 
 namespace {
-// smallNORB's files carry its class numbers (animal, human, plane, truck, car).
-const char* class_name(const DataConfig& d, int cls) {
-  return d.norb ? kNorbClassNames[cls] : class_name(d.shapes, cls);
-}
 std::vector<std::string> class_names(const DataConfig& d) {
   std::vector<std::string> n;
   for (int c = 0; c < kNumClasses; ++c) n.push_back(class_name(d, c));
   return n;
-}
-// "300,320,340,0,20,40": degrees as a comma list.
-std::string degrees(const std::vector<double>& v) {
-  std::ostringstream o;
-  for (size_t i = 0; i < v.size(); ++i) o << (i ? "," : "") << v[i];
-  return o.str();
 }
 }  // namespace
 
@@ -160,12 +151,8 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"match_familiar", opt.match_familiar.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.match_familiar)},
       {"stop_check_every", t.stop_every > 0 ? nlohmann::json(t.stop_every) : nlohmann::json(nullptr)},
   };
-  if (const auto& n = opt.data.norb)  // absent for the synthetic data: its readers expect none
-    j["data"] = {{"norb", n->dir},
-                 {"split", norb_split_name(n->split)},
-                 {"cameras", norb_cameras_name(n->prep.cameras)},
-                 {"brightness", n->prep.max_brightness},
-                 {"contrast", n->prep.max_contrast}};
+  // Absent where the protocol's source gives none (the synthetic data: its readers expect none).
+  if (const Protocol& p = protocol_of(opt.data); p.source_json != nullptr) j["data"] = p.source_json(opt.data);
   return j;
 }
 
@@ -259,28 +246,7 @@ std::string format_run_table(const RunOptions& opt, const RunResult& r) {
   std::ostringstream o;
   char line[256];
   const auto& d = opt.data;
-  if (d.norb) {
-    o << "seed " << opt.train.seed << ", " << opt.train.n_epochs << " epochs; smallNORB " << d.norb->dir << ", split "
-      << norb_split_name(d.norb->split) << ", cameras " << norb_cameras_name(d.norb->prep.cameras) << "\n"
-      << r.data.train.size() << " training images at azimuths " << degrees(r.data.train_az) << ", elevations "
-      << degrees(r.data.elevations) << "; " << r.data.heldout.size() << " held-out at azimuths "
-      << degrees(r.data.test_az) << ", elevations " << degrees(r.data.test_elevations) << "; gap " << r.data.gap_deg
-      << " deg (elevation " << r.data.elev_gap_deg << ")\n";
-  } else {
-    std::snprintf(line, sizeof line,
-                  "seed %llu, %d epochs; train azimuths %g:%g (%d views), held-out %g:%g (%d views); "
-                  "gap %g deg\n",
-                  (unsigned long long)opt.train.seed, opt.train.n_epochs, d.train_azimuths.from,
-                  d.train_azimuths.to, d.train_azimuths.count, d.test_azimuths.from,
-                  d.test_azimuths.to, d.test_azimuths.count, r.data.gap_deg);
-    o << line;
-  }
-  if (d.test_elevations.count > 0) {
-    std::snprintf(line, sizeof line, "train elevations %g:%g (%d), held-out %g:%g (%d); elevation gap %g deg\n",
-                  d.elevations.from, d.elevations.to, d.elevations.count, d.test_elevations.from,
-                  d.test_elevations.to, d.test_elevations.count, r.data.elev_gap_deg);
-    o << line;
-  }
+  o << "seed " << opt.train.seed << ", " << opt.train.n_epochs << " epochs; " << protocol_of(d).describe(d, r.data);
   // The name column is as wide as the longest name (8 at least, the seed's table).
   int name_w = 8;
   for (const ModelResult& m : r.models) name_w = std::max(name_w, int(m.name.size()));

@@ -175,7 +175,7 @@ std::string fmt_num(double v) {
 }
 
 void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_touching_end, const TestFlags& t) {
-  const auto p = check_geometry(d, allow_touching_end);
+  const auto p = protocol_of(d).check(d, allow_touching_end);
   if (!p) return;
   switch (p->part) {
     case GeometryPart::train_range: throw UsageError("--train-azimuths", f.train_az, p->why);
@@ -209,22 +209,8 @@ void check_distinct_outputs(const std::vector<OutputFile>& outputs) {
 
 // ---- sizes: refused up front instead of dying in std::bad_alloc mid-run ----
 
-namespace {
-
-double dataset_images(const DataConfig& d) {
-  return double(kNumClasses) * d.elevations.count *
-         (double(d.train_azimuths.count) * d.n_per_combo +
-          (double(d.train_azimuths.count) + d.test_azimuths.count + 36) * d.n_eval_per_combo);
-}
-
-}  // namespace
-
-// Images, their labels and viewpoints, and the clean renders of the largest split.
-double dataset_bytes(const DataConfig& d) {
-  if (d.norb) return double(d.norb->images_in_memory) * (norb_channels(d.norb->prep.cameras) * kImagePixels * 4 + 12);
-  const double clean = double(kNumClasses) * d.elevations.count * 36;
-  return (dataset_images(d) + clean) * kImagePixels * sizeof(float) + dataset_images(d) * 12;
-}
+// Images, their labels and viewpoints, and whatever else the protocol's dataset holds.
+double dataset_bytes(const DataConfig& d) { return protocol_of(d).bytes(d); }
 
 namespace {
 
@@ -294,7 +280,7 @@ namespace {
   std::ostringstream o2;
   o2 << "the dataset (5 classes x " << d.elevations.count << " elevations x (" << d.train_azimuths.count
      << " training views x " << d.n_per_combo << " + " << d.train_azimuths.count + d.test_azimuths.count + 36
-     << " evaluation views x " << d.n_eval_per_combo << ") = " << std::llround(dataset_images(d)) << " images) "
+     << " evaluation views x " << d.n_eval_per_combo << ") = " << std::llround(synthetic_images(d)) << " images) "
      << why;
   throw UsageError(worst, value, o2.str());
 }
@@ -303,7 +289,7 @@ namespace {
 
 // Refuses a configuration whose `jobs` cells at once (1 for `run`) cannot fit in memory.
 void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text) {
-  if (dataset_images(o.data) > 2e6) blame_dataset(f, o, "would exceed 2 million images");
+  if (synthetic_images(o.data) > 2e6) blame_dataset(f, o, "would exceed 2 million images");
   const ModelOptions& mo = o.train.model;
   std::string big = o.models.front();
   for (const std::string& m : o.models)
@@ -334,40 +320,17 @@ int jobs_that_fit(const RunOptions& o) {
 
 namespace {
 
-// The named splits (--split): smallNORB's viewpoints, as the paper uses them.
-struct SplitPreset {
-  const char* name;
-  std::vector<std::pair<const char*, const char*>> flags;  // run flag -> value
-};
-const SplitPreset kSplitPresets[] = {
-    // Train on azimuths 300..40 (a third of the circle), test on 60..280; all 9 elevations.
-    {"paper-azimuth", {{"train-azimuths", "300:400"}, {"n-train-views", "6"}, {"test-azimuths", "60:280"},
-                       {"n-test-views", "12"}, {"elevations", "30:70"}, {"n-elev", "9"}}},
-    // All 18 azimuths; train on the 3 lowest of the 9 elevations, test on the 6 highest.
-    {"paper-elevation", {{"train-azimuths", "0:340"}, {"n-train-views", "18"}, {"test-azimuths", "0:340"},
-                         {"n-test-views", "18"}, {"elevations", "30:40"}, {"n-elev", "3"},
-                         {"test-elevations", "45:70"}, {"n-test-elev", "6"}}},
-};
-
-
-// The flags with --split's preset applied; a flag the preset sets that the
-// user also set (changed from the command's `defaults`) is a conflict.
-RunFlags with_split(const RunFlags& given, RunFlags defaults) {
-  if (given.split.empty()) return given;
+// The flags with the protocol's preset (--split) applied; a flag the preset
+// sets that the user also set (changed from the command's `defaults`) is a conflict.
+RunFlags with_preset(const Protocol& p, const RunFlags& given, const RunFlags& defaults) {
   RunFlags f = given;
-  std::string names;
-  for (const SplitPreset& p : kSplitPresets) {
-    names += (names.empty() ? "" : ", ") + std::string(p.name);
-    if (given.split != p.name) continue;
-    for (const auto& [flag, value] : p.flags) {
-      if (*run_flag(f, flag) != *run_flag(defaults, flag))
-        throw UsageError("--split", given.split, std::string("conflicts with --") + flag + " '" + *run_flag(f, flag) +
-                                                     "' (the preset sets it to " + value + ")");
-      *run_flag(f, flag) = value;
-    }
-    return f;
+  for (const auto& [flag, value] : p.preset) {
+    if (*run_flag(f, flag) != *run_flag(defaults, flag))
+      throw UsageError("--split", given.split, std::string("conflicts with --") + flag + " '" + *run_flag(f, flag) +
+                                                   "' (the preset sets it to " + value + ")");
+    *run_flag(f, flag) = value;
   }
-  throw UsageError("--split", given.split, "unknown split (expected " + names + ")");
+  return f;
 }
 
 }  // namespace
@@ -380,74 +343,50 @@ RunFlags sweep_run_defaults() {
 }
 
 // --shapes, for run, sweep and export-norb.
-ShapeSet parse_shapes(const std::string& v) {
-  if (v == "seed") return ShapeSet::seed;
-  if (v == "asym") return ShapeSet::asym;
-  throw UsageError("--shapes", v, "unknown shape set (expected seed, asym)");
+ShapeSet parse_shapes_flag(const std::string& v) {
+  return flag_errors([&] { return parse_shapes(v); });
 }
 
 
 namespace {
 
-// The run flags that describe the synthetic data, and those of --data norb:DIR.
-const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-train-views", "n-test-views",
-                                       "elevations", "n-elev", "test-elevations", "n-test-elev", "shapes",
-                                       "n-per-combo", "n-eval-per-combo"};
-
-// --data norb:DIR: the split, cameras and jitter, and the files' index (read
-// and checked now, so a bad file is a one-line error before any work).
-NorbConfig validate_norb(const RunFlags& f, const RunFlags& defaults, long* n_train) {
-  NorbConfig c;
-  c.dir = f.data.substr(5);
-  if (c.dir.empty()) throw UsageError("--data", f.data, "expected norb:DIR (the directory of smallNORB's six files)");
-  for (const char* name : kSyntheticFlags)
-    if (*run_flag(f, name) != *run_flag(defaults, name))
-      throw UsageError(std::string("--") + name, *run_flag(f, name),
-                       "applies to --data synthetic only (smallNORB's viewpoints come from --split)");
-  if (f.split.empty() || f.split == "paper-azimuth") c.split = NorbSplitKind::azimuth;
-  else if (f.split == "paper-elevation") c.split = NorbSplitKind::elevation;
-  else if (f.split == "full") c.split = NorbSplitKind::full;
-  else throw UsageError("--split", f.split, "unknown split (expected paper-azimuth, paper-elevation, full)");
-  if (f.cameras == "both") c.prep.cameras = NorbCameras::both;
-  else if (f.cameras == "first") c.prep.cameras = NorbCameras::first;
-  else if (f.cameras == "second") c.prep.cameras = NorbCameras::second;
-  else throw UsageError("--cameras", f.cameras, "expected both, first or second");
-  c.prep.max_brightness = float(parse_real("--brightness", f.brightness, 0, 1, false));
-  c.prep.max_contrast = float(parse_real("--contrast", f.contrast, 0, 1, false));
-  if (!f.stop_at_familiar.empty() || !f.match_familiar.empty())
-    throw UsageError(f.stop_at_familiar.empty() ? "--match-familiar" : "--stop-at-familiar",
-                     f.stop_at_familiar.empty() ? f.match_familiar : f.stop_at_familiar,
-                     "needs a familiar validation split, which --data norb does not make");
-  if (!f.dump.empty()) throw UsageError("--dump", f.dump, "draws the synthetic data only (not --data norb)");
-  try {
-    const NorbData d = norb_load_dir(c.dir);
-    const NorbSplit s = norb_split_of(d, c.split, c.dir);
-    *n_train = long(s.train.size());
-    c.train_az = norb_angles(d.train, s.train, false);
-    c.gap_deg = s.novel.empty() ? 0.0 : azimuth_gap(c.train_az, norb_angles(d.test, s.novel, false));
-    // In memory: centre crops of the training and test images (the held-out split
-    // again under `full`), channels x 32 x 32 floats each.
-    c.images_in_memory = long(s.train.size() + s.familiar.size() + s.novel.size()) +
-                         (c.split == NorbSplitKind::full ? long(s.familiar.size()) : 0);
-  } catch (const NorbError& e) {
-    throw UsageError("--data", f.data, e.what());
+// The run flags as a protocol reads them (data/protocol.h), against the
+// command's defaults; --dump too, which a data source may not support.
+class RunFlagSource final : public FlagSource {
+ public:
+  RunFlagSource(const RunFlags& f, const RunFlags& defaults) : f_(f), defaults_(defaults) {}
+  std::string value(const std::string& name) const override { return text(f_, name); }
+  bool changed(const std::string& name) const override { return text(f_, name) != text(defaults_, name); }
+  long long integer(const std::string& name, long long lo, long long hi) const override {
+    return parse_int("--" + name, value(name), lo, hi);
   }
-  return c;
-}
+  double real(const std::string& name, double lo, double hi) const override {
+    return parse_real("--" + name, value(name), lo, hi, false);
+  }
+  AngleRange range(const std::string& name, const std::string& count_name, const std::string* count) const override {
+    return parse_range("--" + name, value(name), "--" + count_name, count ? *count : value(count_name));
+  }
+
+ private:
+  static std::string text(const RunFlags& f, const std::string& name) {
+    if (name == "dump") return f.dump;
+    const std::string* v = run_flag(f, name);
+    if (v == nullptr) throw std::logic_error("a protocol read '" + name + "', which is no run flag");
+    return *v;
+  }
+  const RunFlags &f_, &defaults_;
+};
 
 }  // namespace
 
+const Protocol& select_run_protocol(const RunFlags& flags, const RunFlags& defaults) {
+  return flag_errors([&]() -> const Protocol& { return select_protocol(RunFlagSource(flags, defaults)); });
+}
+
 RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   const RunFlags defaults = sweep ? sweep_run_defaults() : RunFlags{};
-  const bool norb = flags.data != "synthetic";
-  if (norb && flags.data.rfind("norb:", 0) != 0)
-    throw UsageError("--data", flags.data, "expected synthetic or norb:DIR");
-  if (!norb)
-    for (const char* name : kNorbFlags)
-      if (*run_flag(flags, name) != *run_flag(defaults, name))
-        throw UsageError(std::string("--") + name, *run_flag(flags, name),
-                         "applies to --data norb:DIR only");
-  const RunFlags f = norb ? flags : with_split(flags, defaults);
+  const Protocol& protocol = select_run_protocol(flags, defaults);
+  const RunFlags f = with_preset(protocol, flags, defaults);
   RunOptions o;
   o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
   o.train.n_epochs = int(parse_int("--n-epochs", f.n_epochs, 1, 100000));
@@ -455,21 +394,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   o.train.batch_size = int(parse_int("--batch-size", f.batch_size, 1, 4096));
   *threads = int(parse_int("--threads", f.threads, 1, 1024));
   o.reproducible = f.reproducible;
-  o.data.train_azimuths = parse_range("--train-azimuths", f.train_az, "--n-train-views", f.n_train_views);
-  o.data.test_azimuths = parse_range("--test-azimuths", f.test_az, "--n-test-views", f.n_test_views);
-  o.data.elevations = parse_range("--elevations", f.elevations, "--n-elev", f.n_elev);
-  o.data.shapes = parse_shapes(f.shapes);
-  if (!f.test_elevations.empty() || !f.n_test_elev.empty()) {
-    if (f.test_elevations.empty())
-      throw UsageError("--n-test-elev", f.n_test_elev, "needs --test-elevations");
-    // Without a count: as many held-out elevations as training ones.
-    o.data.test_elevations = parse_range("--test-elevations", f.test_elevations, "--n-test-elev",
-                                         f.n_test_elev.empty() ? f.n_elev : f.n_test_elev);
-  }
-  o.data.n_per_combo = int(parse_int("--n-per-combo", f.n_per_combo, 1, 10000));
-  o.data.n_eval_per_combo = int(parse_int("--n-eval-per-combo", f.n_eval_per_combo, 1, 10000));
-  long norb_train = 0;
-  if (norb) o.data.norb = validate_norb(f, defaults, &norb_train);
+  flag_errors([&] { protocol.configure(RunFlagSource(f, defaults), &o.data); });
 
   o.models.clear();
   for (const std::string& m : split(f.models, ',')) {
@@ -503,20 +428,11 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   }
   if (o.stop_at_familiar > 0 || !o.match_familiar.empty()) o.data.n_val_per_combo = o.data.n_eval_per_combo;
 
-  if (!sweep && !norb)
-    check_geometry_flags(f, o.data, false, {"--test-azimuths", f.test_az, "--test-azimuths", f.test_az, ""});
+  if (!sweep) check_geometry_flags(f, o.data, false, {"--test-azimuths", f.test_az, "--test-azimuths", f.test_az, ""});
   // One step per epoch of a batch holding every image would train at chance.
-  const long long train_images = 1ll * kNumClasses * o.data.train_azimuths.count * o.data.elevations.count *
-                                 o.data.n_per_combo;
-  if (norb && o.train.batch_size > norb_train)
-    throw UsageError("--batch-size", f.batch_size,
-                     "larger than the training set (" + std::to_string(norb_train) + " images in the split)");
-  if (!norb && o.train.batch_size > train_images)
-    throw UsageError("--batch-size", f.batch_size,
-                     "larger than the training set (" + std::to_string(train_images) + " images = 5 classes x " +
-                         std::to_string(o.data.train_azimuths.count) + " views x " +
-                         std::to_string(o.data.elevations.count) + " elevations x " +
-                         std::to_string(o.data.n_per_combo) + " per combination)");
+  const TrainingSize train = protocol.training_size(o.data);
+  if (o.train.batch_size > train.images)
+    throw UsageError("--batch-size", f.batch_size, "larger than the training set (" + train.text + ")");
   if (sweep) return o;
   check_memory(f, o, 1, "1");
 

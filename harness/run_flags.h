@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data/protocol.h"
 #include "harness/train.h"
 
 namespace vg {
@@ -63,8 +64,6 @@ std::span<const FlagSpec> run_flag_specs();
 std::string* run_flag(RunFlags& f, const std::string& name);
 const std::string* run_flag(const RunFlags& f, const std::string& name);
 
-// The run flags of --data norb:DIR only.
-inline constexpr const char* kNorbFlags[] = {"data", "cameras", "brightness", "contrast"};
 
 // Checks `models` (from --models or --model) and every option they read; an
 // option set away from its default that none of them reads is an error too.
@@ -98,7 +97,7 @@ void check_distinct_outputs(const std::vector<OutputFile>& outputs);
 
 // ---- sizes: refused up front instead of dying in std::bad_alloc mid-run ----
 
-// Images, their labels and viewpoints, and the clean renders of the largest split.
+// Bytes the dataset holds (the protocol's count).
 double dataset_bytes(const DataConfig& d);
 // Weights, gradient, Adam's two moments and a working copy, and the activations
 // at the largest batch.
@@ -116,7 +115,20 @@ int jobs_that_fit(const RunOptions& o);
 // The defaults of `sweep`'s run flags (its training range is 0:60).
 RunFlags sweep_run_defaults();
 // --shapes, for run, sweep and export-norb.
-ShapeSet parse_shapes(const std::string& v);
+ShapeSet parse_shapes_flag(const std::string& v);
+
+// A protocol's FlagError (data/protocol.h) as the command line's UsageError.
+template <class F>
+decltype(auto) flag_errors(F&& f) {
+  try {
+    return f();
+  } catch (const FlagError& e) {
+    throw UsageError("--" + e.flag, e.value, e.why);
+  }
+}
+
+// The protocol the flags choose (--data, --split, ...), against the command's defaults.
+const Protocol& select_run_protocol(const RunFlags& flags, const RunFlags& defaults);
 
 // Validates every flag into RunOptions, throwing UsageError naming the first
 // bad one. `sweep`: the held-out window, memory and outputs are the sweep's to

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 #include <thread>
 
@@ -85,14 +86,26 @@ std::string config_hash(const nlohmann::json& config) {
 SweepPlan plan_sweep(const SweepFlags& f) {
   const std::vector<uint64_t> seeds = parse_seeds(f.seeds);
   // "--gaps given": one held-out set, the run flags' own (--test-azimuths,
-  // --test-elevations or a --split preset), instead of windows stepped by gap.
-  // smallNORB's split fixes the held-out views: one window, as given.
-  const bool norb = f.run.data != RunFlags{}.data;
-  if (norb && f.gaps != SweepFlags{}.gaps && f.gaps != "given")
-    throw UsageError("--gaps", f.gaps, "with --data norb the split fixes the held-out views (leave --gaps out, or give 'given')");
-  const bool given = f.gaps == "given" || norb;
-  if (!given && f.run.test_az != RunFlags{}.test_az)
-    throw UsageError("--test-azimuths", f.run.test_az, "applies with --gaps given only (gaps step the held-out window)");
+  // --test-elevations or a --split preset), instead of held-out sets stepped
+  // by distance. A protocol with a fixed held-out set runs once, as given.
+  const Protocol& protocol = select_run_protocol(f.run, sweep_run_defaults());
+  const bool fixed = protocol.at_distance == nullptr;
+  if (fixed && f.gaps != SweepFlags{}.gaps && f.gaps != "given") {
+    const std::string source(protocol.source, std::strcspn(protocol.source, ":"));
+    throw UsageError("--gaps", f.gaps, "with --data " + source +
+                                           " the split fixes the held-out views (leave --gaps out, or give 'given')");
+  }
+  const bool given = f.gaps == "given" || fixed;
+  if (!given && protocol.swept_flag != nullptr &&
+      *run_flag(f.run, protocol.swept_flag) != *run_flag(RunFlags{}, protocol.swept_flag))
+    throw UsageError(std::string("--") + protocol.swept_flag, *run_flag(f.run, protocol.swept_flag),
+                     "applies with --gaps given only (gaps step the held-out window)");
+  // The flags a protocol's sweep sets itself (no grid axis may set them).
+  auto swept = [](const std::string& name) {
+    for (const Protocol& p : protocol_registry())
+      if (p.swept_flag != nullptr && name == p.swept_flag) return true;
+    return false;
+  };
   std::vector<double> gaps;
   for (const std::string& g : given ? std::vector<std::string>{"0"} : split(f.gaps, ',')) {
     const double v = parse_real("--gaps", g, 0, 359, false);
@@ -111,7 +124,7 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     const std::string name = g.substr(0, eq);
     RunFlags probe;
     if (eq == std::string::npos || run_flag(probe, name) == nullptr || name == "seed" ||
-        name == "test-azimuths" || name == "threads" || name == "models")
+        swept(name) || name == "threads" || name == "models")
       throw UsageError("--grid", g, "expected NAME=v1,v2,... with NAME a run flag or model option (e.g. lr, em-grad, loss)");
     for (const auto& a : axes)
       if (a.first == name) throw UsageError("--grid", g, "flag '" + name + "' gridded twice");
@@ -157,36 +170,32 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     if (!f.reference.empty() && std::find(base.models.begin(), base.models.end(), f.reference) == base.models.end())
       throw UsageError("--reference", f.reference, "is not among --models '" + rf.models + "'");
     plan.reference = f.reference.empty() ? default_models().front() : f.reference;
-    const AngleRange& tr = base.data.train_azimuths;
-    // The held-out window of gap g starts g degrees after the training range
-    // ends; run's geometry rules judge it (a window touching the range's end,
-    // at gap 0, is the one exception).
+    const Protocol& p = protocol_of(base.data);
+    if (!given && p.at_distance == nullptr)  // a grid point that chose a fixed held-out set
+      throw UsageError("--gaps", f.gaps, "grid point '" + grid + "' fixes the held-out views (give --gaps given)");
+    // The held-out set at distance g from the training set; the protocol's
+    // geometry rules judge it (a window touching the training range's end, at
+    // gap 0, is the one exception).
     auto window = [&](double g) {
       RunOptions o = base;
-      if (given) return o;
-      o.data.test_azimuths.from = tr.to + g;
-      o.data.test_azimuths.to = tr.to + g + width;
+      if (!given) o.data = p.at_distance(base.data, g, width);
       return o;
     };
-    auto span = [&](const RunOptions& o) {
-      return fmt_num(o.data.test_azimuths.from) + ":" + fmt_num(o.data.test_azimuths.to);
-    };
     // If the window does not fit beside the training range even at gap 0, its width is at fault.
-    if (given && !norb)
+    if (given)
       check_geometry_flags(rf, base.data, false, {"--test-azimuths", rf.test_az, "--test-azimuths", rf.test_az, ""});
-    else if (!given)
+    else
       check_geometry_flags(rf, window(0).data, true,
                            {"--test-width", f.test_width, "--test-width", f.test_width,
-                            "a window this wide (" + span(window(0)) + " at gap 0) reaches round to the training range: "});
+                            "a window this wide (" + p.heldout_text(window(0).data) +
+                                " at gap 0) reaches round to the training range: "});
     for (double g : gaps) {
       const RunOptions opt = window(g);
-      if (!norb)
-        check_geometry_flags(rf, opt.data, true,
-                             {"--test-width", f.test_width, "--gaps", f.gaps,
-                              "gap " + fmt_num(g) + " (held-out window " + span(opt) + "): "});
-      // smallNORB: the split's own azimuth gap (paper-azimuth: 20 degrees).
-      const double true_gap =
-          norb ? opt.data.norb->gap_deg : azimuth_gap(tr.values(), opt.data.test_azimuths.values());
+      check_geometry_flags(rf, opt.data, true,
+                           {"--test-width", f.test_width, "--gaps", f.gaps,
+                            "gap " + fmt_num(g) + " (held-out window " +
+                                (p.heldout_text ? p.heldout_text(opt.data) : std::string("as given")) + "): "});
+      const double true_gap = p.sweep_gap(opt.data);
       for (uint64_t seed : seeds) {
         SweepCell c;
         c.id = int(plan.cells.size());
@@ -211,13 +220,20 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   plan.jobs = jobs;
   // Everything that defines the results (not --jobs, --resume, --quiet, --out).
   nlohmann::json run_flags;
-  // The flags of --data norb only when set, so sweeps made before them keep their hash.
+  // A data source's own flags only when it is chosen, so sweeps made before
+  // them keep their hash; the swept flag only when the sweep does not set it.
+  auto source_flag = [](const Protocol& p, const std::string& name) {
+    return std::find(p.source_flags.begin(), p.source_flags.end(), name) != p.source_flags.end();
+  };
+  auto hashed = [&](const std::string& name) {
+    if (name == "seed" || name == "threads" || (!given && swept(name))) return false;
+    if (source_flag(protocol, name)) return true;
+    for (const Protocol& p : protocol_registry())
+      if (source_flag(p, name)) return false;
+    return true;
+  };
   for (const FlagSpec& s : run_flag_specs())
-    if (std::string(s.name) != "seed" && (given || std::string(s.name) != "test-azimuths") &&
-        std::string(s.name) != "threads" &&
-        (norb || std::find_if(std::begin(kNorbFlags), std::end(kNorbFlags),
-                              [&](const char* n) { return s.name == std::string(n); }) == std::end(kNorbFlags)))
-      run_flags[s.name] = f.run.*(s.field);
+    if (hashed(s.name)) run_flags[s.name] = f.run.*(s.field);
   for (const auto& [name, value] : f.run.model)
     if (hashed_option(name, value, plan.models)) run_flags[name] = value;
   plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},

@@ -1,0 +1,129 @@
+// Protocols: which views of a data source a model trains on (and is tested on
+// as familiar), which it holds out, and how far each held-out view lies from
+// the training ones along the protocol's held-out axis. The harness asks for a
+// configuration's splits through this header only; it names no protocol.
+//
+// Adding a protocol is its own file plus one line in protocol_registry()
+// (data/protocol.cpp); tests/test_protocol.cpp runs every registered protocol
+// through the split-disjointness, determinism and distance tests.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace vg {
+
+// The axis a protocol holds views out along, e.g. {"azimuth", "deg"}.
+struct HeldOutAxis {
+  const char* name;
+  const char* unit;
+};
+
+// A bad data flag: the flag (without "--"), its value, and why; the CLI
+// prints it as one line and exits 2.
+struct FlagError : std::invalid_argument {
+  FlagError(std::string flag, std::string value, std::string why)
+      : std::invalid_argument("--" + flag + " '" + value + "': " + why),
+        flag(std::move(flag)), value(std::move(value)), why(std::move(why)) {}
+  std::string flag, value, why;
+};
+
+// The run flags as the user typed them, by name ("train-azimuths", "split"),
+// as a protocol reads them: data/ needs none of the command line's types, and
+// a number is read by the command line's one rule (its parse errors are the
+// command line's own, naming the flag).
+class FlagSource {
+ public:
+  virtual ~FlagSource() = default;
+  virtual std::string value(const std::string& name) const = 0;
+  // Set away from the command's default.
+  virtual bool changed(const std::string& name) const = 0;
+  virtual long long integer(const std::string& name, long long lo, long long hi) const = 0;
+  virtual double real(const std::string& name, double lo, double hi) const = 0;  // lo closed
+  // "A:B" in flag `name`, its count in flag `count_name` (or, given, `count`'s text).
+  virtual AngleRange range(const std::string& name, const std::string& count_name,
+                           const std::string* count = nullptr) const = 0;
+};
+
+// The training set's size, and how it is made up (for an error message).
+struct TrainingSize {
+  long long images = 0;
+  std::string text;  // e.g. "540 images = 5 classes x 6 views x 3 elevations x 6 per combination"
+};
+
+struct Protocol {
+  const char* name = nullptr;    // unique, e.g. "azimuth-window", "norb-paper-elevation"
+  const char* source = nullptr;  // the --data it reads: "synthetic", or "norb:" (a prefix: norb:DIR)
+  const char* split = nullptr;   // the --split value that chooses it, or nullptr (chosen by default_for)
+  HeldOutAxis axis{};
+  // Chosen without --split when this returns true (nullptr: never), e.g. by
+  // the flags of `chosen_by` (which tests and docs use to choose it).
+  bool (*default_for)(const FlagSource& flags) = nullptr;
+  std::vector<std::pair<const char*, const char*>> chosen_by{};
+  // Run flags it sets, as typed, before configure reads them (the paper's
+  // presets); a user who also sets one of them is told of the conflict.
+  std::vector<std::pair<const char*, const char*>> preset{};
+  // Reads and validates the flags it owns into cfg; throws FlagError naming the first bad one.
+  void (*configure)(const FlagSource& flags, DataConfig* cfg) = nullptr;
+  // The held-out set's geometry against the training set (nullopt: sound).
+  // `allow_touching_end`: a sweep's gap-0 window (data/dataset.h: check_geometry).
+  std::optional<GeometryProblem> (*check)(const DataConfig& cfg, bool allow_touching_end) = nullptr;
+  // The training set a configured cfg gives, known before it is made.
+  TrainingSize (*training_size)(const DataConfig& cfg) = nullptr;
+  // Bytes the dataset of cfg holds in memory (for the up-front memory check).
+  double (*bytes)(const DataConfig& cfg) = nullptr;
+  Dataset (*make)(const DataConfig& cfg) = nullptr;
+  // Distance of view (azimuth, elevation) from the training views of d along the axis.
+  double (*distance)(const Dataset& d, double azimuth_deg, double elevation_deg) = nullptr;
+  // A sweep over the distance: cfg with its held-out set starting `distance`
+  // beyond the training set, `width` wide. nullptr: the held-out set is fixed
+  // (a sweep runs it once, as given).
+  DataConfig (*at_distance)(const DataConfig& cfg, double distance, double width) = nullptr;
+  // The run flag at_distance replaces (a sweep refuses it unless --gaps given).
+  const char* swept_flag = nullptr;
+  // The sweep's gap of a configured cfg (cells.csv's true_gap_deg), and the
+  // held-out set as text ("60:120") for an error message.
+  double (*sweep_gap)(const DataConfig& cfg) = nullptr;
+  std::string (*heldout_text)(const DataConfig& cfg) = nullptr;
+  // The lines a run's table opens with, after "seed S, E epochs; ", and the
+  // run JSON's "data" object (nullptr: none; the synthetic data's readers expect none).
+  std::string (*describe)(const DataConfig& cfg, const Dataset& d) = nullptr;
+  nlohmann::json (*source_json)(const DataConfig& cfg) = nullptr;
+  // Flags only this protocol's source reads: hashed into a sweep's
+  // configuration only when it is chosen, so older sweeps keep their hash.
+  std::vector<const char*> source_flags{};
+};
+
+// Every protocol, in the order --split's messages list them.
+const std::vector<Protocol>& protocol_registry();
+
+// The protocol that --data, --split (and, without --split, the flags the
+// protocols' default_for read) choose; throws FlagError for an unknown
+// --data or --split, or a flag another source reads.
+const Protocol& select_protocol(const FlagSource& flags);
+
+// The protocol that made (or makes) cfg: make_dataset(cfg) is protocol_of(cfg).make(cfg).
+const Protocol& protocol_of(const DataConfig& cfg);
+
+// The name of class `cls` under cfg's data source.
+const char* class_name(const DataConfig& cfg, int cls);
+
+// --shapes: seed or asym (FlagError otherwise).
+ShapeSet parse_shapes(const std::string& v);
+
+// Distance of every image of `s` along d's protocol's axis.
+std::vector<double> heldout_distances(const Protocol& p, const Dataset& d, const Split& s);
+
+// ---- The protocols, each defined in its own file (data/protocol_*.cpp).
+Protocol azimuth_window_protocol();           // protocol_synthetic.cpp
+Protocol elevation_extrapolation_protocol();  // protocol_synthetic.cpp
+Protocol paper_azimuth_protocol();            // protocol_synthetic.cpp
+Protocol paper_elevation_protocol();          // protocol_synthetic.cpp
+Protocol norb_protocol(NorbSplitKind kind);   // protocol_norb.cpp
+
+}  // namespace vg

@@ -1,0 +1,240 @@
+// The protocols of smallNORB's files (--data norb:DIR): the paper's azimuth
+// and elevation splits (Hinton, Sabour & Frosst 2018, section 5.1) and `full`
+// (every viewpoint, none novel), read from the files' own index
+// (data/norb.h; docs/smallnorb.md).
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "data/protocol.h"
+
+namespace vg {
+
+NorbSplit norb_split_of(const NorbData& d, NorbSplitKind kind, const std::string& dir) {
+  const std::vector<NorbInfo>&tr = d.train.info(), &te = d.test.info();
+  NorbSplit s = kind == NorbSplitKind::azimuth     ? norb_split_azimuth(tr, te)
+                : kind == NorbSplitKind::elevation ? norb_split_elevation(tr, te)
+                                                   : norb_split_full(tr, te);
+  if (s.train.empty()) throw NorbError(dir + ": no training image lies at the split's training viewpoints");
+  if (s.familiar.empty() && s.novel.empty()) throw NorbError(dir + ": the test set is empty");
+  return s;
+}
+
+std::vector<double> norb_angles(const NorbSet& set, const std::vector<int>& idx, bool elevation) {
+  std::vector<double> v;
+  for (int i : idx) {
+    const NorbInfo& r = set.info()[size_t(i)];
+    v.push_back(elevation ? norb_elevation_deg(r.elevation) : norb_azimuth_deg(r.azimuth));
+  }
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+namespace {
+
+// The centre crops (the paper's evaluation input) of set's images `idx`.
+Split norb_crops(const NorbSet& set, const std::vector<int>& idx, const NorbPrep& prep) {
+  Split s;
+  s.channels = norb_channels(prep.cameras);
+  const int n = int(idx.size());
+  s.images.resize(size_t(n) * s.pixels());
+  s.labels.resize(size_t(n));
+  s.azimuth.resize(size_t(n));
+  s.elevation.resize(size_t(n));
+  std::string error;  // the first read that failed (an exception must not leave the parallel region)
+#pragma omp parallel
+  {
+    std::vector<uint8_t> pair(kNorbPairBytes);
+#pragma omp for schedule(static)
+    for (int i = 0; i < n; ++i) {
+      const int k = idx[size_t(i)];
+      try {
+        set.read_pair(k, pair.data());
+      } catch (const NorbError& e) {
+#pragma omp critical(norb_crops)
+        if (error.empty()) error = e.what();
+        continue;
+      }
+      norb_eval_sample(pair.data(), prep, s.images.data() + size_t(i) * s.pixels());
+      const NorbInfo& info = set.info()[size_t(k)];
+      s.labels[size_t(i)] = set.labels()[size_t(k)];
+      s.azimuth[size_t(i)] = float(norb_azimuth_deg(info.azimuth));
+      s.elevation[size_t(i)] = float(norb_elevation_deg(info.elevation));
+    }
+  }
+  if (!error.empty()) throw NorbError(error);
+  return s;
+}
+
+// smallNORB under one of the paper's splits: training images drawn afresh each
+// epoch (random crops, jitter), evaluation on centre crops of the test set; the
+// circle and the elevation profile are the test set itself.
+Dataset make_norb_dataset(const DataConfig& cfg) {
+  const NorbConfig& nc = *cfg.norb;
+  const auto files = std::make_shared<const NorbData>(norb_load_dir(nc.dir));
+  const NorbSplit sp = norb_split_of(*files, nc.split, nc.dir);
+  Dataset d;
+  d.views_from_test = true;
+  d.train = norb_crops(files->train, sp.train, nc.prep);
+  d.train.draw = [files, idx = sp.train, prep = nc.prep, seed = cfg.seed](int i, uint64_t epoch, float* dst) {
+    std::array<uint8_t, kNorbPairBytes> pair;  // on the stack: a training step allocates nothing
+    files->train.read_pair(idx[size_t(i)], pair.data());
+    Stream rng = norb_augment_stream(seed, epoch, uint64_t(i));
+    norb_train_sample(pair.data(), prep, rng, dst);
+  };
+  d.familiar = norb_crops(files->test, sp.familiar, nc.prep);
+  if (nc.split == NorbSplitKind::full) {
+    d.heldout = d.familiar;  // no viewpoint is novel
+    d.heldout_is_familiar = true;
+  } else {
+    d.heldout = norb_crops(files->test, sp.novel, nc.prep);
+  }
+  const std::vector<int>& heldout = d.heldout_is_familiar ? sp.familiar : sp.novel;
+  d.train_az = norb_angles(files->train, sp.train, false);
+  d.elevations = norb_angles(files->train, sp.train, true);
+  d.test_az = norb_angles(files->test, heldout, false);
+  d.test_elevations = norb_angles(files->test, heldout, true);
+  d.circle_az = circle_azimuths(cfg);
+  d.gap_deg = azimuth_gap(d.train_az, d.test_az);
+  d.elev_gap_deg = INFINITY;
+  for (double t : d.test_elevations)
+    for (double e : d.elevations) d.elev_gap_deg = std::min(d.elev_gap_deg, std::fabs(t - e));
+  if (nc.split == NorbSplitKind::elevation)
+    for (int e = 0; e < kNorbElevations; ++e) d.profile_elevations.push_back(norb_elevation_deg(e));
+  return d;
+}
+
+// The run flags of the rendered data, which smallNORB's files replace.
+const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-train-views", "n-test-views",
+                                       "elevations", "n-elev", "test-elevations", "n-test-elev", "shapes",
+                                       "n-per-combo", "n-eval-per-combo"};
+
+// The split, cameras and jitter, and the files' index (read and checked now,
+// so a bad file is a one-line error before any work).
+template <NorbSplitKind kKind>
+void configure_norb(const FlagSource& f, DataConfig* d) {
+  const std::string data = f.value("data");
+  NorbConfig c;
+  c.dir = data.substr(data.find(':') + 1);
+  c.split = kKind;
+  if (c.dir.empty()) throw FlagError("data", data, "expected norb:DIR (the directory of smallNORB's six files)");
+  for (const char* name : kSyntheticFlags)
+    if (f.changed(name))
+      throw FlagError(name, f.value(name), "applies to --data synthetic only (smallNORB's viewpoints come from --split)");
+  // The rendered data's fields keep their flags' defaults (the run JSON records them).
+  d->train_azimuths = f.range("train-azimuths", "n-train-views");
+  d->test_azimuths = f.range("test-azimuths", "n-test-views");
+  d->elevations = f.range("elevations", "n-elev");
+  d->n_per_combo = int(f.integer("n-per-combo", 1, 10000));
+  d->n_eval_per_combo = int(f.integer("n-eval-per-combo", 1, 10000));
+  const std::string cameras = f.value("cameras");
+  if (cameras == "both") c.prep.cameras = NorbCameras::both;
+  else if (cameras == "first") c.prep.cameras = NorbCameras::first;
+  else if (cameras == "second") c.prep.cameras = NorbCameras::second;
+  else throw FlagError("cameras", cameras, "expected both, first or second");
+  c.prep.max_brightness = float(f.real("brightness", 0, 1));
+  c.prep.max_contrast = float(f.real("contrast", 0, 1));
+  const std::string stop = f.value("stop-at-familiar"), match = f.value("match-familiar");
+  if (!stop.empty() || !match.empty())
+    throw FlagError(stop.empty() ? "match-familiar" : "stop-at-familiar", stop.empty() ? match : stop,
+                    "needs a familiar validation split, which --data norb does not make");
+  if (const std::string dump = f.value("dump"); !dump.empty())
+    throw FlagError("dump", dump, "draws the synthetic data only (not --data norb)");
+  try {
+    const NorbData files = norb_load_dir(c.dir);
+    const NorbSplit s = norb_split_of(files, c.split, c.dir);
+    c.train_images = long(s.train.size());
+    c.train_az = norb_angles(files.train, s.train, false);
+    c.gap_deg = s.novel.empty() ? 0.0 : azimuth_gap(c.train_az, norb_angles(files.test, s.novel, false));
+    // In memory: centre crops of the training and test images (the held-out split
+    // again under `full`), channels x 32 x 32 floats each.
+    c.images_in_memory = long(s.train.size() + s.familiar.size() + s.novel.size()) +
+                         (c.split == NorbSplitKind::full ? long(s.familiar.size()) : 0);
+  } catch (const NorbError& e) {
+    throw FlagError("data", data, e.what());
+  }
+  d->norb = c;
+}
+
+TrainingSize training_size(const DataConfig& d) {
+  return {d.norb->train_images, std::to_string(d.norb->train_images) + " images in the split"};
+}
+
+double bytes(const DataConfig& d) {
+  return double(d.norb->images_in_memory) * (norb_channels(d.norb->prep.cameras) * kImagePixels * 4 + 12);
+}
+
+std::optional<GeometryProblem> no_problem(const DataConfig&, bool) {
+  return std::nullopt;  // the split's views come from the files' index, checked by norb_split_of
+}
+
+double azimuth_distance(const Dataset& d, double azimuth, double) { return azimuth_gap(d.train_az, {azimuth}); }
+double elevation_distance(const Dataset& d, double, double elevation) {
+  double dist = INFINITY;
+  for (double e : d.elevations) dist = std::min(dist, std::fabs(elevation - e));
+  return dist;
+}
+double no_distance(const Dataset&, double, double) { return 0; }  // `full`: every view is a training view
+
+double split_gap(const DataConfig& d) { return d.norb->gap_deg; }
+
+// "300,320,340,0,20,40": degrees as a comma list.
+std::string degrees(const std::vector<double>& v) {
+  std::ostringstream o;
+  for (size_t i = 0; i < v.size(); ++i) o << (i ? "," : "") << v[i];
+  return o.str();
+}
+
+std::string describe(const DataConfig& cfg, const Dataset& d) {
+  std::ostringstream o;
+  o << "smallNORB " << cfg.norb->dir << ", split " << norb_split_name(cfg.norb->split) << ", cameras "
+    << norb_cameras_name(cfg.norb->prep.cameras) << "\n"
+    << d.train.size() << " training images at azimuths " << degrees(d.train_az) << ", elevations "
+    << degrees(d.elevations) << "; " << d.heldout.size() << " held-out at azimuths " << degrees(d.test_az)
+    << ", elevations " << degrees(d.test_elevations) << "; gap " << d.gap_deg << " deg (elevation "
+    << d.elev_gap_deg << ")\n";
+  return o.str();
+}
+
+nlohmann::json source_json(const DataConfig& cfg) {
+  const NorbConfig& n = *cfg.norb;
+  return {{"norb", n.dir},
+          {"split", norb_split_name(n.split)},
+          {"cameras", norb_cameras_name(n.prep.cameras)},
+          {"brightness", n.prep.max_brightness},
+          {"contrast", n.prep.max_contrast}};
+}
+
+bool always(const FlagSource&) { return true; }
+
+}  // namespace
+
+Protocol norb_protocol(NorbSplitKind kind) {
+  Protocol p{.name = kind == NorbSplitKind::azimuth     ? "norb-paper-azimuth"
+                     : kind == NorbSplitKind::elevation ? "norb-paper-elevation"
+                                                        : "norb-full",
+             .source = "norb:",
+             .split = norb_split_name(kind),
+             .axis = kind == NorbSplitKind::azimuth     ? HeldOutAxis{"azimuth", "deg"}
+                     : kind == NorbSplitKind::elevation ? HeldOutAxis{"elevation", "deg"}
+                                                        : HeldOutAxis{"none", "deg"}};
+  if (kind == NorbSplitKind::azimuth) p.default_for = always;  // --split's default with --data norb
+  p.configure = kind == NorbSplitKind::azimuth     ? configure_norb<NorbSplitKind::azimuth>
+                : kind == NorbSplitKind::elevation ? configure_norb<NorbSplitKind::elevation>
+                                                   : configure_norb<NorbSplitKind::full>;
+  p.check = no_problem;
+  p.training_size = training_size;
+  p.bytes = bytes;
+  p.make = make_norb_dataset;
+  p.distance = kind == NorbSplitKind::azimuth     ? azimuth_distance
+               : kind == NorbSplitKind::elevation ? elevation_distance
+                                                  : no_distance;
+  p.sweep_gap = split_gap;
+  p.describe = describe;
+  p.source_json = source_json;
+  p.source_flags = {"data", "cameras", "brightness", "contrast"};
+  return p;
+}
+
+}  // namespace vg

@@ -1,0 +1,139 @@
+// The protocols of the rendered shapes (--data synthetic): a held-out azimuth
+// window (the default; a sweep steps it by gap), an elevation extrapolation
+// (--test-elevations), and the paper's two splits as presets of those flags
+// (docs/protocols.md).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "data/protocol.h"
+
+namespace vg {
+
+namespace {
+
+void configure_synthetic(const FlagSource& f, DataConfig* d) {
+  d->train_azimuths = f.range("train-azimuths", "n-train-views");
+  d->test_azimuths = f.range("test-azimuths", "n-test-views");
+  d->elevations = f.range("elevations", "n-elev");
+  d->shapes = parse_shapes(f.value("shapes"));
+  const std::string test_elev = f.value("test-elevations"), n_test_elev = f.value("n-test-elev");
+  if (!test_elev.empty() || !n_test_elev.empty()) {
+    if (test_elev.empty()) throw FlagError("n-test-elev", n_test_elev, "needs --test-elevations");
+    // Without a count: as many held-out elevations as training ones.
+    const std::string count = n_test_elev.empty() ? f.value("n-elev") : n_test_elev;
+    d->test_elevations = f.range("test-elevations", "n-test-elev", &count);
+  }
+  d->n_per_combo = int(f.integer("n-per-combo", 1, 10000));
+  d->n_eval_per_combo = int(f.integer("n-eval-per-combo", 1, 10000));
+}
+
+TrainingSize training_size(const DataConfig& d) {
+  const long long n = 1ll * kNumClasses * d.train_azimuths.count * d.elevations.count * d.n_per_combo;
+  return {n, std::to_string(n) + " images = 5 classes x " + std::to_string(d.train_azimuths.count) + " views x " +
+                 std::to_string(d.elevations.count) + " elevations x " + std::to_string(d.n_per_combo) +
+                 " per combination"};
+}
+
+// Images, their labels and viewpoints, and the clean renders of the largest split.
+double bytes(const DataConfig& d) {
+  const double clean = double(kNumClasses) * d.elevations.count * 36;
+  return (synthetic_images(d) + clean) * kImagePixels * sizeof(float) + synthetic_images(d) * 12;
+}
+
+double azimuth_distance(const Dataset& d, double azimuth, double) { return azimuth_gap(d.train_az, {azimuth}); }
+
+double elevation_distance(const Dataset& d, double, double elevation) {
+  double dist = INFINITY;
+  for (double e : d.elevations) dist = std::min(dist, std::fabs(elevation - e));
+  return dist;
+}
+
+// The held-out window `distance` degrees beyond the training range's end.
+// An elevation extrapolation's sweep steps the same azimuth window (at its
+// held-out elevations), as sweeps have since before protocols, so their
+// cells and hashes stay as they were.
+DataConfig window_at(const DataConfig& cfg, double distance, double width) {
+  DataConfig o = cfg;
+  o.test_azimuths.from = cfg.train_azimuths.to + distance;
+  o.test_azimuths.to = cfg.train_azimuths.to + distance + width;
+  return o;
+}
+
+double window_gap(const DataConfig& cfg) { return azimuth_gap(cfg.train_azimuths.values(), cfg.test_azimuths.values()); }
+
+std::string window_text(const DataConfig& cfg) {
+  std::ostringstream o;
+  o << cfg.test_azimuths.from << ":" << cfg.test_azimuths.to;
+  return o.str();
+}
+
+std::string describe(const DataConfig& d, const Dataset& data) {
+  char line[256];
+  std::snprintf(line, sizeof line, "train azimuths %g:%g (%d views), held-out %g:%g (%d views); gap %g deg\n",
+                d.train_azimuths.from, d.train_azimuths.to, d.train_azimuths.count, d.test_azimuths.from,
+                d.test_azimuths.to, d.test_azimuths.count, data.gap_deg);
+  std::string out = line;
+  if (d.test_elevations.count > 0) {
+    std::snprintf(line, sizeof line, "train elevations %g:%g (%d), held-out %g:%g (%d); elevation gap %g deg\n",
+                  d.elevations.from, d.elevations.to, d.elevations.count, d.test_elevations.from,
+                  d.test_elevations.to, d.test_elevations.count, data.elev_gap_deg);
+    out += line;
+  }
+  return out;
+}
+
+bool no_test_elevations(const FlagSource& f) { return f.value("test-elevations").empty(); }
+bool test_elevations_given(const FlagSource& f) { return !f.value("test-elevations").empty(); }
+
+// Everything but the name, the split, the axis, the default rule and the preset.
+Protocol synthetic(const char* name, const char* split, HeldOutAxis axis) {
+  Protocol p{.name = name, .source = "synthetic", .split = split, .axis = axis};
+  p.configure = configure_synthetic;
+  p.check = check_geometry;
+  p.training_size = training_size;
+  p.bytes = bytes;
+  p.make = make_synthetic_dataset;
+  p.distance = axis.name == std::string("azimuth") ? azimuth_distance : elevation_distance;
+  p.at_distance = window_at;
+  p.swept_flag = "test-azimuths";
+  p.sweep_gap = window_gap;
+  p.heldout_text = window_text;
+  p.describe = describe;
+  return p;
+}
+
+}  // namespace
+
+Protocol azimuth_window_protocol() {
+  Protocol p = synthetic("azimuth-window", nullptr, {"azimuth", "deg"});
+  p.default_for = no_test_elevations;
+  return p;
+}
+
+Protocol elevation_extrapolation_protocol() {
+  Protocol p = synthetic("elevation-extrapolation", nullptr, {"elevation", "deg"});
+  p.default_for = test_elevations_given;
+  p.chosen_by = {{"test-elevations", "60:80"}};
+  return p;
+}
+
+// Train on azimuths 300..40 (a third of the circle), test on 60..280; all 9 elevations.
+Protocol paper_azimuth_protocol() {
+  Protocol p = synthetic("paper-azimuth", "paper-azimuth", {"azimuth", "deg"});
+  p.preset = {{"train-azimuths", "300:400"}, {"n-train-views", "6"}, {"test-azimuths", "60:280"},
+              {"n-test-views", "12"}, {"elevations", "30:70"}, {"n-elev", "9"}};
+  return p;
+}
+
+// All 18 azimuths; train on the 3 lowest of the 9 elevations, test on the 6 highest.
+Protocol paper_elevation_protocol() {
+  Protocol p = synthetic("paper-elevation", "paper-elevation", {"elevation", "deg"});
+  p.preset = {{"train-azimuths", "0:340"}, {"n-train-views", "18"}, {"test-azimuths", "0:340"},
+              {"n-test-views", "18"}, {"elevations", "30:40"}, {"n-elev", "3"},
+              {"test-elevations", "45:70"}, {"n-test-elev", "6"}};
+  return p;
+}
+
+}  // namespace vg

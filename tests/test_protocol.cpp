@@ -1,0 +1,234 @@
+// Every registered protocol (data/protocol.h), chosen by its own flags through
+// the command line's validation: its splits are disjoint in viewpoint, its
+// bytes do not depend on the run or the thread count, and its held-out
+// distances agree with its gap. A new protocol is tested by registering.
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "data/protocol.h"
+#include "harness/run_flags.h"
+#include "tests/test_util.h"
+
+namespace vg {
+namespace {
+
+// smallNORB-format files of the rendered shapes (one instance, one lighting:
+// 810 pairs a split), written once for every norb protocol.
+const std::string& norb_fixture() {
+  static const std::string dir = [] {
+    const std::string d = testing::TempDir() + "viewgap_protocol_norb." + std::to_string(getpid());
+    std::filesystem::remove_all(d);
+    std::filesystem::create_directories(d);
+    NorbExportConfig c;
+    c.instances = 1;
+    c.lightings = 1;
+    for (NorbPart part : {NorbPart::training, NorbPart::testing}) {
+      const NorbExportSplit s = render_norb_split(c, part);
+      std::vector<uint8_t> pairs(s.dat.begin() + long(kNorbPairsHeader), s.dat.end());
+      norb_write_split(norb_files(d, part), pairs, s.labels, s.info);
+    }
+    return d;
+  }();
+  return dir;
+}
+
+// The run flags that choose `p`: its source, its --split or the flags its
+// default rule reads.
+RunFlags flags_choosing(const Protocol& p) {
+  RunFlags f;
+  const std::string source = p.source;
+  f.data = source.back() == ':' ? source + norb_fixture() : source;
+  if (p.split != nullptr) f.split = p.split;
+  for (const auto& [flag, value] : p.chosen_by) *run_flag(f, flag) = value;
+  return f;
+}
+
+DataConfig configured(const Protocol& p) {
+  int threads = 1;
+  DataConfig d = validate_run(flags_choosing(p), &threads).data;
+  d.seed = 7;
+  return d;
+}
+
+// The viewpoints of a split, rounded to 1e-3 degrees (azimuth mod 360).
+std::set<std::pair<long, long>> views(const Split& s) {
+  std::set<std::pair<long, long>> v;
+  for (int i = 0; i < s.size(); ++i)
+    v.insert({std::lround(std::fmod(s.azimuth[size_t(i)] + 360.0, 360.0) * 1000) % 360000,
+              std::lround(s.elevation[size_t(i)] * 1000.0)});
+  return v;
+}
+
+TEST(Protocol, NamesAndSplitsAreUniqueAndEachIsChosenByItsOwnFlags) {
+  std::set<std::string> names, splits;
+  for (const Protocol& p : protocol_registry()) {
+    SCOPED_TRACE(p.name);
+    EXPECT_TRUE(names.insert(p.name).second);
+    if (p.split != nullptr) {
+      EXPECT_TRUE(splits.insert(std::string(p.source) + p.split).second);
+    }
+    EXPECT_STREQ(select_run_protocol(flags_choosing(p), RunFlags{}).name, p.name);
+    ASSERT_NE(p.configure, nullptr);
+    ASSERT_NE(p.make, nullptr);
+    ASSERT_NE(p.distance, nullptr);
+    ASSERT_NE(p.describe, nullptr);
+    ASSERT_NE(p.sweep_gap, nullptr);
+    // The protocol that made a configuration answers for it with the same operations.
+    const DataConfig cfg = configured(p);
+    EXPECT_EQ(protocol_of(cfg).make, p.make);
+    EXPECT_EQ(protocol_of(cfg).distance, p.distance);
+    EXPECT_STREQ(protocol_of(cfg).axis.name, p.axis.name);
+    EXPECT_FALSE(p.check(cfg, false).has_value());
+  }
+}
+
+TEST(Protocol, NoHeldOutViewIsATrainingView) {
+  for (const Protocol& p : protocol_registry()) {
+    SCOPED_TRACE(p.name);
+    const Dataset d = p.make(configured(p));
+    ASSERT_GT(d.train.size(), 0);
+    ASSERT_GT(d.heldout.size(), 0);
+    const auto train = views(d.train), familiar = views(d.familiar), heldout = views(d.heldout);
+    // Familiar means at the training viewpoints.
+    for (const auto& v : familiar) EXPECT_TRUE(train.count(v)) << v.first << "," << v.second;
+    if (d.heldout_is_familiar) {  // every viewpoint is a training one: nothing is held out
+      EXPECT_STREQ(p.axis.name, "none");
+      continue;
+    }
+    for (const auto& v : heldout) EXPECT_FALSE(train.count(v)) << v.first << "," << v.second;
+  }
+}
+
+// Every split's bytes, viewpoints and labels, and a training draw's.
+std::vector<float> bytes_of(const Dataset& d) {
+  std::vector<float> out;
+  for (const Split* s : {&d.train, &d.familiar, &d.heldout, &d.circle, &d.validation, &d.elevation_profile}) {
+    out.insert(out.end(), s->images.begin(), s->images.end());
+    out.insert(out.end(), s->azimuth.begin(), s->azimuth.end());
+    out.insert(out.end(), s->elevation.begin(), s->elevation.end());
+    for (int l : s->labels) out.push_back(float(l));
+  }
+  if (d.train.draw) {
+    std::vector<float> sample(d.train.pixels());
+    for (int i : {0, d.train.size() - 1}) {
+      d.train.draw(i, 3, sample.data());
+      out.insert(out.end(), sample.begin(), sample.end());
+    }
+  }
+  return out;
+}
+
+TEST(Protocol, SameConfigurationSameBytesOnAnyThreadCount) {
+  const int threads = omp_get_max_threads();
+  for (const Protocol& p : protocol_registry()) {
+    SCOPED_TRACE(p.name);
+    const DataConfig cfg = configured(p);
+    omp_set_num_threads(1);
+    const std::vector<float> one = bytes_of(p.make(cfg));
+    omp_set_num_threads(3);
+    const std::vector<float> three = bytes_of(p.make(cfg));
+    omp_set_num_threads(threads);
+    ASSERT_EQ(one.size(), three.size());
+    EXPECT_EQ(std::memcmp(one.data(), three.data(), one.size() * sizeof(float)), 0);
+    // Another seed draws other noise (or other training crops).
+    DataConfig other = cfg;
+    other.seed += 1;
+    EXPECT_NE(bytes_of(p.make(other)), one);
+  }
+}
+
+TEST(Protocol, HeldOutDistancesAgreeWithTheGap) {
+  for (const Protocol& p : protocol_registry()) {
+    SCOPED_TRACE(p.name);
+    const Dataset d = p.make(configured(p));
+    const std::vector<double> held = heldout_distances(p, d, d.heldout), fam = heldout_distances(p, d, d.familiar);
+    ASSERT_EQ(int(held.size()), d.heldout.size());
+    for (double x : fam) EXPECT_EQ(x, 0.0);  // familiar views lie on the training ones
+    const std::string axis = p.axis.name;
+    const double gap = axis == "azimuth" ? d.gap_deg : axis == "elevation" ? d.elev_gap_deg : 0.0;
+    EXPECT_DOUBLE_EQ(*std::min_element(held.begin(), held.end()), gap);
+    if (!d.heldout_is_familiar) {
+      EXPECT_GT(gap, 0.0);
+    }
+  }
+}
+
+// A sweep over the distance: the held-out set at distance g is sound and, for
+// an azimuth axis, its nearest held-out view lies exactly g from the training ones.
+TEST(Protocol, SweepPlacesTheHeldOutSetAtEachDistance) {
+  for (const Protocol& p : protocol_registry()) {
+    SCOPED_TRACE(p.name);
+    if (p.at_distance == nullptr) {  // a fixed held-out set: swept once, at its own gap
+      ASSERT_EQ(p.swept_flag, nullptr);
+      continue;
+    }
+    ASSERT_NE(p.heldout_text, nullptr);
+    const DataConfig cfg = configured(p);
+    for (double g : {0.0, 10.0, 45.0}) {
+      SCOPED_TRACE(g);
+      const DataConfig at = p.at_distance(cfg, g, 40);
+      EXPECT_FALSE(p.check(at, true).has_value());
+      if (std::string(p.axis.name) != "azimuth") continue;
+      EXPECT_DOUBLE_EQ(p.sweep_gap(at), g);
+      if (g == 0) continue;  // at gap 0 the window touches the training range's end
+      const Dataset d = p.make(at);
+      const std::vector<double> held = heldout_distances(p, d, d.heldout);
+      EXPECT_NEAR(*std::min_element(held.begin(), held.end()), g, 1e-4);  // float azimuths
+    }
+  }
+}
+
+// The command line that chooses `p` (as flags_choosing does).
+std::string args_choosing(const Protocol& p) {
+  const RunFlags f = flags_choosing(p), def;
+  std::string args;
+  for (const FlagSpec& s : run_flag_specs())
+    if (f.*(s.field) != def.*(s.field)) args += " --" + std::string(s.name) + " " + f.*(s.field);
+  return args;
+}
+
+TEST(Protocol, ThreadsChangeNoResultOfARun) {
+  for (const Protocol& p : protocol_registry()) {
+    SCOPED_TRACE(p.name);
+    std::string tail[2];
+    for (int t : {1, 2}) {
+      const test::Outcome o = test::run("run --n-epochs 1 --models cnn,nn1 --quiet --threads " + std::to_string(t) +
+                                        args_choosing(p));
+      ASSERT_EQ(o.code, 0) << o.err;
+      ASSERT_NE(o.out.find("fingerprint"), std::string::npos) << o.out;
+      tail[t - 1] = o.out.substr(o.out.find("fingerprint"));
+    }
+    EXPECT_EQ(tail[0], tail[1]);
+  }
+}
+
+TEST(Protocol, FlagProblemsNameTheFlag) {
+  RunFlags f;
+  int threads = 1;
+  f.split = "paper-sideways";
+  try {
+    validate_run(f, &threads);
+    ADD_FAILURE() << "an unknown split was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--split 'paper-sideways': unknown split (expected paper-azimuth, paper-elevation)");
+  }
+  f = RunFlags{};
+  f.data = "norb:" + norb_fixture();
+  f.cameras = "third";
+  try {
+    validate_run(f, &threads);
+    ADD_FAILURE() << "an unknown camera was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--cameras 'third': expected both, first or second");
+  }
+}
+
+}  // namespace
+}  // namespace vg
