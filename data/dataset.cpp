@@ -6,6 +6,7 @@
 #include <numbers>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include "kernels/rng.h"
@@ -454,9 +455,19 @@ std::optional<GeometryProblem> check_range(const AngleRange& r, GeometryPart ran
   return std::nullopt;
 }
 
-}  // namespace
+// The run flag each part is read from (GeometryPart's order), and the flag
+// whose value it takes when not given.
+constexpr std::pair<const char*, const char*> kGeometryFlags[] = {
+    {"train-azimuths", nullptr}, {"n-train-views", nullptr}, {"test-azimuths", nullptr},
+    {"n-test-views", nullptr},   {"test-azimuths", nullptr}, {"elevations", nullptr},
+    {"n-elev", nullptr},         {"test-elevations", nullptr}, {"n-test-elev", "n-elev"}};
 
-std::optional<GeometryProblem> check_geometry(const DataConfig& cfg, bool allow_touching_end) {
+std::optional<GeometryProblem> named(std::optional<GeometryProblem> p) {
+  if (p) std::tie(p->flag, p->fallback) = kGeometryFlags[size_t(p->part)];
+  return p;
+}
+
+std::optional<GeometryProblem> check_geometry_parts(const DataConfig& cfg, bool allow_touching_end) {
   const AngleRange &tr = cfg.train_azimuths, &te = cfg.test_azimuths;
   if (auto p = check_range(tr, GeometryPart::train_range, GeometryPart::train_count, true)) return p;
   if (auto p = check_range(te, GeometryPart::test_range, GeometryPart::test_count, true)) return p;
@@ -488,6 +499,12 @@ std::optional<GeometryProblem> check_geometry(const DataConfig& cfg, bool allow_
     return GeometryProblem{GeometryPart::test_overlap, why.str()};
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<GeometryProblem> check_geometry(const DataConfig& cfg, bool allow_touching_end) {
+  return named(check_geometry_parts(cfg, allow_touching_end));
 }
 
 }  // namespace vg

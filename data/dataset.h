@@ -217,6 +217,10 @@ enum class GeometryPart {
 struct GeometryProblem {
   GeometryPart part;
   std::string why;  // one clause, e.g. "B < A (...)"
+  // The run flag at fault (without "--"), and the flag whose value it takes
+  // when not given (--n-test-elev: --n-elev's), or nullptr.
+  const char* flag = nullptr;
+  const char* fallback = nullptr;
 };
 
 // The one judgement of a geometry, for `run` and `sweep` alike (nullopt: sound).

@@ -174,21 +174,16 @@ std::string fmt_num(double v) {
   return o.str();
 }
 
-void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_touching_end, const TestFlags& t) {
+void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_touching_end, const TestFlags* t) {
   const auto p = protocol_of(d).check(d, allow_touching_end);
   if (!p) return;
-  switch (p->part) {
-    case GeometryPart::train_range: throw UsageError("--train-azimuths", f.train_az, p->why);
-    case GeometryPart::train_count: throw UsageError("--n-train-views", f.n_train_views, p->why);
-    case GeometryPart::test_range: throw UsageError(t.range_flag, t.range_value, p->why);
-    case GeometryPart::test_count: throw UsageError("--n-test-views", f.n_test_views, p->why);
-    case GeometryPart::test_overlap: throw UsageError(t.overlap_flag, t.overlap_value, t.overlap_prefix + p->why);
-    case GeometryPart::elev_range: throw UsageError("--elevations", f.elevations, p->why);
-    case GeometryPart::elev_count: throw UsageError("--n-elev", f.n_elev, p->why);
-    case GeometryPart::test_elev_range: throw UsageError("--test-elevations", f.test_elevations, p->why);
-    case GeometryPart::test_elev_count:  // its default is --n-elev's value
-      throw UsageError("--n-test-elev", f.n_test_elev.empty() ? f.n_elev : f.n_test_elev, p->why);
-  }
+  if (t != nullptr && p->part == GeometryPart::test_range) throw UsageError(t->range_flag, t->range_value, p->why);
+  if (t != nullptr && p->part == GeometryPart::test_overlap)
+    throw UsageError(t->overlap_flag, t->overlap_value, t->overlap_prefix + p->why);
+  if (p->flag == nullptr) throw std::logic_error("a geometry problem names no flag: " + p->why);
+  std::string value = *run_flag(f, p->flag);
+  if (value.empty() && p->fallback != nullptr) value = *run_flag(f, p->fallback);
+  throw UsageError(std::string("--") + p->flag, value, p->why);
 }
 
 
@@ -428,7 +423,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   }
   if (o.stop_at_familiar > 0 || !o.match_familiar.empty()) o.data.n_val_per_combo = o.data.n_eval_per_combo;
 
-  if (!sweep) check_geometry_flags(f, o.data, false, {"--test-azimuths", f.test_az, "--test-azimuths", f.test_az, ""});
+  if (!sweep) check_geometry_flags(f, o.data, false);
   // One step per epoch of a batch holding every image would train at chance.
   const TrainingSize train = protocol.training_size(o.data);
   if (o.train.batch_size > train.images)

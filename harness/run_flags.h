@@ -77,14 +77,16 @@ double parse_real(const std::string& flag, const std::string& v, double lo, doub
 std::vector<std::string> split(const std::string& s, char sep);
 std::string fmt_num(double v);
 
-// Names the flag of a geometry problem. `run` takes --test-azimuths; a sweep
-// builds its held-out window from --test-width and --gaps, so it names those.
+// Throws the protocol's geometry problem as a UsageError naming its flag.
+// A sweep builds its held-out window from --test-width and --gaps, so `t`
+// names those for a problem with the window's own shape or where it lies.
 struct TestFlags {
   std::string range_flag, range_value;      // the window's own shape
   std::string overlap_flag, overlap_value;  // where it lies against the training range
   std::string overlap_prefix;               // e.g. "gap 30: "
 };
-void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_touching_end, const TestFlags& t);
+void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_touching_end,
+                          const TestFlags* t = nullptr);
 
 // A file an output flag writes.
 struct OutputFile {

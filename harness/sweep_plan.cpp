@@ -182,19 +182,21 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       return o;
     };
     // If the window does not fit beside the training range even at gap 0, its width is at fault.
-    if (given)
-      check_geometry_flags(rf, base.data, false, {"--test-azimuths", rf.test_az, "--test-azimuths", rf.test_az, ""});
-    else
-      check_geometry_flags(rf, window(0).data, true,
-                           {"--test-width", f.test_width, "--test-width", f.test_width,
+    if (given) {
+      check_geometry_flags(rf, base.data, false);
+    } else {
+      const TestFlags width{"--test-width", f.test_width, "--test-width", f.test_width,
                             "a window this wide (" + p.heldout_text(window(0).data) +
-                                " at gap 0) reaches round to the training range: "});
+                                " at gap 0) reaches round to the training range: "};
+      check_geometry_flags(rf, window(0).data, true, &width);
+    }
     for (double g : gaps) {
       const RunOptions opt = window(g);
-      check_geometry_flags(rf, opt.data, true,
-                           {"--test-width", f.test_width, "--gaps", f.gaps,
-                            "gap " + fmt_num(g) + " (held-out window " +
-                                (p.heldout_text ? p.heldout_text(opt.data) : std::string("as given")) + "): "});
+      if (!given) {
+        const TestFlags at_gap{"--test-width", f.test_width, "--gaps", f.gaps,
+                               "gap " + fmt_num(g) + " (held-out window " + p.heldout_text(opt.data) + "): "};
+        check_geometry_flags(rf, opt.data, true, &at_gap);
+      }
       const double true_gap = p.sweep_gap(opt.data);
       for (uint64_t seed : seeds) {
         SweepCell c;
