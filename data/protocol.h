@@ -53,7 +53,7 @@ class FlagSource {
 // The training set's size, and how it is made up (for an error message).
 struct TrainingSize {
   long long images = 0;
-  std::string text;  // e.g. "540 images = 5 classes x 6 views x 3 elevations x 6 per combination"
+  std::string text;  // e.g. "450 images = 5 classes x 6 views x 3 elevations x 5 per combination"
 };
 
 struct Protocol {
@@ -75,8 +75,11 @@ struct Protocol {
   std::optional<GeometryProblem> (*check)(const DataConfig& cfg, bool allow_touching_end) = nullptr;
   // The training set a configured cfg gives, known before it is made.
   TrainingSize (*training_size)(const DataConfig& cfg) = nullptr;
-  // Bytes the dataset of cfg holds in memory (for the up-front memory check).
+  // For the up-front memory check: the images and bytes the dataset of cfg
+  // holds, and the flag to blame when it is too big (`why` says how).
+  double (*images)(const DataConfig& cfg) = nullptr;
   double (*bytes)(const DataConfig& cfg) = nullptr;
+  FlagError (*too_big)(const FlagSource& flags, const DataConfig& cfg, const std::string& why) = nullptr;
   Dataset (*make)(const DataConfig& cfg) = nullptr;
   // Distance of view (azimuth, elevation) from the training views of d along the axis.
   double (*distance)(const Dataset& d, double azimuth_deg, double elevation_deg) = nullptr;

@@ -165,6 +165,15 @@ double bytes(const DataConfig& d) {
   return double(d.norb->images_in_memory) * (norb_channels(d.norb->prep.cameras) * kImagePixels * 4 + 12);
 }
 
+double images(const DataConfig& d) { return double(d.norb->images_in_memory); }
+
+// The files are what they are: --data is to blame.
+FlagError too_big(const FlagSource& f, const DataConfig& d, const std::string& why) {
+  return FlagError("data", f.value("data"),
+                   "the dataset (" + std::to_string(d.norb->images_in_memory) + " images of " +
+                       std::to_string(norb_channels(d.norb->prep.cameras)) + " x 32 x 32 floats) " + why);
+}
+
 std::optional<GeometryProblem> no_problem(const DataConfig&, bool) {
   return std::nullopt;  // the split's views come from the files' index, checked by norb_split_of
 }
@@ -225,7 +234,9 @@ Protocol norb_protocol(NorbSplitKind kind) {
                                                    : configure_norb<NorbSplitKind::full>;
   p.check = no_problem;
   p.training_size = training_size;
+  p.images = images;
   p.bytes = bytes;
+  p.too_big = too_big;
   p.make = make_norb_dataset;
   p.distance = kind == NorbSplitKind::azimuth     ? azimuth_distance
                : kind == NorbSplitKind::elevation ? elevation_distance

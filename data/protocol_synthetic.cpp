@@ -42,6 +42,27 @@ double bytes(const DataConfig& d) {
   return (synthetic_images(d) + clean) * kImagePixels * sizeof(float) + synthetic_images(d) * 12;
 }
 
+// The count flag raised furthest above its default (DataConfig's, the run
+// flags' too) is the one to blame; the message shows every factor.
+FlagError too_big(const FlagSource& f, const DataConfig& d, const std::string& why) {
+  const DataConfig def;
+  const std::pair<const char*, int> counts[] = {{"n-per-combo", def.n_per_combo},
+                                                {"n-eval-per-combo", def.n_eval_per_combo},
+                                                {"n-elev", def.elevations.count},
+                                                {"n-train-views", def.train_azimuths.count},
+                                                {"n-test-views", def.test_azimuths.count}};
+  const char* worst = counts[0].first;
+  double ratio = 0;
+  for (const auto& [name, count] : counts)
+    if (const double r = std::stod(f.value(name)) / count; r > ratio) ratio = r, worst = name;
+  std::ostringstream o;
+  o << "the dataset (5 classes x " << d.elevations.count << " elevations x (" << d.train_azimuths.count
+    << " training views x " << d.n_per_combo << " + " << d.train_azimuths.count + d.test_azimuths.count + 36
+    << " evaluation views x " << d.n_eval_per_combo << ") = " << std::llround(synthetic_images(d)) << " images) "
+    << why;
+  return FlagError(worst, f.value(worst), o.str());
+}
+
 double azimuth_distance(const Dataset& d, double azimuth, double) { return azimuth_gap(d.train_az, {azimuth}); }
 
 double elevation_distance(const Dataset& d, double, double elevation) {
@@ -93,7 +114,9 @@ Protocol synthetic(const char* name, const char* split, HeldOutAxis axis) {
   p.configure = configure_synthetic;
   p.check = check_geometry;
   p.training_size = training_size;
+  p.images = synthetic_images;
   p.bytes = bytes;
+  p.too_big = too_big;
   p.make = make_synthetic_dataset;
   p.distance = axis.name == std::string("azimuth") ? azimuth_distance : elevation_distance;
   p.at_distance = window_at;

@@ -159,6 +159,37 @@ AngleRange parse_range(const std::string& flag, const std::string& v, const std:
 
 }  // namespace
 
+namespace {
+
+// The run flags as a protocol reads them (data/protocol.h), against the
+// command's defaults; --dump too, which a data source may not support.
+class RunFlagSource final : public FlagSource {
+ public:
+  RunFlagSource(const RunFlags& f, const RunFlags& defaults) : f_(f), defaults_(defaults) {}
+  std::string value(const std::string& name) const override { return text(f_, name); }
+  bool changed(const std::string& name) const override { return text(f_, name) != text(defaults_, name); }
+  long long integer(const std::string& name, long long lo, long long hi) const override {
+    return parse_int("--" + name, value(name), lo, hi);
+  }
+  double real(const std::string& name, double lo, double hi) const override {
+    return parse_real("--" + name, value(name), lo, hi, false);
+  }
+  AngleRange range(const std::string& name, const std::string& count_name, const std::string* count) const override {
+    return parse_range("--" + name, value(name), "--" + count_name, count ? *count : value(count_name));
+  }
+
+ private:
+  static std::string text(const RunFlags& f, const std::string& name) {
+    if (name == "dump") return f.dump;
+    const std::string* v = run_flag(f, name);
+    if (v == nullptr) throw std::logic_error("a protocol read '" + name + "', which is no run flag");
+    return *v;
+  }
+  const RunFlags &f_, &defaults_;
+};
+
+}  // namespace
+
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -256,35 +287,15 @@ std::string gigabytes(double bytes) {
 
 namespace {
 
-// The dataset flag raised furthest above its default: the one to blame for a
-// dataset that cannot fit (the message shows every factor).
-[[noreturn]] void blame_dataset(const RunFlags& f, const RunOptions& o, const std::string& why) {
-  const RunFlags def;
-  const std::pair<const char*, std::string RunFlags::*> flags[] = {
-      {"--n-per-combo", &RunFlags::n_per_combo}, {"--n-eval-per-combo", &RunFlags::n_eval_per_combo},
-      {"--n-elev", &RunFlags::n_elev},           {"--n-train-views", &RunFlags::n_train_views},
-      {"--n-test-views", &RunFlags::n_test_views}};
-  const char* worst = flags[0].first;
-  std::string value = f.*(flags[0].second);
-  double ratio = 0;
-  for (const auto& [name, field] : flags) {
-    const double r = double(parse_whole(f.*field).value) / double(parse_whole(def.*field).value);
-    if (r > ratio) ratio = r, worst = name, value = f.*field;
-  }
-  const DataConfig& d = o.data;
-  std::ostringstream o2;
-  o2 << "the dataset (5 classes x " << d.elevations.count << " elevations x (" << d.train_azimuths.count
-     << " training views x " << d.n_per_combo << " + " << d.train_azimuths.count + d.test_azimuths.count + 36
-     << " evaluation views x " << d.n_eval_per_combo << ") = " << std::llround(synthetic_images(d)) << " images) "
-     << why;
-  throw UsageError(worst, value, o2.str());
-}
+[[noreturn]] void throw_usage(const FlagError& e) { throw UsageError("--" + e.flag, e.value, e.why); }
 
 }  // namespace
 
 // Refuses a configuration whose `jobs` cells at once (1 for `run`) cannot fit in memory.
 void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text) {
-  if (synthetic_images(o.data) > 2e6) blame_dataset(f, o, "would exceed 2 million images");
+  const Protocol& protocol = protocol_of(o.data);
+  const RunFlagSource flags(f, RunFlags{});
+  if (protocol.images(o.data) > 2e6) throw_usage(protocol.too_big(flags, o.data, "would exceed 2 million images"));
   const ModelOptions& mo = o.train.model;
   std::string big = o.models.front();
   for (const std::string& m : o.models)
@@ -301,7 +312,7 @@ void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::s
     if (const char* opt = size_option(big)) throw UsageError(std::string("--") + opt, option_value(f.model, opt), why);
     throw UsageError("--models", f.models, why);
   }
-  blame_dataset(f, o, "needs about " + gigabytes(data + kBaseBytes) + ", " + more);
+  throw_usage(protocol.too_big(flags, o.data, "needs about " + gigabytes(data + kBaseBytes) + ", " + more));
 }
 
 // How many cells fit in memory at once (at least 1; check_memory refuses less).
@@ -343,36 +354,6 @@ ShapeSet parse_shapes_flag(const std::string& v) {
 }
 
 
-namespace {
-
-// The run flags as a protocol reads them (data/protocol.h), against the
-// command's defaults; --dump too, which a data source may not support.
-class RunFlagSource final : public FlagSource {
- public:
-  RunFlagSource(const RunFlags& f, const RunFlags& defaults) : f_(f), defaults_(defaults) {}
-  std::string value(const std::string& name) const override { return text(f_, name); }
-  bool changed(const std::string& name) const override { return text(f_, name) != text(defaults_, name); }
-  long long integer(const std::string& name, long long lo, long long hi) const override {
-    return parse_int("--" + name, value(name), lo, hi);
-  }
-  double real(const std::string& name, double lo, double hi) const override {
-    return parse_real("--" + name, value(name), lo, hi, false);
-  }
-  AngleRange range(const std::string& name, const std::string& count_name, const std::string* count) const override {
-    return parse_range("--" + name, value(name), "--" + count_name, count ? *count : value(count_name));
-  }
-
- private:
-  static std::string text(const RunFlags& f, const std::string& name) {
-    if (name == "dump") return f.dump;
-    const std::string* v = run_flag(f, name);
-    if (v == nullptr) throw std::logic_error("a protocol read '" + name + "', which is no run flag");
-    return *v;
-  }
-  const RunFlags &f_, &defaults_;
-};
-
-}  // namespace
 
 const Protocol& select_run_protocol(const RunFlags& flags, const RunFlags& defaults) {
   return flag_errors([&]() -> const Protocol& { return select_protocol(RunFlagSource(flags, defaults)); });

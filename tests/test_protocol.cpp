@@ -219,6 +219,18 @@ TEST(Protocol, FlagProblemsNameTheFlag) {
   } catch (const UsageError& e) {
     EXPECT_STREQ(e.what(), "--split 'paper-sideways': unknown split (expected paper-azimuth, paper-elevation)");
   }
+  // A dataset too big to fit blames the count raised furthest above its default.
+  f = RunFlags{};
+  f.n_per_combo = "3000";
+  f.n_train_views = "300";
+  try {
+    validate_run(f, &threads);
+    ADD_FAILURE() << "13.5 million images were accepted";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(),
+                 "--n-per-combo '3000': the dataset (5 classes x 3 elevations x (300 training views x 3000 + 342 "
+                 "evaluation views x 2) = 13510260 images) would exceed 2 million images");
+  }
   f = RunFlags{};
   f.data = "norb:" + norb_fixture();
   f.cameras = "third";
