@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# viewgap's `convcaps` against the same network in PyTorch (bench/pytorch_convcaps.py), one
+# thread each, float32, batch 32, the paper's recipe (spread loss, the official lambda
+# schedule, full backpropagation through the routing), for the default model
+# (A=64, B=8, C=D=16) and the paper's larger one (A=B=C=D=32). Round i runs, for each
+# model, viewgap's `profile` (the `step` row: median training step; `/usr/bin/time`: peak
+# RSS) and then the PyTorch script (median training step and forward-only pass, its own
+# peak RSS); N rounds alternate the two. Prints each run, then per model the medians of
+# training and forward images/s and peak RSS, and the ratio viewgap / PyTorch.
+# viewgap's forward-only figure is the sum of its profile's forward rows (the medians
+# of conv1 ... class.routing and the loss), from the same training steps.
+#
+# PyTorch takes seconds to minutes per step here, so each run times only a few steps
+# (defaults: viewgap 10 after 2 warm-up, large 3 after 1; PyTorch 3 after 1, large 1 after 1;
+# set VG_STEPS, VG_WARMUP, VG_STEPS_LARGE, VG_WARMUP_LARGE, PT_STEPS, PT_WARMUP, PT_STEPS_LARGE).
+# SIZES="default" (or "large") runs one model only. The images are random: this measures
+# speed only. Each round also runs PyTorch at the default model as `pytorch-heap` (below).
+#
+# python3-torch (Debian's, 1.13) and an optimised BLAS are needed for this script
+# only, never for the build or the tests: apt-get install python3-torch libopenblas0-pthread.
+#
+# Usage: bash bench/compare_convcaps.sh [N]   (default 3; from the repository root, after a
+#        release build: the binary is build/release/viewgap)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-3}
+case "$n" in '' | *[!0-9]* | 0) echo "compare_convcaps.sh: N '$n': expected a whole number >= 1" >&2; exit 2 ;; esac
+exe=build/release/viewgap
+py=/usr/bin/python3
+[ -x "$exe" ] || { echo "compare_convcaps.sh: no $exe (build first: cmake --preset release && cmake --build --preset release)" >&2; exit 2; }
+"$py" -c 'import torch' 2>/dev/null ||
+  { echo "compare_convcaps.sh: PyTorch is not installed (apt-get install python3-torch; needed for this script only)" >&2; exit 2; }
+vg_steps=${VG_STEPS:-10} vg_warmup=${VG_WARMUP:-2} vg_steps_large=${VG_STEPS_LARGE:-3} vg_warmup_large=${VG_WARMUP_LARGE:-1}
+pt_steps=${PT_STEPS:-3} pt_warmup=${PT_WARMUP:-1} pt_steps_large=${PT_STEPS_LARGE:-1}
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# Debian's torch does its dense algebra through libblas.so.3, whichever
+# implementation the alternatives system points at: with the reference BLAS
+# (libblas3, what a bare install gets) PyTorch's matmuls run ~3x slower than with
+# OpenBLAS. Here the routing's elementwise work dominates, but say which one it maps.
+blas=$("$py" -c '
+import torch
+torch.ones(64, 64) @ torch.ones(64, 64)
+print(next((l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.split()[-1].lower()), "none found"))')
+echo "BLAS under PyTorch: $blas"
+case "$blas" in
+  *openblas* | *mkl* | *blis*) ;;
+  *) echo "warning: not an optimised BLAS: PyTorch is handicapped here (apt-get install libopenblas0-pthread for a fair comparison)" ;;
+esac
+log=$(mktemp)
+tmp=$(mktemp -d)
+trap 'rm -rf "$log" "$tmp"' EXIT
+common=(--model convcaps --loss spread --em-lambda-schedule official --em-grad full --batch-size 32)
+# glibc returns every freed block over 32 MB to the kernel, so each of PyTorch's vote-sized
+# temporaries (85 MB at the default model) is page-faulted in afresh, every step: at the
+# default model that is most of PyTorch's time. `pytorch-heap` runs it with glibc keeping
+# freed memory instead (what jemalloc or tcmalloc would do); it doubles the peak RSS, so the
+# large model (~10 GB at glibc's defaults) runs at glibc's defaults only.
+heap=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736)
+pytorch() {  # pytorch NAME SIZE [ENV...] -- ARGS...: one run of the script, a line in the log
+  local name=$1 size=$2; shift 2
+  local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" "$py" -W ignore bench/pytorch_convcaps.py "$@" > "$tmp/pt.json"
+  "$py" -c 'import json, sys; j = json.load(open(sys.argv[1]))
+print(sys.argv[2], sys.argv[3], 32e6 / j["train_images_per_s"], 32e6 / j["forward_images_per_s"], int(j["peak_rss_mb"] * 1024))' \
+    "$tmp/pt.json" "$name" "$size" >> "$log"
+  tail -n 1 "$log" | sed "s/^/round $i: /"
+}
+for ((i = 1; i <= n; i++)); do
+  for size in ${SIZES:-default large}; do
+    if [ "$size" = large ]; then
+      vg_sizes=(--caps-a 32 --caps-b 32 --caps-c 32 --caps-d 32) pt_sizes=(--A 32 --B 32 --C 32 --D 32)
+      steps=$pt_steps_large vs=$vg_steps_large vw=$vg_warmup_large
+    else
+      vg_sizes=() pt_sizes=() steps=$pt_steps vs=$vg_steps vw=$vg_warmup
+    fi
+    /usr/bin/time -f '%e %M' -o "$tmp/time" "$exe" profile "${common[@]}" "${vg_sizes[@]}" \
+      --steps "$vs" --warmup "$vw" --out "$tmp/profile.csv" > "$tmp/table"
+    # The table's rows: layer pass calls median_us ...; `step` is the whole training step.
+    step_us=$(awk '$1 == "step" && $2 == "step" { print $4 }' "$tmp/table")
+    fwd_us=$(awk '$2 == "forward" { s += $4 } END { print s }' "$tmp/table")
+    read -r _ rss_kb < "$tmp/time"
+    echo "viewgap $size $step_us $fwd_us $rss_kb" >> "$log"
+    tail -n 1 "$log" | sed "s/^/round $i: /"
+    pytorch pytorch "$size" -- "${pt_sizes[@]}" --batch 32 --steps "$steps" --warmup "$pt_warmup"
+    [ "$size" = large ] ||
+      pytorch pytorch-heap "$size" "${heap[@]}" -- "${pt_sizes[@]}" --batch 32 --steps "$steps" --warmup "$pt_warmup"
+  done
+done
+"$py" - "$log" "$n" <<'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    who, size, step_us, fwd_us, rss_kb = line.split()
+    runs.setdefault((size, who), []).append((float(step_us), float(fwd_us), int(rss_kb)))
+print(f"{sys.argv[2]} rounds, alternating; batch 32, one thread; images/s from median step times")
+for size in ('default', 'large'):
+    if (size, 'viewgap') not in runs:
+        continue
+    med = {}
+    for who in ('viewgap', 'pytorch', 'pytorch-heap'):
+        r = runs.get((size, who))
+        if not r:
+            continue
+        train = statistics.median(32e6 / x[0] for x in r)
+        fwd = statistics.median(32e6 / x[1] for x in r)
+        med[who] = (train, fwd)
+        print(f"{size:<8} {who:<13} train {train:8.2f} img/s (runs: {' '.join(f'{32e6 / x[0]:.2f}' for x in r)}); "
+              f"forward {fwd:8.2f} img/s (runs: {' '.join(f'{32e6 / x[1]:.2f}' for x in r)}); "
+              f"peak RSS {max(x[2] for x in r) / 1024:.0f} MB")
+    for who in ('pytorch', 'pytorch-heap'):
+        if who in med:
+            print(f"{size:<8} viewgap / {who:<13} train {med['viewgap'][0] / med[who][0]:6.1f}x, "
+                  f"forward {med['viewgap'][1] / med[who][1]:6.1f}x")
+EOF
