@@ -88,6 +88,14 @@ excluded=(
   # (1.4 s native each) included; 45 s native, over 10 min emulated.
   "Training.AStepAllocatesNothingOnceWarm"
   "Training.APreparedModelsFirstStepAllocatesNothing"
+  # The convolutional routing's scalar reference against finite differences
+  # (227 s and 58 s emulated); arch-independent code, checked natively. Its
+  # NEON variant's own finite-difference test runs here.
+  "ConvEmRouting.FullBackwardMatchesFiniteDifferencesThrough1To3Iterations"
+  "ConvEmRouting.StopGradientBackwardMatchesFiniteDifferencesOfTheFrozenMStep"
+  # Fourteen one-epoch runs of the binary, two per protocol (as
+  # Cli.ThreadsChangeNoResult above, which it extends to every protocol).
+  "Protocol.ThreadsChangeNoResultOfARun"
   # Fails on aarch64: three of its cases expect the x86-64 diagnostics of
   # --reproducible (on aarch64 the CPU check speaks first). Known, reported;
   # remove from this list once the test allows for it.
