@@ -310,15 +310,8 @@ TEST_P(ConvEmRoutingVariantBackward, BothSchemesMatchFiniteDifferences) {
       }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, ConvEmRoutingVariantBackward, ::testing::Range(0, [] {
-                           int n = 0;
-                           conv_em_routing_variants(&n);
-                           return n;
-                         }()),
-                         [](const ::testing::TestParamInfo<int>& p) {
-                           int n = 0;
-                           return std::string(isa_name(conv_em_routing_variants(&n)[p.param].isa));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllVariants, ConvEmRoutingVariantBackward, ::testing::Range(0, test::variant_count(conv_em_routing_variants)),
+                         test::variant_names(conv_em_routing_variants));
 
 }  // namespace
 }  // namespace vg

@@ -298,15 +298,8 @@ TEST(ConvVotes, DispatchPicksTheSelectedIsa) {
   EXPECT_EQ(conv_votes_kernels().isa, conv_votes_for(want) ? want : Isa::scalar);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, ConvVotesVariant, ::testing::Range(0, [] {
-                           int n = 0;
-                           conv_votes_variants(&n);
-                           return n;
-                         }()),
-                         [](const ::testing::TestParamInfo<int>& p) {
-                           int n = 0;
-                           return std::string(isa_name(conv_votes_variants(&n)[p.param].isa));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllVariants, ConvVotesVariant, ::testing::Range(0, test::variant_count(conv_votes_variants)),
+                         test::variant_names(conv_votes_variants));
 
 }  // namespace
 }  // namespace vg

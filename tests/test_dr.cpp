@@ -152,15 +152,8 @@ TEST_P(DrVariant, MatchesScalarAtTileSizesAndMisalignedPointers) {
       }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, DrVariant, ::testing::Range(0, [] {
-                           int n = 0;
-                           dr_routing_variants(&n);
-                           return n;
-                         }()),
-                         [](const ::testing::TestParamInfo<int>& p) {
-                           int n = 0;
-                           return std::string(isa_name(dr_routing_variants(&n)[p.param].isa));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllVariants, DrVariant, ::testing::Range(0, test::variant_count(dr_routing_variants)),
+                         test::variant_names(dr_routing_variants));
 
 // ---- Layers against central differences ----------------------------------------------
 

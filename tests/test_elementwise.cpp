@@ -168,15 +168,8 @@ TEST_P(ElementwiseVariant, NormalMatchesScalarBitForBit) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, ElementwiseVariant, ::testing::Range(0, [] {
-                           int n = 0;
-                           elementwise_variants(&n);
-                           return n;
-                         }()),
-                         [](const ::testing::TestParamInfo<int>& p) {
-                           int n = 0;
-                           return std::string(isa_name(elementwise_variants(&n)[p.param].isa));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllVariants, ElementwiseVariant, ::testing::Range(0, test::variant_count(elementwise_variants)),
+                         test::variant_names(elementwise_variants));
 
 }  // namespace
 }  // namespace vg

@@ -501,15 +501,8 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, EmRoutingVariant, ::testing::Range(0, [] {
-                           int n = 0;
-                           em_routing_variants(&n);
-                           return n;
-                         }()),
-                         [](const ::testing::TestParamInfo<int>& p) {
-                           int n = 0;
-                           return std::string(isa_name(em_routing_variants(&n)[p.param].isa));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllVariants, EmRoutingVariant, ::testing::Range(0, test::variant_count(em_routing_variants)),
+                         test::variant_names(em_routing_variants));
 
 }  // namespace
 }  // namespace vg

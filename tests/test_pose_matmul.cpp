@@ -92,15 +92,8 @@ TEST_P(PoseMatmulVariant, MatchesScalarAtTileSizesAndMisalignedPointers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, PoseMatmulVariant, ::testing::Range(0, [] {
-                           int n = 0;
-                           pose_matmul_variants(&n);
-                           return n;
-                         }()),
-                         [](const ::testing::TestParamInfo<int>& p) {
-                           int n = 0;
-                           return std::string(isa_name(pose_matmul_variants(&n)[p.param].isa));
-                         });
+INSTANTIATE_TEST_SUITE_P(AllVariants, PoseMatmulVariant, ::testing::Range(0, test::variant_count(pose_matmul_variants)),
+                         test::variant_names(pose_matmul_variants));
 
 }  // namespace
 }  // namespace vg

@@ -17,9 +17,26 @@
 #include "data/dataset.h"
 #include "models/model.h"
 #include "models/registry.h"
+#include "kernels/isa.h"
 #include "kernels/rng.h"
 
 namespace vg::test {
+
+// A kernel family's variants for INSTANTIATE_TEST_SUITE_P: how many this
+// build has (the test range), and each one's ISA as its test name.
+template <class K>
+int variant_count(const K* (*variants)(int*)) {
+  int n = 0;
+  variants(&n);
+  return n;
+}
+template <class K>
+auto variant_names(const K* (*variants)(int*)) {
+  return [variants](const ::testing::TestParamInfo<int>& p) {
+    int n = 0;
+    return std::string(isa_name(variants(&n)[p.param].isa));
+  };
+}
 
 // operator new calls so far on the calling thread (the test binary replaces
 // operator new: tests/test_norb.cpp); `by_onednn` counts those whose caller is
