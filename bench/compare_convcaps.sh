@@ -25,27 +25,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-3}
 case "$n" in '' | *[!0-9]* | 0) echo "compare_convcaps.sh: N '$n': expected a whole number >= 1" >&2; exit 2 ;; esac
-exe=build/release/viewgap
-py=/usr/bin/python3
-[ -x "$exe" ] || { echo "compare_convcaps.sh: no $exe (build first: cmake --preset release && cmake --build --preset release)" >&2; exit 2; }
-"$py" -c 'import torch' 2>/dev/null ||
-  { echo "compare_convcaps.sh: PyTorch is not installed (apt-get install python3-torch; needed for this script only)" >&2; exit 2; }
+source bench/torch_setup.sh
+torch_setup compare_convcaps.sh
 vg_steps=${VG_STEPS:-10} vg_warmup=${VG_WARMUP:-2} vg_steps_large=${VG_STEPS_LARGE:-3} vg_warmup_large=${VG_WARMUP_LARGE:-1}
 pt_steps=${PT_STEPS:-3} pt_warmup=${PT_WARMUP:-1} pt_steps_large=${PT_STEPS_LARGE:-1}
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-# Debian's torch does its dense algebra through libblas.so.3, whichever
-# implementation the alternatives system points at: with the reference BLAS
-# (libblas3, what a bare install gets) PyTorch's matmuls run ~3x slower than with
-# OpenBLAS. Here the routing's elementwise work dominates, but say which one it maps.
-blas=$("$py" -c '
-import torch
-torch.ones(64, 64) @ torch.ones(64, 64)
-print(next((l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.split()[-1].lower()), "none found"))')
-echo "BLAS under PyTorch: $blas"
-case "$blas" in
-  *openblas* | *mkl* | *blis*) ;;
-  *) echo "warning: not an optimised BLAS: PyTorch is handicapped here (apt-get install libopenblas0-pthread for a fair comparison)" ;;
-esac
 log=$(mktemp)
 tmp=$(mktemp -d)
 trap 'rm -rf "$log" "$tmp"' EXIT

@@ -14,25 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-5}
 case "$n" in '' | *[!0-9]* | 0) echo "compare_pytorch.sh: N '$n': expected a whole number >= 1" >&2; exit 2 ;; esac
-exe=build/release/viewgap
-py=/usr/bin/python3
-[ -x "$exe" ] || { echo "compare_pytorch.sh: no $exe (build first: cmake --preset release && cmake --build --preset release)" >&2; exit 2; }
-"$py" -c 'import torch' 2>/dev/null ||
-  { echo "compare_pytorch.sh: PyTorch is not installed (apt-get install python3-torch; needed for this script only)" >&2; exit 2; }
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-# Debian's torch does its dense algebra through libblas.so.3, whichever
-# implementation the alternatives system points at: with the reference BLAS
-# (libblas3, what a bare install gets) PyTorch runs ~3x slower than with
-# OpenBLAS, which would make the comparison unfair to it. Say which one it maps.
-blas=$("$py" -c '
-import torch
-torch.ones(64, 64) @ torch.ones(64, 64)
-print(next((l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.split()[-1].lower()), "none found"))')
-echo "BLAS under PyTorch: $blas"
-case "$blas" in
-  *openblas* | *mkl* | *blis*) ;;
-  *) echo "warning: not an optimised BLAS: PyTorch is handicapped here (apt-get install libopenblas0-pthread for a fair comparison)" ;;
-esac
+source bench/torch_setup.sh
+torch_setup compare_pytorch.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for ((i = 1; i <= n; i++)); do
