@@ -326,7 +326,12 @@ TEST(SweepMpi, JobKilledMidwayResumesToIdenticalTables) {
   const pid_t job = fork();
   ASSERT_GE(job, 0);
   if (job == 0) {
-    const std::string cmd = kMpirun + " sweep --out " + ranks + args + " >/dev/null 2>" + base + "/err";
+    // Open MPI gives the other ranks 1 s between SIGTERM and SIGKILL; rank 0
+    // holds its exit until a cell it is landing is on disk, which under a
+    // loaded CI (fsync behind other tests' writes) took longer, and its note
+    // was lost with it. A longer grace tests the note, not the disk.
+    const std::string cmd = "OMPI_MCA_odls_base_sigkill_timeout=20 " + kMpirun + " sweep --out " + ranks + args +
+                            " >/dev/null 2>" + base + "/err";
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
