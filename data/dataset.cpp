@@ -197,8 +197,12 @@ void gaussian_profile(double c, double k, double scale, Reach reach, float* g) {
 // the 32 x 32 geometry (margin, span, blob width) scaled by side / 32. Each
 // point adds a separable Gaussian blob, the outer product of a row and a column
 // profile over the blob's reach, accumulated in float in the points' order.
+// `plane` moves each projected point (the blob's centre) in the image plane,
+// about the image's centre; the blob itself keeps its shape (a point's spread
+// is the camera's, not the object's). The identity leaves u, v untouched, so
+// the seed's renders keep their bits.
 void render_points(const std::vector<Point3>& points, double azimuth_deg, double elevation_deg, int side,
-                   float* img) {
+                   float* img, const PlaneTransform& plane = {}) {
   constexpr double deg = std::numbers::pi / 180.0;
   const double ca = std::cos(azimuth_deg * deg), sa = std::sin(azimuth_deg * deg);
   const double ce = std::cos(elevation_deg * deg), se = std::sin(elevation_deg * deg);
@@ -210,7 +214,12 @@ void render_points(const std::vector<Point3>& points, double azimuth_deg, double
     // p' = R_x(el) . R_y(az) . p
     const double x1 = ca * q[0] + sa * q[2], y1 = q[1], z1 = -sa * q[0] + ca * q[2];
     const double x = x1, y = ce * y1 - se * z1, z = se * y1 + ce * z1;
-    const double u = (x + 1) / 2 * span + margin, v = (1 - y) / 2 * span + margin;
+    double u = (x + 1) / 2 * span + margin, v = (1 - y) / 2 * span + margin;
+    if (!plane.identity()) {
+      const double c = margin + 0.5 * span, du = u - c, dv = v - c;  // the object frame's centre
+      u = c + plane.a * du + plane.b * dv + plane.tx * scale;
+      v = c + plane.c * du + plane.d * dv + plane.ty * scale;
+    }
     const double w = 0.6 + 0.4 * (z + 1) / 2;
     const Reach cols = blob_reach(u, inv2s2, side), rows = blob_reach(v, inv2s2, side);
     gaussian_profile(u, inv2s2, 1.0, cols, ex.data());
@@ -299,6 +308,19 @@ Split noisy_split(const DataConfig& cfg, SplitId id, const std::vector<double>& 
 
 void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img, ShapeSet set) {
   render_points(shape_points(cls, set), azimuth_deg, elevation_deg, kImageSide, img);
+}
+
+void render_clean(int cls, double azimuth_deg, double elevation_deg, const PlaneTransform& plane, float* img,
+                  ShapeSet set) {
+  render_points(shape_points(cls, set), azimuth_deg, elevation_deg, kImageSide, img, plane);
+}
+
+PlaneTransform PlaneTransform::make(double rotation_deg, double scale, double shear, double tx, double ty) {
+  const double t = rotation_deg * std::numbers::pi / 180.0, co = std::cos(t), si = std::sin(t);
+  // R(t) . S(scale) . H(shear): shear x by y first, then scale, then rotate
+  // (image rows grow downward, so a positive angle turns clockwise on screen).
+  return {.a = scale * co, .b = scale * (co * shear - si), .c = scale * si, .d = scale * (si * shear + co),
+          .tx = tx, .ty = ty};
 }
 
 NorbExportSplit render_norb_split(const NorbExportConfig& cfg, NorbPart part) {

@@ -52,6 +52,20 @@ std::vector<Point3> shape_points(int cls, ShapeSet set);
 void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img,
                   ShapeSet set = ShapeSet::seed);
 
+// An in-plane affine change of a render about the centre of the object's frame
+// (pixel 16, 16 of the 32 x 32 image), in its pixels:
+// p -> centre + [a b; c d] (p - centre) + (tx, ty), p = (column, row).
+// The translation and affine protocols draw their held-out views with it.
+struct PlaneTransform {
+  double a = 1, b = 0, c = 0, d = 1, tx = 0, ty = 0;
+  bool identity() const { return a == 1 && b == 0 && c == 0 && d == 1 && tx == 0 && ty == 0; }
+  // Shear (x += shear * y), then scale, then rotation by rotation_deg, then the shift.
+  static PlaneTransform make(double rotation_deg, double scale, double shear, double tx, double ty);
+};
+// render_clean under `plane` (the identity gives render_clean's bytes).
+void render_clean(int cls, double azimuth_deg, double elevation_deg, const PlaneTransform& plane, float* img,
+                  ShapeSet set = ShapeSet::seed);
+
 // One split: N images of channels x 32 x 32 floats, labels and the viewpoint of each.
 struct Split {
   int channels = 1;           // 1 synthetic; smallNORB: 2 cameras, or 1
