@@ -301,7 +301,9 @@ int do_merge(const MergeFlags& m) {
     f.seeds = list(cfg.at("seeds"));
     f.test_width = number(cfg.at("test_width"));
     const nlohmann::json& rf = cfg.at("run_flags");
-    f.gaps = rf.contains("test-azimuths") ? "given" : list(cfg.at("gaps"));
+    // --gaps given: recorded, or (older sweeps) seen in the swept window's flag being hashed.
+    const bool given = cfg.contains("gaps_given") ? cfg.at("gaps_given").get<bool>() : rf.contains("test-azimuths");
+    f.gaps = given ? "given" : list(cfg.at("gaps"));
     for (const auto& axis : cfg.at("grid")) {
       std::string g = axis.at(0).get<std::string>() + "=";
       for (const auto& v : axis.at(1)) g += (g.back() == '=' ? "" : ",") + v.get<std::string>();
@@ -433,12 +435,12 @@ int cli_main(int argc, char** argv) {
   run->add_flag("--reproducible", rf.reproducible, repro_help);
 
   SweepFlags sf;
-  CLI::App* sweep = app.add_subcommand("sweep", "Seeds x azimuth gaps (x any run flag) in parallel, with statistics");
+  CLI::App* sweep = app.add_subcommand("sweep", "Seeds x gaps along the held-out axis (x any run flag) in parallel, with statistics");
   sweep->add_option("--seeds", sf.seeds, "Seeds: A:B (inclusive) or a comma list")->capture_default_str();
   sweep->add_option("--gaps", sf.gaps,
-                    "Gaps in degrees between the training range and the held-out window; 'given': the held-out "
-                    "set of --test-azimuths/--test-elevations/--split as given")->capture_default_str();
-  sweep->add_option("--test-width", sf.test_width, "Width of the held-out window in degrees")->capture_default_str();
+                    "Gaps between the training views and the held-out set along the protocol's axis, in its unit; "
+                    "'given': the held-out set of --test-azimuths/--test-elevations/--split as given")->capture_default_str();
+  sweep->add_option("--test-width", sf.test_width, "Width of the held-out azimuth window in degrees")->capture_default_str();
   sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable)");
   sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default " + default_models().front() + ")");
   sweep->add_option("--jobs", sf.jobs, "Cells run in parallel (default: the number of cores)");

@@ -400,10 +400,24 @@ std::vector<double> circle_azimuths(const DataConfig& cfg) {
   return az;
 }
 
+std::vector<double> profile_elevations(const DataConfig& cfg) {
+  std::vector<double> el;
+  if (cfg.norb) {
+    if (cfg.norb->split == NorbSplitKind::elevation)
+      for (int e = 0; e < kNorbElevations; ++e) el.push_back(norb_elevation_deg(e));
+  } else if (cfg.test_elevations.count > 0) {
+    for (int e = 0; e <= 80; e += 10) el.push_back(e);
+  }
+  return el;
+}
+
 std::vector<double> training_azimuths(const DataConfig& cfg) {
   return cfg.norb ? cfg.norb->train_az : cfg.train_azimuths.values();
 }
 
+std::vector<double> training_elevations(const DataConfig& cfg) {
+  return cfg.norb ? cfg.norb->train_elev : cfg.elevations.values();
+}
 
 double synthetic_images(const DataConfig& d) {
   return double(kNumClasses) * d.elevations.count *
@@ -420,23 +434,28 @@ Dataset make_synthetic_dataset(const DataConfig& cfg) {
   d.gap_deg = azimuth_gap(d.train_az, d.test_az);
   d.test_elevations = heldout_elevations(cfg);
   d.elev_gap_deg = elevation_gap(cfg);
-  if (cfg.test_elevations.count > 0)
-    for (int e = 0; e <= 80; e += 10) d.profile_elevations.push_back(e);
+  // An elevation extrapolation's axis is the elevation (its sweep, the
+  // profile: the training azimuths at every profile elevation); otherwise the
+  // azimuth (its sweep, the circle).
+  const bool by_elevation = cfg.test_elevations.count > 0;
+  const std::vector<double> profile = profile_elevations(cfg);
+  d.axis_values = by_elevation ? profile : d.circle_az;
   // Every split's views rendered once, then each split's noisy samples.
   std::vector<CleanViews::View> wanted;
   add_grid(wanted, d.train_az, d.elevations);
   add_grid(wanted, d.test_az, d.test_elevations);
-  add_grid(wanted, d.train_az, d.profile_elevations);
+  add_grid(wanted, d.train_az, profile);
   add_grid(wanted, d.circle_az, d.elevations);
   const CleanViews views(cfg, std::move(wanted));
   auto split = [&](SplitId id, const std::vector<double>& az, const std::vector<double>& el, int per_combo) {
-    return noisy_split(cfg, id, az, el, per_combo, views);
+    Split s = noisy_split(cfg, id, az, el, per_combo, views);
+    s.axis = by_elevation ? s.elevation : s.azimuth;
+    return s;
   };
   d.train = split(SplitId::Train, d.train_az, d.elevations, cfg.n_per_combo);
   d.familiar = split(SplitId::Familiar, d.train_az, d.elevations, cfg.n_eval_per_combo);
   d.heldout = split(SplitId::HeldOut, d.test_az, d.test_elevations, cfg.n_eval_per_combo);
-  if (cfg.test_elevations.count > 0)
-    d.elevation_profile = split(SplitId::ElevationProfile, d.train_az, d.profile_elevations, cfg.n_eval_per_combo);
+  if (by_elevation) d.axis_sweep = split(SplitId::ElevationProfile, d.train_az, profile, cfg.n_eval_per_combo);
   d.circle = split(SplitId::Circle, d.circle_az, d.elevations, cfg.n_eval_per_combo);
   if (cfg.n_val_per_combo > 0) d.validation = split(SplitId::Validation, d.train_az, d.elevations, cfg.n_val_per_combo);
   return d;
@@ -500,7 +519,10 @@ std::optional<GeometryProblem> check_geometry_parts(const DataConfig& cfg, bool 
       return p;
     const AngleRange& el = cfg.elevations;
     bool outside_band = true;
-    for (double t : cfg.test_elevations.values()) outside_band = outside_band && (t < el.from - eps || t > el.to + eps);
+    // `allow_touching_end`: a sweep's gap-0 band starts on the band's edge.
+    auto touches = [&](double t) { return std::fabs(t - el.from) < eps || std::fabs(t - el.to) < eps; };
+    for (double t : cfg.test_elevations.values())
+      outside_band = outside_band && (t < el.from - eps || t > el.to + eps || (allow_touching_end && touches(t)));
     // An elevation extrapolation: every held-out view differs from every
     // training view in elevation, so the azimuths may be shared.
     if (outside_band) {

@@ -72,6 +72,10 @@ struct Split {
   std::vector<float> images;  // N x channels x 1024
   std::vector<int> labels;    // N
   std::vector<float> azimuth, elevation;  // N, degrees in [0, 360)
+  // N: each sample's position along its protocol's held-out axis, in the
+  // axis's unit (data/protocol.h: Protocol::axis); its azimuth or its elevation
+  // today, a shift or a scale for protocols whose axis is no viewing angle.
+  std::vector<float> axis;
   // A training sample drawn afresh every epoch (smallNORB's random crops and
   // jitter): writes sample i of `epoch` to dst (channels x 1024), a pure
   // function of (seed, epoch, i). Empty: image(i) every epoch.
@@ -96,9 +100,11 @@ struct NorbConfig {
   NorbPrep prep;    // cameras and training jitter
   long images_in_memory = 0;  // centre crops the dataset holds (the memory check reads it)
   long train_images = 0;      // images in the split's training set
-  // The split's training azimuths and azimuth gap (Dataset::train_az, gap_deg),
-  // read from the files' index when the flags are validated, for a sweep's plan.
-  std::vector<double> train_az;
+  // The split's training azimuths and elevations (Dataset::train_az,
+  // elevations) and its gap along its held-out axis (a sweep's true_gap), read
+  // from the files' index when the flags are validated, for a sweep's plan and
+  // the held-out axis's distances.
+  std::vector<double> train_az, train_elev;
   double gap_deg = 0;
 };
 
@@ -145,25 +151,37 @@ std::vector<double> heldout_elevations(const DataConfig& cfg);
 double elevation_gap(const DataConfig& cfg);
 
 struct Dataset {
-  Split train, familiar, heldout, circle;
+  Split train, familiar, heldout;
+  // The circle: every azimuth of circle_az at the training elevations (the
+  // run's circle_accuracy, whatever the protocol's axis).
+  Split circle;
   Split validation;  // empty unless DataConfig::n_val_per_combo > 0
-  // Under an elevation extrapolation: the training azimuths at every
-  // profile_elevations entry (the circle's counterpart for elevation).
-  Split elevation_profile;
-  std::vector<double> train_az, test_az, circle_az, elevations, test_elevations, profile_elevations;
+  // The axis sweep: the samples that sweep the protocol's whole held-out axis,
+  // at each of axis_values (Split::axis gives each sample's). Its own samples
+  // where the circle does not sweep the axis (an elevation extrapolation: the
+  // training azimuths at every elevation of axis_values); empty where the
+  // circle does (an azimuth axis) or the test set does (views_from_test).
+  Split axis_sweep;
+  std::vector<double> axis_values;  // the axis sweep's positions, ascending, in the axis's unit
+  std::vector<double> train_az, test_az, circle_az, elevations, test_elevations;
   double gap_deg = 0;       // circular gap between train and test azimuths
   double elev_gap_deg = 0;  // gap between train and held-out elevations
-  // smallNORB: the circle and the elevation profile are the test set itself
-  // (every azimuth and elevation of the test instances), read from the
-  // familiar and held-out splits instead of copies of their own.
+  // smallNORB: the circle and the axis sweep are the test set itself (every
+  // azimuth and elevation of the test instances), read from the familiar and
+  // held-out splits instead of copies of their own.
   bool views_from_test = false;
   bool heldout_is_familiar = false;  // --split full: no viewpoint is novel; held-out repeats familiar
 
-  // The splits the circle (or the elevation profile, `profile`) is read from, in order.
-  std::vector<const Split*> view_splits(bool profile) const {
-    if (!views_from_test) return {profile ? &elevation_profile : &circle};
+  // The splits the circle is read from, in order.
+  std::vector<const Split*> circle_splits() const {
+    if (!views_from_test) return {&circle};
     if (heldout_is_familiar) return {&familiar};
     return {&familiar, &heldout};
+  }
+  // The splits the axis sweep is read from, in order.
+  std::vector<const Split*> axis_splits() const {
+    if (views_from_test) return circle_splits();
+    return {axis_sweep.size() > 0 ? &axis_sweep : &circle};
   }
 };
 
@@ -171,6 +189,10 @@ struct Dataset {
 // its 18, every 20). The one definition: the dataset renders them, runs and
 // sweeps report accuracy per entry.
 std::vector<double> circle_azimuths(const DataConfig& cfg);
+// The elevations an elevation extrapolation's axis sweep holds: every 10
+// degrees from 0 to 80 (smallNORB's paper-elevation split: its 9); none for
+// other configurations.
+std::vector<double> profile_elevations(const DataConfig& cfg);
 
 // The split of smallNORB's index (in `dir`) that `kind` names; NorbError if it
 // has no training image or no test image.
@@ -179,9 +201,10 @@ NorbSplit norb_split_of(const NorbData& d, NorbSplitKind kind, const std::string
 // in degrees, ascending.
 std::vector<double> norb_angles(const NorbSet& set, const std::vector<int>& idx, bool elevation);
 
-// The azimuths a configuration trains on: train_azimuths' values, or the
-// smallNORB split's (NorbConfig::train_az).
+// The azimuths (elevations) a configuration trains on: train_azimuths'
+// (elevations') values, or the smallNORB split's (NorbConfig::train_az, train_elev).
 std::vector<double> training_azimuths(const DataConfig& cfg);
+std::vector<double> training_elevations(const DataConfig& cfg);
 
 // Builds all four splits (the circle split at circle_azimuths(cfg)); from
 // smallNORB's files if cfg.norb is set (throws NorbError for a bad file):
@@ -252,6 +275,8 @@ struct GeometryProblem {
 //   band (an elevation extrapolation), where no held-out view can equal a
 //   training view, so the azimuths may be shared. Held-out elevations inside
 //   the band keep the azimuth rule: a view then may not coincide in both angles.
+//   `allow_touching_end` lets a held-out elevation lie on the training band's
+//   edge (a sweep's gap-0 band starts there).
 std::optional<GeometryProblem> check_geometry(const DataConfig& cfg, bool allow_touching_end = false);
 
 }  // namespace vg

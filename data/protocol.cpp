@@ -2,6 +2,7 @@
 #include "data/protocol.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace vg {
 
@@ -85,11 +86,25 @@ const char* class_name(const DataConfig& cfg, int cls) {
   return cfg.norb ? kNorbClassNames[cls] : class_name(cfg.shapes, cls);
 }
 
-std::vector<double> heldout_distances(const Protocol& p, const Dataset& d, const Split& s) {
+std::vector<double> heldout_distances(const Protocol& p, const DataConfig& cfg, const Split& s) {
   std::vector<double> out;
   out.reserve(size_t(s.size()));
-  for (int i = 0; i < s.size(); ++i) out.push_back(p.distance(d, s.azimuth[size_t(i)], s.elevation[size_t(i)]));
+  for (int i = 0; i < s.size(); ++i) out.push_back(p.distance(cfg, s.axis[size_t(i)]));
   return out;
+}
+
+std::vector<double> axis_distances(const Protocol& p, const DataConfig& cfg) {
+  std::vector<double> out;
+  for (double v : p.axis_values(cfg)) out.push_back(p.distance(cfg, v));
+  return out;
+}
+
+double azimuth_distance(const DataConfig& cfg, double azimuth) { return azimuth_gap(training_azimuths(cfg), {azimuth}); }
+
+double elevation_distance(const DataConfig& cfg, double elevation) {
+  double dist = INFINITY;
+  for (double e : training_elevations(cfg)) dist = std::min(dist, std::fabs(elevation - e));
+  return dist;
 }
 
 }  // namespace vg

@@ -18,7 +18,10 @@
 
 namespace vg {
 
-// The axis a protocol holds views out along, e.g. {"azimuth", "deg"}.
+// The axis a protocol holds views out along, e.g. {"azimuth", "deg"}; a
+// translation's would be {"shift", "px"}. Sweeps and runs report accuracy
+// against positions along it (Split::axis) and their distance from the
+// training views (Protocol::distance), in its unit.
 struct HeldOutAxis {
   const char* name;
   const char* unit;
@@ -80,16 +83,26 @@ struct Protocol {
   double (*images)(const DataConfig& cfg) = nullptr;
   double (*bytes)(const DataConfig& cfg) = nullptr;
   FlagError (*too_big)(const FlagSource& flags, const DataConfig& cfg, const std::string& why) = nullptr;
+  // The dataset: its splits, each sample's position along the axis
+  // (Split::axis), and the axis sweep (Dataset::axis_splits) at axis_values(cfg).
   Dataset (*make)(const DataConfig& cfg) = nullptr;
-  // Distance of view (azimuth, elevation) from the training views of d along the axis.
-  double (*distance)(const Dataset& d, double azimuth_deg, double elevation_deg) = nullptr;
+  // The positions along the axis the axis sweep holds, ascending (the circle's
+  // azimuths, an elevation profile's elevations), known before the data is made.
+  std::vector<double> (*axis_values)(const DataConfig& cfg) = nullptr;
+  // Distance of axis position `value` (a sample's Split::axis) from the
+  // training views of cfg along the axis, in the axis's unit.
+  double (*distance)(const DataConfig& cfg, double value) = nullptr;
   // A sweep over the distance: cfg with its held-out set starting `distance`
-  // beyond the training set, `width` wide. nullptr: the held-out set is fixed
-  // (a sweep runs it once, as given).
+  // (in the axis's unit) beyond the training set; `width`: --test-width, the
+  // held-out set's extent where swept_flag is the flag it replaces. nullptr:
+  // the held-out set is fixed (a sweep runs it once, as given).
   DataConfig (*at_distance)(const DataConfig& cfg, double distance, double width) = nullptr;
-  // The run flag at_distance replaces (a sweep refuses it unless --gaps given).
+  // The run flag at_distance replaces (a sweep refuses it unless --gaps
+  // given); nullptr: at_distance moves the flags' own held-out set, keeping
+  // its extent (an elevation band keeps --test-elevations' width).
   const char* swept_flag = nullptr;
-  // The sweep's gap of a configured cfg (cells.csv's true_gap_deg), and the
+  // The sweep's gap of a configured cfg (cells.csv's true_gap: the held-out
+  // set's distance from the training set, in the axis's unit), and the
   // held-out set as text ("60:120") for an error message.
   double (*sweep_gap)(const DataConfig& cfg) = nullptr;
   std::string (*heldout_text)(const DataConfig& cfg) = nullptr;
@@ -119,8 +132,14 @@ const char* class_name(const DataConfig& cfg, int cls);
 // --shapes: seed or asym (FlagError otherwise).
 ShapeSet parse_shapes(const std::string& v);
 
-// Distance of every image of `s` along d's protocol's axis.
-std::vector<double> heldout_distances(const Protocol& p, const Dataset& d, const Split& s);
+// Distance of every image of `s` (made from cfg) from the training views along p's axis.
+std::vector<double> heldout_distances(const Protocol& p, const DataConfig& cfg, const Split& s);
+// The distance of each of p.axis_values(cfg).
+std::vector<double> axis_distances(const Protocol& p, const DataConfig& cfg);
+// The distances of the viewing-angle axes: from the nearest training azimuth
+// (circular) or elevation, in degrees.
+double azimuth_distance(const DataConfig& cfg, double azimuth);
+double elevation_distance(const DataConfig& cfg, double elevation);
 
 // ---- The protocols, each defined in its own file (data/protocol_*.cpp).
 Protocol azimuth_window_protocol();           // protocol_synthetic.cpp

@@ -100,8 +100,11 @@ Dataset make_norb_dataset(const DataConfig& cfg) {
   d.elev_gap_deg = INFINITY;
   for (double t : d.test_elevations)
     for (double e : d.elevations) d.elev_gap_deg = std::min(d.elev_gap_deg, std::fabs(t - e));
-  if (nc.split == NorbSplitKind::elevation)
-    for (int e = 0; e < kNorbElevations; ++e) d.profile_elevations.push_back(norb_elevation_deg(e));
+  // The held-out axis: the elevation under paper-elevation, else the azimuth
+  // (under `full`, along which nothing is held out).
+  const bool by_elevation = nc.split == NorbSplitKind::elevation;
+  d.axis_values = by_elevation ? profile_elevations(cfg) : d.circle_az;
+  for (Split* s : {&d.train, &d.familiar, &d.heldout}) s->axis = by_elevation ? s->elevation : s->azimuth;
   return d;
 }
 
@@ -146,7 +149,17 @@ void configure_norb(const FlagSource& f, DataConfig* d) {
     const NorbSplit s = norb_split_of(files, c.split, c.dir);
     c.train_images = long(s.train.size());
     c.train_az = norb_angles(files.train, s.train, false);
-    c.gap_deg = s.novel.empty() ? 0.0 : azimuth_gap(c.train_az, norb_angles(files.test, s.novel, false));
+    c.train_elev = norb_angles(files.train, s.train, true);
+    // The gap along the split's held-out axis (the elevation under paper-elevation).
+    if (s.novel.empty()) {
+      c.gap_deg = 0;
+    } else if (c.split == NorbSplitKind::elevation) {
+      c.gap_deg = INFINITY;
+      for (double t : norb_angles(files.test, s.novel, true))
+        for (double e : c.train_elev) c.gap_deg = std::min(c.gap_deg, std::fabs(t - e));
+    } else {
+      c.gap_deg = azimuth_gap(c.train_az, norb_angles(files.test, s.novel, false));
+    }
     // In memory: centre crops of the training and test images (the held-out split
     // again under `full`), channels x 32 x 32 floats each.
     c.images_in_memory = long(s.train.size() + s.familiar.size() + s.novel.size()) +
@@ -178,13 +191,7 @@ std::optional<GeometryProblem> no_problem(const DataConfig&, bool) {
   return std::nullopt;  // the split's views come from the files' index, checked by norb_split_of
 }
 
-double azimuth_distance(const Dataset& d, double azimuth, double) { return azimuth_gap(d.train_az, {azimuth}); }
-double elevation_distance(const Dataset& d, double, double elevation) {
-  double dist = INFINITY;
-  for (double e : d.elevations) dist = std::min(dist, std::fabs(elevation - e));
-  return dist;
-}
-double no_distance(const Dataset&, double, double) { return 0; }  // `full`: every view is a training view
+double no_distance(const DataConfig&, double) { return 0; }  // `full`: every view is a training view
 
 double split_gap(const DataConfig& d) { return d.norb->gap_deg; }
 
@@ -238,6 +245,7 @@ Protocol norb_protocol(NorbSplitKind kind) {
   p.bytes = bytes;
   p.too_big = too_big;
   p.make = make_norb_dataset;
+  p.axis_values = kind == NorbSplitKind::elevation ? profile_elevations : circle_azimuths;
   p.distance = kind == NorbSplitKind::azimuth     ? azimuth_distance
                : kind == NorbSplitKind::elevation ? elevation_distance
                                                   : no_distance;

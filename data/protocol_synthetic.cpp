@@ -63,18 +63,7 @@ FlagError too_big(const FlagSource& f, const DataConfig& d, const std::string& w
   return FlagError(worst, f.value(worst), o.str());
 }
 
-double azimuth_distance(const Dataset& d, double azimuth, double) { return azimuth_gap(d.train_az, {azimuth}); }
-
-double elevation_distance(const Dataset& d, double, double elevation) {
-  double dist = INFINITY;
-  for (double e : d.elevations) dist = std::min(dist, std::fabs(elevation - e));
-  return dist;
-}
-
-// The held-out window `distance` degrees beyond the training range's end.
-// An elevation extrapolation's sweep steps the same azimuth window (at its
-// held-out elevations), as sweeps have since before protocols, so their
-// cells and hashes stay as they were.
+// The held-out window `distance` degrees beyond the training range's end, `width` wide.
 DataConfig window_at(const DataConfig& cfg, double distance, double width) {
   DataConfig o = cfg;
   o.test_azimuths.from = cfg.train_azimuths.to + distance;
@@ -87,6 +76,30 @@ double window_gap(const DataConfig& cfg) { return azimuth_gap(cfg.train_azimuths
 std::string window_text(const DataConfig& cfg) {
   std::ostringstream o;
   o << cfg.test_azimuths.from << ":" << cfg.test_azimuths.to;
+  return o.str();
+}
+
+// The held-out elevation band `distance` degrees beyond the training band, on
+// the side --test-elevations puts it (above, unless it lies wholly below),
+// keeping its width and count (the sweep's --test-width is the azimuth
+// window's); the held-out azimuths stay as given.
+DataConfig band_at(const DataConfig& cfg, double distance, double) {
+  DataConfig o = cfg;
+  const AngleRange &tr = cfg.elevations, &te = cfg.test_elevations;
+  const double width = te.to - te.from;
+  if (te.to < tr.from) {
+    o.test_elevations.to = tr.from - distance;
+    o.test_elevations.from = o.test_elevations.to - width;
+  } else {
+    o.test_elevations.from = tr.to + distance;
+    o.test_elevations.to = o.test_elevations.from + width;
+  }
+  return o;
+}
+
+std::string band_text(const DataConfig& cfg) {
+  std::ostringstream o;
+  o << cfg.test_elevations.from << ":" << cfg.test_elevations.to;
   return o.str();
 }
 
@@ -118,11 +131,13 @@ Protocol synthetic(const char* name, const char* split, HeldOutAxis axis) {
   p.bytes = bytes;
   p.too_big = too_big;
   p.make = make_synthetic_dataset;
-  p.distance = axis.name == std::string("azimuth") ? azimuth_distance : elevation_distance;
-  p.at_distance = window_at;
-  p.swept_flag = "test-azimuths";
-  p.sweep_gap = window_gap;
-  p.heldout_text = window_text;
+  const bool by_azimuth = axis.name == std::string("azimuth");
+  p.axis_values = by_azimuth ? circle_azimuths : profile_elevations;
+  p.distance = by_azimuth ? azimuth_distance : elevation_distance;
+  p.at_distance = by_azimuth ? window_at : band_at;
+  p.swept_flag = by_azimuth ? "test-azimuths" : nullptr;
+  p.sweep_gap = by_azimuth ? window_gap : elevation_gap;
+  p.heldout_text = by_azimuth ? window_text : band_text;
   p.describe = describe;
   return p;
 }

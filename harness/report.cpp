@@ -168,9 +168,9 @@ nlohmann::json step_timing(std::vector<double> s) {
   return {{"n", s.size()}, {"sum", sum}, {"first", first}, {"median", *mid}};
 }
 
-int circle_size(const Dataset& d) {
+int size_of(const std::vector<const Split*>& splits) {
   int n = 0;
-  for (const Split* s : d.view_splits(false)) n += s->size();
+  for (const Split* s : splits) n += s->size();
   return n;
 }
 }  // namespace
@@ -180,17 +180,24 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
   const json cfg = run_config_json(opt, threads);
   std::vector<double> dist;
   for (double a : r.data.circle_az) dist.push_back(azimuth_gap(r.data.train_az, {a}));
+  DataConfig dc = opt.data;
+  dc.seed = opt.train.seed;
+  const Protocol& p = protocol_of(dc);
   json data = {
       {"gap_deg", r.data.gap_deg},
       {"elevation_gap_deg", r.data.elev_gap_deg},
       {"train_elevations", r.data.elevations},
       {"test_elevations", r.data.test_elevations},
-      {"profile_elevations", r.data.profile_elevations},
       {"sizes", {{"train", r.data.train.size()}, {"familiar", r.data.familiar.size()},
-                 {"heldout", r.data.heldout.size()}, {"circle", circle_size(r.data)}}},
+                 {"heldout", r.data.heldout.size()}, {"circle", size_of(r.data.circle_splits())},
+                 {"axis", size_of(r.data.axis_splits())}}},
       {"classes", class_names(opt.data)},
       {"circle_azimuths", r.data.circle_az},
       {"circle_distance_deg", dist},
+      // The held-out axis (data/protocol.h: HeldOutAxis) and its sweep's positions.
+      {"axis", {{"name", p.axis.name}, {"unit", p.axis.unit}, {"protocol", p.name},
+                {"true_gap", p.sweep_gap(dc)}, {"values", r.data.axis_values},
+                {"distances", axis_distances(p, dc)}}},
   };
   json models = json::array();
   for (const ModelResult& m : r.models) {
@@ -211,7 +218,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                                                    {"heldout_mean_true", m.act_true},
                                                    {"heldout_mean_other", m.act_other}}},
                       {"circle_accuracy", m.circle_acc},
-                      {"elevation_accuracy", m.elevation_acc},
+                      {"axis_accuracy", m.axis_acc},
                       {"circle_history", m.circle_history},
                       {"history", hist},
                       {"step_loss", m.step_loss},

@@ -11,8 +11,10 @@
 namespace vg {
 
 // 2: model options ("model_options") replace "cnn_hidden" and "em"; step losses,
-// fingerprint, steps and the stop rule's outcome per model.
-inline constexpr int kRunSchemaVersion = 2;
+// fingerprint, steps and the stop rule's outcome per model. 3: the held-out
+// axis ("dataset"."axis": name, unit, values, distances; per model
+// "axis_accuracy") replaces "profile_elevations" and "elevation_accuracy".
+inline constexpr int kRunSchemaVersion = 3;
 
 // The CPU's model name (/proc/cpuinfo), or "unknown".
 std::string cpu_model();

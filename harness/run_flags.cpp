@@ -209,7 +209,7 @@ void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_tou
   const auto p = protocol_of(d).check(d, allow_touching_end);
   if (!p) return;
   if (t != nullptr && p->part == GeometryPart::test_range) throw UsageError(t->range_flag, t->range_value, p->why);
-  if (t != nullptr && p->part == GeometryPart::test_overlap)
+  if (t != nullptr && (p->part == GeometryPart::test_overlap || p->part == GeometryPart::test_elev_range))
     throw UsageError(t->overlap_flag, t->overlap_value, t->overlap_prefix + p->why);
   if (p->flag == nullptr) throw std::logic_error("a geometry problem names no flag: " + p->why);
   std::string value = *run_flag(f, p->flag);

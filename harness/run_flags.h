@@ -82,7 +82,7 @@ std::string fmt_num(double v);
 // names those for a problem with the window's own shape or where it lies.
 struct TestFlags {
   std::string range_flag, range_value;      // the window's own shape
-  std::string overlap_flag, overlap_value;  // where it lies against the training range
+  std::string overlap_flag, overlap_value;  // where it lies: against the training range, or out of range
   std::string overlap_prefix;               // e.g. "gap 30: "
 };
 void check_geometry_flags(const RunFlags& f, const DataConfig& d, bool allow_touching_end,

@@ -181,9 +181,16 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       if (!given) o.data = p.at_distance(base.data, g, width);
       return o;
     };
-    // If the window does not fit beside the training range even at gap 0, its width is at fault.
+    // If the window does not fit beside the training range even at gap 0, its
+    // width is at fault. A protocol that moves the flags' own held-out set
+    // (swept_flag nullptr) keeps its extent: --test-width does not apply.
     if (given) {
       check_geometry_flags(rf, base.data, false);
+    } else if (p.swept_flag == nullptr) {
+      if (f.test_width != SweepFlags{}.test_width)
+        throw UsageError("--test-width", f.test_width,
+                         "this protocol's sweep moves its held-out set (" + p.heldout_text(base.data) +
+                             ") and keeps its width (leave --test-width out)");
     } else {
       const TestFlags width{"--test-width", f.test_width, "--test-width", f.test_width,
                             "a window this wide (" + p.heldout_text(window(0).data) +
@@ -198,6 +205,7 @@ SweepPlan plan_sweep(const SweepFlags& f) {
         check_geometry_flags(rf, opt.data, true, &at_gap);
       }
       const double true_gap = p.sweep_gap(opt.data);
+      const std::vector<double> values = p.axis_values(opt.data), distances = axis_distances(p, opt.data);
       for (uint64_t seed : seeds) {
         SweepCell c;
         c.id = int(plan.cells.size());
@@ -207,6 +215,10 @@ SweepPlan plan_sweep(const SweepFlags& f) {
         c.grid = grid;
         c.opt = opt;
         c.opt.train.seed = seed;
+        c.axis = p.axis.name;
+        c.unit = p.axis.unit;
+        c.axis_values = values;
+        c.axis_distances = distances;
         plan.cells.push_back(c);
       }
     }
@@ -228,7 +240,8 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     return std::find(p.source_flags.begin(), p.source_flags.end(), name) != p.source_flags.end();
   };
   auto hashed = [&](const std::string& name) {
-    if (name == "seed" || name == "threads" || (!given && swept(name))) return false;
+    if (name == "seed" || name == "threads") return false;
+    if (!given && protocol.swept_flag != nullptr && name == protocol.swept_flag) return false;
     if (source_flag(protocol, name)) return true;
     for (const Protocol& p : protocol_registry())
       if (source_flag(p, name)) return false;
@@ -243,6 +256,10 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   // The typed configuration of the first cell, in the run JSON's form (not hashed).
   plan.run_config = run_config_json(plan.cells.front().opt, 1);
   if (f.run.reproducible) plan.config["reproducible"] = true;  // absent: older sweeps keep their hash
+  // A protocol that moves the flags' own held-out set hashes the same flags
+  // with --gaps given as with --gaps 0: say which (absent for the others,
+  // whose swept flag is hashed only when given, so their hashes stay).
+  if (protocol.swept_flag == nullptr && protocol.at_distance != nullptr) plan.config["gaps_given"] = given;
   // --shard K/N: the cells with id = K mod N.
   if (!f.shard.empty()) {
     const auto slash = f.shard.find('/');

@@ -15,9 +15,14 @@ namespace vg {
 struct SweepCell {
   int id = 0;
   uint64_t seed = 0;
-  double gap = 0, true_gap = 0;  // nominal gap and circular gap, degrees
+  // The nominal gap, and the held-out set's true distance from the training
+  // set (Protocol::sweep_gap), along the protocol's held-out axis, in its unit.
+  double gap = 0, true_gap = 0;
   std::string grid;              // "" or "name=value;..."
   RunOptions opt;
+  std::string axis, unit;        // the protocol's held-out axis (data/protocol.h: HeldOutAxis)
+  // The axis sweep's positions and their distances from the training views.
+  std::vector<double> axis_values, axis_distances;
 };
 
 struct SweepPlan {

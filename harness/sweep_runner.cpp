@@ -77,6 +77,8 @@ std::vector<CellRow> run_cell(const SweepPlan& plan, const SweepCell& c) {
   std::vector<CellRow> mine;
   for (size_t k = 0; k < plan.models.size(); ++k) {
     CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, plan.models[k], "ok", "", 0, 0, 0, 0, 0, {}, {}};
+    r.axis = c.axis;
+    r.unit = c.unit;
     const ModelResult* m = data_error.empty() ? &res.models[k] : nullptr;
     if (m != nullptr && m->error.empty()) {
       r.familiar = m->familiar;
@@ -85,8 +87,8 @@ std::vector<CellRow> run_cell(const SweepPlan& plan, const SweepCell& c) {
       r.n_params = m->n_params;
       r.steps = m->steps;
       r.validation = m->validation;
-      r.circle_acc = m->circle_acc;
-      for (double a : res.data.circle_az) r.circle_dist.push_back(azimuth_gap(res.data.train_az, {a}));
+      r.axis_acc = m->axis_acc;
+      r.axis_dist = c.axis_distances;
     } else {
       r.status = "failed";
       r.familiar = r.heldout = r.drop = NAN;
@@ -109,12 +111,12 @@ nlohmann::json rows_json(const std::vector<CellRow>& rows) {
   nlohmann::json out = nlohmann::json::array();
   for (const CellRow& r : rows) {
     nlohmann::json acc = nlohmann::json::array(), dist = nlohmann::json::array();
-    for (double v : r.circle_acc) acc.push_back(real(v));
-    for (double v : r.circle_dist) dist.push_back(real(v));
+    for (double v : r.axis_acc) acc.push_back(real(v));
+    for (double v : r.axis_dist) dist.push_back(real(v));
     out.push_back({{"cell", r.cell}, {"model", r.model}, {"status", r.status}, {"reason", r.reason},
                    {"familiar", real(r.familiar)}, {"heldout", real(r.heldout)}, {"drop", real(r.drop)},
                    {"seconds", r.seconds}, {"n_params", r.n_params}, {"steps", r.steps},
-                   {"validation", real(r.validation)}, {"circle_acc", acc}, {"circle_dist", dist}});
+                   {"validation", real(r.validation)}, {"axis_acc", acc}, {"axis_dist", dist}});
   }
   return out;
 }
@@ -129,10 +131,12 @@ std::vector<CellRow> rows_from_json(const nlohmann::json& j, const SweepPlan& pl
     CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, x.at("model").get<std::string>(), x.at("status").get<std::string>(),
               x.at("reason").get<std::string>(), real(x.at("familiar")), real(x.at("heldout")), real(x.at("drop")),
               x.at("seconds").get<double>(), x.at("n_params").get<size_t>(), {}, {}};
+    r.axis = c.axis;
+    r.unit = c.unit;
     r.steps = x.at("steps").get<long>();
     r.validation = real(x.at("validation"));
-    for (const auto& v : x.at("circle_acc")) r.circle_acc.push_back(real(v));
-    for (const auto& v : x.at("circle_dist")) r.circle_dist.push_back(real(v));
+    for (const auto& v : x.at("axis_acc")) r.axis_acc.push_back(real(v));
+    for (const auto& v : x.at("axis_dist")) r.axis_dist.push_back(real(v));
     rows.push_back(std::move(r));
   }
   return rows;
@@ -194,7 +198,6 @@ constexpr double kPollsPerCell = 200;
 SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string dir = plan.dir;
-  const std::vector<double> azimuths = plan_circle(plan);
   SweepOutcome out;
 
   std::vector<CellRow> rows = plan.resume ? read_finished(dir, plan) : std::vector<CellRow>{};
@@ -224,7 +227,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   std::string cells_text = cells_header(), circle_text = kCircleHeader;
   for (const CellRow& r : rows) {
     cells_text += cell_line(r);
-    circle_text += circle_lines(r, azimuths);
+    circle_text += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
   }
   write_file_atomic(dir + "/cells.csv", cells_text);
   write_file_atomic(dir + "/circle.csv", circle_text);
@@ -245,7 +248,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   auto land = [&](std::vector<CellRow> mine) {
     std::string circle_add, cells_add;
     for (const CellRow& r : mine) {
-      circle_add += circle_lines(r, azimuths);
+      circle_add += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
       cells_add += cell_line(r);
     }
     std::lock_guard<std::mutex> lock(mu);

@@ -25,12 +25,12 @@ std::string num(double v, const char* f) {
   return buf;
 }
 
-std::string circle_lines(const CellRow& r, const std::vector<double>& azimuths) {
+std::string circle_lines(const CellRow& r, const std::vector<double>& values) {
   std::string s;
-  for (size_t a = 0; a < r.circle_acc.size(); ++a)
-    s += std::to_string(r.cell) + ',' + std::to_string(r.seed) + ',' + num(r.gap, "%g") + ',' +
-         r.grid + ',' + r.model + ',' + num(azimuths[a], "%g") + ',' + num(r.circle_dist[a], "%g") +
-         ',' + num(r.circle_acc[a]) + '\n';
+  for (size_t a = 0; a < r.axis_acc.size(); ++a)
+    s += std::to_string(r.cell) + ',' + std::to_string(r.seed) + ',' + num(r.gap, "%g") + ',' + r.grid + ',' +
+         r.model + ',' + r.axis + ',' + r.unit + ',' + num(values[a], "%g") + ',' + num(r.axis_dist[a], "%g") + ',' +
+         num(r.axis_acc[a]) + '\n';
   return s;
 }
 
@@ -86,9 +86,13 @@ const CellField kCellFields[] = {
      [](const std::string& t, const SweepCell& c, CellRow& r) { r.cell = c.id; return t == std::to_string(c.id); }},
     {"seed", [](const CellRow& r) { return std::to_string(r.seed); },
      [](const std::string& t, const SweepCell& c, CellRow& r) { r.seed = c.seed; return t == std::to_string(c.seed); }},
+    {"axis", [](const CellRow& r) { return r.axis; },
+     [](const std::string& t, const SweepCell& c, CellRow& r) { r.axis = c.axis; return t == c.axis; }},
+    {"unit", [](const CellRow& r) { return r.unit; },
+     [](const std::string& t, const SweepCell& c, CellRow& r) { r.unit = c.unit; return t == c.unit; }},
     {"gap", [](const CellRow& r) { return num(r.gap, "%g"); },
      [](const std::string& t, const SweepCell& c, CellRow& r) { r.gap = c.gap; return t == num(c.gap, "%g"); }},
-    {"true_gap_deg", [](const CellRow& r) { return num(r.true_gap, "%g"); },
+    {"true_gap", [](const CellRow& r) { return num(r.true_gap, "%g"); },
      [](const std::string& t, const SweepCell& c, CellRow& r) { r.true_gap = c.true_gap; return t == num(c.true_gap, "%g"); }},
     {"grid", [](const CellRow& r) { return r.grid; },
      [](const std::string& t, const SweepCell& c, CellRow& r) { r.grid = t; return t == c.grid; }},
@@ -145,21 +149,15 @@ std::string cell_line(const CellRow& r) {
   return s;
 }
 
-std::vector<double> plan_circle(const SweepPlan& plan) {
-  return circle_azimuths(plan.cells.empty() ? DataConfig{} : plan.cells.front().opt.data);
-}
-
 // Rows already in DIR that make up whole cells of this plan. A cell is finished
 // only if every per-cell file holds all of its rows, each complete and agreeing
-// with the plan (cell id, seed, gap, grid, model; the circle's azimuths and
-// distances): one cells.csv row per model and, for an ok model, exactly one
-// circle.csv row per circle azimuth (a failed model has none). Anything less (a
-// torn or deleted line, a cut or missing file, a hand-edited row, a duplicate)
-// and the cell runs again.
+// with the plan (cell id, seed, axis, gap, grid, model; the axis sweep's
+// positions and distances): one cells.csv row per model and, for an ok model,
+// exactly one circle.csv row per position (a failed model has none). Anything
+// less (a torn or deleted line, a cut or missing file, a hand-edited row, a
+// duplicate) and the cell runs again.
 std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan) {
   const std::vector<std::string>& models = plan.models;
-  const std::vector<double> azimuths = plan_circle(plan);
-  const size_t n_az = azimuths.size();
   auto plan_cell = [&](const std::string& id_text) -> const SweepCell* {
     const ParsedNumber<long long> id = parse_whole(id_text);
     if (!id || id.value < 0 || id.value >= (long long)plan.cells.size()) return nullptr;
@@ -183,26 +181,24 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
     }
     by[{r.cell, r.model}] = r;
   }
-  // (cell, model) -> per circle azimuth: the row's distance and accuracy.
+  // (cell, model) -> per position of the axis sweep: the row's distance and accuracy.
   std::map<std::pair<int, std::string>, std::vector<std::pair<int, std::pair<double, double>>>> circle;
   for (const std::string& line : complete_lines(dir + "/circle.csv")) {
     const auto f = fields(line);
-    const SweepCell* c = f.size() == 8 ? plan_cell(f[0]) : nullptr;
+    const SweepCell* c = f.size() == 10 ? plan_cell(f[0]) : nullptr;
     if (c == nullptr) continue;
+    const std::vector<double>& values = c->axis_values;
     size_t a = 0;
-    while (a < n_az && num(azimuths[a], "%g") != f[5]) ++a;
+    while (a < values.size() && num(values[a], "%g") != f[7]) ++a;
     double acc = 0;
-    const bool good = a < n_az && f[1] == std::to_string(c->seed) && f[2] == num(c->gap, "%g") &&
-                      f[3] == c->grid && model_of(f[4]) &&
-                      f[6] == num(azimuth_gap(training_azimuths(c->opt.data), {azimuths[a]}), "%g") &&
-                      read_num(f[7], 0, 1, &acc);
+    const bool good = a < values.size() && f[1] == std::to_string(c->seed) && f[2] == num(c->gap, "%g") &&
+                      f[3] == c->grid && model_of(f[4]) && f[5] == c->axis && f[6] == c->unit &&
+                      f[8] == num(c->axis_distances[a], "%g") && read_num(f[9], 0, 1, &acc);
     if (!good) {
       bad.insert(c->id);
       continue;
     }
-    double dist = 0;
-    read_num(f[6], 0, 180, &dist);
-    circle[{c->id, f[4]}].push_back({int(a), {dist, acc}});
+    circle[{c->id, f[4]}].push_back({int(a), {c->axis_distances[a], acc}});
   }
   std::vector<CellRow> rows;
   for (const SweepCell& c : plan.cells) {
@@ -214,14 +210,15 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
       CellRow r = it->second;
       const auto& circ = circle[{c.id, m}];
       if (r.status == "ok") {
-        if (circ.size() != n_az) break;
-        r.circle_acc.assign(n_az, NAN);
-        r.circle_dist.assign(n_az, NAN);
+        const size_t n = c.axis_values.size();
+        if (circ.size() != n) break;
+        r.axis_acc.assign(n, NAN);
+        r.axis_dist.assign(n, NAN);
         for (const auto& [a, v] : circ) {
-          r.circle_dist[size_t(a)] = v.first;
-          r.circle_acc[size_t(a)] = v.second;
+          r.axis_dist[size_t(a)] = v.first;
+          r.axis_acc[size_t(a)] = v.second;
         }
-        if (std::any_of(r.circle_acc.begin(), r.circle_acc.end(), [](double x) { return std::isnan(x); })) break;
+        if (std::any_of(r.axis_acc.begin(), r.axis_acc.end(), [](double x) { return std::isnan(x); })) break;
       } else if (!circ.empty()) {
         break;
       }
@@ -363,14 +360,13 @@ nlohmann::json sweep_meta(const SweepPlan& plan, int total) {
 int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics,
                        nlohmann::json& meta, std::chrono::steady_clock::time_point t0) {
   const std::string& dir = plan.dir;
-  const std::vector<double> azimuths = plan_circle(plan);
   WriteGuard guard;
   sort_rows(rows, plan.models);
   std::string cells_text = cells_header(), circle_text = kCircleHeader;
   std::set<int> failed_ids, done_ids;
   for (const CellRow& r : rows) {
     cells_text += cell_line(r);
-    circle_text += circle_lines(r, azimuths);
+    circle_text += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
     done_ids.insert(r.cell);
     if (r.status != "ok") failed_ids.insert(r.cell);
   }
@@ -406,8 +402,11 @@ SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>&
     } catch (const std::exception& e) {
       throw std::runtime_error("'" + d + "': not a sweep directory (" + e.what() + ")");
     }
-    if (meta.value("kind", "") != "viewgap-sweep" || meta.value("schema_version", 0) != kSweepSchemaVersion)
-      throw std::runtime_error("'" + d + "': not a sweep of this viewgap's format");
+    if (meta.value("kind", "") != "viewgap-sweep") throw std::runtime_error("'" + d + "': not a viewgap sweep");
+    if (const int v = meta.value("schema_version", 0); v != kSweepSchemaVersion)
+      throw std::runtime_error("'" + d + "': a sweep of format version " + std::to_string(v) +
+                               "; this viewgap merges version " + std::to_string(kSweepSchemaVersion) +
+                               " (rerun the shards with this viewgap into new directories)");
     nlohmann::json cfg = meta["config"];
     const std::string shard = cfg.value("shard", "");
     cfg.erase("shard");

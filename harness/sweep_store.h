@@ -1,20 +1,30 @@
 // The directory of a sweep: its tables (the format below), reading finished
 // cells back for --resume, the lock, and merging shards.
 //
-// Outputs in DIR (CSV: header line, comma-separated, no quoting needed):
+// Every table carries the protocol's held-out axis (data/protocol.h:
+// HeldOutAxis): `axis` its name (azimuth, elevation, none; a translation's
+// would be shift) and `unit` the unit of every gap, value and distance on it
+// (deg; px). Outputs in DIR (CSV: header line, comma-separated, no quoting needed):
 //   cells.csv    one row per cell x model, appended and flushed as each cell
 //                finishes, sorted by cell when the sweep completes:
-//                cell,seed,gap,true_gap_deg,grid,model,status,familiar,heldout,drop,n_params,steps,validation,seconds,reason
-//                (grid: "" or "name=value;name=value"; status: ok|failed;
+//                cell,seed,axis,unit,gap,true_gap,grid,model,status,familiar,heldout,drop,n_params,steps,validation,seconds,reason
+//                (gap: the nominal distance --gaps asked for; true_gap: the
+//                 held-out set's distance from the training set along the
+//                 axis (the nearest held-out azimuth's circular distance from
+//                 the nearest training one; the nearest held-out elevation's);
+//                 grid: "" or "name=value;name=value"; status: ok|failed;
 //                 steps: training steps taken (fewer than the cap when a
 //                 stopping rule ended training); validation: final accuracy
 //                 on the familiar validation split, "nan" without one;
 //                 reason: empty, or why the cell failed, commas replaced by ';')
-//   circle.csv   one row per cell x model x circle azimuth (ok cells only):
-//                cell,seed,gap,grid,model,azimuth_deg,distance_deg,accuracy
-//                distance_deg: circular distance from the nearest training azimuth
+//   circle.csv   one row per cell x model x position of the axis sweep (ok
+//                cells only): the samples that sweep the whole axis (the
+//                azimuth circle; an elevation extrapolation's elevations 0..80):
+//                cell,seed,gap,grid,model,axis,unit,value,distance,accuracy
+//                value: the position on the axis; distance: its distance from
+//                the training views along the axis (circular, for azimuth)
 //   summary.csv  long form, one row per (grid, gap, kind, model, metric):
-//                grid,gap,true_gap_deg,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,prob_improvement,p_value
+//                grid,axis,unit,gap,true_gap,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,prob_improvement,p_value
 //                kind=model:  model is a model name; metric familiar|heldout|drop;
 //                             statistics over seeds; wins..p_value empty.
 //                kind=paired: model is "R-X" for the reference R (--reference,
@@ -26,21 +36,18 @@
 //                             better), ties counted half; p_value: two-sided
 //                             Wilcoxon signed-rank test of d.
 //                CIs: 95 % percentile bootstrap of the mean, 10,000 resamples, fixed seed.
-//   azimuth.csv  accuracy by angular distance from the training range:
-//                grid,gap,model,distance_deg,n,mean,ci_lo,ci_hi
-//                (per seed, the mean over circle azimuths at that distance; then
-//                 mean and CI over seeds)
+//   azimuth.csv  accuracy by distance from the training views along the
+//                protocol's axis (the name is historical: an azimuth axis's
+//                angular distance, an elevation axis's, ...):
+//                grid,gap,model,axis,unit,distance,n,mean,ci_lo,ci_hi
+//                (per seed, the mean over circle.csv's positions at that
+//                 distance; then mean and CI over seeds)
 //   meta.json    {"schema_version", "kind": "viewgap-sweep", "config", "config_hash",
 //                 "cells_total", "cells_done", "cells_failed", "wall_time_s", "jobs", "meta"}
 //                written first; "wall_time_s" is null until the sweep is complete.
 //   sweep.lock   the lock (see kSweepLockFile): "pid N" of the last holder.
 // summary.csv and azimuth.csv exist only for a complete sweep: a sweep that has
 // cells to run removes them first.
-#pragma once
-#include <memory>
-#include <nlohmann/json.hpp>
-#include <string>
-#include <vector>
 #pragma once
 #include <chrono>
 #include <cmath>
@@ -56,8 +63,11 @@ namespace vg {
 
 // 2: model options and --reference in the configuration, the cell runner is
 // run_experiment. 3: cells.csv records steps and validation accuracy (the
-// stopping rules). A directory of another version is refused on --resume.
-inline constexpr int kSweepSchemaVersion = 3;
+// stopping rules). 4: every table names the held-out axis and its unit
+// (true_gap_deg, azimuth_deg, distance_deg became true_gap, value, distance);
+// circle.csv holds the axis sweep. A directory of another version is refused
+// on --resume and by merge.
+inline constexpr int kSweepSchemaVersion = 4;
 
 struct SweepOutcome {
   int ran = 0, resumed = 0, failed = 0;
@@ -94,22 +104,21 @@ struct CellRow {
   std::string grid, model, status, reason;
   double familiar = 0, heldout = 0, drop = 0, seconds = 0;
   size_t n_params = 0;
-  std::vector<double> circle_acc, circle_dist;  // ok rows: per circle azimuth
+  std::vector<double> axis_acc, axis_dist;  // ok rows: per position of the axis sweep (SweepCell::axis_values)
   long steps = 0;           // training steps taken
   double validation = NAN;  // final familiar validation accuracy (NaN: no validation split)
+  std::string axis{}, unit{};  // the held-out axis (SweepCell::axis, unit)
 };
 
 // ---- the tables' rows, shared by the runner and the summary ----
 
-inline constexpr const char* kCircleHeader = "cell,seed,gap,grid,model,azimuth_deg,distance_deg,accuracy\n";
+inline constexpr const char* kCircleHeader = "cell,seed,gap,grid,model,axis,unit,value,distance,accuracy\n";
 // A number as the tables write it: "nan", or printf's `f`.
 std::string num(double v, const char* f = "%.6f");
-// circle.csv's lines of one row, `azimuths` the plan's circle.
-std::string circle_lines(const CellRow& r, const std::vector<double>& azimuths);
+// circle.csv's lines of one row, `values` its cell's axis sweep (SweepCell::axis_values).
+std::string circle_lines(const CellRow& r, const std::vector<double>& values);
 std::string cells_header();
 std::string cell_line(const CellRow& r);
-// The circle every cell of a plan reports (the dataset's definition).
-std::vector<double> plan_circle(const SweepPlan& plan);
 // Rows already in DIR that make up whole cells of this plan (sweep_store.cpp
 // says when a cell counts as finished).
 std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan);

@@ -27,7 +27,7 @@ std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<
                         const std::string& reference) {
   const std::vector<CellRow> rows = sorted_copy(unsorted, models);
   std::string out =
-      "grid,gap,true_gap_deg,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,"
+      "grid,axis,unit,gap,true_gap,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,"
       "prob_improvement,p_value\n";
   auto stat_cols = [](const Summary& s) {
     return std::to_string(s.n) + ',' + num(s.mean) + ',' + num(s.sd) + ',' + num(s.median) + ',' +
@@ -37,12 +37,14 @@ std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<
     // Per model and seed, the ok rows of this group.
     std::map<std::string, std::map<uint64_t, const CellRow*>> ok;
     double true_gap = 0;
+    std::string axis;  // "name,unit"
     for (const CellRow& r : rows)
       if (r.grid == grid && r.gap == gap) {
         true_gap = r.true_gap;
+        axis = r.axis + ',' + r.unit;
         if (r.status == "ok") ok[r.model][r.seed] = &r;
       }
-    const std::string key = grid + ',' + num(gap, "%g") + ',' + num(true_gap, "%g") + ',';
+    const std::string key = grid + ',' + axis + ',' + num(gap, "%g") + ',' + num(true_gap, "%g") + ',';
     for (const std::string& m : models)
       for (const char* metric : {"familiar", "heldout", "drop"}) {
         std::vector<double> x;
@@ -78,24 +80,26 @@ std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<
 
 std::string azimuth_csv(const std::vector<CellRow>& unsorted, const std::vector<std::string>& models) {
   const std::vector<CellRow> rows = sorted_copy(unsorted, models);
-  std::string out = "grid,gap,model,distance_deg,n,mean,ci_lo,ci_hi\n";
+  std::string out = "grid,gap,model,axis,unit,distance,n,mean,ci_lo,ci_hi\n";
   for (const auto& [grid, gap] : groups(rows))
     for (const std::string& m : models) {
-      // distance -> per-seed mean accuracy over the azimuths at that distance
+      // distance -> per-seed mean accuracy over the axis positions at that distance
       std::map<double, std::vector<double>> by_dist;
+      std::string axis;  // "name,unit"
       for (const CellRow& r : rows) {
         if (r.grid != grid || r.gap != gap || r.model != m || r.status != "ok") continue;
+        axis = r.axis + ',' + r.unit;
         std::map<double, std::pair<double, int>> acc;
-        for (size_t a = 0; a < r.circle_acc.size(); ++a) {
-          const double dist = std::round(r.circle_dist[a] * 1e6) / 1e6;
-          acc[dist].first += r.circle_acc[a];
+        for (size_t a = 0; a < r.axis_acc.size(); ++a) {
+          const double dist = std::round(r.axis_dist[a] * 1e6) / 1e6;
+          acc[dist].first += r.axis_acc[a];
           acc[dist].second += 1;
         }
         for (const auto& [dist, s] : acc) by_dist[dist].push_back(s.first / s.second);
       }
       for (const auto& [dist, x] : by_dist) {
         const Summary s = summarize(x);
-        out += grid + ',' + num(gap, "%g") + ',' + m + ',' + num(dist, "%g") + ',' +
+        out += grid + ',' + num(gap, "%g") + ',' + m + ',' + axis + ',' + num(dist, "%g") + ',' +
                std::to_string(s.n) + ',' + num(s.mean) + ',' + num(s.ci_lo) + ',' + num(s.ci_hi) + '\n';
       }
     }

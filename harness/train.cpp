@@ -27,13 +27,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 namespace {
-// The splits the circle (`profile` false) or the elevation profile is read from
-// that need evaluating: those that are the familiar or the held-out split
-// (smallNORB's test set) are not evaluated again.
-std::vector<const Split*> view_splits_to_evaluate(const Dataset& data, bool profile) {
-  std::vector<const Split*> out;
-  for (const Split* s : data.view_splits(profile))
-    if (s != &data.familiar && s != &data.heldout) out.push_back(s);
+// Of `splits`, those not yet in `out` that are not the familiar or held-out split (smallNORB's test set).
+std::vector<const Split*> to_evaluate(const Dataset& data, const std::vector<const Split*>& splits,
+                                      std::vector<const Split*> out = {}) {
+  for (const Split* s : splits)
+    if (s != &data.familiar && s != &data.heldout && std::find(out.begin(), out.end(), s) == out.end())
+      out.push_back(s);
   return out;
 }
 
@@ -108,27 +107,29 @@ std::vector<std::vector<uint8_t>> correct_on(Model& model, Model* helper, EvalPo
   return ok;
 }
 
-// Accuracy per viewpoint of the circle (`profile` false: per Dataset::circle_az)
-// or of the elevation profile (per Dataset::profile_elevations), in that order,
-// over the splits Dataset::view_splits names: the familiar and held-out splits'
-// per-sample correctness under the current weights is `familiar_ok` /
-// `heldout_ok`, the others' is `others_ok` (view_splits_to_evaluate's order).
-std::vector<double> per_view(const Dataset& data, bool profile, const std::vector<uint8_t>& familiar_ok,
-                             const std::vector<uint8_t>& heldout_ok,
+// Accuracy at each of `grid` over `splits`, a sample counted at the grid entry
+// its `position` matches (`circular`: modulo 360): the familiar and held-out
+// splits' per-sample correctness under the current weights is `familiar_ok` /
+// `heldout_ok`, another split's is others_ok[k] for others[k].
+std::vector<double> per_view(const Dataset& data, const std::vector<double>& grid,
+                             const std::vector<const Split*>& splits, const std::vector<float> Split::*position,
+                             bool circular, const std::vector<uint8_t>& familiar_ok,
+                             const std::vector<uint8_t>& heldout_ok, const std::vector<const Split*>& others,
                              const std::vector<std::vector<uint8_t>>& others_ok) {
-  const std::vector<double>& grid = profile ? data.profile_elevations : data.circle_az;
   std::vector<int> n(grid.size(), 0), ok(grid.size(), 0);
-  size_t other = 0;
-  for (const Split* s : data.view_splits(profile)) {
-    const std::vector<uint8_t>& correct = s == &data.familiar ? familiar_ok : s == &data.heldout ? heldout_ok : others_ok.at(other++);
+  for (const Split* s : splits) {
+    const std::vector<uint8_t>& correct =
+        s == &data.familiar ? familiar_ok
+        : s == &data.heldout ? heldout_ok
+                             : others_ok.at(size_t(std::find(others.begin(), others.end(), s) - others.begin()));
     for (int k = 0; k < s->size(); ++k) {
-      const double view = profile ? s->elevation[size_t(k)] : s->azimuth[size_t(k)];
+      const double view = (s->*position)[size_t(k)];
       const size_t g = size_t(std::find_if(grid.begin(), grid.end(), [&](double x) {
-                                return profile ? std::fabs(x - view) < 1e-6 : circular_distance(x, view) < 1e-6;
+                                return circular ? circular_distance(x, view) < 1e-6 : std::fabs(x - view) < 1e-6;
                               }) - grid.begin());
       if (g == grid.size())
-        throw std::logic_error(profile ? "profile image at an elevation not in Dataset::profile_elevations"
-                                       : "circle image at an azimuth not in Dataset::circle_az");
+        throw std::logic_error(circular ? "circle image at an azimuth not in Dataset::circle_az"
+                                        : "axis sweep image at a position not in Dataset::axis_values");
       ++n[g];
       ok[g] += correct[size_t(k)];
     }
@@ -137,6 +138,7 @@ std::vector<double> per_view(const Dataset& data, bool profile, const std::vecto
   for (size_t g = 0; g < grid.size(); ++g) acc.push_back(n[g] ? double(ok[g]) / n[g] : 0.0);
   return acc;
 }
+
 }  // namespace
 
 double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct) {
@@ -183,9 +185,9 @@ EpochEval evaluate_epoch(Model& model, const Dataset& data, bool circle) {
   EpochEval ev;
   ev.familiar = accuracy(model, data.familiar, &ev.familiar_ok);
   ev.heldout = accuracy(model, data.heldout, &ev.heldout_ok);
-  if (circle)
-    ev.circle = per_view(data, false, ev.familiar_ok, ev.heldout_ok,
-                         correct_on(model, nullptr, nullptr, view_splits_to_evaluate(data, false), {}));
+  if (const std::vector<const Split*> others = to_evaluate(data, data.circle_splits()); circle)
+    ev.circle = per_view(data, data.circle_az, data.circle_splits(), &Split::azimuth, true, ev.familiar_ok,
+                         ev.heldout_ok, others, correct_on(model, nullptr, nullptr, others, {}));
   return ev;
 }
 }  // namespace
@@ -471,28 +473,24 @@ ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, cons
   for (int c = 0; c < kNumClasses; ++c)
     res.heldout_per_class.push_back(n_cls[c] ? double(ok_cls[c]) / n_cls[c] : 0.0);
 
-  // The circle (and the elevation profile): with a pool, its batches are shared
-  // with the copy the epochs were evaluated on, given the final weights.
-  std::vector<const Split*> views = view_splits_to_evaluate(data, false);
-  const size_t n_circle = views.size();
-  if (!data.profile_elevations.empty())
-    for (const Split* s : view_splits_to_evaluate(data, true)) views.push_back(s);
+  // The circle and the axis sweep: with a pool, their batches are shared with
+  // the copy the epochs were evaluated on, given the final weights.
+  const std::vector<const Split*> views = to_evaluate(data, data.axis_splits(), to_evaluate(data, data.circle_splits()));
   Model* helper = nullptr;
   if (pool && handoff.copy) {
     std::copy(model->params().values().begin(), model->params().values().end(),
               handoff.copy->params().values().begin());
     helper = handoff.copy.get();
   }
-  std::vector<std::vector<uint8_t>> views_ok = correct_on(*model, helper, pool, views, [&] {
+  const std::vector<std::vector<uint8_t>> views_ok = correct_on(*model, helper, pool, views, [&] {
     if (data.validation.size() > 0) res.validation = accuracy(*model, data.validation);
     class_activation_stats(*model, data.heldout, &res);
   });
   handoff.copy.reset();
-  const std::vector<std::vector<uint8_t>> profile_ok(views_ok.begin() + long(n_circle), views_ok.end());
-  views_ok.resize(n_circle);
-  res.circle_acc = per_view(data, false, last.familiar_ok, last.heldout_ok, views_ok);
-  if (!data.profile_elevations.empty())
-    res.elevation_acc = per_view(data, true, last.familiar_ok, last.heldout_ok, profile_ok);
+  res.circle_acc = per_view(data, data.circle_az, data.circle_splits(), &Split::azimuth, true, last.familiar_ok,
+                            last.heldout_ok, views, views_ok);
+  res.axis_acc = per_view(data, data.axis_values, data.axis_splits(), &Split::axis, false, last.familiar_ok,
+                          last.heldout_ok, views, views_ok);
   res.circle_s = seconds_since(t2);
   if (on_trained) on_trained(*model);
   return res;

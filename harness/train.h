@@ -66,7 +66,7 @@ struct ModelResult {
   // mean activation of the true class and of the others (NaN without capsules).
   double act_accuracy = NAN, act_true = NAN, act_other = NAN;
   std::vector<double> circle_acc;         // accuracy per circle azimuth (Dataset::circle_az)
-  std::vector<double> elevation_acc;      // per Dataset::profile_elevations (elevation extrapolation only)
+  std::vector<double> axis_acc;           // per position of the held-out axis's sweep (Dataset::axis_values)
   std::vector<std::vector<double>> circle_history;  // per epoch, if circle_every_epoch
   double train_s = 0, eval_s = 0, circle_s = 0;
   // Wall time of each training step (forward, backward, update), in order: what

@@ -105,7 +105,7 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   EXPECT_NE(o.out.find("chance"), std::string::npos);
   std::ifstream f(json_path);
   const auto j = nlohmann::json::parse(f);
-  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_EQ(j["schema_version"], 3);
   EXPECT_EQ(j["config"]["n_epochs"], 1);
   EXPECT_EQ(j["dataset"]["gap_deg"], 30.0);
   ASSERT_EQ(j["models"].size(), 3u);
@@ -114,6 +114,13 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   EXPECT_EQ(j["models"][1]["n_params"], 558293);
   EXPECT_EQ(j["models"][0]["history"].size(), 1u);
   EXPECT_EQ(j["models"][0]["circle_accuracy"].size(), 36u);
+  // The held-out axis: azimuth, its sweep the circle.
+  EXPECT_EQ(j["dataset"]["axis"]["name"], "azimuth");
+  EXPECT_EQ(j["dataset"]["axis"]["unit"], "deg");
+  EXPECT_EQ(j["dataset"]["axis"]["true_gap"], 30.0);
+  EXPECT_EQ(j["dataset"]["axis"]["values"], j["dataset"]["circle_azimuths"]);
+  EXPECT_EQ(j["dataset"]["axis"]["distances"], j["dataset"]["circle_distance_deg"]);
+  EXPECT_EQ(j["models"][0]["axis_accuracy"], j["models"][0]["circle_accuracy"]);
   // 90 training images in batches of 32: three steps, timed inside the training time.
   for (int m = 0; m < 2; ++m) {
     const auto& t = j["models"][m]["timing_s"];

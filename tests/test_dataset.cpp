@@ -257,15 +257,17 @@ TEST(Dataset, ElevationExtrapolationSplitsAndGeometry) {
   EXPECT_EQ(d.heldout.size(), 5 * 18 * 6);
   for (float e : d.heldout.elevation) EXPECT_TRUE(e >= 45 && e <= 70) << e;
   for (float e : d.familiar.elevation) EXPECT_TRUE(e >= 30 && e <= 40) << e;
-  EXPECT_EQ(d.profile_elevations.size(), 9u);
-  EXPECT_EQ(d.elevation_profile.size(), 5 * 18 * 9);
+  EXPECT_EQ(d.axis_values.size(), 9u);  // the axis sweep: elevations 0..80
+  EXPECT_EQ(d.axis_sweep.size(), 5 * 18 * 9);
+  EXPECT_EQ(d.axis_splits(), std::vector<const vg::Split*>{&d.axis_sweep});
+  EXPECT_EQ(d.axis_sweep.axis, d.axis_sweep.elevation);
   // One held-out elevation inside the band: the shared azimuths are refused.
   cfg.test_elevations = {35, 70, 8};
   const auto p = vg::check_geometry(cfg);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->part, vg::GeometryPart::test_overlap);
   // Without held-out elevations nothing changes: no profile split.
-  EXPECT_EQ(vg::make_dataset(vg::DataConfig{}).elevation_profile.size(), 0);
+  EXPECT_EQ(vg::make_dataset(vg::DataConfig{}).axis_sweep.size(), 0);
   EXPECT_EQ(vg::heldout_elevations(vg::DataConfig{}), vg::DataConfig{}.elevations.values());
 }
 

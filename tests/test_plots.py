@@ -62,6 +62,20 @@ def viewgap(*args):
         raise AssertionError(f"viewgap {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
 
 
+_PLOT_MODULE = []
+
+
+def plot_module():
+    """tools/plot.py as a module (its readers, to check what a table says)."""
+    if not _PLOT_MODULE:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("viewgap_plot", PLOT)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _PLOT_MODULE.append(module)
+    return _PLOT_MODULE[0]
+
+
 class PlotTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="test_plots.")
@@ -128,6 +142,19 @@ class PlotTest(unittest.TestCase):
         r = plot("sweep", os.path.join(FIXTURES, "sweep"), "--out", out, "--gap", "30")
         self.assert_plotted(r, out, ["sweep_distance_gap30.png"])
 
+    def test_results_sweep_of_schema_3(self):
+        """results/ holds sweeps of schema 3 (before the axis columns): they still plot, on an azimuth axis."""
+        d = os.path.join(ROOT, "results", "sweep_canonical")
+        with open(os.path.join(d, "meta.json")) as f:
+            self.assertEqual(json.load(f)["schema_version"], 3)
+        out = self.path("fig")
+        self.assert_plotted(plot("sweep", d, "--out", out), out, SWEEP)
+        _, summary, az_rows, cells, _ = plot_module().read_sweep(d)
+        for rows in (summary, az_rows, cells):
+            self.assertEqual(plot_module().axis_of(rows), ("azimuth", "deg"))
+        self.assertIn("true_gap", summary[0])
+        self.assertIn("distance", az_rows[0])
+
     # -- from real viewgap outputs --
 
     @unittest.skipUnless(has_exe(), f"no viewgap binary at {EXE}")
@@ -170,6 +197,22 @@ class PlotTest(unittest.TestCase):
                 "--jobs", "2", "--quiet", "--out", sweep)
         out = self.path("fig")
         self.assert_plotted(plot("sweep", sweep, "--out", out), out, SWEEP)
+        self.assertEqual(plot_module().axis_of(plot_module().read_sweep(sweep)[1]), ("azimuth", "deg"))
+
+    @unittest.skipUnless(exe_supports("sweep"), "viewgap has no sweep yet")
+    def test_real_elevation_sweep(self):
+        """A sweep along the elevation: its tables (schema 4) name the axis, which labels the figures."""
+        sweep = self.path("sweep")
+        viewgap("sweep", "--test-elevations", "60:80", "--seeds", "0:2", "--gaps", "0,10", "--n-epochs", "1",
+                "--n-per-combo", "1", "--jobs", "2", "--quiet", "--out", sweep)
+        with open(os.path.join(sweep, "meta.json")) as f:
+            self.assertEqual(json.load(f)["schema_version"], 4)
+        out = self.path("fig")
+        self.assert_plotted(plot("sweep", sweep, "--out", out), out, SWEEP)
+        _, summary, az_rows, cells, _ = plot_module().read_sweep(sweep)
+        for rows in (summary, az_rows, cells):
+            self.assertEqual(plot_module().axis_of(rows), ("elevation", "deg"))
+        self.assertEqual(sorted({r["true_gap"] for r in summary}), [0.0, 10.0])
 
     # -- bad input --
 

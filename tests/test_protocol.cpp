@@ -109,7 +109,8 @@ TEST(Protocol, NoHeldOutViewIsATrainingView) {
 // Every split's bytes, viewpoints and labels, and a training draw's.
 std::vector<float> bytes_of(const Dataset& d) {
   std::vector<float> out;
-  for (const Split* s : {&d.train, &d.familiar, &d.heldout, &d.circle, &d.validation, &d.elevation_profile}) {
+  for (const Split* s : {&d.train, &d.familiar, &d.heldout, &d.circle, &d.validation, &d.axis_sweep}) {
+    out.insert(out.end(), s->axis.begin(), s->axis.end());
     out.insert(out.end(), s->images.begin(), s->images.end());
     out.insert(out.end(), s->azimuth.begin(), s->azimuth.end());
     out.insert(out.end(), s->elevation.begin(), s->elevation.end());
@@ -147,8 +148,9 @@ TEST(Protocol, SameConfigurationSameBytesOnAnyThreadCount) {
 TEST(Protocol, HeldOutDistancesAgreeWithTheGap) {
   for (const Protocol& p : protocol_registry()) {
     SCOPED_TRACE(p.name);
-    const Dataset d = p.make(configured(p));
-    const std::vector<double> held = heldout_distances(p, d, d.heldout), fam = heldout_distances(p, d, d.familiar);
+    const DataConfig cfg = configured(p);
+    const Dataset d = p.make(cfg);
+    const std::vector<double> held = heldout_distances(p, cfg, d.heldout), fam = heldout_distances(p, cfg, d.familiar);
     ASSERT_EQ(int(held.size()), d.heldout.size());
     for (double x : fam) EXPECT_EQ(x, 0.0);  // familiar views lie on the training ones
     const std::string axis = p.axis.name;
@@ -160,8 +162,52 @@ TEST(Protocol, HeldOutDistancesAgreeWithTheGap) {
   }
 }
 
-// A sweep over the distance: the held-out set at distance g is sound and, for
-// an azimuth axis, its nearest held-out view lies exactly g from the training ones.
+// The axis sweep: every sample of its splits lies at one of axis_values, and
+// the distance the protocol gives each value is the viewpoint's own distance
+// from the training views along the axis (azimuth: circular; none: 0).
+TEST(Protocol, AxisSweepCarriesValuesAndDistancesOfTheAxis) {
+  for (const Protocol& p : protocol_registry()) {
+    SCOPED_TRACE(p.name);
+    ASSERT_NE(p.axis_values, nullptr);
+    const DataConfig cfg = configured(p);
+    const Dataset d = p.make(cfg);
+    EXPECT_EQ(d.axis_values, p.axis_values(cfg));
+    ASSERT_FALSE(d.axis_values.empty());
+    EXPECT_TRUE(std::is_sorted(d.axis_values.begin(), d.axis_values.end()));
+    const std::vector<double> dist = axis_distances(p, cfg);
+    ASSERT_EQ(dist.size(), d.axis_values.size());
+    const std::string axis = p.axis.name;
+    std::vector<int> seen(d.axis_values.size(), 0);
+    for (const Split* s : d.axis_splits()) {
+      ASSERT_EQ(int(s->axis.size()), s->size());
+      for (int k = 0; k < s->size(); ++k) {
+        const double v = s->axis[size_t(k)];
+        const auto it = std::find(d.axis_values.begin(), d.axis_values.end(), v);
+        ASSERT_NE(it, d.axis_values.end()) << v;
+        ++seen[size_t(it - d.axis_values.begin())];
+        double want = 0.0;  // axis none: nothing is held out
+        if (axis == "elevation") {
+          EXPECT_EQ(v, s->elevation[size_t(k)]);
+          double e_min = INFINITY;
+          for (double e : training_elevations(cfg)) e_min = std::min(e_min, std::fabs(s->elevation[size_t(k)] - e));
+          want = e_min;
+        } else if (axis == "azimuth") {
+          EXPECT_EQ(v, s->azimuth[size_t(k)]);
+          want = azimuth_gap(training_azimuths(cfg), {s->azimuth[size_t(k)]});
+        }
+        EXPECT_DOUBLE_EQ(p.distance(cfg, v), want);
+        EXPECT_DOUBLE_EQ(dist[size_t(it - d.axis_values.begin())], want);
+      }
+    }
+    for (int n : seen) EXPECT_GT(n, 0);  // the sweep covers each of its values
+    // Every split says where its samples lie on the axis.
+    for (const Split* s : {&d.train, &d.familiar, &d.heldout}) EXPECT_EQ(int(s->axis.size()), s->size());
+  }
+}
+
+// A sweep over the distance: the held-out set at distance g is sound, its
+// true gap (cells.csv's) is g along the protocol's axis, and its nearest
+// held-out view lies exactly g from the training ones.
 TEST(Protocol, SweepPlacesTheHeldOutSetAtEachDistance) {
   for (const Protocol& p : protocol_registry()) {
     SCOPED_TRACE(p.name);
@@ -171,16 +217,21 @@ TEST(Protocol, SweepPlacesTheHeldOutSetAtEachDistance) {
     }
     ASSERT_NE(p.heldout_text, nullptr);
     const DataConfig cfg = configured(p);
-    for (double g : {0.0, 10.0, 45.0}) {
+    for (double g : {0.0, 10.0, 20.0}) {
       SCOPED_TRACE(g);
       const DataConfig at = p.at_distance(cfg, g, 40);
       EXPECT_FALSE(p.check(at, true).has_value());
-      if (std::string(p.axis.name) != "azimuth") continue;
       EXPECT_DOUBLE_EQ(p.sweep_gap(at), g);
-      if (g == 0) continue;  // at gap 0 the window touches the training range's end
+      if (g == 0) continue;  // at gap 0 the held-out set touches the training set's end
       const Dataset d = p.make(at);
-      const std::vector<double> held = heldout_distances(p, d, d.heldout);
+      const std::vector<double> held = heldout_distances(p, at, d.heldout);
       EXPECT_NEAR(*std::min_element(held.begin(), held.end()), g, 1e-4);  // float azimuths
+    }
+    // An elevation band moved out of [-90, 90] is a geometry problem (a sweep names --gaps).
+    if (p.swept_flag == nullptr) {
+      const auto problem = p.check(p.at_distance(cfg, 170, 40), true);
+      ASSERT_TRUE(problem.has_value());
+      EXPECT_EQ(problem->part, GeometryPart::test_elev_range);
     }
   }
 }

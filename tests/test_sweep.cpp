@@ -106,7 +106,7 @@ TEST(Sweep, ResumeAfterAKillFinishesTheSameTables) {
   // Simulate a kill: drop the last two cells' rows and leave half a line.
   std::string cells = slurp(cut + "/cells.csv");
   for (int k = 0; k < 4; ++k) cells.erase(cells.rfind('\n', cells.size() - 2) + 1);
-  cells += "5,2,30,30,,caps,ok,0.5";
+  cells += "5,2,azimuth,deg,30,30,,caps,ok,0.5";
   std::ofstream(cut + "/cells.csv", std::ios::trunc) << cells;
   std::filesystem::remove(cut + "/summary.csv");
   const Outcome o = run("sweep --out " + cut + " --resume --jobs 1" + kTiny);
@@ -124,13 +124,15 @@ CellRow row(int cell, uint64_t seed, const std::string& model, double fam, doubl
   r.gap = 30;
   r.true_gap = 30;
   r.model = model;
+  r.axis = "azimuth";
+  r.unit = "deg";
   r.status = ok ? "ok" : "failed";
   r.familiar = fam;
   r.heldout = held;
   r.drop = fam - held;
   for (int a = 0; a < 36; ++a) {
-    r.circle_acc.push_back(a < 18 ? 1.0 : held);
-    r.circle_dist.push_back(a < 18 ? 0.0 : 40.0);
+    r.axis_acc.push_back(a < 18 ? 1.0 : held);
+    r.axis_dist.push_back(a < 18 ? 0.0 : 40.0);
   }
   return r;
 }
@@ -152,8 +154,13 @@ TEST(Sweep, SummaryTablesByHand) {
     std::stringstream ls(line);
     std::string x;
     while (std::getline(ls, x, ',')) f.push_back(x);
+    ASSERT_EQ(f[1] + "," + f[2], "azimuth,deg") << line;
+    f.erase(f.begin() + 1, f.begin() + 3);  // the axis's columns: the rest as in schema 3
     by_key[f[3] + "/" + f[4] + "/" + f[5]] = f;
   }
+  EXPECT_EQ(s.substr(0, s.find('\n')),
+            "grid,axis,unit,gap,true_gap,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,"
+            "prob_improvement,p_value");
   // caps held-out: n 3, mean 0.7, sd 0.1, median 0.7.
   const auto& ch = by_key.at("model/caps/heldout");
   EXPECT_EQ(ch[6], "3");
@@ -178,9 +185,10 @@ TEST(Sweep, SummaryTablesByHand) {
 
   // Azimuth table: distance 0 is 1.0 for everyone; at 40 degrees the held-out value.
   const std::string az = azimuth_csv(rows, {"caps", "cnn"});
-  EXPECT_NE(az.find(",30,caps,0,3,1.000000,1.000000,1.000000\n"), std::string::npos) << az;
-  EXPECT_NE(az.find(",30,caps,40,3,0.700000,"), std::string::npos) << az;
-  EXPECT_NE(az.find(",30,cnn,40,4,0.500000,"), std::string::npos) << az;
+  EXPECT_EQ(az.substr(0, az.find('\n')), "grid,gap,model,axis,unit,distance,n,mean,ci_lo,ci_hi");
+  EXPECT_NE(az.find(",30,caps,azimuth,deg,0,3,1.000000,1.000000,1.000000\n"), std::string::npos) << az;
+  EXPECT_NE(az.find(",30,caps,azimuth,deg,40,3,0.700000,"), std::string::npos) << az;
+  EXPECT_NE(az.find(",30,cnn,azimuth,deg,40,4,0.500000,"), std::string::npos) << az;
 }
 
 // --gaps given: one held-out set per seed, the run flags' own (here the
@@ -193,10 +201,79 @@ TEST(Sweep, GivenHeldOutSetRunsOneCellPerSeed) {
   ASSERT_EQ(o.code, 0) << o.err;
   const std::string cells = slurp(dir + "/cells.csv");
   EXPECT_EQ(lines(cells), 1 + 2 * 2);  // 2 seeds x 2 models
-  EXPECT_NE(cells.find("\n0,0,0,0,,cnn,ok,"), std::string::npos) << cells;  // true azimuth gap 0
+  // Along the protocol's axis, elevation: the held-out band 45:70 lies 5 degrees above 30:40.
+  EXPECT_NE(cells.find("\n0,0,elevation,deg,5,5,,cnn,ok,"), std::string::npos) << cells;
   const auto meta = nlohmann::json::parse(slurp(dir + "/meta.json"));
   EXPECT_EQ(meta["config"]["run_flags"]["split"], "paper-elevation");
   EXPECT_EQ(meta["config"]["run_flags"]["test-azimuths"], "200:330");  // recorded (the preset overrides it)
+}
+
+// Schema 4: every table names the held-out axis. An azimuth sweep's circle.csv
+// is the circle (36 azimuths, their distance from the training range 0:60).
+const std::string kOneModel = " --seeds 0 --gaps 0,30 --n-epochs 1 --n-per-combo 1 --models caps --quiet";
+
+TEST(Sweep, TablesNameTheHeldOutAxis) {
+  const std::string dir = fresh_dir("axis");
+  ASSERT_EQ(run("sweep --out " + dir + kOneModel).code, 0);
+  const std::string cells = slurp(dir + "/cells.csv"), circle = slurp(dir + "/circle.csv");
+  EXPECT_EQ(cells.substr(0, cells.find('\n')),
+            "cell,seed,axis,unit,gap,true_gap,grid,model,status,familiar,heldout,drop,n_params,steps,validation,"
+            "seconds,reason");
+  EXPECT_NE(cells.find("\n1,0,azimuth,deg,30,30,,caps,ok,"), std::string::npos) << cells;
+  EXPECT_EQ(circle.substr(0, circle.find('\n')), "cell,seed,gap,grid,model,axis,unit,value,distance,accuracy");
+  EXPECT_EQ(lines(circle), 1 + 2 * 36);
+  EXPECT_NE(circle.find("\n0,0,0,,caps,azimuth,deg,180,120,"), std::string::npos) << circle.substr(0, 400);
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/meta.json"))["schema_version"], 4);
+}
+
+// An elevation extrapolation's sweep moves the held-out elevation band: gap g
+// puts 60:80's width (20) g degrees above the training band 10:50, and its
+// true gap is the elevation distance. circle.csv is the elevation profile.
+TEST(Sweep, ElevationSweepStepsTheHeldOutElevations) {
+  const std::string dir = fresh_dir("elev");
+  const Outcome o = run("sweep --out " + dir + " --test-elevations 60:80 --seeds 0 --gaps 0,10,20 --n-epochs 1 "
+                        "--n-per-combo 1 --n-eval-per-combo 1 --models cnn --quiet");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::string cells = slurp(dir + "/cells.csv"), circle = slurp(dir + "/circle.csv");
+  for (const char* gap : {"0", "10", "20"})
+    EXPECT_NE(cells.find(",elevation,deg," + std::string(gap) + "," + gap + ",,cnn,ok,"), std::string::npos) << cells;
+  EXPECT_EQ(lines(circle), 1 + 3 * 9);  // elevations 0, 10, ..., 80
+  EXPECT_NE(circle.find("\n0,0,0,,cnn,elevation,deg,0,10,"), std::string::npos) << circle;
+  EXPECT_NE(circle.find("\n0,0,0,,cnn,elevation,deg,30,0,"), std::string::npos) << circle;
+  EXPECT_NE(circle.find("\n2,0,20,,cnn,elevation,deg,80,30,"), std::string::npos) << circle;
+  EXPECT_NE(slurp(dir + "/azimuth.csv").find(",0,cnn,elevation,deg,30,1,"), std::string::npos);
+  // A band that leaves [-90, 90], and a width the band does not take: one line, exit 2.
+  for (const auto& [args, mention] : std::vector<std::pair<std::string, std::string>>{
+           {" --gaps 0,30", "--gaps '0,30': gap 30 (held-out window 80:100): elevations lie in [-90, 90]"},
+           {" --test-width 30", "--test-width '30'"}}) {
+    const Outcome bad = run("sweep --out " + fresh_dir("elev_bad") + " --test-elevations 60:80 --seeds 0 --quiet" + args);
+    EXPECT_EQ(bad.code, 2) << bad.err;
+    EXPECT_EQ(lines(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find(mention), std::string::npos) << bad.err;
+  }
+}
+
+// A directory of schema 3 (an older viewgap's) is neither resumed nor merged,
+// and each refusal is one line saying what to do.
+TEST(Sweep, Version3DirectoryIsRefusedInOneLine) {
+  const std::string dir = fresh_dir("v3");
+  ASSERT_EQ(run("sweep --out " + dir + kOneModel + " --shard 0/2").code, 0);
+  nlohmann::json meta = nlohmann::json::parse(slurp(dir + "/meta.json"));
+  meta["schema_version"] = 3;
+  std::ofstream(dir + "/meta.json", std::ios::trunc) << meta.dump(2);
+  Outcome o = run("sweep --out " + dir + " --resume" + kOneModel + " --shard 0/2");
+  EXPECT_EQ(o.code, 2);
+  EXPECT_EQ(lines(o.err), 1) << o.err;
+  EXPECT_NE(o.err.find("holds a sweep of format version 3; this viewgap writes version 4 (the format changed: "
+                       "start a new sweep in another directory)"),
+            std::string::npos)
+      << o.err;
+  o = run("merge " + dir + " --out " + fresh_dir("v3_merged"));
+  EXPECT_EQ(o.code, 2);
+  EXPECT_EQ(lines(o.err), 1) << o.err;
+  EXPECT_NE(o.err.find("a sweep of format version 3; this viewgap merges version 4 (rerun the shards"),
+            std::string::npos)
+      << o.err;
 }
 
 // --shard K/N runs the cells with index K mod N; --merge gives the tables of

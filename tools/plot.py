@@ -13,7 +13,9 @@ accuracies, the training animation.
 
 `sweep` takes the directory of `viewgap sweep --out DIR` (summary.csv, azimuth.csv,
 cells.csv, meta.json): accuracy and drop vs gap, the paired capsule - X differences,
-and accuracy vs angular distance from the training range (every gap, or --gap G).
+and accuracy vs distance from the training views (every gap, or --gap G), along the
+sweep's held-out axis (its name and unit label the x axes). It reads schema 4 and
+schema 3 (before the axis columns: an azimuth axis in degrees).
 
 Bad input (missing or malformed file, another schema_version or kind, a bad argument,
 an output path that is not a regular file) is reported as one line
@@ -44,9 +46,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import animation  # noqa: E402
 
 # The format version each viewgap document kind has (harness/report.h, harness/sweep_store.h).
-SCHEMA_VERSION = {"viewgap-run": 2, "viewgap-sweep": 3, "viewgap-dump": 2}
-# Older versions still read: a version 1 dump is a version 2 one without "reconstructions".
-ALSO_READS = {"viewgap-dump": (1,)}
+SCHEMA_VERSION = {"viewgap-run": 3, "viewgap-sweep": 4, "viewgap-dump": 2}
+# Older versions still read: a version 1 dump is a version 2 one without "reconstructions";
+# a version 2 run has no held-out axis; a version 3 sweep's axis is azimuth, in degrees
+# (sweep_v4 renames its columns).
+ALSO_READS = {"viewgap-dump": (1,), "viewgap-run": (2,), "viewgap-sweep": (3,)}
+# Schema 3's column names and their schema 4 names.
+SWEEP_V3_COLUMNS = {"true_gap_deg": "true_gap", "distance_deg": "distance", "azimuth_deg": "value"}
 CHANCE = 0.2
 COLORS = {"caps": "tab:blue", "cnn": "tab:orange", "cnn136": "tab:green"}
 EXTRA_COLORS = ["tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
@@ -522,9 +528,49 @@ def find_key(d, key):
     return None
 
 
+def read_sweep_csv(path, version, columns, numeric):
+    """read_csv of a sweep table, its rows in schema 4's terms whatever its version."""
+    old = {v: k for k, v in SWEEP_V3_COLUMNS.items()} if version == 3 else {}
+    rows = read_csv(path, [old.get(c, c) for c in columns], [old.get(c, c) for c in numeric])
+    if version != 3:
+        return rows
+    return [dict({SWEEP_V3_COLUMNS.get(k, k): v for k, v in r.items()}, axis="azimuth", unit="deg") for r in rows]
+
+
+def read_sweep(d):
+    """meta.json, summary.csv, azimuth.csv and cells.csv of a sweep directory, in schema 4's terms."""
+    meta = load_json(os.path.join(d, "meta.json"), "viewgap-sweep")
+    v = meta["schema_version"]
+    sum_path, az_path, cells_path = (os.path.join(d, f) for f in ("summary.csv", "azimuth.csv", "cells.csv"))
+    axis = ["axis", "unit"] if v >= 4 else []
+    summary = read_sweep_csv(sum_path, v, "grid,gap,kind,model,metric,n,mean,ci_lo,ci_hi".split(",") + axis,
+                             "gap,true_gap,n,mean,ci_lo,ci_hi,wins,ties,losses,p_value".split(","))
+    az_rows = read_sweep_csv(az_path, v, "grid,gap,model,distance,n,mean,ci_lo,ci_hi".split(",") + axis,
+                             "gap,distance,n,mean,ci_lo,ci_hi".split(","))
+    cells = read_sweep_csv(cells_path, v, "cell,seed,gap,grid,model,status".split(",") + axis, ["seed", "gap"])
+    for r in summary:
+        if r["kind"] not in ("model", "paired"):
+            raise InputError(sum_path, f"unknown kind {r['kind']!r}")
+    return meta, summary, az_rows, cells, az_path
+
+
+def axis_of(rows):
+    """(name, unit) of the held-out axis the rows lie on, e.g. ("azimuth", "deg")."""
+    axes = list(dict.fromkeys((r["axis"], r["unit"]) for r in rows))
+    return axes[0] if len(axes) == 1 else ("held-out axis", "/".join(sorted({u for _, u in axes})))
+
+
+def unit_text(unit):
+    return {"deg": "degrees", "px": "pixels"}.get(unit, unit)
+
+
+def unit_mark(unit):
+    return "°" if unit == "deg" else f" {unit}"
+
+
 def gap_ticks(ax, rows):
     gaps = sorted({r["gap"] for r in rows})
-    true = {r["gap"]: r.get("true_gap_deg", math.nan) for r in rows}
+    true = {r["gap"]: r.get("true_gap", math.nan) for r in rows}
     ax.set_xticks(gaps, [f"{g:g}" + (f"\n(true {true[g]:g})" if not math.isnan(true[g]) and true[g] != g
                                      else "") for g in gaps])
 
@@ -550,7 +596,8 @@ def fig_sweep_gap(summary, title, out, suffix, written):
         if metric == "heldout":
             ax.axhline(CHANCE, color="gray", lw=1, ls=":", label="chance")
         gap_ticks(ax, summary)
-        ax.set(xlabel="azimuth gap between training and held-out range (degrees)", ylabel=ylabel,
+        name, unit = axis_of(summary)
+        ax.set(xlabel=f"{name} gap between training and held-out views ({unit_text(unit)})", ylabel=ylabel,
                title=f"{ylabel.split(' =')[0]} vs gap (mean, 95 % bootstrap CI)")
         ax.legend(fontsize=8)
     fig.suptitle(title)
@@ -583,7 +630,8 @@ def fig_sweep_paired(summary, title, out, suffix, written):
         ax.axhline(0, color="black", lw=1.2)
         ax.margins(x=0.15)
         gap_ticks(ax, summary)
-        ax.set(xlabel="azimuth gap (degrees)", ylabel=ylabel,
+        name, unit = axis_of(summary)
+        ax.set(xlabel=f"{name} gap ({unit_text(unit)})", ylabel=ylabel,
                title=f"paired difference, {'held-out' if metric == 'heldout' else 'drop'} (mean, 95 % CI; reference wins/ties/losses, Wilcoxon p)")
         ax.title.set_fontsize(9)
         ax.legend(fontsize=8)
@@ -595,17 +643,19 @@ def fig_sweep_paired(summary, title, out, suffix, written):
 
 def fig_sweep_distance(az_rows, gaps, true_gaps, title, out, suffix, written):
     fig, axes = plt.subplots(1, len(gaps), figsize=(max(7.5, 4.2 * len(gaps) + 1), 4.2), squeeze=False, sharey=True)
+    name, unit = axis_of(az_rows)
     for ax, g in zip(axes[0], gaps):
         rows = [r for r in az_rows if r["gap"] == g]
         for m in dict.fromkeys(r["model"] for r in rows):
-            rs = sorted((r for r in rows if r["model"] == m), key=lambda r: r["distance_deg"])
-            x = [r["distance_deg"] for r in rs]
+            rs = sorted((r for r in rows if r["model"] == m), key=lambda r: r["distance"])
+            x = [r["distance"] for r in rs]
             ax.plot(x, [r["mean"] for r in rs], "o-", ms=3, color=color(m), label=m)
             ax.fill_between(x, [r["ci_lo"] for r in rs], [r["ci_hi"] for r in rs], color=color(m), alpha=0.2, lw=0)
         ax.axhline(CHANCE, color="gray", lw=1, ls=":", label="chance")
         if g in true_gaps and not math.isnan(true_gaps[g]):
-            ax.axvline(true_gaps[g], color="tab:red", lw=1, ls="--", label="nearest held-out azimuth")
-        ax.set(xlabel="distance from nearest training azimuth (degrees)", title=f"gap {g:g}°", ylim=(0, 1.05))
+            ax.axvline(true_gaps[g], color="tab:red", lw=1, ls="--", label=f"nearest held-out {name}")
+        ax.set(xlabel=f"distance from nearest training {name} ({unit_text(unit)})", title=f"gap {g:g}{unit_mark(unit)}",
+               ylim=(0, 1.05))
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel("accuracy (mean over seeds, 95 % CI)")
     fig.suptitle(title)
@@ -618,17 +668,7 @@ def cmd_sweep(args):
     d, written = args.input, []
     if not os.path.isdir(d):
         raise InputError(d, "not a directory (expected the --out DIR of viewgap sweep)")
-    meta_path = os.path.join(d, "meta.json")
-    meta = load_json(meta_path, "viewgap-sweep")
-    sum_path, az_path, cells_path = (os.path.join(d, f) for f in ("summary.csv", "azimuth.csv", "cells.csv"))
-    summary = read_csv(sum_path, "grid,gap,kind,model,metric,n,mean,ci_lo,ci_hi".split(","),
-                       "gap,true_gap_deg,n,mean,ci_lo,ci_hi,wins,ties,losses,p_value".split(","))
-    az_rows = read_csv(az_path, "grid,gap,model,distance_deg,n,mean,ci_lo,ci_hi".split(","),
-                       "gap,distance_deg,n,mean,ci_lo,ci_hi".split(","))
-    cells = read_csv(cells_path, "cell,seed,gap,grid,model,status".split(","), ["seed", "gap"])
-    for r in summary:
-        if r["kind"] not in ("model", "paired"):
-            raise InputError(sum_path, f"unknown kind {r['kind']!r}")
+    meta, summary, az_rows, cells, az_path = read_sweep(d)
     make_out(args.out)
 
     cfg = meta.get("config")
@@ -641,14 +681,15 @@ def cmd_sweep(args):
         failed = len({c["cell"] for c in cells if c["grid"] == grid and c["status"] != "ok"})
         seeds = sorted({c["seed"] for c in ok})
         gaps = sorted({r["gap"] for r in summary if r["grid"] == grid})
+        name, unit = axis_of([r for r in summary if r["grid"] == grid])
         title = (f"viewgap sweep: {plural(len(seeds), 'seed')}"
                  + (f" ({seeds[0]:g}–{seeds[-1]:g})" if seeds else "")
-                 + f" × gaps {', '.join(f'{g:g}' for g in gaps)}°"
+                 + f" × {name} gaps {', '.join(f'{g:g}' for g in gaps)}{unit_mark(unit)}"
                  + (f", {plural(epochs, 'epoch')}" if epochs else "")
                  + (f", train az {train}" if isinstance(train, str) else "")
                  + (f"; {grid}" if grid else "") + (f"; {failed} failed cells excluded" if failed else ""))
         s = [r for r in summary if r["grid"] == grid]
-        true_gaps = {r["gap"]: r.get("true_gap_deg", math.nan) for r in s}
+        true_gaps = {r["gap"]: r.get("true_gap", math.nan) for r in s}
         fig_sweep_gap(s, title, args.out, suffix, written)
         fig_sweep_paired(s, title, args.out, suffix, written)
         a = [r for r in az_rows if r["grid"] == grid]
