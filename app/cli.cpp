@@ -301,8 +301,8 @@ int do_merge(const MergeFlags& m) {
     f.seeds = list(cfg.at("seeds"));
     f.test_width = number(cfg.at("test_width"));
     const nlohmann::json& rf = cfg.at("run_flags");
-    // --gaps given: recorded, or (older sweeps) seen in the swept window's flag being hashed.
-    const bool given = cfg.contains("gaps_given") ? cfg.at("gaps_given").get<bool>() : rf.contains("test-azimuths");
+    // --gaps given: the swept window's flag is hashed, and no held-out set was moved.
+    const bool given = !cfg.contains("moves_given_set") && rf.contains("test-azimuths");
     f.gaps = given ? "given" : list(cfg.at("gaps"));
     for (const auto& axis : cfg.at("grid")) {
       std::string g = axis.at(0).get<std::string>() + "=";

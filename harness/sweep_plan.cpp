@@ -257,9 +257,9 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   plan.run_config = run_config_json(plan.cells.front().opt, 1);
   if (f.run.reproducible) plan.config["reproducible"] = true;  // absent: older sweeps keep their hash
   // A protocol that moves the flags' own held-out set hashes the same flags
-  // with --gaps given as with --gaps 0: say which (absent for the others,
-  // whose swept flag is hashed only when given, so their hashes stay).
-  if (protocol.swept_flag == nullptr && protocol.at_distance != nullptr) plan.config["gaps_given"] = given;
+  // with --gaps 0 as with --gaps given: the moved sweep says so (absent
+  // otherwise, so every other sweep keeps its hash; merge reads it).
+  if (!given && protocol.swept_flag == nullptr) plan.config["moves_given_set"] = true;
   // --shard K/N: the cells with id = K mod N.
   if (!f.shard.empty()) {
     const auto slash = f.shard.find('/');

@@ -185,9 +185,11 @@ EpochEval evaluate_epoch(Model& model, const Dataset& data, bool circle) {
   EpochEval ev;
   ev.familiar = accuracy(model, data.familiar, &ev.familiar_ok);
   ev.heldout = accuracy(model, data.heldout, &ev.heldout_ok);
-  if (const std::vector<const Split*> others = to_evaluate(data, data.circle_splits()); circle)
+  if (circle) {
+    const std::vector<const Split*> others = to_evaluate(data, data.circle_splits());
     ev.circle = per_view(data, data.circle_az, data.circle_splits(), &Split::azimuth, true, ev.familiar_ok,
                          ev.heldout_ok, others, correct_on(model, nullptr, nullptr, others, {}));
+  }
   return ev;
 }
 }  // namespace

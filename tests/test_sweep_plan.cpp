@@ -75,6 +75,30 @@ TEST(SweepPlan, ANewModelsOptionIsHashedOnlyWhereItMatters) {
   EXPECT_NE(config_hash(plan_sweep(f).config), config_hash(with));
 }
 
+// An elevation extrapolation's gaps move its held-out band (60:80, 20 wide)
+// beyond the training band (10:50); --gaps 0 and --gaps given differ in hash.
+TEST(SweepPlan, ElevationGapsMoveTheHeldOutBand) {
+  SweepFlags f = sweep_flags("0", "0,10,20");
+  f.run.test_elevations = "60:80";
+  const SweepPlan p = plan_sweep(f);
+  ASSERT_EQ(p.cells.size(), 3u);
+  for (const SweepCell& c : p.cells) {
+    EXPECT_EQ(c.axis, "elevation");
+    EXPECT_EQ(c.unit, "deg");
+    EXPECT_EQ(c.true_gap, c.gap);
+    EXPECT_EQ(c.opt.data.test_elevations.from, 50 + c.gap);
+    EXPECT_EQ(c.opt.data.test_elevations.to, 70 + c.gap);
+    EXPECT_EQ(c.opt.data.test_azimuths.from, 200);  // the held-out azimuths stay as given
+    EXPECT_EQ(c.axis_values, (std::vector<double>{0, 10, 20, 30, 40, 50, 60, 70, 80}));
+    EXPECT_EQ(c.axis_distances, (std::vector<double>{10, 0, 10, 0, 10, 0, 10, 20, 30}));  // from 10, 30, 50
+  }
+  f.gaps = "0";
+  SweepFlags given = f;
+  given.gaps = "given";
+  EXPECT_NE(config_hash(plan_sweep(f).config), config_hash(plan_sweep(given).config));
+  EXPECT_EQ(plan_sweep(given).cells.front().true_gap, 10);  // 60:80 as typed, 10 above 10:50
+}
+
 TEST(SweepPlan, ShardsSplitTheCellsByIdModN) {
   SweepFlags f = sweep_flags("0:4", "0,30");
   const SweepPlan whole = plan_sweep(f);
