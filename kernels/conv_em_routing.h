@@ -72,6 +72,10 @@ struct ConvEmState {
   void resize(const ConvVotesShape& s, const ConvEmConfig& cfg);
   // Grows (never shrinks) the history and scratch for the full scheme.
   void reserve_full(const ConvVotesShape& s, int iters);
+  // Bytes its buffers hold (their capacity).
+  size_t bytes() const {
+    return em.bytes() + (log_a_child.capacity() + e_buf.capacity() + scratch.capacity()) * sizeof(float);
+  }
 };
 
 // Windows along one axis containing input row (or column) y: [*lo, *hi], empty

@@ -52,6 +52,16 @@ void EmState::reserve_history(int B, int I, int J, int iters) {
   grow(scratch, 2 * size_t(I) * J + I + 2 * size_t(J) * kPoseDim + J);
 }
 
+size_t EmState::bytes() const {
+  const std::vector<float>* held[] = {&log_a_in,   &log_r,      &w,           &sum_ra,         &sigma2,
+                                      &log_s2_sum, &log_a_out,  &hist.log_r,  &hist.w,         &hist.sum_ra,
+                                      &hist.mu,    &hist.sigma2, &hist.log_s2_sum, &hist.a,    &hist.log_a,
+                                      &hist.beta_v, &scratch};
+  size_t n = 0;
+  for (const std::vector<float>* v : held) n += v->capacity();
+  return n * sizeof(float);
+}
+
 namespace {
 // The kernel list: one line per variant this build has. The full backward is
 // the scalar reference for every ISA (see em_backward_full_f32__scalar).

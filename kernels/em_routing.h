@@ -87,6 +87,8 @@ struct EmState {
   void resize(int B, int I, int J, const EmConfig& cfg);
   // Grows (never shrinks) the history and scratch to B items, iters iterations.
   void reserve_history(int B, int I, int J, int iters);
+  // Bytes its buffers hold (their capacity): a model's memory account.
+  size_t bytes() const;
 };
 
 // The step kernels. Each reads cfg.lambda as this iteration's lambda (see

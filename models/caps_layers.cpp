@@ -67,6 +67,10 @@ void DensePrimaryCaps::backward_data(float* d_in, const ParamSet& p, int B) {
   dense_.backward_data(d_in, d_out_.data(), p.value(weight), B);
 }
 
+size_t DensePrimaryCaps::buffer_bytes() const {
+  return (out_.capacity() + poses_.capacity() + a_logit_.capacity() + d_out_.capacity()) * sizeof(float);
+}
+
 // ---- ClassCaps -------------------------------------------------------------------
 
 ClassCaps::ClassCaps(const ClassCapsShape& s, const EmConfig& cfg, const PoseMatmulKernels& pose_k,
@@ -146,11 +150,17 @@ LayerInfo ClassCaps::routing_info(int B, const char* name) const {
                                     : em_routing_backward_flops(B, I, J)};
 }
 
+size_t ClassCaps::buffer_bytes() const {
+  return (votes_.capacity() + mu_.capacity() + a_.capacity() + d_votes_.capacity() + coords_.capacity()) *
+             sizeof(float) +
+         em_.bytes();
+}
+
 // ---- ConvCaps --------------------------------------------------------------------
 
 ConvCaps::ConvCaps(const ConvCapsShape& s, const ConvEmConfig& cfg, const ConvVotesKernels& votes_k,
-                   const ConvEmRoutingKernels& em_k)
-    : s_(s), cfg_(cfg), votes_k_(votes_k), em_k_(em_k) {
+                   const ConvEmRoutingKernels& em_k, ConvCapsScratch* scratch)
+    : s_(s), cfg_(cfg), votes_k_(votes_k), em_k_(em_k), scratch_(scratch ? scratch : &own_) {
   if (!s.votes(1).valid()) throw std::invalid_argument("ConvCaps: the window does not fit the input");
   if (s.Co > 64) throw std::invalid_argument("ConvCaps: at most 64 parent types");
 }
@@ -162,74 +172,146 @@ void ConvCaps::declare(ParamSet& p, const std::string& name) {
 }
 
 void ConvCaps::size_for(int B) {
-  const ConvVotesShape v = s_.votes(B);
-  grow_to(votes_, v.v_size());
-  grow_to(mu_, size_t(B) * v.Ho() * v.Wo() * s_.Co * kPoseDim);
-  grow_to(a_, size_t(B) * v.Ho() * v.Wo() * s_.Co);
-  grow_to(z_, size_t(B) * v.Ho() * v.Wo() * s_.Co);
-  st_.resize(v, cfg_);
+  const size_t parents = size_t(B) * s_.Ho() * s_.Wo() * s_.Co;
+  grow_to(scratch_->votes, s_.votes(kChunk).v_size());
+  grow_to(mu_, parents * kPoseDim);
+  grow_to(a_, parents);
+  grow_to(z_, parents);
+  grow_to(log_a_, parents);
+  if (states_.empty()) {
+    states_.emplace_back();
+    states_[0].resize(s_.votes(kChunk), cfg_);
+  }
 }
 
 void ConvCaps::prepare_backward(int B) {
-  grow_to(d_votes_, s_.votes(B).v_size());
+  size_for(B);
+  grow_to(scratch_->d_votes, s_.votes(kChunk).v_size());
   grow_to(d_a_, size_t(B) * s_.Ho() * s_.Wo() * s_.Co);
+  const size_t chunks = size_t(B + kChunk - 1) / kChunk;
+  if (states_.size() < chunks) {
+    states_.resize(chunks);
+    for (ConvEmState& st : states_) st.resize(s_.votes(kChunk), cfg_);  // sizes only what is short
+  }
+  kept_capacity_ = std::max(kept_capacity_, B);
 }
 
 namespace {
 // 1 - a from a and log a: direct where a <= 1/2, else -expm1(log a), which
 // keeps its digits as a nears 1 (where 1 - a would round to 0 early).
 inline float one_minus(float a, float log_a) { return a <= 0.5f ? 1.f - a : -std::expm1(log_a); }
+
+// The time of a layer's parts summed over its chunks, recorded as one call
+// per part (the profile's FLOPs are per call of the whole batch), end to end
+// from the layer's start.
+class PartTimes {
+ public:
+  explicit PartTimes(LayerProfiler* prof) : prof_(prof) {
+    if (prof_) t0_ = LayerProfiler::Clock::now();
+  }
+  // Adds the time since the last mark (or the start) to part k.
+  void mark(int k) {
+    if (!prof_) return;
+    const auto t = LayerProfiler::Clock::now();
+    sum_[k] += t - last();
+    last_ = t;
+  }
+  void record(const char* name0, const char* name1, bool backward) const {
+    if (!prof_) return;
+    prof_->record(name0, backward, t0_, t0_ + sum_[0]);
+    prof_->record(name1, backward, t0_ + sum_[0], t0_ + sum_[0] + sum_[1]);
+  }
+
+ private:
+  LayerProfiler::Clock::time_point last() const { return last_ == LayerProfiler::Clock::time_point{} ? t0_ : last_; }
+  LayerProfiler* prof_;
+  LayerProfiler::Clock::time_point t0_{}, last_{};
+  LayerProfiler::Clock::duration sum_[2]{};
+};
 }  // namespace
 
 void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof,
                        const char* votes_name, const char* routing_name) {
-  const ConvVotesShape v = s_.votes(B);
+  size_for(B);  // sizes nothing once a forward of B has run
   poses_ = poses;
-  {
-    LayerScope t(prof, votes_name, false);
-    votes_k_.forward(votes_.data(), poses, p.value(w), nullptr, v);
+  a_in_ = a_logit;
+  const bool keep = B <= kept_capacity_;
+  kept_ = 0;  // until the last chunk is routed
+  const size_t children = size_t(s_.H) * s_.W * s_.Ci, parents = size_t(s_.Ho()) * s_.Wo() * s_.Co;
+  float* V = scratch_->votes.data();
+  PartTimes t(prof);
+  for (int b0 = 0; b0 < B; b0 += kChunk) {
+    const int n = std::min(kChunk, B - b0);
+    const ConvVotesShape v = s_.votes(n);
+    ConvEmState& st = states_[keep ? size_t(b0 / kChunk) : 0];
+    votes_k_.forward(V, poses + b0 * children * kPoseDim, p.value(w), nullptr, v);
+    t.mark(0);
+    const size_t o = b0 * parents;
+    conv_em_routing_forward(mu_.data() + o * kPoseDim, a_.data() + o, st, V, a_logit + b0 * children,
+                            p.value(beta_a), p.value(beta_v), v, cfg_, em_k_);
+    // logit(a) = log a - log(1 - a); the routing's last M-step left log a.
+    std::copy_n(st.em.log_a_out.begin(), n * parents, log_a_.begin() + std::ptrdiff_t(o));
+    for (size_t k = o; k < o + n * parents; ++k) {
+      const float q = one_minus(a_[k], log_a_[k]);
+      z_[k] = q > 0.f ? std::clamp(log_a_[k] - std::log(q), -kMaxLogit, kMaxLogit) : kMaxLogit;
+    }
+    t.mark(1);
   }
-  LayerScope t(prof, routing_name, false);
-  conv_em_routing_forward(mu_.data(), a_.data(), st_, votes_.data(), a_logit, p.value(beta_a), p.value(beta_v), v,
-                          cfg_, em_k_);
-  // logit(a) = log a - log(1 - a); the routing's last M-step left log a.
-  const float* log_a = st_.em.log_a_out.data();
-  for (size_t n = 0, N = size_t(B) * s_.Ho() * s_.Wo() * s_.Co; n < N; ++n) {
-    const float q = one_minus(a_[n], log_a[n]);
-    z_[n] = q > 0.f ? std::clamp(log_a[n] - std::log(q), -kMaxLogit, kMaxLogit) : kMaxLogit;
-  }
+  if (keep) kept_ = B;
+  t.record(votes_name, routing_name, false);
 }
 
 void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a_logit_out, ParamSet& p,
                         int B, LayerProfiler* prof, const char* votes_name, const char* routing_name) {
-  const ConvVotesShape v = s_.votes(B);
-  prepare_backward(B);
-  {
-    LayerScope t(prof, routing_name, true);
-    // da = dz / (a (1 - a)); the routing's backward multiplies by a (1 - a)
-    // again, so dz comes through. Inside the clamp a (1 - a) >= 4e-18, so the
-    // quotient stays finite; at the clamp no gradient passes.
-    const float* log_a = st_.em.log_a_out.data();
-    const float* d_a = d_a_.data();
-    for (size_t n = 0, N = size_t(B) * s_.Ho() * s_.Wo() * s_.Co; n < N; ++n) {
-      const float slope = a_[n] * one_minus(a_[n], log_a[n]);
-      d_a_[n] = std::fabs(z_[n]) < kMaxLogit ? d_a_logit_out[n] / slope : 0.f;
-    }
-    std::fill_n(p.grad(beta_a), s_.Co, 0.f);
-    std::fill_n(p.grad(beta_v), s_.Co, 0.f);
-    std::fill_n(d_votes_.begin(), v.v_size(), 0.f);
-    std::fill_n(d_a_logit, size_t(B) * s_.H * s_.W * s_.Ci, 0.f);
-    conv_em_routing_backward(d_votes_.data(), d_a_logit, p.grad(beta_a), p.grad(beta_v), d_mu, d_a, votes_.data(),
-                             mu_.data(), a_.data(), st_, v, cfg_, em_k_);
+  prepare_backward(B);  // sizes nothing once a backward of B has run
+  if (kept_ != B) forward(poses_, a_in_, p, B, nullptr);
+  const size_t children = size_t(s_.H) * s_.W * s_.Ci, parents = size_t(s_.Ho()) * s_.Wo() * s_.Co;
+  PartTimes t(prof);
+  // da = dz / (a (1 - a)); the routing's backward multiplies by a (1 - a)
+  // again, so dz comes through. Inside the clamp a (1 - a) >= 4e-18, so the
+  // quotient stays finite; at the clamp no gradient passes.
+  for (size_t k = 0, N = size_t(B) * parents; k < N; ++k) {
+    const float slope = a_[k] * one_minus(a_[k], log_a_[k]);
+    d_a_[k] = std::fabs(z_[k]) < kMaxLogit ? d_a_logit_out[k] / slope : 0.f;
   }
-  LayerScope t(prof, votes_name, true);
-  std::fill_n(p.grad(w), v.w_size(), 0.f);
-  std::fill_n(d_poses, v.m_size(), 0.f);
-  votes_k_.backward(d_poses, p.grad(w), d_votes_.data(), poses_, p.value(w), v);
+  std::fill_n(p.grad(beta_a), s_.Co, 0.f);
+  std::fill_n(p.grad(beta_v), s_.Co, 0.f);
+  std::fill_n(d_a_logit, size_t(B) * children, 0.f);
+  t.mark(1);
+  std::fill_n(p.grad(w), s_.votes(1).w_size(), 0.f);
+  std::fill_n(d_poses, size_t(B) * children * kPoseDim, 0.f);
+  float *V = scratch_->votes.data(), *dV = scratch_->d_votes.data();
+  // Chunk by chunk, in batch order: dW and the betas' gradients take their
+  // terms in the order one whole-batch call would add them.
+  for (int b0 = 0; b0 < B; b0 += kChunk) {
+    const int n = std::min(kChunk, B - b0);
+    const ConvVotesShape v = s_.votes(n);
+    const float* M = poses_ + b0 * children * kPoseDim;
+    votes_k_.forward(V, M, p.value(w), nullptr, v);  // recomputed: the same bits as the forward's
+    t.mark(0);
+    const size_t o = b0 * parents;
+    std::fill_n(dV, v.v_size(), 0.f);
+    conv_em_routing_backward(dV, d_a_logit + b0 * children, p.grad(beta_a), p.grad(beta_v), d_mu + o * kPoseDim,
+                             d_a_.data() + o, V, mu_.data() + o * kPoseDim, a_.data() + o, states_[size_t(b0 / kChunk)],
+                             v, cfg_, em_k_);
+    t.mark(1);
+    votes_k_.backward(d_poses + b0 * children * kPoseDim, p.grad(w), dV, M, p.value(w), v);
+    t.mark(0);
+  }
+  t.record(votes_name, routing_name, true);
+}
+
+size_t ConvCaps::buffer_bytes() const {
+  size_t n = (mu_.capacity() + a_.capacity() + z_.capacity() + log_a_.capacity() + d_a_.capacity()) * sizeof(float);
+  if (scratch_ == &own_) n += (own_.votes.capacity() + own_.d_votes.capacity()) * sizeof(float);
+  for (const ConvEmState& st : states_) n += st.bytes();
+  return n;
 }
 
 LayerInfo ConvCaps::votes_info(int B, const char* name) const {
-  return {name, conv_votes_forward_flops(s_.votes(B)), conv_votes_backward_flops(s_.votes(B))};
+  // Backward recomputes the votes before it differentiates them.
+  return {name, conv_votes_forward_flops(s_.votes(B)),
+          conv_votes_forward_flops(s_.votes(B)) + conv_votes_backward_flops(s_.votes(B))};
 }
 
 LayerInfo ConvCaps::routing_info(int B, const char* name) const {

@@ -66,6 +66,7 @@ class DensePrimaryCaps {
   void split_gradient(const float* d_poses, const float* d_a_logit, int B);
   void backward_weights(ParamSet& p, const float* in, int B);  // overwrites weight, bias grads
   void backward_data(float* d_in, const ParamSet& p, int B);   // overwrites d_in (B x F)
+  size_t buffer_bytes() const;  // its own buffers' (the dense layer's oneDNN memory not included)
   int weight = -1, bias = -1;  // tensor indices
 
  private:
@@ -126,6 +127,7 @@ class ClassCaps {
   LayerInfo votes_info(int B, const char* name = "votes") const;
   LayerInfo routing_info(int B, const char* name = "em_routing") const;
   const ClassCapsShape& shape() const { return s_; }
+  size_t buffer_bytes() const;
   int w = -1, beta_a = -1, beta_v = -1;  // tensor indices
 
  private:
@@ -156,36 +158,60 @@ struct ConvCapsShape {
   int Wo() const { return votes(1).Wo(); }
 };
 
+// The votes of one chunk of batch items and their gradient: scratch that
+// several ConvCaps layers of a model may share (each grows it to its need).
+struct ConvCapsScratch {
+  std::vector<float> votes, d_votes;
+};
+
+// Memory: the votes are 16 floats per (window, child, parent type), 2.65 MB
+// per image at the paper's ConvCaps1, so the layer routes the batch kChunk
+// items at a time (routing is per item: no window crosses an image), keeping
+// only one chunk's votes, and recomputes them in backward (a 4x4 product, ~3 %
+// of the layer's routing). What backward needs of the routing (the last
+// M-step's weights, or every iteration's state with EmGrad::full) is kept per
+// chunk for the training batch (prepare_backward); an evaluation batch larger
+// than that routes every chunk through the first chunk's state and keeps none.
+// Every element sees the arithmetic of one whole-batch call, in the same
+// order, so results are bit-identical to routing the batch at once.
 class ConvCaps {
  public:
+  static constexpr int kChunk = 1;  // batch items routed at once (docs/performance.md: 1, 2, 4 measured)
+  // scratch: shared with other layers (outlives this one), or nullptr for the layer's own.
   ConvCaps(const ConvCapsShape& s, const ConvEmConfig& cfg, const ConvVotesKernels& votes_k,
-           const ConvEmRoutingKernels& em_k);
+           const ConvEmRoutingKernels& em_k, ConvCapsScratch* scratch = nullptr);
+  ConvCaps(const ConvCaps&) = delete;  // it may point at its own scratch
+  ConvCaps& operator=(const ConvCaps&) = delete;
   // Declares "<name>.W" (K x K x Ci x Co x 16), "<name>.beta_a", "<name>.beta_v" (Co each).
   void declare(ParamSet& p, const std::string& name);
-  void size_for(int B);
-  void prepare_backward(int B);
+  void size_for(int B);          // outputs for batches up to B, one chunk's votes and routing state
+  void prepare_backward(int B);  // the routing state kept for a backward of B, the votes' gradient
 
-  // From child poses (B x H x W x Ci x 16) and activation logits (B x H x W x Ci).
+  // From child poses (B x H x W x Ci x 16) and activation logits (B x H x W x
+  // Ci), both kept (by the layer below) until backward.
   void forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof,
                const char* votes_name = "votes", const char* routing_name = "em_routing");
   const float* mu() const { return mu_.data(); }  // B x Ho x Wo x Co x 16
   const float* a() const { return a_.data(); }    // B x Ho x Wo x Co
+  const float* log_a() const { return log_a_.data(); }  // B x Ho x Wo x Co, the last M-step's log a
   // The activations as logits (a = sigmoid(a_logit)), what the next capsule
   // layer reads: recovered from the routing's log a without cancellation,
   // clamped to +-kMaxLogit (sigmoid is 1 - 4e-18 there: nothing a float
   // activation can tell apart; the clamp sends no gradient back).
   const float* a_logit() const { return z_.data(); }
-  const float* votes() const { return votes_.data(); }
-  ConvEmState& em_state() { return st_; }
   // From d_mu and d_a_logit_out (the gradient of the output logits, as the
   // next layer gives it): overwrites the gradients of W, beta_a, beta_v,
   // d_poses and d_a_logit (the latter zero under stop-gradient routing).
+  // After a forward that kept no routing state (a batch larger than the one
+  // prepared) it first routes the batch again, keeping it: the same bits.
   void backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a_logit_out, ParamSet& p, int B,
                 LayerProfiler* prof, const char* votes_name = "votes", const char* routing_name = "em_routing");
   static constexpr float kMaxLogit = 40.f;
   const ConvCapsShape& shape() const { return s_; }
   LayerInfo votes_info(int B, const char* name) const;
   LayerInfo routing_info(int B, const char* name) const;
+  // Bytes of every buffer the layer holds (a shared scratch not included: its owner counts it).
+  size_t buffer_bytes() const;
   int w = -1, beta_a = -1, beta_v = -1;
 
  private:
@@ -193,9 +219,13 @@ class ConvCaps {
   ConvEmConfig cfg_;
   const ConvVotesKernels& votes_k_;
   const ConvEmRoutingKernels& em_k_;
-  const float* poses_ = nullptr;
-  std::vector<float> votes_, mu_, a_, z_, d_votes_, d_a_;
-  ConvEmState st_;
+  ConvCapsScratch own_;
+  ConvCapsScratch* scratch_;  // &own_ or the model's
+  const float *poses_ = nullptr, *a_in_ = nullptr;  // inputs of the last forward (owned by the layer below)
+  std::vector<float> mu_, a_, z_, log_a_, d_a_;
+  std::vector<ConvEmState> states_;  // per chunk of the kept batch; [0] also routes an evaluation's chunks
+  int kept_capacity_ = 0;            // items prepare_backward sized states_ for
+  int kept_ = 0;                     // the batch whose routing state states_ holds (0: none)
 };
 
 }  // namespace vg

@@ -21,16 +21,19 @@ size_t ConvCapsConfig::param_count() const {
 
 size_t ConvCapsConfig::activation_floats() const {
   // Per image, what a training step holds: each layer's output and its
-  // gradient, the votes and their gradient, and the routing state (log R and
-  // the M-step weights per vote-pair, each iteration's with --em-grad full).
+  // gradient, the routing state (log R and the M-step weights per vote-pair,
+  // each iteration's and the full backward's scratch with --em-grad full) and,
+  // at the class layer, the votes and their gradient. The convolutional
+  // layers hold the votes of ConvCaps::kChunk images only (ConvCapsScratch, a
+  // few MB whatever the batch), so they are not per image.
   const size_t s0 = size_t(conv1_side()) * conv1_side(), s1 = size_t(caps1_side()) * caps1_side(),
                s2 = size_t(caps2_side()) * caps2_side();
-  const size_t per_pair = em.grad == EmGrad::full ? 2 + 2 * size_t(em.iters) : 2;
-  auto routed = [&](size_t windows, size_t I, size_t J) {
-    return 2 * windows * I * J * kPoseDim + per_pair * windows * I * J + 4 * windows * J * kPoseDim;
+  const size_t per_pair = em.grad == EmGrad::full ? 3 + 2 * size_t(em.iters) : 2;
+  auto routed = [&](size_t windows, size_t I, size_t J, bool votes) {
+    return (votes ? 2 * windows * I * J * kPoseDim : 0) + per_pair * windows * I * J + 4 * windows * J * kPoseDim;
   };
-  return 4 * s0 * A + 3 * s0 * B * kRow + routed(s1, size_t(K) * K * B, C) + routed(s2, size_t(K) * K * C, D) +
-         routed(1, s2 * D, n_classes);
+  return 4 * s0 * A + 3 * s0 * B * kRow + routed(s1, size_t(K) * K * B, C, false) +
+         routed(s2, size_t(K) * K * C, D, false) + routed(1, s2 * D, n_classes, true);
 }
 
 std::vector<float> ConvCapsNet::class_coords(const ConvCapsConfig& c) {
@@ -62,10 +65,10 @@ ConvCapsNet::ConvCapsNet(const ConvCapsConfig& cfg, int max_batch)
       primary_(cfg.A, cfg.B),
       caps1_({cfg.conv1_side(), cfg.conv1_side(), cfg.B, cfg.C, cfg.K, 2}, cfg.em,
              kernels_for(cfg.isa, conv_votes_for, conv_votes_kernels()),
-             kernels_for(cfg.isa, conv_em_routing_for, conv_em_routing_kernels())),
+             kernels_for(cfg.isa, conv_em_routing_for, conv_em_routing_kernels()), &caps_scratch_),
       caps2_({cfg.caps1_side(), cfg.caps1_side(), cfg.C, cfg.D, cfg.K, 1}, cfg.em,
              kernels_for(cfg.isa, conv_votes_for, conv_votes_kernels()),
-             kernels_for(cfg.isa, conv_em_routing_for, conv_em_routing_kernels())),
+             kernels_for(cfg.isa, conv_em_routing_for, conv_em_routing_kernels()), &caps_scratch_),
       class_({cfg.caps2_side(), cfg.caps2_side(), cfg.D, cfg.n_classes, ClassVotes::shared}, cfg.em,
              kernels_for(cfg.isa, pose_matmul_for, pose_matmul()),
              kernels_for(cfg.isa, conv_votes_for, conv_votes_kernels()),
@@ -183,6 +186,15 @@ std::vector<LayerInfo> ConvCapsNet::layers(int B) const {
                            class_.routing_info(B, "class.routing")};
   if (loss_.kind == LossKind::xent) l.push_back({"logits", double(B) * cfg_.n_classes * 19, double(B) * cfg_.n_classes * 17});
   return l;
+}
+
+size_t ConvCapsNet::buffer_bytes() const {
+  size_t floats = caps_scratch_.votes.capacity() + caps_scratch_.d_votes.capacity() + conv_out_.capacity() +
+                  logits_.capacity();
+  for (const std::vector<float>* v : {&d_mu_, &d_a_, &d_p2_, &d_z2_, &d_p1_, &d_z1_, &d_p0_, &d_z0_, &d_conv_})
+    floats += v->capacity();
+  return floats * sizeof(float) + primary_.buffer_bytes() + caps1_.buffer_bytes() + caps2_.buffer_bytes() +
+         class_.buffer_bytes();
 }
 
 std::string ConvCapsNet::first_non_finite_layer(int B) const {

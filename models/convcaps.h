@@ -57,6 +57,9 @@ class ConvCapsNet final : public Model {
   const ConvCaps& caps1() const { return caps1_; }
   const ConvCaps& caps2() const { return caps2_; }
   const ClassCaps& class_caps() const { return class_; }
+  // Bytes of the buffers the model holds now (activations, gradients, routing
+  // state, scratch; not the parameters, Adam's moments or oneDNN's own memory).
+  size_t buffer_bytes() const;
 
   int conv_w, conv_b;
   // What coordinate addition adds for the class layer's children: the rows'
@@ -67,6 +70,7 @@ class ConvCapsNet final : public Model {
   ConvCapsConfig cfg_;
   int max_batch_;
   ConvShape conv_shape_;
+  ConvCapsScratch caps_scratch_;  // both ConvCaps layers' chunk of votes (before them: they hold its address)
   Conv2d conv1_;
   DensePrimaryCaps primary_;
   ConvCaps caps1_, caps2_;

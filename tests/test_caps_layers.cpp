@@ -197,7 +197,7 @@ TEST(CapsLayers, ConvCapsOutputLogitsAreTheActivationsLogits) {
   ConvEmConfig cfg;
   ConvLayerCase c({5, 5, 2, 3, 3, 2}, cfg);
   c.objective();
-  const float* log_a = c.layer.em_state().em.log_a_out.data();
+  const float* log_a = c.layer.log_a();
   int clamped = 0, rounded_to_one = 0;
   for (size_t n = 0; n < c.c_a.size(); ++n) {
     const double z = c.layer.a_logit()[n], la = log_a[n];

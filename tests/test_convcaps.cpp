@@ -4,6 +4,7 @@
 // allocation, batch independence) cover it by its registry line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 
 #include "data/dataset.h"
 #include "models/convcaps.h"
+#include "models/model.h"
 #include "models/registry.h"
 #include "tests/test_util.h"
 
@@ -126,6 +128,48 @@ TEST(ConvCaps, RoutingNeitherDiesNorSaturatesAtStepZero) {
     for (int k = 0; k < B * 5; ++k) var += (a[k] - mean) * (a[k] - mean);
     EXPECT_GT(var, 0.0);
   }
+}
+
+// The memory of a training run at the paper's sizes (batch 32, evaluation
+// batches of 64), bounded from the layer shapes, with no timing: every
+// activation and its gradient, up to 3 floats of routing state per (window,
+// child, parent type) of the training batch, the class layer's votes, and the
+// votes of one ConvCaps::kChunk of images. The votes of a whole batch (16
+// floats per pair: 85 MB at ConvCaps1 for 32 images) would break the bound
+// many times over: that is what ConvCaps computes a chunk at a time.
+TEST(ConvCaps, HoldsNoBatchOfVotes) {
+  const int B = 32, E = 64;  // harness: the training batch and kEvalBatch
+  std::vector<int> y;
+  const auto x = test::sample_images(E, &y);
+  auto m = make_model("convcaps", {}, E, 1);
+  m->init(0);
+  Trainer trainer(*m, AdamConfig{}, B);
+  m->prepare_training(B);
+  trainer.step(x.data(), y.data(), B, 0.0);
+  m->forward(x.data(), E);  // an evaluation
+  trainer.step(x.data() + size_t(B) * kImagePixels, y.data() + B, B, 0.5);
+  const auto& net = static_cast<const ConvCapsNet&>(*m);
+  const ConvCapsConfig& c = net.config();
+  const size_t s0 = size_t(c.conv1_side()) * c.conv1_side(), s1 = size_t(c.caps1_side()) * c.caps1_side(),
+               s2 = size_t(c.caps2_side()) * c.caps2_side(), K2 = size_t(c.K) * c.K, H = kPoseDim;
+  const size_t pairs1 = s1 * K2 * c.B * c.C, pairs2 = s2 * K2 * c.C * c.D, pairs3 = s2 * c.D * c.n_classes;
+  // Per image: conv1's output; the primary layer's output and its split into
+  // poses and logits; each capsule layer's parents (pose, activation, logit,
+  // log a) and children's log a; the class layer's votes and routing state.
+  const size_t forward = s0 * c.A + 2 * s0 * c.B * (H + 1) + (H + 3) * (s1 * c.C + s2 * c.D) +
+                         (s0 * c.B + s1 * c.C) + pairs3 * (H + 3);
+  // Per image of the training batch: the gradients of all of the above, the
+  // convolutional layers' routing state, the class votes' gradient.
+  const size_t backward = forward + 3 * (pairs1 + pairs2) + pairs3 * H;
+  const size_t chunk = 2 * ConvCaps::kChunk * std::max(pairs1, pairs2) * H;  // votes and their gradient
+  const size_t bound = sizeof(float) * (E * forward + B * backward + chunk);
+  std::printf("convcaps buffers %.1f MB (bound %.1f MB): ConvCaps1 %.1f, ConvCaps2 %.1f, class %.1f\n",
+              net.buffer_bytes() / 1e6, bound / 1e6, net.caps1().buffer_bytes() / 1e6,
+              net.caps2().buffer_bytes() / 1e6, net.class_caps().buffer_bytes() / 1e6);
+  EXPECT_LE(net.buffer_bytes(), bound);
+  EXPECT_LT(net.buffer_bytes(), sizeof(float) * B * pairs1 * H);  // less than one batch of ConvCaps1's votes
+  // The CLI's memory check (per image, times the larger batch) covers it.
+  EXPECT_LE(net.buffer_bytes(), sizeof(float) * E * model_activation_floats("convcaps", {}, 1));
 }
 
 // One forward pass of a tiny convcaps against tests/convcaps_reference.py, a
