@@ -178,21 +178,50 @@ void ConvCaps::size_for(int B) {
   grow_to(a_, parents);
   grow_to(z_, parents);
   grow_to(log_a_, parents);
-  if (states_.empty()) {
-    states_.emplace_back();
-    states_[0].resize(s_.votes(kChunk), cfg_);
+  if (states_.empty()) add_states(1);
+}
+
+// A chunk's log R and the full backward's scratch matter only while that
+// chunk is routed: the layer holds one of each (lent_) and lends it to the
+// chunk's state for the call, so the kept states hold neither.
+void ConvCaps::add_states(size_t n) {
+  const size_t first = states_.size();
+  states_.resize(first + n);
+  for (size_t k = first; k < states_.size(); ++k) {
+    ConvEmState& st = states_[k];
+    st.resize(s_.votes(kChunk), cfg_);
+    if (lent_.em.log_r.empty()) {
+      lent_.em.log_r.swap(st.em.log_r);
+      lent_.scratch.swap(st.scratch);
+    }
+    std::vector<float>().swap(st.em.log_r);
+    std::vector<float>().swap(st.scratch);
   }
 }
+
+namespace {
+class Lend {
+ public:
+  Lend(ConvEmState& st, ConvEmState& lent) : st_(st), lent_(lent) { swap(); }
+  ~Lend() { swap(); }
+  Lend(const Lend&) = delete;
+  Lend& operator=(const Lend&) = delete;
+
+ private:
+  void swap() {
+    st_.em.log_r.swap(lent_.em.log_r);
+    st_.scratch.swap(lent_.scratch);
+  }
+  ConvEmState &st_, &lent_;
+};
+}  // namespace
 
 void ConvCaps::prepare_backward(int B) {
   size_for(B);
   grow_to(scratch_->d_votes, s_.votes(kChunk).v_size());
   grow_to(d_a_, size_t(B) * s_.Ho() * s_.Wo() * s_.Co);
   const size_t chunks = size_t(B + kChunk - 1) / kChunk;
-  if (states_.size() < chunks) {
-    states_.resize(chunks);
-    for (ConvEmState& st : states_) st.resize(s_.votes(kChunk), cfg_);  // sizes only what is short
-  }
+  if (states_.size() < chunks) add_states(chunks - states_.size());
   kept_capacity_ = std::max(kept_capacity_, B);
 }
 
@@ -244,6 +273,7 @@ void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet&
     const int n = std::min(kChunk, B - b0);
     const ConvVotesShape v = s_.votes(n);
     ConvEmState& st = states_[keep ? size_t(b0 / kChunk) : 0];
+    const Lend lend(st, lent_);
     votes_k_.forward(V, poses + b0 * children * kPoseDim, p.value(w), nullptr, v);
     t.mark(0);
     const size_t o = b0 * parents;
@@ -291,6 +321,7 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
     t.mark(0);
     const size_t o = b0 * parents;
     std::fill_n(dV, v.v_size(), 0.f);
+    const Lend lend(states_[size_t(b0 / kChunk)], lent_);
     conv_em_routing_backward(dV, d_a_logit + b0 * children, p.grad(beta_a), p.grad(beta_v), d_mu + o * kPoseDim,
                              d_a_.data() + o, V, mu_.data() + o * kPoseDim, a_.data() + o, states_[size_t(b0 / kChunk)],
                              v, cfg_, em_k_);
@@ -305,6 +336,7 @@ size_t ConvCaps::buffer_bytes() const {
   size_t n = (mu_.capacity() + a_.capacity() + z_.capacity() + log_a_.capacity() + d_a_.capacity()) * sizeof(float);
   if (scratch_ == &own_) n += (own_.votes.capacity() + own_.d_votes.capacity()) * sizeof(float);
   for (const ConvEmState& st : states_) n += st.bytes();
+  n += (lent_.em.log_r.capacity() + lent_.scratch.capacity()) * sizeof(float);
   return n;
 }
 

@@ -223,7 +223,9 @@ class ConvCaps {
   ConvCapsScratch* scratch_;  // &own_ or the model's
   const float *poses_ = nullptr, *a_in_ = nullptr;  // inputs of the last forward (owned by the layer below)
   std::vector<float> mu_, a_, z_, log_a_, d_a_;
+  void add_states(size_t n);
   std::vector<ConvEmState> states_;  // per chunk of the kept batch; [0] also routes an evaluation's chunks
+  ConvEmState lent_;                 // only its log R and scratch: lent to the chunk being routed
   int kept_capacity_ = 0;            // items prepare_backward sized states_ for
   int kept_ = 0;                     // the batch whose routing state states_ holds (0: none)
 };
