@@ -167,16 +167,19 @@ struct ConvCapsScratch {
 // Memory: the votes are 16 floats per (window, child, parent type), 2.65 MB
 // per image at the paper's ConvCaps1, so the layer routes the batch kChunk
 // items at a time (routing is per item: no window crosses an image), keeping
-// only one chunk's votes, and recomputes them in backward (a 4x4 product, ~3 %
-// of the layer's routing). What backward needs of the routing (the last
-// M-step's weights, or every iteration's state with EmGrad::full) is kept per
-// chunk for the training batch (prepare_backward); an evaluation batch larger
-// than that routes every chunk through the first chunk's state and keeps none.
-// Every element sees the arithmetic of one whole-batch call, in the same
-// order, so results are bit-identical to routing the batch at once.
+// only one chunk's votes, and recomputes them in backward (a 4x4 product, ~4 %
+// of a training step at the paper's sizes). What backward needs of the
+// routing (the last M-step's weights, or every iteration's state with
+// EmGrad::full) is kept per chunk for the training batch (prepare_backward);
+// an evaluation batch larger than that routes every chunk through the first
+// chunk's state and keeps none. Every element sees the arithmetic of one
+// whole-batch call, in the same order, so results are bit-identical to
+// routing the batch at once.
 class ConvCaps {
  public:
-  static constexpr int kChunk = 1;  // batch items routed at once (docs/performance.md: 1, 2, 4 measured)
+  // Batch items routed at once: 1 is also the fastest (the votes stay in cache;
+  // 2 and 4 were 1.3x and 2x slower a step, docs/models.md).
+  static constexpr int kChunk = 1;
   // scratch: shared with other layers (outlives this one), or nullptr for the layer's own.
   ConvCaps(const ConvCapsShape& s, const ConvEmConfig& cfg, const ConvVotesKernels& votes_k,
            const ConvEmRoutingKernels& em_k, ConvCapsScratch* scratch = nullptr);
