@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 namespace vg {
@@ -31,7 +32,6 @@ void DensePrimaryCaps::declare(ParamSet& p, const std::string& name) {
 
 void DensePrimaryCaps::size_for(int B) {
   grow_to(out_, size_t(B) * row());
-  grow_to(poses_, size_t(B) * types_ * kPoseDim);
   grow_to(a_logit_, size_t(B) * types_);
 }
 
@@ -41,21 +41,25 @@ void DensePrimaryCaps::prepare_backward(int B) {
 }
 
 // Row b of the dense output holds T poses (T x 16), then T activation logits.
+// Packing the poses in place, rows in order: row b's poses go to b T 16 <= b
+// row, below every later row, after its logits have been copied out.
 void DensePrimaryCaps::forward(const float* in, const ParamSet& p, int B) {
   dense_.forward(out_.data(), in, p.value(weight), p.value(bias), B);
-  const int T = types_;
-  for (int b = 0; b < B; ++b) {
-    std::copy_n(out_.data() + size_t(b) * row(), T * kPoseDim, poses_.data() + size_t(b) * T * kPoseDim);
-    std::copy_n(out_.data() + size_t(b) * row() + T * kPoseDim, T, a_logit_.data() + size_t(b) * T);
+  const size_t T = size_t(types_), P = T * kPoseDim;
+  for (size_t b = 0; b < size_t(B); ++b) {
+    std::copy_n(out_.data() + b * row() + P, T, a_logit_.data() + b * T);
+    std::memmove(out_.data() + b * P, out_.data() + b * row(), P * sizeof(float));
   }
 }
 
+// The reverse, rows in reverse order when in place: row b's poses go from
+// b T 16 up to b row, above every earlier row's poses.
 void DensePrimaryCaps::split_gradient(const float* d_poses, const float* d_a_logit, int B) {
   grow_to(d_out_, size_t(B) * row());
-  const int T = types_;
-  for (int b = 0; b < B; ++b) {
-    std::copy_n(d_poses + size_t(b) * T * kPoseDim, T * kPoseDim, d_out_.data() + size_t(b) * row());
-    std::copy_n(d_a_logit + size_t(b) * T, T, d_out_.data() + size_t(b) * row() + T * kPoseDim);
+  const size_t T = size_t(types_), P = T * kPoseDim;
+  for (size_t b = size_t(B); b-- > 0;) {
+    std::memmove(d_out_.data() + b * row(), d_poses + b * P, P * sizeof(float));
+    std::copy_n(d_a_logit + b * T, T, d_out_.data() + b * row() + P);
   }
 }
 
@@ -68,7 +72,7 @@ void DensePrimaryCaps::backward_data(float* d_in, const ParamSet& p, int B) {
 }
 
 size_t DensePrimaryCaps::buffer_bytes() const {
-  return (out_.capacity() + poses_.capacity() + a_logit_.capacity() + d_out_.capacity()) * sizeof(float);
+  return (out_.capacity() + a_logit_.capacity() + d_out_.capacity()) * sizeof(float);
 }
 
 // ---- ClassCaps -------------------------------------------------------------------

@@ -45,6 +45,9 @@ void class_logits_backward(float* d_mu, float* d_a, const float* d_logits, const
 // Primary capsules from B x F features by one oneDNN dense layer: T poses
 // (B x T x 16) and T activation logits (B x T), read from the layer's one
 // output row [T x 16 poses | T logits]. The seed's `caps` (F = 4096, T = 8).
+// The poses are packed in place in the dense output, and their gradient is
+// spread in place into the dense layer's, so no second copy of either is held
+// (6.4 and 3.2 MB at convcaps's evaluation and training batches).
 class DensePrimaryCaps {
  public:
   DensePrimaryCaps(int features, int types) : features_(features), types_(types), dense_(features, row(), false) {}
@@ -57,13 +60,15 @@ class DensePrimaryCaps {
 
   // poses(), a_logit() = the capsules of features `in` (B x F, kept for backward).
   void forward(const float* in, const ParamSet& p, int B);
-  const float* poses() const { return poses_.data(); }
+  const float* poses() const { return out_.data(); }  // packed in the dense output
   const float* a_logit() const { return a_logit_.data(); }
-  const float* out() const { return out_.data(); }  // the dense output, B x row
   // Backward in two parts, so the model can hand the weight gradient to
   // another core (Model::weight_gradient) while backward_data goes on.
   // Both read d_poses (B x T x 16) and d_a_logit (B x T) through split_gradient.
+  // d_poses may be d_poses_in_place() (valid after prepare_backward(B)): the
+  // layer above writes the gradient there and split_gradient spreads it in place.
   void split_gradient(const float* d_poses, const float* d_a_logit, int B);
+  float* d_poses_in_place() { return d_out_.data(); }
   void backward_weights(ParamSet& p, const float* in, int B);  // overwrites weight, bias grads
   void backward_data(float* d_in, const ParamSet& p, int B);   // overwrites d_in (B x F)
   size_t buffer_bytes() const;  // its own buffers' (the dense layer's oneDNN memory not included)
@@ -72,7 +77,7 @@ class DensePrimaryCaps {
  private:
   int features_, types_;
   Dense dense_;
-  std::vector<float> out_, poses_, a_logit_, d_out_;
+  std::vector<float> out_, a_logit_, d_out_;
 };
 
 // How a routing layer's votes use its transformation matrices W.
@@ -167,7 +172,7 @@ struct ConvCapsScratch {
 // Memory: the votes are 16 floats per (window, child, parent type), 2.65 MB
 // per image at the paper's ConvCaps1, so the layer routes the batch kChunk
 // items at a time (routing is per item: no window crosses an image), keeping
-// only one chunk's votes, and recomputes them in backward (a 4x4 product, ~4 %
+// only one chunk's votes, and recomputes them in backward (a 4x4 product, ~5 %
 // of a training step at the paper's sizes). What backward needs of the
 // routing (the last M-step's weights, or every iteration's state with
 // EmGrad::full) is kept per chunk for the training batch (prepare_backward);

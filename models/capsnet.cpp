@@ -85,7 +85,9 @@ std::vector<LayerInfo> CapsNet::layers(int B) const {
 std::string CapsNet::first_non_finite_layer(int B) const {
   const size_t b = size_t(B);
   if (!all_finite(conv_out_.data(), b * conv_shape_.out_size())) return "conv1";
-  if (!all_finite(primary_.out(), b * primary_.row())) return "primary";
+  if (!all_finite(primary_.poses(), b * primary_.types() * kPoseDim) ||
+      !all_finite(primary_.a_logit(), b * primary_.types()))
+    return "primary";
   if (!all_finite(class_.votes(), b * cfg_.n_primary * cfg_.n_classes * kPoseDim)) return "votes";
   if (!all_finite(class_.mu(), b * cfg_.n_classes * kPoseDim) || !all_finite(class_.a(), b * cfg_.n_classes))
     return "class (EM routing)";

@@ -118,7 +118,6 @@ void ConvCapsNet::prepare_training(int B) {
   grow_to(d_z2_, b * s2 * cfg_.D);
   grow_to(d_p1_, b * s1 * cfg_.C * kPoseDim);
   grow_to(d_z1_, b * s1 * cfg_.C);
-  grow_to(d_p0_, b * positions_ * cfg_.B * kPoseDim);
   grow_to(d_z0_, b * positions_ * cfg_.B);
   grow_to(d_conv_, b * conv_shape_.out_size());
 }
@@ -157,12 +156,12 @@ void ConvCapsNet::backward(const float* dscores, int B) {
                   "class.routing");
   caps2_.backward(d_p1_.data(), d_z1_.data(), d_p2_.data(), d_z2_.data(), params_, B, prof_, "convcaps2.votes",
                   "convcaps2.routing");
-  caps1_.backward(d_p0_.data(), d_z0_.data(), d_p1_.data(), d_z1_.data(), params_, B, prof_, "convcaps1.votes",
+  caps1_.backward(primary_.d_poses_in_place(), d_z0_.data(), d_p1_.data(), d_z1_.data(), params_, B, prof_, "convcaps1.votes",
                   "convcaps1.routing");
   {
     LayerScope t(prof_, "primary", true);
     const int rows = B * positions_;
-    primary_.split_gradient(d_p0_.data(), d_z0_.data(), rows);
+    primary_.split_gradient(primary_.d_poses_in_place(), d_z0_.data(), rows);
     weight_gradient(primary_.weight, primary_.bias,
                     [this, rows] { primary_.backward_weights(params_, conv_out_.data(), rows); });
     primary_.backward_data(d_conv_.data(), params_, rows);
@@ -191,7 +190,7 @@ std::vector<LayerInfo> ConvCapsNet::layers(int B) const {
 size_t ConvCapsNet::buffer_bytes() const {
   size_t floats = caps_scratch_.votes.capacity() + caps_scratch_.d_votes.capacity() + conv_out_.capacity() +
                   logits_.capacity();
-  for (const std::vector<float>* v : {&d_mu_, &d_a_, &d_p2_, &d_z2_, &d_p1_, &d_z1_, &d_p0_, &d_z0_, &d_conv_})
+  for (const std::vector<float>* v : {&d_mu_, &d_a_, &d_p2_, &d_z2_, &d_p1_, &d_z1_, &d_z0_, &d_conv_})
     floats += v->capacity();
   return floats * sizeof(float) + primary_.buffer_bytes() + caps1_.buffer_bytes() + caps2_.buffer_bytes() +
          class_.buffer_bytes();
@@ -201,7 +200,9 @@ std::string ConvCapsNet::first_non_finite_layer(int B) const {
   const size_t b = size_t(B), s1 = size_t(cfg_.caps1_side()) * cfg_.caps1_side(),
                s2 = size_t(cfg_.caps2_side()) * cfg_.caps2_side(), J = size_t(cfg_.n_classes);
   if (!all_finite(conv_out_.data(), b * conv_shape_.out_size())) return "conv1";
-  if (!all_finite(primary_.out(), b * positions_ * primary_.row())) return "primary";
+  if (!all_finite(primary_.poses(), b * positions_ * cfg_.B * kPoseDim) ||
+      !all_finite(primary_.a_logit(), b * positions_ * cfg_.B))
+    return "primary";
   if (!all_finite(caps1_.mu(), b * s1 * cfg_.C * kPoseDim) || !all_finite(caps1_.a(), b * s1 * cfg_.C))
     return "convcaps1 (EM routing)";
   if (!all_finite(caps2_.mu(), b * s2 * cfg_.D * kPoseDim) || !all_finite(caps2_.a(), b * s2 * cfg_.D))

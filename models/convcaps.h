@@ -78,7 +78,7 @@ class ConvCapsNet final : public Model {
   const float* images_ = nullptr;
   int positions_;  // conv1's output positions per image (the primary layer's rows)
   std::vector<float> conv_out_, logits_;
-  std::vector<float> d_mu_, d_a_, d_p2_, d_z2_, d_p1_, d_z1_, d_p0_, d_z0_, d_conv_;
+  std::vector<float> d_mu_, d_a_, d_p2_, d_z2_, d_p1_, d_z1_, d_z0_, d_conv_;  // ConvCaps1's d_poses: the primary layer's, in place
 };
 
 }  // namespace vg
