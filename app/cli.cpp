@@ -80,6 +80,8 @@ void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& s
     const std::string help = std::string(s.name) == "models" ? "Comma-separated, of: " + model_names() : s.help;
     app->add_option(std::string("--") + s.name, f.*(s.field), help)->capture_default_str();
   }
+  for (const DataFlag& d : protocol_flags())
+    app->add_option(std::string("--") + d.name, f.protocol[d.name], d.help)->capture_default_str();
   add_model_flags(app, f.model);
 }
 

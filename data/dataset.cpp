@@ -551,4 +551,10 @@ std::optional<GeometryProblem> check_geometry(const DataConfig& cfg, bool allow_
   return named(check_geometry_parts(cfg, allow_touching_end));
 }
 
+std::optional<GeometryProblem> check_training_views(const DataConfig& cfg) {
+  if (auto p = check_range(cfg.train_azimuths, GeometryPart::train_range, GeometryPart::train_count, true))
+    return named(p);
+  return named(check_range(cfg.elevations, GeometryPart::elev_range, GeometryPart::elev_count, false));
+}
+
 }  // namespace vg

@@ -108,6 +108,15 @@ struct NorbConfig {
   double gap_deg = 0;
 };
 
+// The translation and affine protocols' held-out magnitudes (data/plane_views.h):
+// training changes up to train_max, held-out ones test_count from test_from to test_to.
+struct PlaneFactor;
+struct PlaneConfig {
+  const PlaneFactor* factor = nullptr;  // which change, and its protocol
+  double train_max = 0, test_from = 0, test_to = 0;
+  int test_count = 0;
+};
+
 struct DataConfig {
   uint64_t seed = 0;
   AngleRange train_azimuths{0, 150, 6};
@@ -127,6 +136,9 @@ struct DataConfig {
   // Set: smallNORB (or files in its format) under one of the paper's splits;
   // every field above but `seed` is then unused.
   std::optional<NorbConfig> norb;
+  // Set: a held-out axis of in-plane change (the translation and affine
+  // protocols, data/plane_views.h) at the training viewpoints.
+  std::optional<PlaneConfig> plane;
 };
 
 // Split ids key the noise streams, so every split has its own fresh noise.
@@ -278,5 +290,8 @@ struct GeometryProblem {
 //   `allow_touching_end` lets a held-out elevation lie on the training band's
 //   edge (a sweep's gap-0 band starts there).
 std::optional<GeometryProblem> check_geometry(const DataConfig& cfg, bool allow_touching_end = false);
+// The training azimuth and elevation ranges alone (protocols whose held-out
+// set is no other viewpoint).
+std::optional<GeometryProblem> check_training_views(const DataConfig& cfg);
 
 }  // namespace vg

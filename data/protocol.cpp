@@ -1,6 +1,8 @@
 // The protocol registry, and choosing a protocol from the flags.
 #include "data/protocol.h"
 
+#include "data/plane_views.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -15,6 +17,10 @@ const std::vector<Protocol>& protocol_registry() {
       norb_protocol(NorbSplitKind::azimuth),
       norb_protocol(NorbSplitKind::elevation),
       norb_protocol(NorbSplitKind::full),
+      translation_protocol(),
+      rotation_protocol(),
+      scale_protocol(),
+      shear_protocol(),
   };
   return registry;
 }
@@ -53,17 +59,40 @@ const Protocol& select_protocol(const FlagSource& flags) {
           throw FlagError(name, flags.value(name), "applies to --data " + source_form(p.source) + " only");
   const std::string split = flags.value("split");
   std::string names;
+  const Protocol* chosen = nullptr;
   for (const Protocol& p : all) {
     if (p.source != *source) continue;
     if (p.split != nullptr) names += (names.empty() ? "" : ", ") + std::string(p.split);
-    if (split.empty() ? p.default_for != nullptr && p.default_for(flags) : p.split != nullptr && split == p.split)
-      return p;
+    if (chosen == nullptr &&
+        (split.empty() ? p.default_for != nullptr && p.default_for(flags) : p.split != nullptr && split == p.split))
+      chosen = &p;
   }
-  throw FlagError("split", split, "unknown split (expected " + names + ")");
+  if (chosen == nullptr) throw FlagError("split", split, "unknown split (expected " + names + ")");
+  // A protocol's own flag, set while another is chosen, would be silently ignored.
+  for (const Protocol& p : all)
+    for (const DataFlag& f : p.flags)
+      if (flags.changed(f.name) &&
+          std::none_of(chosen->flags.begin(), chosen->flags.end(),
+                       [&](const DataFlag& c) { return c.name == std::string(f.name); }))
+        throw FlagError(f.name, flags.value(f.name),
+                        "applies with --split " + std::string(p.split ? p.split : p.name) + " only");
+  return *chosen;
+}
+
+const std::vector<DataFlag>& protocol_flags() {
+  static const std::vector<DataFlag> flags = [] {
+    std::vector<DataFlag> out;
+    for (const Protocol& p : protocol_registry())
+      for (const DataFlag& f : p.flags)
+        if (std::none_of(out.begin(), out.end(), [&](const DataFlag& o) { return o.name == std::string(f.name); }))
+          out.push_back(f);
+    return out;
+  }();
+  return flags;
 }
 
 const Protocol& protocol_of(const DataConfig& cfg) {
-  const char* name = cfg.norb ? (cfg.norb->split == NorbSplitKind::azimuth     ? "norb-paper-azimuth"
+  const char* name = cfg.plane ? cfg.plane->factor->protocol : cfg.norb ? (cfg.norb->split == NorbSplitKind::azimuth     ? "norb-paper-azimuth"
                                  : cfg.norb->split == NorbSplitKind::elevation ? "norb-paper-elevation"
                                                                                : "norb-full")
                      : cfg.test_elevations.count > 0 ? "elevation-extrapolation"

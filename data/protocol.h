@@ -36,6 +36,14 @@ struct FlagError : std::invalid_argument {
   std::string flag, value, why;
 };
 
+// A flag a protocol declares and reads (the command line registers every
+// protocol's; setting one while another protocol is chosen is an error).
+struct DataFlag {
+  const char* name;           // without "--"
+  const char* default_value;  // as typed
+  const char* help;
+};
+
 // The run flags as the user typed them, by name ("train-azimuths", "split"),
 // as a protocol reads them: data/ needs none of the command line's types, and
 // a number is read by the command line's one rule (its parse errors are the
@@ -51,6 +59,8 @@ class FlagSource {
   // "A:B" in flag `name`, its count in flag `count_name` (or, given, `count`'s text).
   virtual AngleRange range(const std::string& name, const std::string& count_name,
                            const std::string* count = nullptr) const = 0;
+  // "A:B" in flag `name`, lo <= A <= B <= hi.
+  virtual std::pair<double, double> interval(const std::string& name, double lo, double hi) const = 0;
 };
 
 // The training set's size, and how it is made up (for an error message).
@@ -113,7 +123,13 @@ struct Protocol {
   // Flags only this protocol's source reads: hashed into a sweep's
   // configuration only when it is chosen, so older sweeps keep their hash.
   std::vector<const char*> source_flags{};
+  // Flags this protocol alone declares (the command line registers them;
+  // a sweep hashes them only when the protocol is chosen).
+  std::vector<DataFlag> flags{};
 };
+
+// Every protocol's own flags, each name once.
+const std::vector<DataFlag>& protocol_flags();
 
 // Every protocol, in the order --split's messages list them.
 const std::vector<Protocol>& protocol_registry();
@@ -147,5 +163,9 @@ Protocol elevation_extrapolation_protocol();  // protocol_synthetic.cpp
 Protocol paper_azimuth_protocol();            // protocol_synthetic.cpp
 Protocol paper_elevation_protocol();          // protocol_synthetic.cpp
 Protocol norb_protocol(NorbSplitKind kind);   // protocol_norb.cpp
+Protocol translation_protocol();              // protocol_translation.cpp
+Protocol rotation_protocol();                 // protocol_affine.cpp
+Protocol scale_protocol();                    // protocol_affine.cpp
+Protocol shear_protocol();                    // protocol_affine.cpp
 
 }  // namespace vg

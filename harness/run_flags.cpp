@@ -54,7 +54,8 @@ const FlagSpec kRunFlags[] = {
     {"n-test-elev", &RunFlags::n_test_elev, "Evenly spaced held-out elevations (default: --n-elev)"},
     {"shapes", &RunFlags::shapes, "The shape set: seed (the seed's five) or asym (no rotational symmetry)"},
     {"split", &RunFlags::split,
-     "A named split: paper-azimuth or paper-elevation (smallNORB's viewpoints, docs/protocols.md); with --data norb:DIR also full"},
+     "A named split: paper-azimuth or paper-elevation (smallNORB's viewpoints); translation, rotation, scale or shear "
+     "(in-plane changes never seen in training); with --data norb:DIR also full (docs/protocols.md)"},
     {"data", &RunFlags::data, "synthetic (rendered) or norb:DIR (smallNORB's six NYU files in DIR, docs/smallnorb.md)"},
     {"cameras", &RunFlags::cameras, "With --data norb: both (2 input channels), first or second"},
     {"brightness", &RunFlags::brightness, "With --data norb: training brightness jitter, uniform in +-B (0..1)"},
@@ -77,6 +78,7 @@ auto run_flag(Flags& f, const std::string& name) -> decltype(&f.seed) {
   for (const FlagSpec& s : kRunFlags)
     if (name == s.name) return &(f.*(s.field));
   if (const auto it = f.model.find(name); it != f.model.end()) return &it->second;
+  if (const auto it = f.protocol.find(name); it != f.protocol.end()) return &it->second;
   return nullptr;
 }
 
@@ -176,6 +178,20 @@ class RunFlagSource final : public FlagSource {
   }
   AngleRange range(const std::string& name, const std::string& count_name, const std::string* count) const override {
     return parse_range("--" + name, value(name), "--" + count_name, count ? *count : value(count_name));
+  }
+  std::pair<double, double> interval(const std::string& name, double lo, double hi) const override {
+    const std::string v = value(name), flag = "--" + name;
+    const auto colon = v.find(':');
+    if (colon == std::string::npos || v.find(':', colon + 1) != std::string::npos)
+      throw UsageError(flag, v, "expected A:B, e.g. " + fmt_num(lo + (hi - lo) / 4) + ":" + fmt_num(lo + (hi - lo) / 2));
+    auto end = [&](const std::string& t) {
+      double x = 0;
+      if (const std::string why = real_in(t, lo, hi, false, false, &x); !why.empty()) throw UsageError(flag, v, why);
+      return x;
+    };
+    const double a = end(v.substr(0, colon)), b = end(v.substr(colon + 1));
+    if (b < a) throw UsageError(flag, v, "B < A: a range runs up from A to B");
+    return {a, b};
   }
 
  private:

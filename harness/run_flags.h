@@ -39,6 +39,7 @@ struct RunFlags {
   std::string models = default_models_flag();
   std::string stop_at_familiar, match_familiar, stop_check_every;  // "": off / after each epoch
   ModelOptions model = default_model_options();  // --cnn-hidden, --em-*, --loss, ...: the models' own
+  ModelOptions protocol = default_protocol_flags();  // --train-shift, ...: the protocols' own (data/protocol.h)
   std::string out_json, dump;
   bool quiet = false, reproducible = false;
 
@@ -46,6 +47,11 @@ struct RunFlags {
   static ModelOptions default_model_options() {
     ModelOptions o;
     for (const ModelOption& m : model_options()) o[m.name] = m.default_value;
+    return o;
+  }
+  static ModelOptions default_protocol_flags() {
+    ModelOptions o;
+    for (const DataFlag& d : protocol_flags()) o[d.name] = d.default_value;
     return o;
   }
 };

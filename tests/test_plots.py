@@ -168,6 +168,18 @@ class PlotTest(unittest.TestCase):
         for n in DUMP_ONLY:
             self.assertFalse(os.path.exists(os.path.join(out, n)))
 
+    @unittest.skipUnless(has_exe(), f"no viewgap binary at {EXE}")
+    def test_real_run_of_an_in_plane_axis(self):
+        # A held-out axis that is no viewing angle gets its own figure, titled by its protocol.
+        run = self.path("run.json")
+        viewgap("run", "--split", "translation", "--n-epochs", "1", "--n-per-combo", "1", "--quiet",
+                "--out-json", run)
+        out = self.path("fig")
+        self.assert_plotted(plot("run", run, "--out", out), out, RUN_ONLY + ["axis_accuracy.png"])
+        with open(run) as f:
+            axis = json.load(f)["dataset"]["axis"]
+        self.assertEqual((axis["name"], axis["unit"], axis["protocol"]), ("shift", "px", "translation"))
+
     @unittest.skipUnless(exe_supports("run", "--dump"), "viewgap run has no --dump yet")
     def test_real_run_dump(self):
         dump = self.path("dump")

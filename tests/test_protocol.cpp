@@ -11,7 +11,9 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <tuple>
 
+#include "data/plane_views.h"
 #include "data/protocol.h"
 #include "harness/run_flags.h"
 #include "tests/test_util.h"
@@ -57,12 +59,16 @@ DataConfig configured(const Protocol& p) {
   return d;
 }
 
-// The viewpoints of a split, rounded to 1e-3 degrees (azimuth mod 360).
-std::set<std::pair<long, long>> views(const Split& s) {
-  std::set<std::pair<long, long>> v;
+// The viewpoints of a split, rounded to 1e-3 degrees (azimuth mod 360), and
+// (`with_axis`) each sample's position on the protocol's axis, which for an
+// in-plane change (a shift, a turn) is what is novel at a training viewpoint.
+using View = std::tuple<long, long, long>;
+std::set<View> views(const Split& s, bool with_axis = false) {
+  std::set<View> v;
   for (int i = 0; i < s.size(); ++i)
     v.insert({std::lround(std::fmod(s.azimuth[size_t(i)] + 360.0, 360.0) * 1000) % 360000,
-              std::lround(s.elevation[size_t(i)] * 1000.0)});
+              std::lround(s.elevation[size_t(i)] * 1000.0),
+              with_axis ? std::lround(s.axis[size_t(i)] * 1000.0) : 0});
   return v;
 }
 
@@ -95,14 +101,16 @@ TEST(Protocol, NoHeldOutViewIsATrainingView) {
     const Dataset d = p.make(configured(p));
     ASSERT_GT(d.train.size(), 0);
     ASSERT_GT(d.heldout.size(), 0);
-    const auto train = views(d.train), familiar = views(d.familiar), heldout = views(d.heldout);
+    const auto train = views(d.train), familiar = views(d.familiar);
     // Familiar means at the training viewpoints.
-    for (const auto& v : familiar) EXPECT_TRUE(train.count(v)) << v.first << "," << v.second;
+    for (const auto& [az, el, a] : familiar) EXPECT_TRUE(train.count({az, el, a})) << az << "," << el;
     if (d.heldout_is_familiar) {  // every viewpoint is a training one: nothing is held out
       EXPECT_STREQ(p.axis.name, "none");
       continue;
     }
-    for (const auto& v : heldout) EXPECT_FALSE(train.count(v)) << v.first << "," << v.second;
+    const auto train_axis = views(d.train, true);
+    for (const auto& [az, el, a] : views(d.heldout, true))
+      EXPECT_FALSE(train_axis.count({az, el, a})) << az << "," << el << " at " << a / 1000.0 << " " << p.axis.unit;
   }
 }
 
@@ -153,9 +161,16 @@ TEST(Protocol, HeldOutDistancesAgreeWithTheGap) {
     const std::vector<double> held = heldout_distances(p, cfg, d.heldout), fam = heldout_distances(p, cfg, d.familiar);
     ASSERT_EQ(int(held.size()), d.heldout.size());
     for (double x : fam) EXPECT_EQ(x, 0.0);  // familiar views lie on the training ones
+    // The protocol's own gap; for the viewing angles, the dataset's too.
     const std::string axis = p.axis.name;
-    const double gap = axis == "azimuth" ? d.gap_deg : axis == "elevation" ? d.elev_gap_deg : 0.0;
-    EXPECT_DOUBLE_EQ(*std::min_element(held.begin(), held.end()), gap);
+    const double gap = p.sweep_gap(cfg);
+    if (axis == "azimuth") {
+      EXPECT_DOUBLE_EQ(gap, d.gap_deg);
+    }
+    if (axis == "elevation") {
+      EXPECT_DOUBLE_EQ(gap, d.elev_gap_deg);
+    }
+    EXPECT_NEAR(*std::min_element(held.begin(), held.end()), gap, 1e-6 * std::max(1.0, gap));  // float positions
     if (!d.heldout_is_familiar) {
       EXPECT_GT(gap, 0.0);
     }
@@ -186,7 +201,9 @@ TEST(Protocol, AxisSweepCarriesValuesAndDistancesOfTheAxis) {
         ASSERT_NE(it, d.axis_values.end()) << v;
         ++seen[size_t(it - d.axis_values.begin())];
         double want = 0.0;  // axis none: nothing is held out
-        if (axis == "elevation") {
+        if (cfg.plane) {    // an in-plane change: its magnitude beyond training's largest
+          want = std::max(0.0, v - cfg.plane->train_max);
+        } else if (axis == "elevation") {
           EXPECT_EQ(v, s->elevation[size_t(k)]);
           double e_min = INFINITY;
           for (double e : training_elevations(cfg)) e_min = std::min(e_min, std::fabs(s->elevation[size_t(k)] - e));
@@ -217,7 +234,9 @@ TEST(Protocol, SweepPlacesTheHeldOutSetAtEachDistance) {
     }
     ASSERT_NE(p.heldout_text, nullptr);
     const DataConfig cfg = configured(p);
-    for (double g : {0.0, 10.0, 20.0}) {
+    // Degrees for the viewing angles; an in-plane change's own steps (pixels, a scale).
+    const double step = cfg.plane ? cfg.plane->factor->profile_step : 10.0;
+    for (double g : {0.0, step, 2 * step}) {
       SCOPED_TRACE(g);
       const DataConfig at = p.at_distance(cfg, g, 40);
       EXPECT_FALSE(p.check(at, true).has_value());
@@ -268,7 +287,7 @@ TEST(Protocol, FlagProblemsNameTheFlag) {
     validate_run(f, &threads);
     ADD_FAILURE() << "an unknown split was accepted";
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--split 'paper-sideways': unknown split (expected paper-azimuth, paper-elevation)");
+    EXPECT_STREQ(e.what(), "--split 'paper-sideways': unknown split (expected paper-azimuth, paper-elevation, translation, rotation, scale, shear)");
   }
   // A dataset too big to fit blames the count raised furthest above its default.
   f = RunFlags{};

@@ -199,6 +199,13 @@ def run_caption(run, path):
         get(run, "config." + k, path, (int, float))
     tr, te = c["train_azimuths"], c["test_azimuths"]
     gap = run.get("dataset", {}).get("gap_deg")
+    axis = run.get("dataset", {}).get("axis") or {}
+    if axis.get("name") not in (None, "azimuth", "elevation"):  # an in-plane change at the training views
+        data = c.get("data") or {}
+        return (f"seed {c.get('seed')}, {plural(c.get('n_epochs'), 'epoch')}; {axis.get('protocol')}: train az "
+                f"{tr.get('from'):g}:{tr.get('to'):g}° ({tr.get('count')} views), {axis['name']} up to "
+                f"{data.get('train_max', 0):g} {axis.get('unit', '')}, held-out {data.get('test_from', '?'):g}:"
+                f"{data.get('test_to', '?'):g} {axis.get('unit', '')}")
     return (f"seed {c.get('seed')}, {plural(c.get('n_epochs'), 'epoch')}; train az "
             f"{tr.get('from'):g}:{tr.get('to'):g}° ({tr.get('count')} views), held-out "
             f"{te.get('from'):g}:{te.get('to'):g}° ({te.get('count')} views)"
@@ -330,6 +337,29 @@ def fig_circle(run, caption, path, out, written):
                  + (f" ({n} images per azimuth)" if n else "") + f"\n{caption}")
     fig.tight_layout()
     save(fig, os.path.join(out, "circle_accuracy.png"), written)
+
+
+def fig_axis(run, caption, path, out, written):
+    """Accuracy along a held-out axis that is no viewing angle (a shift, a turn):
+    the run's axis sweep, with the training range shaded."""
+    axis = get(run, "dataset.axis", path, dict)
+    values = numbers(get(axis, "values", path, list), None, path, "dataset.axis.values")
+    dist = numbers(get(axis, "distances", path, list), len(values), path, "dataset.axis.distances")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    trained = [v for v, d in zip(values, dist) if d == 0]
+    if trained:
+        ax.axvspan(min(trained), max(trained), color="tab:green", alpha=0.15, label="training range")
+    for m in run["models"]:
+        acc = numbers(get(m, "axis_accuracy", path, list), len(values), path, f"{m['name']}.axis_accuracy")
+        ax.plot(values, acc, "o-", color=color(m["name"]), label=m["name"], ms=4)
+    ax.axhline(0.2, color="gray", ls=":", label="chance")
+    ax.set_xlabel(f"{axis.get('name')} ({axis.get('unit')})")
+    ax.set_ylabel("accuracy (fraction correct)")
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=8, loc="lower left", ncol=2)
+    ax.set_title(f"Accuracy against {axis.get('name')}, at the training viewpoints\n{caption}")
+    fig.tight_layout()
+    save(fig, os.path.join(out, "axis_accuracy.png"), written)
 
 
 def fig_poses(dump, caption, path, out, written):
@@ -497,6 +527,8 @@ def cmd_run(args):
     fig_training_curves(run, caption, run_path, args.out, written)
     fig_familiar_heldout(run, caption, run_path, args.out, written)
     fig_circle(run, caption, run_path, args.out, written)
+    if (run.get("dataset", {}).get("axis") or {}).get("name") not in (None, "azimuth", "elevation"):
+        fig_axis(run, caption, run_path, args.out, written)
 
     if has_dump:
         fig_poses(dump, caption, dump_path, args.out, written)
