@@ -303,9 +303,6 @@ int do_merge(const MergeFlags& m) {
     f.seeds = list(cfg.at("seeds"));
     f.test_width = number(cfg.at("test_width"));
     const nlohmann::json& rf = cfg.at("run_flags");
-    // --gaps given: the swept window's flag is hashed, and no held-out set was moved.
-    const bool given = !cfg.contains("moves_given_set") && rf.contains("test-azimuths");
-    f.gaps = given ? "given" : list(cfg.at("gaps"));
     for (const auto& axis : cfg.at("grid")) {
       std::string g = axis.at(0).get<std::string>() + "=";
       for (const auto& v : axis.at(1)) g += (g.back() == '=' ? "" : ",") + v.get<std::string>();
@@ -316,7 +313,15 @@ int do_merge(const MergeFlags& m) {
       if (field == nullptr) throw std::runtime_error("flag --" + name + " unknown to this viewgap");
       *field = value.get<std::string>();
     }
+    // --gaps given: the protocol's swept flag is hashed (a protocol whose gaps
+    // move its own held-out set marks the configuration instead).
+    const Protocol& protocol = select_run_protocol(f.run, sweep_run_defaults());
+    const bool given = protocol.swept_flag != nullptr ? rf.contains(protocol.swept_flag) : !cfg.contains("moves_given_set");
+    f.gaps = given ? "given" : list(cfg.at("gaps"));
+    // The default reference is recorded too; given back explicitly it would be
+    // refused where the sweep's models do not include it.
     f.reference = cfg.value("reference", "");
+    if (f.reference == default_models().front()) f.reference.clear();
     f.run.reproducible = cfg.value("reproducible", false);
   } catch (const std::exception& e) {
     throw std::invalid_argument("'" + first + "': not a shard of a sweep this viewgap can merge (" + e.what() + ")");

@@ -136,6 +136,9 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       for (size_t j = 0; j < i; ++j)
         if (canonical_value(values[i]) == canonical_value(values[j]))
           throw UsageError("--grid", g, "'" + values[j] + "' and '" + values[i] + "' are the same " + name);
+    // The grid would silently win over the flag: both set one thing.
+    if (*run_flag(f.run, name) != *run_flag(sweep_run_defaults(), name))
+      throw UsageError("--grid", g, "conflicts with --" + name + " '" + *run_flag(f.run, name) + "' (give one of them)");
     axes.emplace_back(name, values);
   }
   // Cartesian product of the axes: the grid points.
@@ -163,7 +166,18 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       grid += (grid.empty() ? "" : ";") + name + "=" + value;
     }
     int threads = 1;
-    const RunOptions base = validate_run(rf, &threads, true);  // names any bad fixed or grid value
+    RunOptions base;
+    try {
+      base = validate_run(rf, &threads, true);
+    } catch (const UsageError& e) {
+      // A grid value at fault is named as the user typed it: in --grid.
+      const std::string what = e.what();
+      for (const std::string& g : f.grid)
+        for (const auto& [name, value] : point)
+          if (g.rfind(name + "=", 0) == 0 && what.rfind("--" + name + " '" + printable(value) + "'", 0) == 0)
+            throw UsageError("--grid", g, what);
+      throw;
+    }
     plan.models = base.models;
     // By default the first default model is the reference (no paired
     // statistics without it); a reference asked for must be among the models.

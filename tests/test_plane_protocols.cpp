@@ -147,5 +147,25 @@ TEST(PlaneProtocols, SweepStepsTheHeldOutShift) {
   std::filesystem::remove_all(dir);
 }
 
+// Shards of a translation sweep merge into the unsharded tables: merge reads
+// the protocol's own swept flag, and a sweep without the default reference
+// model (caps) merges too.
+TEST(PlaneProtocols, ShardsOfAShiftSweepMergeIntoTheUnshardedTables) {
+  const std::string base = testing::TempDir() + "viewgap_plane_merge." + std::to_string(getpid());
+  std::filesystem::remove_all(base);
+  const std::string args = " --split translation --seeds 0:1 --gaps 1,3 --n-epochs 1 --models cnn,nn1 --quiet";
+  ASSERT_EQ(test::run("sweep --out " + base + "/full" + args).code, 0);
+  for (int k = 0; k < 2; ++k) {
+    const test::Outcome o = test::run("sweep --out " + base + "/s" + std::to_string(k) + args + " --shard " +
+                                      std::to_string(k) + "/2");
+    ASSERT_EQ(o.code, 0) << o.err;
+  }
+  const test::Outcome m = test::run("merge " + base + "/s0 " + base + "/s1 --out " + base + "/merged");
+  ASSERT_EQ(m.code, 0) << m.err;
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv"})
+    EXPECT_EQ(test::slurp(base + "/merged/" + f), test::slurp(base + "/full/" + f)) << f;
+  std::filesystem::remove_all(base);
+}
+
 }  // namespace
 }  // namespace vg

@@ -114,15 +114,17 @@ TEST(SweepPlan, ShardsSplitTheCellsByIdModN) {
   EXPECT_EQ(config_hash(plan_sweep(f).config), config_hash(whole.config));
 }
 
+// The one line a bad sweep configuration is refused with ("" if planned).
+std::string error_of(const SweepFlags& f) {
+  try {
+    plan_sweep(f);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(SweepPlan, BadFlagsAreUsageErrorsNamingTheFlag) {
-  auto error_of = [](const SweepFlags& f) -> std::string {
-    try {
-      plan_sweep(f);
-    } catch (const UsageError& e) {
-      return e.what();
-    }
-    return "";
-  };
   SweepFlags f = sweep_flags("3:1", "0");
   EXPECT_EQ(error_of(f), "--seeds '3:1': empty range (B < A)");
   f = sweep_flags("0", "0,30,30");
@@ -133,6 +135,24 @@ TEST(SweepPlan, BadFlagsAreUsageErrorsNamingTheFlag) {
   f = sweep_flags("0", "0");
   f.shard = "3/3";
   EXPECT_NE(error_of(f).find("--shard '3/3': expected K/N"), std::string::npos);
+}
+
+// A grid axis and its flag both given: a conflict, not a silent choice; a bad
+// value inside --grid is named as typed, in --grid.
+TEST(SweepPlan, GridConflictsAndBadGridValuesNameTheGrid) {
+  SweepFlags f = sweep_flags("0", "0");
+  f.grid = {"lr=1e-3,2e-3"};
+  f.run.lr = "5e-3";
+  EXPECT_EQ(error_of(f), "--grid 'lr=1e-3,2e-3': conflicts with --lr '5e-3' (give one of them)");
+  f = sweep_flags("0", "0");
+  f.grid = {"loss=xent,hinge"};
+  const std::string e = error_of(f);
+  EXPECT_EQ(e.rfind("--grid 'loss=xent,hinge': --loss 'hinge': ", 0), 0u) << e;
+  f = sweep_flags("0", "0");
+  f.grid = {"train-shift=0,20"};
+  f.run.split = "translation";
+  const std::string s = error_of(f);
+  EXPECT_EQ(s.rfind("--grid 'train-shift=0,20': --train-shift '20': ", 0), 0u) << s;
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 # results/provenance.md with the machine, the commit and each step's wall time.
 # Every step runs with --reproducible, so the tables come out bit for bit the
 # same on any x86-64 CPU with AVX2+FMA (timings and provenance aside).
-# Usage: bash tools/make_results.sh   (about 25 minutes on 2 cores)
+# Usage: bash tools/make_results.sh   (about 35 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
@@ -85,6 +85,16 @@ step "smallNORB-format data, paper's azimuth split" "$exe" sweep --data "norb:$n
 rm -rf "$norb_dir"
 step "32 x 32 renderer, paper's azimuth split" "$exe" sweep --split paper-azimuth --gaps given --shapes asym \
   --seeds 0:9 --models caps,cnn --jobs 2 --reproducible --quiet --out "$out/synthetic_paper_azimuth"
+# Seed 2's question (issue 30): in-plane changes never seen in training, at the
+# training viewpoints; each protocol's gaps in its own unit, the held-out range
+# as wide as its default (--test-shifts 3:6 is 3 px wide, and so on).
+declare -A plane_gaps=([translation]=1,3,6 [rotation]=15,45,90 [scale]=0.125,0.25,0.5 [shear]=0.1,0.3,0.6)
+for protocol in translation rotation scale shear; do
+  rm -rf "$out/plane_$protocol"
+  step "$protocol sweep" "$exe" sweep --split "$protocol" --gaps "${plane_gaps[$protocol]}" --seeds 0:29 \
+    --models caps,cnn,cnn136,dr,nn1 --jobs 2 --reproducible --quiet --out "$out/plane_$protocol"
+  step "$protocol figures" bash -c "mkdir -p $out/figures/$protocol && $py tools/plot.py sweep $out/plane_$protocol --out $out/figures/$protocol"
+done
 # Throughput: the same 12 cells with 1 and 2 jobs, back to back.
 mkdir -p "$out/throughput"
 for j in 1 2; do
