@@ -76,7 +76,7 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"run --test-elevations 60:80 --n-elev 1 --elevations 10:10", "", "--n-test-elev '1': 1 elevation of 60:80"},
       {"run --n-test-elev 3", "", "--n-test-elev '3': needs --test-elevations"},
       {"run --test-elevations 10:50 --test-azimuths 0:150", "", "--test-azimuths '0:150'"},
-      {"run --split bogus", "", "--split 'bogus': unknown split (expected paper-azimuth, paper-elevation)"},
+      {"run --split bogus", "", "--split 'bogus': unknown split (expected paper-azimuth, paper-elevation, translation, rotation, scale, shear)"},
       {"run --shapes round", "", "--shapes 'round': unknown shape set (expected seed, asym)"},
       {"run --split paper-azimuth --n-elev 5", "", "--split 'paper-azimuth': conflicts with --n-elev '5'"},
       {"profile --batch-size x", "", "--batch-size 'x'"},

@@ -159,8 +159,8 @@ TEST(Validation, ResumeWithAnotherConfigurationNamesTheFirstDifferingFlagAndBoth
   EXPECT_EQ(o.code, 2);
   EXPECT_EQ(lines(o.err), 1) << o.err;
   EXPECT_NE(o.err.find("holds a different sweep: --lr is '1e-3' there, '2e-3' here"), std::string::npos) << o.err;
-  o = run(base + " --lr 1e-3 --grid n-per-combo=1,2 --resume");
-  EXPECT_NE(o.err.find("--grid is '[]' there, '[[\"n-per-combo\",[\"1\",\"2\"]]]' here"), std::string::npos) << o.err;
+  o = run(base + " --lr 1e-3 --grid n-eval-per-combo=1,2 --resume");
+  EXPECT_NE(o.err.find("--grid is '[]' there, '[[\"n-eval-per-combo\",[\"1\",\"2\"]]]' here"), std::string::npos) << o.err;
 }
 
 TEST(Validation, MoreJobsThanCoresPrintNoWarning) {
