@@ -12,7 +12,7 @@ int windows(const ConvVotesShape& s) { return s.B * s.Ho() * s.Wo(); }
 
 // Full backward scratch per batch item, in conv_em_backward_full_f32__scalar's
 // order: dl (Pw I J), g (I J), dla (Pw I), dmu and dsigma2 (Pw J 16), dlog a
-// (Pw J), the per-child sums (H W Ci J).
+// (Pw J), the per-child sums (H W Ci J), the mean carry's dmu (Pw J 16).
 // The most windows holding one child, times J: the SIMD E-steps' run.
 size_t e_buf_size(const ConvVotesShape& s) {
   return size_t((s.kh() - 1) / s.step() + 1) * ((s.kw() - 1) / s.step() + 1) * s.Co;
@@ -20,7 +20,7 @@ size_t e_buf_size(const ConvVotesShape& s) {
 
 size_t full_scratch(const ConvVotesShape& s) {
   const size_t Pw = size_t(s.Ho()) * s.Wo(), I = s.I(), J = s.Co;
-  return Pw * I * J + I * J + Pw * I + 2 * Pw * J * kPoseDim + Pw * J + size_t(s.H) * s.W * s.Ci * J;
+  return Pw * I * J + I * J + Pw * I + 3 * Pw * J * kPoseDim + Pw * J + size_t(s.H) * s.W * s.Ci * J;
 }
 
 }  // namespace
@@ -85,7 +85,9 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
   const int Ho = s.Ho(), Wo = s.Wo(), P = windows(s), I = s.I(), J = s.Co;
   EmState& em = st.em;
   em.hist.iters = em.hist.B = 0;  // no history unless this forward keeps one
-  if (em.frozen) {
+  const bool carry = cfg.mean_carry != 0.f;
+  if (carry && em.mu_prev.size() < size_t(P) * J * kPoseDim) em.mu_prev.resize(size_t(P) * J * kPoseDim);
+  if (em.frozen) {  // mu_prev: the last full forward's second-to-last mean
     k.m_step(mu, a_out, em, V, beta_a, beta_v, P, I, J, em_step_config(cfg, cfg.iters - 1));
     return;
   }
@@ -126,6 +128,10 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
   auto& h = em.hist;
   for (int it = 0; it < cfg.iters; ++it) {
     if (keep) std::copy_n(em.log_r.begin(), nij, h.log_r.begin() + it * nij);
+    if (carry) {  // the mean carried from the last iteration: 0 before the first
+      if (it == 0) std::fill_n(em.mu_prev.begin(), njh, 0.f);
+      else std::copy_n(mu, njh, em.mu_prev.begin());
+    }
     k.m_step(mu, a_out, em, V, beta_a, beta_v, P, I, J, em_step_config(cfg, it));
     if (keep) {
       std::copy_n(em.w.begin(), nij, h.w.begin() + it * nij);

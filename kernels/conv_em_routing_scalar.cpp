@@ -154,6 +154,8 @@ void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbe
   float* dsig = dm + size_t(Pw) * J * H;  // Pw x J x 16  adjoint of sigma2^t (from E-step t)
   float* dloga = dsig + size_t(Pw) * J * H;  // Pw x J    adjoint of log a^t (from E-step t)
   float* tsum = dloga + size_t(Pw) * J;   // H x W x Ci (x J official)  per-child sums
+  float* dcarry = tsum + children * J;    // Pw x J x 16  adjoint of mu^{t-1} through mu^t's carry
+  const bool carry = cfg.mean_carry != 0.f;
   const EmState& em = st.em;
   for (int b = 0; b < s.B; ++b) {
     const size_t p0 = size_t(b) * Pw;
@@ -165,7 +167,7 @@ void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbe
       for (int w = 0; w < Pw; ++w) {
         const size_t p = p0 + w;
         em_m_step_backward_full(dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, dbeta_a, dbeta_v, g,
-                                dm + size_t(w) * J * H, dsig + size_t(w) * J * H, dloga + size_t(w) * J,
+                                t > 0 ? dcarry + size_t(w) * J * H : nullptr, dm + size_t(w) * J * H, dsig + size_t(w) * J * H, dloga + size_t(w) * J,
                                 t == T - 1 ? da_out + p * J : nullptr, V + p * IJ * H,
                                 em_m_step_state(em, t, int(p), P, I, J), em.hist.beta_v.data(),
                                 em_lambda(cfg, t), I, J, cfg);
@@ -185,6 +187,8 @@ void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbe
                                dloga + size_t(w) * J, dl + w * IJ, tsum, next.log_r, V + p * IJ * H,
                                em_m_step_state(em, t - 1, int(p), P, I, J), s, w / Wo, w % Wo, per_type);
       }
+      if (carry)
+        for (size_t n = 0; n < size_t(Pw) * J * H; ++n) dm[n] += dcarry[n];
     }
     // d log sigmoid(z) / dz = 1 - sigmoid(z) = -expm1(log a): each child's
     // windows' adjoints summed in window order, then the logit's.

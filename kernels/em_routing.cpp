@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <stdexcept>
 
 namespace vg {
@@ -28,8 +29,14 @@ void EmState::resize(int B, int I, int J) {
   log_a_out.resize(size_t(B) * J);
 }
 
+EmLogitCoeffs em_logit_coeffs(const EmConfig& cfg) {
+  if (cfg.logit == EmLogit::official) return {-5000.f, float(16 * (std::log(2 * std::numbers::pi) + 1)), 1.f};
+  return {1.f, float(kPoseDim), 0.5f};
+}
+
 void EmState::resize(int B, int I, int J, const EmConfig& cfg) {
   resize(B, I, J);
+  if (cfg.mean_carry != 0.f) mu_prev.resize(size_t(B) * J * kPoseDim);
   if (cfg.grad == EmGrad::full) reserve_history(B, I, J, cfg.iters);
 }
 
@@ -48,15 +55,16 @@ void EmState::reserve_history(int B, int I, int J, int iters) {
   grow(hist.log_a, T * nj);
   grow(hist.beta_v, size_t(J));
   // Full backward, per item: dlog R (I x J) and the M-step's g (I x J), the
-  // input's dlog a (I), and dmu, dsigma2 (J x 16), dlog a_out (J).
-  grow(scratch, 2 * size_t(I) * J + I + 2 * size_t(J) * kPoseDim + J);
+  // input's dlog a (I), dmu, dsigma2 (J x 16), dlog a_out (J), and the
+  // mean carry's dmu (J x 16).
+  grow(scratch, 2 * size_t(I) * J + I + 3 * size_t(J) * kPoseDim + J);
 }
 
 size_t EmState::bytes() const {
   const std::vector<float>* held[] = {&log_a_in,   &log_r,      &w,           &sum_ra,         &sigma2,
                                       &log_s2_sum, &log_a_out,  &hist.log_r,  &hist.w,         &hist.sum_ra,
                                       &hist.mu,    &hist.sigma2, &hist.log_s2_sum, &hist.a,    &hist.log_a,
-                                      &hist.beta_v, &scratch};
+                                      &hist.beta_v, &scratch, &mu_prev};
   size_t n = 0;
   for (const std::vector<float>* v : held) n += v->capacity();
   return n * sizeof(float);
@@ -105,7 +113,10 @@ void em_routing_forward(float* mu, float* a_out, EmState& st, const float* V,
   if (J > 64) throw std::invalid_argument("em_routing: at most 64 upper capsules");
   if (cfg.iters < 1) throw std::invalid_argument("em_routing: at least one iteration");
   st.hist.iters = st.hist.B = 0;  // no history unless this forward keeps one
-  if (st.frozen) {
+  const size_t njh_all = size_t(B) * J * kPoseDim;
+  const bool carry = cfg.mean_carry != 0.f;
+  if (carry && st.mu_prev.size() < njh_all) st.mu_prev.resize(njh_all);  // grows on first use only
+  if (st.frozen) {  // mu_prev: the last full forward's second-to-last mean
     k.m_step(mu, a_out, st, V, beta_a, beta_v, B, I, J, em_step_config(cfg, cfg.iters - 1));
     return;
   }
@@ -125,6 +136,10 @@ void em_routing_forward(float* mu, float* a_out, EmState& st, const float* V,
   auto& h = st.hist;
   for (int it = 0; it < cfg.iters; ++it) {
     if (keep) std::copy_n(st.log_r.begin(), nij, h.log_r.begin() + it * nij);
+    if (carry) {  // the mean carried from the last iteration: 0 before the first
+      if (it == 0) std::fill_n(st.mu_prev.begin(), njh, 0.f);
+      else std::copy_n(mu, njh, st.mu_prev.begin());
+    }
     k.m_step(mu, a_out, st, V, beta_a, beta_v, B, I, J, em_step_config(cfg, it));
     if (keep) {
       std::copy_n(st.w.begin(), nij, h.w.begin() + it * nij);

@@ -23,6 +23,18 @@ inline constexpr int kPoseDim = 16;
 //             activation logits get a gradient.
 enum class EmGrad { stopgrad, full };
 
+// The M-step's activation logit (c = 1/I with cost_norm, else 1; L = sum_h
+// ln sigma2_h; S = sum_i R a):
+//   paper     z = lambda (beta_a - c S (16 beta_v + L / 2)), the paper's
+//             a = logistic(lambda (beta_a - sum_h cost_h)),
+//             cost_h = (beta_v + ln sigma_h) S (section 3);
+//   official  z = lambda (-c S (L + 16 (ln 2 pi + 1) beta_v) - 5000 beta_a),
+//             google-research capsule_em/em_layers.py (update_em_routing and
+//             update_conv_routing: win = masses (p_i - sigma_biases 16 (log_2pi
+//             + 1)), logit = beta (win - activation_biases 5000)): ln sigma2
+//             without the 1/2, beta_v scaled by ln 2 pi + 1 and beta_a by -5000.
+enum class EmLogit { paper, official };
+
 // The defaults reproduce the seed's routing (and our results before these
 // options existed) bit for bit.
 struct EmConfig {
@@ -38,7 +50,22 @@ struct EmConfig {
   // Gritzman's normalisation: the cost divided by the number of children I,
   // so it does not grow with the size of the lower layer.
   bool cost_norm = false;
+  EmLogit logit = EmLogit::paper;
+  // The M-step's mean keeps this fraction of the previous iteration's:
+  //   mu^t = (1 - mean_carry) sum_i w_i V_i + mean_carry mu^{t-1},  mu^{-1} = 0,
+  // and sigma2 is taken about that mu^t. 0: the paper's weighted mean; 0.1:
+  // capsule_em/em_layers.py (center = .9 sum/masses + .1 center, center
+  // starting at 0).
+  float mean_carry = 0.f;
 };
+
+// The logit's coefficients, z = lambda (ka beta_a - c S (kv beta_v + kl L)):
+// paper {1, 16, 1/2}, official {-5000, 16 (ln 2 pi + 1), 1}. The kernels
+// write the paper's form out as before (its bits); the backward uses these.
+struct EmLogitCoeffs {
+  float ka, kv, kl;
+};
+EmLogitCoeffs em_logit_coeffs(const EmConfig& cfg);
 
 // The inverse temperature of iteration `iteration` (0-based): cfg.lambda, or
 // the schedule's value.
@@ -58,6 +85,7 @@ struct EmState {
   std::vector<float> sigma2;    // B x J x 16  last M-step variance, clamped
   std::vector<float> log_s2_sum;// B x J       last M-step sum_h log sigma2 (in the cost)
   std::vector<float> log_a_out; // B x J
+  std::vector<float> mu_prev;   // B x J x 16  with mean_carry: the previous iteration's mu (the M-step reads it)
   // The stop-gradient backward is the exact gradient of the last M-step with
   // w and sum_ra held fixed. Frozen, forward reuses them (one M-step with the
   // last iteration's lambda, no E-step), so finite differences can check
@@ -95,9 +123,10 @@ struct EmState {
 // em_step_config) and ignores cfg.lambda_schedule and cfg.grad.
 //
 // M-step: w_ij = R_ij a_i / (S_j + eps) with S_j = sum_i R_ij a_i;
-//   mu_jh = sum_i w_ij V_ijh;  sigma2_jh = max(sum_i w_ij (V_ijh - mu_jh)^2, sigma2_min);
+//   mu_jh = sum_i w_ij V_ijh  [(1 - mean_carry) of it + mean_carry st.mu_prev_jh];
+//   sigma2_jh = max(sum_i w_ij (V_ijh - mu_jh)^2, sigma2_min);
 //   cost_j = sum_h (beta_v_j + log(sigma2_jh)/2) S_j  [/ I with cost_norm];
-//   a_j = sigmoid(lambda (beta_a_j - cost_j)).  Writes mu, a_out and st's w,
+//   a_j = sigmoid(lambda (beta_a_j - cost_j))  (or cfg.logit's official form).  Writes mu, a_out and st's w,
 //   sum_ra, sigma2, log_s2_sum (sum_h log sigma2_jh) and log_a_out.
 // With eps == 0 the weights are normalised in the log domain, so mu and sigma2
 // stay true weighted moments however small S_j is (never 0/0).
@@ -108,11 +137,16 @@ using EmMStepFn = void (*)(float* mu, float* a_out, EmState& st, const float* V,
 //   R_ij = softmax_j(log p_ij + log a_j), computed shifted by its max, kept as log R.
 using EmEStepFn = void (*)(EmState& st, const float* V, const float* mu, int B, int I, int J);
 // Stop-gradient backward: the last M-step with R, S and the mu inside sigma2
-// detached (c = 1/I with cost_norm, else 1):
+// detached (c = 1/I with cost_norm, else 1; ka, kv, kl: em_logit_coeffs):
 //   dV_ijh += w_ij (dmu_jh + 2 dsigma2_jh (V_ijh - mu_jh)),
-//   dsigma2_jh = dcost_j c S_j / (2 sigma2_jh) (0 where clamped),
-//   dcost_j = -lambda a_j (1 - a_j) da_j;  dbeta_a_j += lambda a_j (1 - a_j) da_j;
-//   dbeta_v_j += 16 c S_j dcost_j.  The input activations receive no gradient.
+//   dsigma2_jh = dcost_j c kl S_j / sigma2_jh (0 where clamped),
+//   dcost_j = -lambda a_j (1 - a_j) da_j;  dbeta_a_j += ka lambda a_j (1 - a_j) da_j;
+//   dbeta_v_j += kv c S_j dcost_j.  The input activations receive no gradient.
+// With mean_carry the previous mean is detached too, but the mu inside sigma2
+// is not (there sum_i w (V - mu) = mean_carry (m - mu_prev) is not 0):
+//   dmu'_jh = (1 - mean_carry) (dmu_jh - 2 dsigma2_jh sum_i w_ij (V_ijh - mu_jh)),
+//   dV_ijh += w_ij (dmu'_jh + 2 dsigma2_jh (V_ijh - mu_jh)),
+// so the backward stays the exact gradient of the frozen last M-step.
 using EmBackwardFn = void (*)(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,
                               const float* da_out, const float* V, const float* mu,
                               const float* a_out, const EmState& st, int B, int I, int J,
@@ -161,9 +195,11 @@ EmMStepState em_m_step_state(const EmState& st, int t, int b, int B, int I, int 
 // em_routing_scalar.cpp). In: dmu, dsig (J x 16), dloga (J), da (J, or
 // nullptr before the last iteration). Adds into dV (I x J x 16), dlog_a_in
 // (I), dbeta_a, dbeta_v; writes dl (I x J, the adjoint of log R^t); g (I x J)
-// is scratch.
+// is scratch. With cfg.mean_carry it also writes dmu_prev (J x 16, the part
+// of the adjoint of mu^{t-1} that flows through mu^t's carry; nullptr at t = 0,
+// where mu^{-1} is the constant 0).
 void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbeta_a, float* dbeta_v,
-                             float* g, const float* dmu, const float* dsig, const float* dloga,
+                             float* g, float* dmu_prev, const float* dmu, const float* dsig, const float* dloga,
                              const float* da, const float* V, const EmMStepState& s,
                              const float* beta_v, float lambda, int I, int J, const EmConfig& cfg);
 

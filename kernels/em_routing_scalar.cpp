@@ -16,6 +16,11 @@ void em_m_step_f32__scalar(float* mu, float* a_out, EmState& st, const float* V,
                            const float* beta_a, const float* beta_v, int B, int I, int J,
                            const EmConfig& cfg) {
   constexpr int H = kPoseDim;
+  const bool carry = cfg.mean_carry != 0.f;
+  const float keep = 1.f - cfg.mean_carry;
+  EmConfig official;
+  official.logit = EmLogit::official;
+  const float kv_official = em_logit_coeffs(official).kv;
   for (int b = 0; b < B; ++b)
     for (int j = 0; j < J; ++j) {
       float* w = st.w.data() + size_t(b) * I * J;  // w[i*J + j]
@@ -49,10 +54,12 @@ void em_m_step_f32__scalar(float* mu, float* a_out, EmState& st, const float* V,
 
       float* m_j = mu + (size_t(b) * J + j) * H;
       float* s2_j = st.sigma2.data() + (size_t(b) * J + j) * H;
+      const float* prev_j = carry ? st.mu_prev.data() + (size_t(b) * J + j) * H : nullptr;
       float log_s2_sum = 0.f;
       for (int h = 0; h < H; ++h) {
         float m = 0.f;
         for (int i = 0; i < I; ++i) m += w[i * J + j] * V[((size_t(b) * I + i) * J + j) * H + h];
+        if (carry) m = keep * m + cfg.mean_carry * prev_j[h];
         float s2 = 0.f;
         for (int i = 0; i < I; ++i) {
           const float d = V[((size_t(b) * I + i) * J + j) * H + h] - m;
@@ -64,9 +71,16 @@ void em_m_step_f32__scalar(float* mu, float* a_out, EmState& st, const float* V,
         log_s2_sum += std::log(s2);
       }
       st.log_s2_sum[size_t(b) * J + j] = log_s2_sum;
-      float cost = (float(H) * beta_v[j] + 0.5f * log_s2_sum) * S;
-      if (cfg.cost_norm) cost /= float(I);
-      const float z = cfg.lambda * (beta_a[j] - cost);
+      float z;
+      if (cfg.logit == EmLogit::paper) {
+        float cost = (float(H) * beta_v[j] + 0.5f * log_s2_sum) * S;
+        if (cfg.cost_norm) cost /= float(I);
+        z = cfg.lambda * (beta_a[j] - cost);
+      } else {
+        float cost = (kv_official * beta_v[j] + log_s2_sum) * S;
+        if (cfg.cost_norm) cost /= float(I);
+        z = cfg.lambda * (-cost - 5000.f * beta_a[j]);
+      }
       st.log_a_out[size_t(b) * J + j] = log_sigmoid(z);
       a_out[size_t(b) * J + j] = 1.f / (1.f + std::exp(-z));
     }
@@ -111,27 +125,41 @@ void em_backward_f32__scalar(float* dV, float* dbeta_a, float* dbeta_v, const fl
                              const float* a_out, const EmState& st, int B, int I, int J,
                              const EmConfig& cfg) {
   constexpr int H = kPoseDim;
+  const EmLogitCoeffs k = em_logit_coeffs(cfg);  // paper: ka = 1, kv = 16, kl = 1/2 (exact products)
+  const bool carry = cfg.mean_carry != 0.f;
+  const float keep = 1.f - cfg.mean_carry;
   for (int b = 0; b < B; ++b)
     for (int j = 0; j < J; ++j) {
       const size_t bj = size_t(b) * J + j;
       const float a = a_out[bj];
       const float dz = da_out[bj] * a * (1.f - a);
-      dbeta_a[j] += cfg.lambda * dz;
+      if (cfg.logit == EmLogit::paper) dbeta_a[j] += cfg.lambda * dz;  // as before the option (its bits)
+      else dbeta_a[j] += k.ka * cfg.lambda * dz;
       const float dcost = -cfg.lambda * dz;
-      // The factor of (16 beta_v + L/2) in the cost: S, or S / I with cost_norm.
+      // The factor of (kv beta_v + kl L) in the cost: S, or S / I with cost_norm.
       const float S = cfg.cost_norm ? st.sum_ra[bj] / float(I) : st.sum_ra[bj];
-      dbeta_v[j] += float(H) * S * dcost;
-      float ds2[kPoseDim];
+      dbeta_v[j] += k.kv * S * dcost;
+      float ds2[kPoseDim], dm[kPoseDim];
       for (int h = 0; h < H; ++h) {
         const float s2 = st.sigma2[bj * H + h];
-        ds2[h] = s2 > cfg.sigma2_min ? dcost * S * 0.5f / s2 : 0.f;
+        ds2[h] = s2 > cfg.sigma2_min ? dcost * S * k.kl / s2 : 0.f;
+        dm[h] = dmu[bj * H + h];
+      }
+      if (carry) {  // the mu inside sigma2, and the carry's share of the mean
+        float centred[kPoseDim] = {};
+        for (int i = 0; i < I; ++i) {
+          const float w = st.w[(size_t(b) * I + i) * J + j];
+          const float* v = V + ((size_t(b) * I + i) * J + j) * H;
+          for (int h = 0; h < H; ++h) centred[h] += w * (v[h] - mu[bj * H + h]);
+        }
+        for (int h = 0; h < H; ++h) dm[h] = keep * (dm[h] - 2.f * ds2[h] * centred[h]);
       }
       for (int i = 0; i < I; ++i) {
         const float w = st.w[(size_t(b) * I + i) * J + j];
         const float* v = V + ((size_t(b) * I + i) * J + j) * H;
         float* dv = dV + ((size_t(b) * I + i) * J + j) * H;
         for (int h = 0; h < H; ++h)
-          dv[h] += w * (dmu[bj * H + h] + 2.f * ds2[h] * (v[h] - mu[bj * H + h]));
+          dv[h] += w * (dm[h] + 2.f * ds2[h] * (v[h] - mu[bj * H + h]));
       }
     }
 }
@@ -187,11 +215,14 @@ inline float sum16(const float* t) {
 // the clamped sigma2) and dloga (J) from E-step t (zero for the last). Adds
 // into dV (I x J x 16), dlog_a_in (I), dbeta_a, dbeta_v; writes dl (I x J, the
 // adjoint of l_ij, i.e. of log R^t) and uses g (I x J) as scratch:
-//   dz_j = (da_j a_j + dloga_j) (1 - a_j);  dbeta_a_j += lambda dz_j;  dcost_j = -lambda dz_j
-//   dbeta_v_j += 16 c S_j dcost_j;  dS_j = c (16 beta_v_j + L_j / 2) dcost_j
-//   ds_jh = [sigma2_jh > sigma2_min] (dsig_jh + c S_j dcost_j / (2 sigma2_jh))
+//   dz_j = (da_j a_j + dloga_j) (1 - a_j);  dbeta_a_j += ka lambda dz_j;  dcost_j = -lambda dz_j
+//   dbeta_v_j += kv c S_j dcost_j;  dS_j = c (kv beta_v_j + kl L_j) dcost_j
+//     (ka, kv, kl: em_logit_coeffs; the paper's 1, 16, 1/2)
+//   ds_jh = [sigma2_jh > sigma2_min] (dsig_jh + kl c S_j dcost_j / sigma2_jh)
 //           (the floor passes no gradient, as in the stop-gradient backward)
 //   dmu'_jh = dmu_jh - 2 ds_jh sum_i w_ij (V_ijh - mu_jh)           (the mu inside sigma2)
+//   with mean_carry r (mu = (1 - r) sum_i w V + r mu^{t-1}): dmu_prev_jh = r dmu'_jh,
+//     then dmu'_jh *= 1 - r (the rest below reads this scaled dmu')
 //   dV_ijh += w_ij (dmu'_jh + 2 ds_jh (V_ijh - mu_jh))
 //   dw_ij = sum_h V_ijh dmu'_jh + (V_ijh - mu_jh)^2 ds_jh = g_ij + sum_h mu_jh dmu'_jh,
 //     g_ij = sum_h (V_ijh - mu_jh) (dmu'_jh + (V_ijh - mu_jh) ds_jh)  (centred: no cancellation)
@@ -203,23 +234,27 @@ inline float sum16(const float* t) {
 // The loops over h are innermost and element-wise, so the compiler vectorises
 // them without reassociating any sum; g's sum over h is pairwise.
 void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbeta_a, float* dbeta_v,
-                             float* g, const float* dmu, const float* dsig, const float* dloga,
+                             float* g, float* dmu_prev, const float* dmu, const float* dsig, const float* dloga,
                              const float* da, const float* V, const EmMStepState& s,
                              const float* beta_v, float lambda, int I, int J, const EmConfig& cfg) {
   constexpr int H = kPoseDim;
   const float c = cfg.cost_norm ? 1.f / float(I) : 1.f;
+  const EmLogitCoeffs k = em_logit_coeffs(cfg);  // paper: 1, 16, 1/2 (exact products)
+  const bool carry = cfg.mean_carry != 0.f;
+  const float keep = 1.f - cfg.mean_carry;
   for (int j = 0; j < J; ++j) {
     const float* mu = s.mu + j * H;
     const float* s2 = s.sigma2 + j * H;
     // 1 - a, from log a where a is close to 1 (where 1 - a would cancel).
     const float one_minus_a = s.a[j] <= 0.5f ? 1.f - s.a[j] : -std::expm1(s.log_a[j]);
     const float dz = ((da ? da[j] * s.a[j] : 0.f) + dloga[j]) * one_minus_a;
-    dbeta_a[j] += lambda * dz;
+    if (cfg.logit == EmLogit::paper) dbeta_a[j] += lambda * dz;
+    else dbeta_a[j] += k.ka * lambda * dz;
     const float dcost = -lambda * dz;
     const float S = s.S[j];
-    dbeta_v[j] += float(H) * c * S * dcost;
-    const float dS = c * (float(H) * beta_v[j] + 0.5f * s.L[j]) * dcost;
-    const float dL = 0.5f * c * S * dcost;
+    dbeta_v[j] += k.kv * c * S * dcost;
+    const float dS = c * (k.kv * beta_v[j] + k.kl * s.L[j]) * dcost;
+    const float dL = k.kl * c * S * dcost;
     float ds[H], dm[H], centred[H] = {}, t[H];
     for (int h = 0; h < H; ++h) ds[h] = s2[h] > cfg.sigma2_min ? dsig[j * H + h] + dL / s2[h] : 0.f;
     for (int i = 0; i < I; ++i) {  // sum_i w (V - mu): 0 up to rounding when eps = 0
@@ -230,6 +265,10 @@ void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbet
     float mu_dm = 0.f;
     for (int h = 0; h < H; ++h) {
       dm[h] = dmu[j * H + h] - 2.f * ds[h] * centred[h];
+      if (carry) {
+        if (dmu_prev) dmu_prev[j * H + h] = cfg.mean_carry * dm[h];
+        dm[h] *= keep;
+      }
       mu_dm += mu[h] * dm[h];
     }
     float g_mean = 0.f;
@@ -299,6 +338,8 @@ void em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a,
   float* dm = dla + I;            // J x 16  adjoint of mu^t
   float* dsig = dm + J * H;       // J x 16  adjoint of sigma2^t (from E-step t)
   float* dloga = dsig + J * H;    // J       adjoint of log a^t (from E-step t)
+  float* dcarry = dloga + J;      // J x 16  adjoint of mu^{t-1} through mu^t's carry
+  const bool carry = cfg.mean_carry != 0.f;
   for (int b = 0; b < B; ++b) {
     const float* v = V + size_t(b) * I * J * H;
     float* dv = dV + size_t(b) * I * J * H;
@@ -309,11 +350,14 @@ void em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a,
     std::fill_n(dla, I, 0.f);
     for (int t = T - 1; t >= 0; --t) {
       const EmMStepState s = em_m_step_state(st, t, b, B, I, J);
-      em_m_step_backward_full(dv, dl, dla, dbeta_a, dbeta_v, g, dm, dsig, dloga,
+      em_m_step_backward_full(dv, dl, dla, dbeta_a, dbeta_v, g, t > 0 ? dcarry : nullptr, dm, dsig, dloga,
                               t == T - 1 ? da_out + size_t(b) * J : nullptr, v, s,
                               st.hist.beta_v.data(), em_lambda(cfg, t), I, J, cfg);
-      if (t > 0)  // log R^0 is the constant 1/J: its adjoint goes nowhere
+      if (t > 0) {  // log R^0 is the constant 1/J: its adjoint goes nowhere
         e_step_backward_full(dv, dm, dsig, dloga, dl, s.log_r, v, em_m_step_state(st, t - 1, b, B, I, J), I, J);
+        if (carry)
+          for (int n = 0; n < J * H; ++n) dm[n] += dcarry[n];
+      }
     }
     // d log sigmoid(z) / dz = 1 - sigmoid(z), from log a as above.
     for (int i = 0; i < I; ++i) da_in_logit[size_t(b) * I + i] += dla[i] * -std::expm1(log_a_in[i]);

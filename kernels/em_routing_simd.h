@@ -101,7 +101,14 @@ inline void m_step_weights(float* w, float* S, const float* log_r, const float* 
 
 // z = lambda (beta_a - cost), cost = (16 beta_v + sum_h log(sigma2) / 2) S
 // [/ I with cost_norm], as in em_m_step_f32__scalar.
-inline float logit(float lsum, float S, float beta_a, float beta_v, int I, const EmConfig& cfg) {
+// The official form (cfg.logit): z = lambda (-cost - 5000 beta_a), cost =
+// (kv beta_v + lsum) S [/ I], kv = 16 (ln 2 pi + 1).
+inline float logit(float lsum, float S, float beta_a, float beta_v, int I, const EmConfig& cfg, float kv_official) {
+  if (cfg.logit == EmLogit::official) {
+    float cost = (kv_official * beta_v + lsum) * S;
+    if (cfg.cost_norm) cost /= float(I);
+    return cfg.lambda * (-cost - 5000.f * beta_a);
+  }
   float cost = (float(kPoseDim) * beta_v + 0.5f * lsum) * S;
   if (cfg.cost_norm) cost /= float(I);
   return cfg.lambda * (beta_a - cost);
@@ -110,15 +117,18 @@ inline float logit(float lsum, float S, float beta_a, float beta_v, int I, const
 // The M-step's moments of upper capsules j0 .. j0+NJ-1 (NJ independent
 // accumulator chains): mu = sum_i w V, sigma2 = max(sum_i w (V - mu)^2, floor),
 // and lsum[q] = sum_h log sigma2. v, w, mu, s2: this b's votes, weights, outputs.
+// With prev (this b's mu_prev, else nullptr) mu = keep sum_i w V + carry prev.
 template <int NJ>
 inline void moments(float* mu, float* s2, float* lsum, const float* v, const float* w, int j0, int I, int J,
-                    F16 s2_min) {
+                    F16 s2_min, const float* prev, float keep, float carry) {
   const size_t stride = size_t(J) * H;  // from capsule i to i+1
   F16 m[NJ], s[NJ];
   for (int q = 0; q < NJ; ++q) m[q] = s[q] = zero16();
   for (int i = 0; i < I; ++i)
     for (int q = 0; q < NJ; ++q)
       m[q] = fma16(bcast16(w[i * J + j0 + q]), load16(v + i * stride + (j0 + q) * H), m[q]);
+  if (prev)
+    for (int q = 0; q < NJ; ++q) m[q] = fma16(bcast16(carry), load16(prev + (j0 + q) * H), mul16(bcast16(keep), m[q]));
   for (int i = 0; i < I; ++i)
     for (int q = 0; q < NJ; ++q) {
       const F16 d = sub16(load16(v + i * stride + (j0 + q) * H), m[q]);
@@ -136,6 +146,11 @@ inline void m_step_simd(float* mu, float* a_out, EmState& st, const float* V, co
                         const float* beta_v, int B, int I, int J, const EmConfig& cfg) {
   const F16 s2_min = bcast16(cfg.sigma2_min);
   const size_t n = size_t(I) * J;
+  const bool carry = cfg.mean_carry != 0.f;
+  const float keep = 1.f - cfg.mean_carry;
+  EmConfig official;
+  official.logit = EmLogit::official;
+  const float kv_official = em_logit_coeffs(official).kv;
   for (int b = 0; b < B; ++b) {
     float* w = st.w.data() + size_t(b) * n;  // w[i*J + j]
     const float* log_r = st.log_r.data() + size_t(b) * n;
@@ -149,14 +164,16 @@ inline void m_step_simd(float* mu, float* a_out, EmState& st, const float* V, co
     float* s2_b = st.sigma2.data() + size_t(b) * J * H;
     float* lsum = st.log_s2_sum.data() + size_t(b) * J;
     float* z = a_out + size_t(b) * J;
+    const float* prev = carry ? st.mu_prev.data() + size_t(b) * J * H : nullptr;
     int j = 0;
     for (; j + kMomentJ <= J; j += kMomentJ) {
-      moments<kMomentJ>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min);
-      for (int q = j; q < j + kMomentJ; ++q) z[q] = logit(lsum[q], S[q], beta_a[q], beta_v[q], I, cfg);
+      moments<kMomentJ>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
+      for (int q = j; q < j + kMomentJ; ++q)
+        z[q] = logit(lsum[q], S[q], beta_a[q], beta_v[q], I, cfg, kv_official);
     }
     for (; j < J; ++j) {
-      moments<1>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min);
-      z[j] = logit(lsum[j], S[j], beta_a[j], beta_v[j], I, cfg);
+      moments<1>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
+      z[j] = logit(lsum[j], S[j], beta_a[j], beta_v[j], I, cfg, kv_official);
     }
   }
   activations(a_out, st.log_a_out.data(), size_t(B) * J);
@@ -219,24 +236,34 @@ inline void backward_simd(float* dV, float* dbeta_a, float* dbeta_v, const float
                           const float* V, const float* mu, const float* a_out, const EmState& st, int B, int I,
                           int J, const EmConfig& cfg) {
   const F16 s2_min = bcast16(cfg.sigma2_min);
+  const EmLogitCoeffs k = em_logit_coeffs(cfg);  // paper: 1, 16, 1/2 (exact products)
+  const bool carry = cfg.mean_carry != 0.f;
+  const F16 keep = bcast16(1.f - cfg.mean_carry);
   for (int b = 0; b < B; ++b)
     for (int j = 0; j < J; ++j) {
       const size_t bj = size_t(b) * J + j;
       const float a = a_out[bj];
       const float dz = da_out[bj] * a * (1.f - a);
-      dbeta_a[j] += cfg.lambda * dz;
+      if (cfg.logit == EmLogit::paper) dbeta_a[j] += cfg.lambda * dz;  // as before the option (its bits)
+      else dbeta_a[j] += k.ka * cfg.lambda * dz;
       const float dcost = -cfg.lambda * dz;
-      // The factor of (16 beta_v + L/2) in the cost: S, or S / I with cost_norm.
+      // The factor of (kv beta_v + kl L) in the cost: S, or S / I with cost_norm.
       const float S = cfg.cost_norm ? st.sum_ra[bj] / float(I) : st.sum_ra[bj];
-      dbeta_v[j] += float(H) * S * dcost;
-      // 2 dsigma2 = 2 (dcost S / 2) / sigma2, 0 where sigma2 sits at its floor.
+      dbeta_v[j] += k.kv * S * dcost;
+      // 2 dsigma2 = 2 (dcost S kl) / sigma2, 0 where sigma2 sits at its floor.
       const F16 x = load16(st.sigma2.data() + bj * H);
-      const F16 g = zero_unless_gt16(div16(bcast16(dcost * S * 0.5f), x), x, s2_min);
-      const F16 t = add16(g, g), u = load16(mu + bj * H), e = load16(dmu + bj * H);
+      const F16 g = zero_unless_gt16(div16(bcast16(dcost * S * k.kl), x), x, s2_min);
+      const F16 t = add16(g, g), u = load16(mu + bj * H);
+      F16 e = load16(dmu + bj * H);
       const size_t stride = size_t(J) * H;  // from capsule i to i+1
       const float* w = st.w.data() + size_t(b) * I * J + j;
       const float* v = V + (size_t(b) * I * J + j) * H;
       float* dv = dV + (size_t(b) * I * J + j) * H;
+      if (carry) {  // dmu' = keep (dmu - 2 dsigma2 sum_i w (V - mu)), as the scalar reference
+        F16 c = zero16();
+        for (int i = 0; i < I; ++i) c = fma16(bcast16(w[size_t(i) * J]), sub16(load16(v + i * stride), u), c);
+        e = mul16(keep, sub16(e, mul16(t, c)));
+      }
       for (int i = 0; i < I; ++i, w += J, v += stride, dv += stride)  // dV += w (dmu + 2 dsigma2 (V - mu))
         store16(dv, fma16(bcast16(*w), fma16(t, sub16(load16(v), u), e), load16(dv)));
     }

@@ -38,6 +38,8 @@ void ref_m_step(Ref& r, const std::vector<double>& V, const std::vector<double>&
       for (int h = 0; h < H; ++h) {
         double m = 0, var = 0;
         for (int q = 0; q < r.I; ++q) m += ra[q] / (S + cfg.eps) * V[r.v(p, q, j, h)];
+        // The official mean carry: r.mu still holds the last iteration's mean (0 at first).
+        if (cfg.mean_carry != 0.f) m = (1 - cfg.mean_carry) * m + cfg.mean_carry * r.mu[(size_t(p) * r.J + j) * H + h];
         m = r.jitter(m);
         for (int q = 0; q < r.I; ++q) {
           const double d = V[r.v(p, q, j, h)] - m;
@@ -47,10 +49,13 @@ void ref_m_step(Ref& r, const std::vector<double>& V, const std::vector<double>&
         r.s2[(size_t(p) * r.J + j) * H + h] = std::max(r.jitter(var), double(cfg.sigma2_min));
         L += std::log(r.s2[(size_t(p) * r.J + j) * H + h]);
       }
-      double cost = r.jitter((H * bv[j] + 0.5 * r.jitter(L)) * S);
+      const bool official = cfg.logit == EmLogit::official;
+      const double kv = official ? 16 * (std::log(2 * std::numbers::pi) + 1) : H, kl = official ? 1.0 : 0.5;
+      double cost = r.jitter((kv * bv[j] + kl * r.jitter(L)) * S);
       if (cfg.cost_norm) cost /= r.I;
       r.S[size_t(p) * r.J + j] = S;
-      r.a[size_t(p) * r.J + j] = r.jitter(1.0 / (1.0 + std::exp(-lambda * (ba[j] - cost))));
+      const double z = official ? -cost - 5000 * ba[j] : ba[j] - cost;
+      r.a[size_t(p) * r.J + j] = r.jitter(1.0 / (1.0 + std::exp(-lambda * z)));
     }
 }
 
@@ -116,7 +121,8 @@ std::string describe(const ConvVotesShape& s, const ConvEmConfig& c) {
          std::to_string(s.Ho()) + "x" + std::to_string(s.Wo()) + "x" + std::to_string(s.Co) + " K" +
          std::to_string(s.K) + " s" + std::to_string(s.stride) + " iters=" + std::to_string(c.iters) +
          (c.norm == ConvEmNorm::paper ? " paper" : " official") + (c.lambda_schedule ? " scheduled" : "") +
-         (c.cost_norm ? " cost_norm" : "") + " eps=" + std::to_string(c.eps) +
+         (c.cost_norm ? " cost_norm" : "") + (c.logit == EmLogit::official ? " official-logit" : "") +
+         (c.mean_carry != 0.f ? " mean-carry=" + std::to_string(c.mean_carry) : "") + " eps=" + std::to_string(c.eps) +
          " sigma2_min=" + std::to_string(c.sigma2_min);
 }
 
@@ -130,10 +136,12 @@ ConvEmConfig option_set(int opt, int iters, EmGrad grad, ConvEmNorm norm) {
   c.iters = iters;
   c.grad = grad;
   c.norm = norm;
-  c.lambda_schedule = opt == 1;
-  c.lambda = opt == 1 ? 2.f : 1.f;
+  c.lambda_schedule = opt == 1 || opt == 6;
+  c.lambda = c.lambda_schedule ? 2.f : 1.f;
   c.cost_norm = opt == 2;
   if (opt == 3) c.eps = 1e-2f, c.sigma2_min = 0.05f;
+  if (opt == 4 || opt == 6) c.logit = EmLogit::official;
+  if (opt == 5 || opt == 6) c.mean_carry = 0.1f;
   return c;
 }
 

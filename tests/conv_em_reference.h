@@ -128,9 +128,11 @@ struct Problem {
       for (int p = 0; p < P; ++p) {
         double L = 0;
         for (int h = 0; h < H; ++h) L += std::log(st.em.sigma2[(size_t(p) * s.Co + j) * H + h]);
-        mean += (H * bv[j] + 0.5 * L) * st.em.sum_ra[size_t(p) * s.Co + j] / (cfg.cost_norm ? s.I() : 1) / P;
+        const EmLogitCoeffs k = em_logit_coeffs(cfg);
+        mean += (k.kv * bv[j] + k.kl * L) * st.em.sum_ra[size_t(p) * s.Co + j] / (cfg.cost_norm ? s.I() : 1) / P;
       }
-      ba[j] = float(mean);
+      // The logit ka beta_a - cost is 0 on average: beta_a = mean cost / ka.
+      ba[j] = float(mean / em_logit_coeffs(cfg).ka);
     }
     forward();
   }
@@ -148,7 +150,10 @@ std::vector<ConvVotesShape> shapes();
 
 // Option sets: the defaults, the official lambda schedule (final lambda 2),
 // cost normalisation, and the seed's eps (1e-2 here, so it matters) with a
-// variance floor that clamps some variances.
+// variance floor that clamps some variances; then the official code's
+// choices: its activation logit (4), its mean carry (5), and both with the
+// official schedule (6).
+constexpr int kOptionSets = 7;
 ConvEmConfig option_set(int opt, int iters, EmGrad grad, ConvEmNorm norm);
 
 }  // namespace vg::cem_test

@@ -71,7 +71,9 @@ void expect_m_step(const EmState& em, int t, const Ref& m, const std::vector<dou
           const double x = V[m.v(p, q, j, h)], d = x - m.mu[pjh];
           wv += w * std::fabs(x), wd += w * std::fabs(d), wdd += w * d * d, v1 += std::fabs(x), d2 += d * d;
         }
-        const double tol_mu = (ew + gamma_n(I + 1)) * wv + uf_w * v1;
+        // With the mean carry r: mu = (1 - r) sum w V + r mu_prev, two more roundings.
+        const double r = cfg.mean_carry, prev = r != 0.f && t > 0 ? std::fabs(double(em.hist.mu[(t - 1) * nj * H + pjh])) : 0.0;
+        const double tol_mu = (ew + gamma_n(I + 3)) * ((1 - r) * wv + r * prev) + uf_w * v1;
         ASSERT_NEAR(hh.mu[t * nj * H + pjh], m.mu[pjh], tol_mu) << "mu h=" << h << " " << where;
         const double tol_s2 = 2 * tol_mu * wd + tol_mu * tol_mu + (ew + gamma_n(I + 5)) * wdd + uf_w * d2;
         ASSERT_NEAR(hh.sigma2[t * nj * H + pjh], m.s2[pjh], tol_s2) << "sigma2 h=" << h << " " << where;
@@ -81,11 +83,14 @@ void expect_m_step(const EmState& em, int t, const Ref& m, const std::vector<dou
         L += ls;
       }
       dL += gamma_n(H) * sum_abs_log + 40 * u;
-      const double f = H * bv[j] + 0.5 * L, cost = f * S * n;
-      const double dcost = n * S * (0.5 * dL + gamma_n(3) * (H * std::fabs(bv[j]) + 0.5 * std::fabs(L)) + std::fabs(f) * ew) +
+      // The logit's coefficients (em_logit_coeffs): the paper's ka = 1, kv = 16, kl = 1/2.
+      const EmLogitCoeffs k = em_logit_coeffs(cfg);
+      const double kv = k.kv, kl = k.kl, ka = k.ka;
+      const double f = kv * bv[j] + kl * L, cost = f * S * n;
+      const double dcost = n * S * (kl * dL + gamma_n(3) * (kv * std::fabs(bv[j]) + kl * std::fabs(L)) + std::fabs(f) * ew) +
                            n * std::fabs(f) * I * uf + u * std::fabs(cost);
-      const double a = m.a[pj], zz = lambda * (ba[j] - cost);
-      const double tol_a = a * (1 - a) * (lambda * (dcost + u * (std::fabs(ba[j]) + std::fabs(cost))) + u * std::fabs(zz)) + 4 * u * a +
+      const double a = m.a[pj], zz = lambda * (ka * ba[j] - cost);
+      const double tol_a = a * (1 - a) * (lambda * (dcost + u * (std::fabs(ka * ba[j]) + std::fabs(cost))) + u * std::fabs(zz)) + 4 * u * a +
                            1.0 / FLT_MAX + FLT_TRUE_MIN;
       ASSERT_NEAR(hh.a[t * nj + pj], a, tol_a) << "a " << where;
     }
@@ -152,6 +157,8 @@ void expect_every_step(const Problem& pr, const std::string& where) {
     Ref m(s);
     m.la = to_double(em.log_a_in);
     for (size_t n = 0; n < nij; ++n) m.R[n] = std::exp(double(em.hist.log_r[t * nij + n]));
+    if (t > 0)  // the mean the carry reads: the kernel's last one (Ref starts at 0)
+      for (size_t n = 0; n < nj * H; ++n) m.mu[n] = em.hist.mu[(t - 1) * nj * H + n];
     ref_m_step(m, V, to_double(pr.ba), to_double(pr.bv), c, em_lambda(c, t));
     expect_m_step(em, t, m, V, pr.ba, pr.bv, c, where + " M-step " + std::to_string(t));
     if (t + 1 == c.iters) break;
@@ -166,7 +173,7 @@ TEST(ConvEmRouting, EveryStepMatchesTheNaiveReference) {
   uint64_t tag = 100;
   for (const ConvVotesShape& s : shapes())
     for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
-      for (int opt = 0; opt < 4; ++opt) {
+      for (int opt = 0; opt < kOptionSets; ++opt) {
         const ConvEmConfig c = option_set(opt, 3, EmGrad::full, norm);
         expect_every_step(Problem(s, c, tag += 10), describe(s, c));
       }
@@ -292,7 +299,7 @@ TEST(ConvEmRouting, OneWindowIsTheDenseRoutingBitForBit) {
   uint64_t tag = 600;
   for (const ConvVotesShape& s : one)
     for (EmGrad grad : {EmGrad::stopgrad, EmGrad::full})
-      for (int opt = 0; opt < 4; ++opt)
+      for (int opt = 0; opt < kOptionSets; ++opt)
         for (int iters : {1, 2, 3}) {
           const ConvEmConfig c = option_set(opt, iters, grad, ConvEmNorm::paper);
           Problem pr(s, c, tag += 10);
@@ -342,7 +349,7 @@ TEST_P(ConvEmRoutingVariant, EveryStepMatchesTheNaiveReference) {
   bool misalign = false;
   for (const ConvVotesShape& s : tiles)
     for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
-      for (int opt = 0; opt < 4; ++opt) {
+      for (int opt = 0; opt < kOptionSets; ++opt) {
         misalign = !misalign;
         const ConvEmConfig c = option_set(opt, 3, EmGrad::full, norm);
         expect_every_step(Problem(s, c, tag += 10, k, misalign),

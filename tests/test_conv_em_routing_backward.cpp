@@ -41,9 +41,11 @@ struct Check {
   // nonzero: also require some |derivative| > 1e-3, so the check is not
   // vacuous (not for the betas: J sums of signed terms over the windows).
   // slack: per element, error terms the kernel's formula adds (x's size).
+  // step_scale: x's scale in f is 1 / step_scale (the official logit's
+  // 5000 beta_a: f bends over 2e-4 of beta_a), so the step is h / step_scale.
   void run(std::vector<double>& x, const std::vector<float>& grad, size_t stride, const std::string& what,
-           bool nonzero = true, const std::vector<double>* slack = nullptr) const {
-    const double h = 1e-4;
+           bool nonzero = true, const std::vector<double>* slack = nullptr, double step_scale = 1) const {
+    const double h = 1e-4 / step_scale;
     std::vector<double> fd, trunc;
     std::vector<size_t> at;
     double max_g = 0;
@@ -86,13 +88,18 @@ void frozen_m_step(std::vector<double>& mu, std::vector<double>& a, const std::v
   const EmState& em = pr.st.em;
   const int P = int(pr.a.size()) / pr.s.Co, I = pr.s.I(), J = pr.s.Co;
   const double lambda = em_lambda(pr.cfg, pr.cfg.iters - 1), n = pr.cfg.cost_norm ? 1.0 / I : 1.0;
+  const double carry = pr.cfg.mean_carry;
+  const EmLogitCoeffs k = em_logit_coeffs(pr.cfg);
   for (int p = 0; p < P; ++p)
     for (int j = 0; j < J; ++j) {
       double L = 0;
       for (int h = 0; h < H; ++h) {
         double m = 0, var = 0;
         for (int q = 0; q < I; ++q) m += em.w[(size_t(p) * I + q) * J + j] * V[((size_t(p) * I + q) * J + j) * H + h];
-        const double m_held = pr.mu[(size_t(p) * J + j) * H + h];
+        // With the mean carry the previous mean is held, and the mu inside
+        // sigma2 is not (the kernels' contract, em_routing.h).
+        if (carry != 0) m = (1 - carry) * m + carry * em.mu_prev[(size_t(p) * J + j) * H + h];
+        const double m_held = carry != 0 ? m : pr.mu[(size_t(p) * J + j) * H + h];
         for (int q = 0; q < I; ++q) {
           const double d = V[((size_t(p) * I + q) * J + j) * H + h] - m_held;
           var += em.w[(size_t(p) * I + q) * J + j] * d * d;
@@ -100,8 +107,8 @@ void frozen_m_step(std::vector<double>& mu, std::vector<double>& a, const std::v
         mu[(size_t(p) * J + j) * H + h] = m;
         L += std::log(std::max(var, double(pr.cfg.sigma2_min)));
       }
-      const double cost = (H * bv[j] + 0.5 * L) * em.sum_ra[size_t(p) * J + j] * n;
-      a[size_t(p) * J + j] = 1.0 / (1.0 + std::exp(-lambda * (ba[j] - cost)));
+      const double cost = (double(k.kv) * bv[j] + double(k.kl) * L) * em.sum_ra[size_t(p) * J + j] * n;
+      a[size_t(p) * J + j] = 1.0 / (1.0 + std::exp(-lambda * (double(k.ka) * ba[j] - cost)));
     }
 }
 
@@ -130,15 +137,16 @@ void check_stopgrad(const Problem& pr, uint64_t tag, const std::string& where) {
   // dV += w 2 dsigma2 (V - mu) with dsigma2 = -lambda dz c S / (2 sigma2).
   const int P = int(pr.a.size()) / s.Co, I = s.I(), J = s.Co;
   const double lambda = em_lambda(pr.cfg, pr.cfg.iters - 1), c = pr.cfg.cost_norm ? 1.0 / I : 1.0;
+  const EmLogitCoeffs k = em_logit_coeffs(pr.cfg);
   std::vector<double> sl_V(V.size(), 0.0), sl_ba(J, 0.0), sl_bv(J, 0.0);
   for (int p = 0; p < P; ++p)
     for (int j = 0; j < J; ++j) {
       const size_t pj = size_t(p) * J + j;
       const double e_dz = std::fabs(G_a[pj]) * (std::fabs(pr.a[pj] - a[pj]) + u), S = pr.st.em.sum_ra[pj];
-      sl_ba[j] += lambda * e_dz;
-      sl_bv[j] += H * c * S * lambda * e_dz;
+      sl_ba[j] += std::fabs(k.ka) * lambda * e_dz;
+      sl_bv[j] += k.kv * c * S * lambda * e_dz;
       for (int h = 0; h < H; ++h) {
-        const double e_ds2 = lambda * e_dz * c * S / (2 * pr.st.em.sigma2[pj * H + h]);
+        const double e_ds2 = lambda * e_dz * c * S * k.kl / pr.st.em.sigma2[pj * H + h];
         for (int q = 0; q < I; ++q) {
           const size_t n = ((size_t(p) * I + q) * J + j) * H + h;
           sl_V[n] = pr.st.em.w[(size_t(p) * I + q) * J + j] * 2 * e_ds2 * std::fabs(V[n] - pr.mu[pj * H + h]);
@@ -146,7 +154,7 @@ void check_stopgrad(const Problem& pr, uint64_t tag, const std::string& where) {
       }
     }
   chk.run(V, dV, 37, "dV " + where, true, &sl_V);
-  chk.run(ba, dba, 1, "dbeta_a " + where, false, &sl_ba);
+  chk.run(ba, dba, 1, "dbeta_a " + where, false, &sl_ba, std::fabs(em_logit_coeffs(pr.cfg).ka));
   chk.run(bv, dbv, 1, "dbeta_v " + where, false, &sl_bv);
 }
 
@@ -154,7 +162,7 @@ TEST(ConvEmRouting, StopGradientBackwardMatchesFiniteDifferencesOfTheFrozenMStep
   uint64_t tag = 700;
   for (const ConvVotesShape& s : {shapes()[0], shapes()[1]})
     for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
-      for (int opt = 0; opt < 4; ++opt)
+      for (int opt = 0; opt < kOptionSets; ++opt)
         for (int iters : {1, 2, 3}) {
           const ConvEmConfig c = option_set(opt, iters, EmGrad::stopgrad, norm);
           tag += 10;
@@ -203,7 +211,7 @@ void check_full(const Problem& pr, uint64_t tag, const std::string& where) {
   };
   chk.run(V, dV, 37, "dV " + where);
   chk.run(z, dz, 1, "da_in_logit " + where);
-  chk.run(ba, dba, 1, "dbeta_a " + where, false);
+  chk.run(ba, dba, 1, "dbeta_a " + where, false, nullptr, std::fabs(em_logit_coeffs(c).ka));
   chk.run(bv, dbv, 1, "dbeta_v " + where, false);
 }
 
@@ -211,7 +219,7 @@ TEST(ConvEmRouting, FullBackwardMatchesFiniteDifferencesThrough1To3Iterations) {
   uint64_t tag = 800;
   for (const ConvVotesShape& s : {shapes()[0], shapes()[1], shapes()[3]})
     for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
-      for (int opt = 0; opt < 4; ++opt)
+      for (int opt = 0; opt < kOptionSets; ++opt)
         for (int iters : {1, 2, 3}) {
           // Every option at 3 iterations; 1 and 2 iterations with the defaults.
           if (opt > 0 && iters < 3) continue;
@@ -308,6 +316,17 @@ TEST_P(ConvEmRoutingVariantBackward, BothSchemesMatchFiniteDifferences) {
         check_stopgrad(Problem(s, sg, tag, k, misalign), tag + 1, where + describe(s, sg));
         check_full(Problem(s, full, tag, k, misalign), tag + 3, where + describe(s, full));
       }
+  // The official code's logit and mean carry together (option set 6).
+  tag = 1500;
+  for (const ConvVotesShape& s : {ConvVotesShape::conv(1, 5, 5, 2, 8, 3, 2), ConvVotesShape::conv(1, 5, 4, 1, 7, 3, 1)})
+    for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official}) {
+      misalign = !misalign;
+      const std::string where = std::string(isa_name(k.isa)) + (misalign ? " misaligned " : " ");
+      const ConvEmConfig sg = option_set(6, 3, EmGrad::stopgrad, norm), full = option_set(6, 3, EmGrad::full, norm);
+      tag += 10;
+      check_stopgrad(Problem(s, sg, tag, k, misalign), tag + 1, where + describe(s, sg));
+      check_full(Problem(s, full, tag, k, misalign), tag + 3, where + describe(s, full));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ConvEmRoutingVariantBackward, ::testing::Range(0, test::variant_count(conv_em_routing_variants)),

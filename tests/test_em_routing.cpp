@@ -529,6 +529,7 @@ RefOut ref_routing(const std::vector<double>& V, const std::vector<double>& z_in
     auto v = [&](int i, int j, int h) { return V[((size_t(b) * I + i) * J + j) * H + h]; };
     for (int i = 0; i < I; ++i) a_in[i] = 1.0 / (1.0 + std::exp(-z_in[size_t(b) * I + i]));
     std::fill(R.begin(), R.end(), 1.0 / J);
+    std::fill(mu.begin(), mu.end(), 0.0);  // the mean carry's mu^{-1}
     for (int t = 0; t < cfg.iters; ++t) {
       const double lambda = cfg.lambda_schedule ? cfg.lambda * (1.0 - std::pow(0.95, t + 1)) : cfg.lambda;
       for (int j = 0; j < J; ++j) {
@@ -538,14 +539,21 @@ RefOut ref_routing(const std::vector<double>& V, const std::vector<double>& z_in
         for (int h = 0; h < H; ++h) {
           double m = 0, var = 0;
           for (int i = 0; i < I; ++i) m += R[i * J + j] * a_in[i] / (S + cfg.eps) * v(i, j, h);
+          if (cfg.mean_carry != 0.f) m = (1 - cfg.mean_carry) * m + cfg.mean_carry * mu[j * H + h];
           for (int i = 0; i < I; ++i) var += R[i * J + j] * a_in[i] / (S + cfg.eps) * (v(i, j, h) - m) * (v(i, j, h) - m);
           mu[j * H + h] = m;
           s2[j * H + h] = std::max(var, double(cfg.sigma2_min));
           L += std::log(s2[j * H + h]);
         }
-        double cost = (H * beta_v[j] + 0.5 * L) * S;
-        if (cfg.cost_norm) cost /= I;
-        a[j] = 1.0 / (1.0 + std::exp(-lambda * (beta_a[j] - cost)));
+        if (cfg.logit == EmLogit::official) {  // capsule_em: lambda (-S (L + 16 (ln 2pi + 1) beta_v) - 5000 beta_a)
+          double cost = (L + 16 * (std::log(2 * std::numbers::pi) + 1) * beta_v[j]) * S;
+          if (cfg.cost_norm) cost /= I;
+          a[j] = 1.0 / (1.0 + std::exp(-lambda * (-cost - 5000 * beta_a[j])));
+        } else {
+          double cost = (H * beta_v[j] + 0.5 * L) * S;
+          if (cfg.cost_norm) cost /= I;
+          a[j] = 1.0 / (1.0 + std::exp(-lambda * (beta_a[j] - cost)));
+        }
       }
       if (t + 1 == cfg.iters) break;
       for (int i = 0; i < I; ++i) {
@@ -586,13 +594,19 @@ Routing loose_routing(int B, uint64_t tag, const EmConfig& c) {
         for (int h = 0; h < H; ++h)
           r.V[((b * I + i) * J + j) * H + h] = common[(b * J + j) * H + h] + 0.5f * r.V[((b * I + i) * J + j) * H + h];
   r.forward();
-  for (int j = 0; j < J; ++j) {
-    double ls = 0;
-    for (int h = 0; h < H; ++h) ls += std::log(r.st.sigma2[j * H + h]);
-    const double cost = (H * r.beta_v[j] + 0.5 * ls) * r.st.sum_ra[j] / (c.cost_norm ? I : 1);
-    r.beta_a[j] = float(cost);
+  const EmLogitCoeffs k = em_logit_coeffs(c);  // the paper's 1, 16, 1/2
+  // The official options move the routing with beta_a (5000 beta_a in the
+  // logit; a mean that carries the last one): centre again on the new routing.
+  const int rounds = c.logit == EmLogit::official || c.mean_carry != 0.f ? 4 : 1;
+  for (int round = 0; round < rounds; ++round) {
+    for (int j = 0; j < J; ++j) {
+      double ls = 0;
+      for (int h = 0; h < H; ++h) ls += std::log(r.st.sigma2[j * H + h]);
+      const double cost = (k.kv * r.beta_v[j] + k.kl * ls) * r.st.sum_ra[j] / (c.cost_norm ? I : 1);
+      r.beta_a[j] = float(cost / k.ka);  // ka beta_a - cost = 0
+    }
+    r.forward();
   }
-  r.forward();
   return r;
 }
 
@@ -644,22 +658,31 @@ TEST(EmRoutingOptions, ActivationFollowsTheScheduledNormalisedCost) {
 // The option sets the checks below run, each with 1, 2 and 3 iterations:
 // the defaults, the official lambda schedule (final lambda 2, so that the
 // activations still move), cost normalisation, both, a variance floor that
-// clamps part of the variances, and the seed's eps (here 1e-2, so it matters).
-constexpr int kOptionSets = 6;
+// clamps part of the variances, and the seed's eps (here 1e-2, so it matters);
+// then the official code's choices (capsule_em): its activation logit (6), its
+// mean carry (7), and both with the schedule and cost normalisation (8).
+constexpr int kOptionSets = 9;
+constexpr int kFirstOfficial = 6;
 EmConfig option_set(int opt, int iters, EmGrad grad) {
   EmConfig c;
   c.iters = iters;
   c.grad = grad;
-  c.lambda_schedule = opt == 1 || opt == 3;
-  c.lambda = c.lambda_schedule ? 2.f : 1.f;
-  c.cost_norm = opt == 2 || opt == 3;
+  c.lambda_schedule = opt == 1 || opt == 3 || opt == 8;
+  // The official sets 6 and 7 at lambda 1/4 (the official class layer's
+  // quarter): at 1 their last iteration saturates every activation here.
+  c.lambda = c.lambda_schedule ? 2.f : opt == 6 || opt == 7 ? 0.25f : 1.f;
+  c.cost_norm = opt == 2 || opt == 3 || opt == 8;
   if (opt == 4) c.sigma2_min = 0.2f;
   if (opt == 5) c.eps = 1e-2f;
+  if (opt == 6 || opt == 8) c.logit = EmLogit::official;
+  if (opt == 7 || opt == 8) c.mean_carry = 0.1f;
   return c;
 }
 std::string describe(const EmConfig& c) {
   return "iters=" + std::to_string(c.iters) + " lambda=" + std::to_string(c.lambda) +
          (c.lambda_schedule ? " scheduled" : "") + (c.cost_norm ? " cost_norm" : "") +
+         (c.logit == EmLogit::official ? " official-logit" : "") +
+         (c.mean_carry != 0.f ? " mean-carry=" + std::to_string(c.mean_carry) : "") +
          " sigma2_min=" + std::to_string(c.sigma2_min) + " eps=" + std::to_string(c.eps);
 }
 
@@ -727,8 +750,9 @@ TEST(EmRoutingOptions, FullBackwardMatchesFiniteDifferencesThrough1To3Iterations
         for (size_t n = 0; n < o.a.size(); ++n) s += G_a[n] * o.a[n];
         return s;
       };
-      const double h = 1e-4;
-      auto check = [&](std::vector<double>& x, const std::vector<float>& grad, const char* what) {
+      // beta_a's step: f bends over 1 / |ka| of it (the official logit's 5000 beta_a).
+      auto check = [&](std::vector<double>& x, const std::vector<float>& grad, const char* what, double step_scale = 1) {
+        const double h = 1e-4 / step_scale;
         std::vector<double> fd(x.size()), trunc(x.size());
         double max_g = 0;
         for (size_t k = 0; k < x.size(); ++k) {
@@ -743,14 +767,15 @@ TEST(EmRoutingOptions, FullBackwardMatchesFiniteDifferencesThrough1To3Iterations
           trunc[k] = std::fabs(fd[k] - D(2 * h));
           max_g = std::max(max_g, std::fabs(fd[k]));
         }
-        const double rounding = A * eps_d * F / h + iters * (I + J + H) * A * eps_f * (1 + max_g);
+        // The float gradient of beta_a is ka times that of ka beta_a, whose rounding this bounds.
+        const double rounding = A * eps_d * F / h + step_scale * iters * (I + J + H) * A * eps_f * (1 + max_g);
         for (size_t k = 0; k < x.size(); ++k)
           ASSERT_NEAR(grad[k], fd[k], trunc[k] + rounding) << what << "[" << k << "] " << describe(c);
         EXPECT_GT(max_g, 1e-3) << what << ": the gradient should not vanish, " << describe(c);
       };
       check(V, g.dV, "dV");
       check(z, g.dz, "da_in_logit");
-      check(ba, g.dba, "dbeta_a");
+      check(ba, g.dba, "dbeta_a", std::fabs(em_logit_coeffs(c).ka));
       check(bv, g.dbv, "dbeta_v");
     }
 }
@@ -765,7 +790,7 @@ TEST(EmRoutingOptions, OneIterationFullAndStopGradientAgreeExceptForTheInputActi
   // same terms in other orders (1 - a from a or from log a, the zero sum above).
   // Not with eps > 0 (option set 5): there the weights sum to S / (S + eps) < 1
   // and the mu inside sigma2 does contribute.
-  for (int opt = 0; opt < kOptionSets; ++opt) {
+  for (int opt = 0; opt < kFirstOfficial; ++opt) {  // the official options: below
     if (opt == 5) continue;
     EmConfig c = option_set(opt, 1, EmGrad::stopgrad);
     Routing r = loose_routing(2, 3300 + opt, c);
@@ -889,7 +914,7 @@ TEST(EmRoutingOptions, FullBackwardHasNoNaNAtTheExtremes) {
   for (int v = 0; v < nv; ++v) {
     if (!isa_supported(ks[v].isa)) continue;
     for (int scenario = 0; scenario < 4; ++scenario)
-      for (int opt : {0, 3, 5}) {
+      for (int opt : {0, 3, 5, 8}) {
         EmConfig c = option_set(opt, 3, EmGrad::full);
         Routing r(2, 3700 + scenario, c);
         if (scenario == 0) for (float& x : r.a_logit) x = -200.f;
@@ -998,6 +1023,119 @@ TEST_P(EmRoutingVariant, FullSchemeKeepsTheForwardAndSharesTheScalarBackward) {
     EXPECT_EQ(gk.dz, gr.dz) << where;
     EXPECT_EQ(gk.dba, gr.dba) << where;
     EXPECT_EQ(gk.dbv, gr.dbv) << where;
+  }
+}
+
+}  // namespace
+}  // namespace vg
+
+namespace vg {
+namespace {
+
+// The official code's options (EmConfig::logit, mean_carry), stop-gradient:
+// the backward is the exact gradient of the frozen last M-step (w, S and the
+// carried mean held), checked by central differences of that M-step in
+// double, from the state of a 1-, 2- or 3-iteration forward.
+TEST(EmRoutingOptions, OfficialOptionsStopGradientMatchesFiniteDifferencesOfTheFrozenMStep) {
+  for (int opt = kFirstOfficial; opt < kOptionSets; ++opt)
+    for (int iters : {1, 2, 3}) {
+      const EmConfig c = option_set(opt, iters, EmGrad::stopgrad);
+      Routing r = loose_routing(1, 5000 + 10 * opt + iters, c);
+      const auto G_mu = test::randn(r.mu.size(), 5090), G_a = test::randn(r.a.size(), 5091);
+      const Grads g = backward(r, G_mu, G_a);
+      const double lambda = em_lambda(c, iters - 1), n = c.cost_norm ? 1.0 / I : 1.0, carry = c.mean_carry;
+      const EmLogitCoeffs k = em_logit_coeffs(c);
+      auto V = to_double(r.V), ba = to_double(r.beta_a), bv = to_double(r.beta_v);
+      double F = 0;
+      auto f = [&] {
+        double out = 0;
+        F = 0;
+        for (int j = 0; j < J; ++j) {
+          double L = 0;
+          for (int h = 0; h < H; ++h) {
+            double m = 0, var = 0;
+            for (int i = 0; i < I; ++i) m += r.st.w[i * J + j] * V[(i * J + j) * H + h];
+            if (carry != 0) m = (1 - carry) * m + carry * r.st.mu_prev[j * H + h];
+            for (int i = 0; i < I; ++i) {
+              const double d = V[(i * J + j) * H + h] - m;
+              var += r.st.w[i * J + j] * d * d;
+            }
+            out += G_mu[j * H + h] * m, F += std::fabs(G_mu[j * H + h] * m);
+            L += std::log(std::max(var, double(c.sigma2_min)));
+          }
+          const double cost = (double(k.kv) * bv[j] + double(k.kl) * L) * r.st.sum_ra[j] * n;
+          const double a = 1.0 / (1.0 + std::exp(-lambda * (double(k.ka) * ba[j] - cost)));
+          out += G_a[j] * a, F += std::fabs(G_a[j] * a);
+        }
+        return out;
+      };
+      f();
+      auto check = [&](std::vector<double>& x, const std::vector<float>& grad, const char* what, double step_scale = 1) {
+        const double h = 1e-4 / step_scale;  // as in the full check above
+        double max_g = 0;
+        std::vector<double> fd(x.size()), trunc(x.size());
+        for (size_t q = 0; q < x.size(); ++q) {
+          const double x0 = x[q];
+          auto D = [&](double step) {
+            x[q] = x0 + step; const double fp = f();
+            x[q] = x0 - step; const double fm = f();
+            x[q] = x0;
+            return (fp - fm) / (2 * step);
+          };
+          fd[q] = D(h);
+          trunc[q] = std::fabs(fd[q] - D(2 * h));
+          max_g = std::max(max_g, std::fabs(fd[q]));
+        }
+        // Rounding: the quotient's eps_d F / h, the float gradient's sums of
+        // I + 16 rounded terms on a float state (a, 1 - a: up to 4 eps_f).
+        const double rounding = DBL_EPSILON * F / h + (I + J + H) * 4 * FLT_EPSILON * (1 + max_g);
+        for (size_t q = 0; q < x.size(); ++q)
+          ASSERT_NEAR(grad[q], fd[q], trunc[q] + rounding) << what << "[" << q << "] " << describe(c);
+        // The betas' gradient may vanish where the last iteration saturates
+        // its activations; with one iteration (R uniform) they do not.
+        if (iters == 1 || &x == &V) {
+          EXPECT_GT(max_g, 1e-3) << what << ": the gradient should not vanish, " << describe(c);
+        }
+      };
+      check(V, g.dV, "dV");
+      check(ba, g.dba, "dbeta_a", std::fabs(em_logit_coeffs(c).ka));
+      check(bv, g.dbv, "dbeta_v");
+    }
+}
+
+// The official options in every variant against the scalar reference: the
+// whole forward (3 iterations) and, from the scalar forward's state, the
+// stop-gradient backward. Bounds: the forward's as ReferenceRoutingIsTheKernelsFunction
+// allows each of the two against double; the backward's sums of I + 16
+// rounded terms (plus the carried mean's centred sum, I more) per element.
+TEST_P(EmRoutingVariant, OfficialOptionsMatchTheScalarReference) {
+  int nv = 0;
+  const EmRoutingKernels& k = em_routing_variants(&nv)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  const EmRoutingKernels& ref = *em_routing_for(Isa::scalar);
+  for (int opt = kFirstOfficial; opt < kOptionSets; ++opt) {
+    const EmConfig c = option_set(opt, 3, EmGrad::stopgrad);
+    Routing rr = loose_routing(5, 6000 + opt, c), rv = rr;
+    em_routing_forward(rr.mu.data(), rr.a.data(), rr.st, rr.V.data(), rr.a_logit.data(), rr.beta_a.data(),
+                       rr.beta_v.data(), rr.B, I, J, c, ref);
+    em_routing_forward(rv.mu.data(), rv.a.data(), rv.st, rv.V.data(), rv.a_logit.data(), rv.beta_a.data(),
+                       rv.beta_v.data(), rv.B, I, J, c, k);
+    const std::string where = std::string(isa_name(k.isa)) + " " + describe(c);
+    const double tol_fwd = 2 * c.iters * (I + H) * 100 * double(FLT_EPSILON);
+    for (size_t n = 0; n < rr.mu.size(); ++n)
+      ASSERT_NEAR(rv.mu[n], rr.mu[n], tol_fwd * (1 + std::fabs(rr.mu[n]))) << "mu " << where;
+    for (size_t n = 0; n < rr.a.size(); ++n) ASSERT_NEAR(rv.a[n], rr.a[n], tol_fwd) << "a " << where;
+    const auto G_mu = test::randn(rr.mu.size(), 6090), G_a = test::randn(rr.a.size(), 6091);
+    const Grads gr = backward(rr, G_mu, G_a, ref), gv = backward(rr, G_mu, G_a, k);
+    auto near = [&](const std::vector<float>& x, const std::vector<float>& y, const char* what) {
+      double mx = 0;
+      for (float e : y) mx = std::max(mx, double(std::fabs(e)));
+      for (size_t n = 0; n < x.size(); ++n)
+        ASSERT_NEAR(x[n], y[n], (2 * I + H + rr.B) * 8 * FLT_EPSILON * (1 + mx)) << what << "[" << n << "] " << where;
+    };
+    near(gv.dV, gr.dV, "dV");
+    near(gv.dba, gr.dba, "dbeta_a");
+    near(gv.dbv, gr.dbv, "dbeta_v");
   }
 }
 
