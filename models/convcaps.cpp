@@ -56,6 +56,12 @@ std::vector<float> ConvCapsNet::class_coords(const ConvCapsConfig& c) {
   return coords;
 }
 
+EmConfig ConvCapsNet::class_em(const ConvCapsConfig& c) {
+  EmConfig em = c.em;
+  em.lambda *= c.class_lambda_scale;
+  return em;
+}
+
 ConvCapsNet::ConvCapsNet(const ConvCapsConfig& cfg, int max_batch)
     : Model(cfg.loss),
       cfg_(cfg),
@@ -69,7 +75,7 @@ ConvCapsNet::ConvCapsNet(const ConvCapsConfig& cfg, int max_batch)
       caps2_({cfg.caps1_side(), cfg.caps1_side(), cfg.C, cfg.D, cfg.K, 1}, cfg.em,
              kernels_for(cfg.isa, conv_votes_for, conv_votes_kernels()),
              kernels_for(cfg.isa, conv_em_routing_for, conv_em_routing_kernels()), &caps_scratch_),
-      class_({cfg.caps2_side(), cfg.caps2_side(), cfg.D, cfg.n_classes, ClassVotes::shared}, cfg.em,
+      class_({cfg.caps2_side(), cfg.caps2_side(), cfg.D, cfg.n_classes, ClassVotes::shared}, class_em(cfg),
              kernels_for(cfg.isa, pose_matmul_for, pose_matmul()),
              kernels_for(cfg.isa, conv_votes_for, conv_votes_kernels()),
              kernels_for(cfg.isa, em_routing_for, em_routing_kernels()), class_coords(cfg), cfg.coords),

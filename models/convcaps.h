@@ -30,6 +30,10 @@ struct ConvCapsConfig {
   // scaled by its side, added to elements 3 and 7; official = (y + 0.5) / 4
   // on the class layer's grid, added to elements 0 and 1 (capsule_em).
   CoordPlace coords = CoordPlace::paper;
+  // The class layer's lambda (the final one with a schedule) is em.lambda
+  // times this: 1 the paper's (one lambda for every layer), 0.25 the official
+  // code's (capsule_em/em_layers.py, connector_capsule_mat: final_beta / 4).
+  float class_lambda_scale = 1.f;
   float route_init_std = 0.5f;         // the capsule layers' W (see init())
   std::optional<Isa> isa;              // kernel variant; default: the dispatcher's
   LossConfig loss;
@@ -65,6 +69,8 @@ class ConvCapsNet final : public Model {
   // What coordinate addition adds for the class layer's children: the rows'
   // values, then the columns' (ClassCaps' coords).
   static std::vector<float> class_coords(const ConvCapsConfig& c);
+  // The class layer's routing: em with lambda scaled by class_lambda_scale.
+  static EmConfig class_em(const ConvCapsConfig& c);
 
  private:
   ConvCapsConfig cfg_;

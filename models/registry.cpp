@@ -21,6 +21,12 @@ const std::vector<ModelOption>& model_options() {
       {"em-min-var", OptionKind::real, "1e-6", "Floor of the EM variances sigma^2"},
       {"em-cost-norm", OptionKind::choice, "off", "on: Gritzman's cost normalisation (cost / number of children)"},
       {"em-grad", OptionKind::choice, "stopgrad", "stopgrad (the seed's) or full (backpropagate through every EM iteration)"},
+      {"em-logit", OptionKind::choice, "paper",
+       "convcaps: EM activation logit: paper (lambda (beta_a - S sum_h (beta_v + ln sigma_h))) or official (capsule_em: "
+       "lambda (-S (sum_h ln sigma_h^2 + 16 (ln 2pi + 1) beta_v) - 5000 beta_a))"},
+      {"em-mean", OptionKind::choice, "paper",
+       "convcaps: EM M-step mean: paper (the R a-weighted mean of the votes) or official (capsule_em: 0.9 of it + 0.1 of the "
+       "previous iteration's, 0 before the first; the variance about that mean)"},
       {"loss", OptionKind::choice, "xent",
        "Capsule models' loss: xent (the seed's logits), spread (the paper's, on activations) or margin (Sabour et al.)"},
       {"spread-margin", OptionKind::range, "0.2:0.9", "Spread loss margin A:B, annealed linearly over training"},
@@ -42,6 +48,8 @@ const std::vector<ModelOption>& model_options() {
       {"coord-add", OptionKind::choice, "paper",
        "convcaps: coordinate addition: paper (receptive-field centre / image side, to pose elements 3 and 7) or "
        "official (capsule_em: (y + 0.5) / grid side, to elements 0 and 1)"},
+      {"em-class-lambda", OptionKind::choice, "paper",
+       "convcaps: the class layer's lambda: paper (the other layers') or official (capsule_em: a quarter of it)"},
   };
   return options;
 }
@@ -223,6 +231,9 @@ ConvCapsConfig convcaps_config(const ModelOptions& opts, int in_channels) {
   static_cast<EmConfig&>(c.em) = em_config(opts);
   c.em.norm = choice(opts, "em-norm", {"paper", "official"}) == "official" ? ConvEmNorm::official : ConvEmNorm::paper;
   c.coords = choice(opts, "coord-add", {"paper", "official"}) == "official" ? CoordPlace::official : CoordPlace::paper;
+  c.em.logit = choice(opts, "em-logit", {"paper", "official"}) == "official" ? EmLogit::official : EmLogit::paper;
+  c.em.mean_carry = choice(opts, "em-mean", {"paper", "official"}) == "official" ? 0.1f : 0.f;
+  c.class_lambda_scale = choice(opts, "em-class-lambda", {"paper", "official"}) == "official" ? 0.25f : 1.f;
   c.loss = loss_config(opts);
   return c;
 }
@@ -298,7 +309,8 @@ const std::vector<ModelEntry>& model_registry() {
        "ConvCaps K/2 C and K/1 D with EM routing over windows, class capsules with coordinate addition; "
        "67,154 parameters at the defaults (68,754 with two input channels)",
        {"caps-a", "caps-b", "caps-c", "caps-d", "caps-k", "em-norm", "coord-add", "em-iters", "em-lambda",
-        "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "loss", "spread-margin"},
+        "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "em-logit", "em-mean",
+        "em-class-lambda", "loss", "spread-margin"},
        make_convcaps, convcaps_params, "caps-a", false, convcaps_activations,
        // A small network keeps the check fast; the full backward through 2 iterations as caps's.
        {{"em-grad", "full"}, {"em-iters", "2"}, {"caps-a", "4"}, {"caps-b", "2"}, {"caps-c", "3"}, {"caps-d", "3"}}},

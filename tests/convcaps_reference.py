@@ -31,15 +31,27 @@ def sigmoid(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def m_step(V, Ra, beta_a, beta_v, lam, floor):
-    """V: P x I x J x 16 votes, Ra: P x I x J = R * a. Returns mu, a, sigma2."""
+def m_step(V, Ra, beta_a, beta_v, lam, floor, cfg, mu_prev):
+    """V: P x I x J x 16 votes, Ra: P x I x J = R * a. Returns mu, a, sigma2.
+    The official code's options (google-research capsule_em, em_layers.py):
+    mean_carry r mixes the previous iteration's mean in, mu = (1 - r) m + r
+    mu_prev (mu_prev = 0 before the first), the variance taken about it; the
+    official logit is lam (-S (sum_h ln var_h + 16 (ln 2pi + 1) beta_v) -
+    5000 beta_a), the paper's lam (beta_a - S sum_h (beta_v + ln sigma_h))."""
     S = Ra.sum(axis=1)                                       # P x J
     w = Ra / S[:, None, :]
     mu = np.einsum("pij,pijh->pjh", w, V)
+    r = cfg.get("mean_carry", 0.0)
+    if r:
+        mu = (1 - r) * mu + r * mu_prev
     var = np.einsum("pij,pijh->pjh", w, (V - mu[:, None]) ** 2)
     var = np.maximum(var, floor)
-    cost = (beta_v[None, :, None] + 0.5 * np.log(var)).sum(axis=2) * S
-    a = sigmoid(lam * (beta_a[None, :] - cost))
+    if cfg.get("logit", "paper") == "official":
+        cost = (np.log(var).sum(axis=2) + 16 * (np.log(2 * np.pi) + 1) * beta_v[None, :]) * S
+        a = sigmoid(lam * (-cost - 5000 * beta_a[None, :]))
+    else:
+        cost = (beta_v[None, :, None] + 0.5 * np.log(var)).sum(axis=2) * S
+        a = sigmoid(lam * (beta_a[None, :] - cost))
     return mu, a, var
 
 
@@ -84,8 +96,9 @@ def conv_routing(V, a_child, beta_a, beta_v, H, K, s, cfg, dt):
         feeds = np.bincount(child.reshape(-1), minlength=n_children).astype(dt)  # windows per child
         R = np.broadcast_to((1.0 / (feeds[child] * J))[:, :, None], (P, I, J)).astype(dt)
     lam = lambdas(cfg)
+    mu = np.zeros((P, J, 16), dtype=dt)
     for t in range(cfg["iters"]):
-        mu, a, var = m_step(Vp, R * a_in[:, :, None], beta_a, beta_v, dt(lam[t]), dt(cfg["sigma2_min"]))
+        mu, a, var = m_step(Vp, R * a_in[:, :, None], beta_a, beta_v, dt(lam[t]), dt(cfg["sigma2_min"]), cfg, mu)
         if t == cfg["iters"] - 1:
             break
         logit = log_p(Vp, mu, var) + np.log(a)[:, None, :]    # P x I x J
@@ -114,9 +127,10 @@ def dense_routing(V, a_in, beta_a, beta_v, cfg, dt):
     """EM routing of every child to every class capsule: V N x I x J x 16."""
     N, I, J, _ = V.shape
     R = np.full((N, I, J), 1.0 / J, dtype=dt)
-    lam = lambdas(cfg)
+    lam = [x * cfg.get("class_lambda_scale", 1.0) for x in lambdas(cfg)]  # official: a quarter
+    mu = np.zeros((N, J, 16), dtype=dt)
     for t in range(cfg["iters"]):
-        mu, a, var = m_step(V, R * a_in[:, :, None], beta_a, beta_v, dt(lam[t]), dt(cfg["sigma2_min"]))
+        mu, a, var = m_step(V, R * a_in[:, :, None], beta_a, beta_v, dt(lam[t]), dt(cfg["sigma2_min"]), cfg, mu)
         if t == cfg["iters"] - 1:
             break
         logit = log_p(V, mu, var) + np.log(a)[:, None, :]

@@ -55,6 +55,7 @@ TEST(ConvCaps, BadOptionsNameTheFlagAndTheValue) {
   const std::pair<const char*, const char*> bad[] = {
       {"caps-a", "0"},  {"caps-b", "-1"},    {"caps-c", "65"},     {"caps-d", "0"},  {"caps-k", "2"},
       {"caps-k", "7"},  {"caps-k", "0"},     {"em-norm", "window"}, {"coord-add", "both"}, {"caps-a", "1.5"},
+      {"em-logit", "half"}, {"em-mean", "0.1"}, {"em-class-lambda", "quarter"},
   };
   for (const auto& [flag, value] : bad) {
     try {
@@ -191,16 +192,29 @@ TEST(ConvCaps, OneForwardPassMatchesAnIndependentNumpyReference) {
     const char* norm;
     const char* coords;
     const char* schedule;
+    const char* logit = "paper";
+    const char* mean = "paper";
+    const char* class_lambda = "paper";
   };
-  const Case cases[] = {{"paper", "paper", "official"}, {"official", "official", "official"}, {"paper", "paper", "fixed"}};
+  // The official code's choices one at a time, then all of them at once.
+  const Case cases[] = {{"paper", "paper", "official"},
+                        {"official", "official", "official"},
+                        {"paper", "paper", "fixed"},
+                        {"paper", "paper", "official", "official"},
+                        {"paper", "paper", "fixed", "paper", "official"},
+                        {"paper", "paper", "official", "paper", "paper", "official"},
+                        {"official", "official", "official", "official", "official", "official"}};
   const int N = 2;
   std::vector<int> y;
   const auto x = test::sample_images(N, &y);
   for (const Case& c : cases) {
-    SCOPED_TRACE(std::string(c.norm) + " normalisation, " + c.coords + " coordinates, " + c.schedule + " lambda");
+    const std::string tag = std::string(c.norm) + c.coords + c.schedule + c.logit + c.mean + c.class_lambda;
+    SCOPED_TRACE(std::string(c.norm) + " normalisation, " + c.coords + " coordinates, " + c.schedule + " lambda, " +
+                 c.logit + " logit, " + c.mean + " mean, " + c.class_lambda + " class lambda");
     const ModelOptions opts{{"caps-a", "3"},     {"caps-b", "2"},         {"caps-c", "3"},
                             {"caps-d", "2"},     {"em-norm", c.norm},     {"coord-add", c.coords},
-                            {"em-lambda-schedule", c.schedule}};
+                            {"em-lambda-schedule", c.schedule}, {"em-logit", c.logit}, {"em-mean", c.mean},
+                            {"em-class-lambda", c.class_lambda}};
     auto m = make_model("convcaps", opts, N, 1);
     m->init(5);
     ParamSet& p = m->params();
@@ -211,7 +225,7 @@ TEST(ConvCaps, OneForwardPassMatchesAnIndependentNumpyReference) {
     const auto& net = static_cast<const ConvCapsNet&>(*m);
     const ConvCapsConfig& cfg = net.config();
     const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                      ("viewgap_convcaps_ref_" + std::to_string(::getpid()) + "_" + c.norm + c.schedule);
+                                      ("viewgap_convcaps_ref_" + std::to_string(::getpid()) + "_" + tag);
     std::filesystem::create_directories(dir);
     for (int t = 0; t < p.num_tensors(); ++t) write_floats(dir / (p.tensor(t).name + ".f32"), p.value(t), p.tensor(t).size);
     write_floats(dir / "images.f32", x.data(), x.size());
@@ -226,7 +240,8 @@ TEST(ConvCaps, OneForwardPassMatchesAnIndependentNumpyReference) {
         {"batch", N}, {"in_channels", 1}, {"image_side", cfg.image_side}, {"A", cfg.A}, {"B", cfg.B}, {"C", cfg.C},
         {"D", cfg.D}, {"K", cfg.K}, {"classes", cfg.n_classes}, {"iters", cfg.em.iters}, {"lambda", cfg.em.lambda},
         {"lambda_schedule", cfg.em.lambda_schedule}, {"sigma2_min", cfg.em.sigma2_min}, {"norm", c.norm},
-        {"coord_place", c.coords}, {"coords", ConvCapsNet::class_coords(cfg)}};
+        {"coord_place", c.coords}, {"coords", ConvCapsNet::class_coords(cfg)},
+        {"logit", c.logit}, {"mean_carry", cfg.em.mean_carry}, {"class_lambda_scale", cfg.class_lambda_scale}};
     std::ofstream(dir / "meta.json") << meta.dump();
     const std::string cmd = VIEWGAP_PYTHON_EXE " " VIEWGAP_SOURCE_DIR "/tests/convcaps_reference.py " + dir.string() + " 2>&1";
     FILE* pipe = ::popen(cmd.c_str(), "r");

@@ -506,3 +506,37 @@ TEST(NearestNeighbour, ReturnsTheClassOfTheNearestTrainingImage) {
 
 }  // namespace
 }  // namespace vg
+
+namespace vg {
+namespace {
+
+// The official code's options through the whole model (the kernels' own
+// checks, tests/test_em_routing.cpp and test_conv_em_routing_backward.cpp,
+// cover each option in double; here the model passes them on): convcaps with
+// the mean carry and the class layer's quarter lambda, full backward, against
+// central differences of the training loss. (The official logit's 5000 beta_a
+// bends the loss over ~2e-4 of beta_a, below this float check's step; its
+// model path is the same EmConfig.)
+TEST(GradientCheck, OfficialRoutingOptionsThroughWholeModelsMatchFiniteDifferences) {
+  const int B = 3;
+  std::vector<int> y;
+  const auto x = sample_images(B, &y);
+  for (const std::string name : {"convcaps"}) {
+    SCOPED_TRACE(name);
+    ModelOptions opts;
+    for (const auto& [k, v] : find_model(name)->exact_gradient_options) opts[k] = v;
+    opts["em-mean"] = "official";
+    opts["em-class-lambda"] = "official";
+    std::unique_ptr<Model> m = make_model(name, opts, B, 1);
+    m->init(13);
+    move_off_relu_kink(*m);
+    std::vector<float> d(size_t(B) * kNumClasses);
+    const double loss0 = loss_of(*m, x, y, B, d.data());
+    m->backward(d.data(), B);
+    const std::vector<float> grad = m->params().grads();
+    test::check_tensor_gradients(m->params(), grad, loss0, [&] { return loss_of(*m, x, y, B); }, 1e-3, name + " ");
+  }
+}
+
+}  // namespace
+}  // namespace vg
