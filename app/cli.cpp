@@ -76,8 +76,22 @@ void add_model_flags(CLI::App* app, ModelOptions& opts) {
 void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& skip) {
   for (const FlagSpec& s : run_flag_specs()) {
     if (std::find(skip.begin(), skip.end(), s.name) != skip.end()) continue;
-    // The registry's models, named in --models' help.
-    const std::string help = std::string(s.name) == "models" ? "Comma-separated, of: " + model_names() : s.help;
+    // The registries' models and splits, named in --models' and --split's help.
+    std::string help = s.help;
+    if (std::string(s.name) == "models") help = "Comma-separated, of: " + model_names();
+    if (std::string(s.name) == "split") {
+      // Per data source: "--data synthetic: a, b; --data norb:DIR: c".
+      std::vector<std::pair<std::string, std::string>> by_source;
+      for (const Protocol& p : protocol_registry()) {
+        if (p.split == nullptr) continue;
+        const std::string source = std::string(p.source) + (std::string(p.source).back() == ':' ? "DIR" : "");
+        auto it = std::find_if(by_source.begin(), by_source.end(), [&](const auto& s) { return s.first == source; });
+        if (it == by_source.end()) it = by_source.insert(by_source.end(), {source, ""});
+        it->second += (it->second.empty() ? "" : ", ") + std::string(p.split);
+      }
+      for (size_t i = 0; i < by_source.size(); ++i)
+        help += (i ? "; --data " : ": with --data ") + by_source[i].first + ": " + by_source[i].second;
+    }
     app->add_option(std::string("--") + s.name, f.*(s.field), help)->capture_default_str();
   }
   for (const DataFlag& d : protocol_flags())

@@ -54,8 +54,7 @@ const FlagSpec kRunFlags[] = {
     {"n-test-elev", &RunFlags::n_test_elev, "Evenly spaced held-out elevations (default: --n-elev)"},
     {"shapes", &RunFlags::shapes, "The shape set: seed (the seed's five) or asym (no rotational symmetry)"},
     {"split", &RunFlags::split,
-     "A named split: paper-azimuth or paper-elevation (smallNORB's viewpoints); translation, rotation, scale or shear "
-     "(in-plane changes never seen in training); with --data norb:DIR also full (docs/protocols.md)"},
+     "A named split of the data source (docs/protocols.md)"},
     {"data", &RunFlags::data, "synthetic (rendered) or norb:DIR (smallNORB's six NYU files in DIR, docs/smallnorb.md)"},
     {"cameras", &RunFlags::cameras, "With --data norb: both (2 input channels), first or second"},
     {"brightness", &RunFlags::brightness, "With --data norb: training brightness jitter, uniform in +-B (0..1)"},
