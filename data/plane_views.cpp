@@ -111,13 +111,6 @@ double images(const DataConfig& d) {
 
 double bytes(const DataConfig& d) { return images(d) * (kImagePixels * sizeof(float) + 16); }
 
-TrainingSize training_size(const DataConfig& d) {
-  const long long n = 1ll * kNumClasses * d.train_azimuths.count * d.elevations.count * d.n_per_combo;
-  return {n, std::to_string(n) + " images = 5 classes x " + std::to_string(d.train_azimuths.count) + " views x " +
-                 std::to_string(d.elevations.count) + " elevations x " + std::to_string(d.n_per_combo) +
-                 " per combination"};
-}
-
 FlagError too_big(const FlagSource& f, const DataConfig& d, const std::string& why) {
   const std::string worst = f.changed("n-per-combo") ? "n-per-combo" : "n-eval-per-combo";
   return FlagError(worst, f.value(worst),
@@ -212,7 +205,7 @@ Protocol plane_protocol(const PlaneFactor& f, void (*configure)(const FlagSource
   Protocol p{.name = f.protocol, .source = "synthetic", .split = f.protocol, .axis = f.axis};
   p.configure = configure;
   p.check = check;
-  p.training_size = training_size;
+  p.training_size = synthetic_training_size;
   p.images = images;
   p.bytes = bytes;
   p.too_big = too_big;

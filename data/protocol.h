@@ -163,6 +163,8 @@ Protocol elevation_extrapolation_protocol();  // protocol_synthetic.cpp
 Protocol paper_azimuth_protocol();            // protocol_synthetic.cpp
 Protocol paper_elevation_protocol();          // protocol_synthetic.cpp
 Protocol norb_protocol(NorbSplitKind kind);   // protocol_norb.cpp
+// The rendered shapes' training set, every class at every training view (protocol_synthetic.cpp).
+TrainingSize synthetic_training_size(const DataConfig& cfg);
 Protocol translation_protocol();              // protocol_translation.cpp
 Protocol rotation_protocol();                 // protocol_affine.cpp
 Protocol scale_protocol();                    // protocol_affine.cpp

@@ -29,13 +29,6 @@ void configure_synthetic(const FlagSource& f, DataConfig* d) {
   d->n_eval_per_combo = int(f.integer("n-eval-per-combo", 1, 10000));
 }
 
-TrainingSize training_size(const DataConfig& d) {
-  const long long n = 1ll * kNumClasses * d.train_azimuths.count * d.elevations.count * d.n_per_combo;
-  return {n, std::to_string(n) + " images = 5 classes x " + std::to_string(d.train_azimuths.count) + " views x " +
-                 std::to_string(d.elevations.count) + " elevations x " + std::to_string(d.n_per_combo) +
-                 " per combination"};
-}
-
 // Images, their labels and viewpoints, and the clean renders of the largest split.
 double bytes(const DataConfig& d) {
   const double clean = double(kNumClasses) * d.elevations.count * 36;
@@ -126,7 +119,7 @@ Protocol synthetic(const char* name, const char* split, HeldOutAxis axis) {
   Protocol p{.name = name, .source = "synthetic", .split = split, .axis = axis};
   p.configure = configure_synthetic;
   p.check = check_geometry;
-  p.training_size = training_size;
+  p.training_size = synthetic_training_size;
   p.images = synthetic_images;
   p.bytes = bytes;
   p.too_big = too_big;
@@ -143,6 +136,13 @@ Protocol synthetic(const char* name, const char* split, HeldOutAxis axis) {
 }
 
 }  // namespace
+
+TrainingSize synthetic_training_size(const DataConfig& d) {
+  const long long n = 1ll * kNumClasses * d.train_azimuths.count * d.elevations.count * d.n_per_combo;
+  return {n, std::to_string(n) + " images = 5 classes x " + std::to_string(d.train_azimuths.count) + " views x " +
+                 std::to_string(d.elevations.count) + " elevations x " + std::to_string(d.n_per_combo) +
+                 " per combination"};
+}
 
 Protocol azimuth_window_protocol() {
   Protocol p = synthetic("azimuth-window", nullptr, {"azimuth", "deg"});
