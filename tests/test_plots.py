@@ -84,6 +84,17 @@ class PlotTest(unittest.TestCase):
     def path(self, *p):
         return os.path.join(self.tmp, *p)
 
+    def assert_sweep_plots_on_axis(self, d, version, axis):
+        """Sweep `d` of format `version` plots, and its tables read as on `axis`; its summary and distance rows."""
+        with open(os.path.join(d, "meta.json")) as f:
+            self.assertEqual(json.load(f)["schema_version"], version)
+        out = self.path("fig")
+        self.assert_plotted(plot("sweep", d, "--out", out), out, SWEEP)
+        _, summary, az_rows, cells, _ = plot_module().read_sweep(d)
+        for rows in (summary, az_rows, cells):
+            self.assertEqual(plot_module().axis_of(rows), axis)
+        return summary, az_rows
+
     def assert_plotted(self, r, out, names):
         self.assertEqual(r.returncode, 0, r.stderr)
         for n in names:
@@ -145,13 +156,7 @@ class PlotTest(unittest.TestCase):
     def test_results_sweep_of_schema_3(self):
         """results/ holds sweeps of schema 3 (before the axis columns): they still plot, on an azimuth axis."""
         d = os.path.join(ROOT, "results", "sweep_canonical")
-        with open(os.path.join(d, "meta.json")) as f:
-            self.assertEqual(json.load(f)["schema_version"], 3)
-        out = self.path("fig")
-        self.assert_plotted(plot("sweep", d, "--out", out), out, SWEEP)
-        _, summary, az_rows, cells, _ = plot_module().read_sweep(d)
-        for rows in (summary, az_rows, cells):
-            self.assertEqual(plot_module().axis_of(rows), ("azimuth", "deg"))
+        summary, az_rows = self.assert_sweep_plots_on_axis(d, 3, ("azimuth", "deg"))
         self.assertIn("true_gap", summary[0])
         self.assertIn("distance", az_rows[0])
 
@@ -217,13 +222,7 @@ class PlotTest(unittest.TestCase):
         sweep = self.path("sweep")
         viewgap("sweep", "--test-elevations", "60:80", "--seeds", "0:2", "--gaps", "0,10", "--n-epochs", "1",
                 "--n-per-combo", "1", "--jobs", "2", "--quiet", "--out", sweep)
-        with open(os.path.join(sweep, "meta.json")) as f:
-            self.assertEqual(json.load(f)["schema_version"], 4)
-        out = self.path("fig")
-        self.assert_plotted(plot("sweep", sweep, "--out", out), out, SWEEP)
-        _, summary, az_rows, cells, _ = plot_module().read_sweep(sweep)
-        for rows in (summary, az_rows, cells):
-            self.assertEqual(plot_module().axis_of(rows), ("elevation", "deg"))
+        summary, az_rows = self.assert_sweep_plots_on_axis(sweep, 4, ("elevation", "deg"))
         self.assertEqual(sorted({r["true_gap"] for r in summary}), [0.0, 10.0])
 
     # -- bad input --
