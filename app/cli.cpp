@@ -468,7 +468,7 @@ int cli_main(int argc, char** argv) {
   sweep->add_option("--out", sf.out, "Output directory")->required();
   sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");
   sweep->add_option("--shard", sf.shard,
-                    "K/N: run only the cells whose index is K mod N (a Slurm array task: K = $SLURM_ARRAY_TASK_ID)");
+                    "K/N: run only the trainings (seed x grid point, each with its cells at every gap) whose index is K mod N (a Slurm array task: K = $SLURM_ARRAY_TASK_ID)");
   sweep->add_flag("--quiet,-q", sf.quiet, "No progress on stderr");
   sweep->add_flag("--reproducible", sf.run.reproducible, repro_help);
   sf.run.train_az = sweep_run_defaults().train_az;

@@ -307,7 +307,7 @@ namespace {
 }  // namespace
 
 // Refuses a configuration whose `jobs` cells at once (1 for `run`) cannot fit in memory.
-void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text) {
+void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text, int datasets) {
   const Protocol& protocol = protocol_of(o.data);
   const RunFlagSource flags(f, RunFlags{});
   if (protocol.images(o.data) > 2e6) throw_usage(protocol.too_big(flags, o.data, "would exceed 2 million images"));
@@ -315,12 +315,12 @@ void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::s
   std::string big = o.models.front();
   for (const std::string& m : o.models)
     if (model_bytes(m, mo, o.train.batch_size) > model_bytes(big, mo, o.train.batch_size)) big = m;
-  const double data = dataset_bytes(o.data), model = model_bytes(big, mo, o.train.batch_size);
+  const double data = datasets * dataset_bytes(o.data), model = model_bytes(big, mo, o.train.batch_size);
   const double avail = available_bytes(), need = jobs * (data + model) + kBaseBytes;
   if (need <= avail) return;
   const std::string more = "more than the " + gigabytes(avail) + " of memory available";
   if (jobs > 1 && data + model + kBaseBytes <= avail)
-    throw UsageError("--jobs", jobs_text, std::to_string(jobs) + " cells at once need about " + gigabytes(need) + ", " + more);
+    throw UsageError("--jobs", jobs_text, std::to_string(jobs) + " trainings at once need about " + gigabytes(need) + ", " + more);
   if (model >= data) {
     const std::string why = "model '" + big + "' (" + fmt_num(std::round(model_params(big, mo) / 1e5) / 10) +
                             " M parameters) needs about " + gigabytes(model + kBaseBytes) + ", " + more;
@@ -330,11 +330,11 @@ void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::s
   throw_usage(protocol.too_big(flags, o.data, "needs about " + gigabytes(data + kBaseBytes) + ", " + more));
 }
 
-// How many cells fit in memory at once (at least 1; check_memory refuses less).
-int jobs_that_fit(const RunOptions& o) {
+// How many jobs fit in memory at once (at least 1; check_memory refuses less).
+int jobs_that_fit(const RunOptions& o, int datasets) {
   double model = 0;
   for (const std::string& m : o.models) model = std::max(model, model_bytes(m, o.train.model, o.train.batch_size));
-  const double per_cell = dataset_bytes(o.data) + model;
+  const double per_cell = datasets * dataset_bytes(o.data) + model;
   return int(std::clamp(std::floor((available_bytes() - kBaseBytes) / per_cell), 1.0, 1024.0));
 }
 

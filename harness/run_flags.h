@@ -115,10 +115,11 @@ inline constexpr double kBaseBytes = 64e6;
 // Memory this process may still use: MemAvailable, and the cgroup's limit if lower.
 double available_bytes();
 std::string gigabytes(double bytes);
-// Refuses a configuration whose `jobs` cells at once (1 for `run`) cannot fit in memory.
-void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text);
-// How many cells fit in memory at once (at least 1; check_memory refuses less).
-int jobs_that_fit(const RunOptions& o);
+// Refuses a configuration whose `jobs` runs at once (1 for `run`; a sweep's trainings) cannot fit in memory.
+// `datasets`: the datasets each job holds (a sweep's group: one per gap).
+void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text, int datasets = 1);
+// How many jobs of `datasets` datasets fit in memory at once (at least 1; check_memory refuses less).
+int jobs_that_fit(const RunOptions& o, int datasets = 1);
 
 // The defaults of `sweep`'s run flags (its training range is 0:60).
 RunFlags sweep_run_defaults();

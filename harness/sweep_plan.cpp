@@ -158,7 +158,8 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   plan.dir = f.out;
   plan.resume = f.resume;
   plan.quiet = f.quiet;
-  for (const auto& point : points) {
+  for (size_t point_index = 0; point_index < points.size(); ++point_index) {
+    const auto& point = points[point_index];
     RunFlags rf = f.run;
     std::string grid;
     for (const auto& [name, value] : point) {
@@ -220,9 +221,11 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       }
       const double true_gap = p.sweep_gap(opt.data);
       const std::vector<double> values = p.axis_values(opt.data), distances = axis_distances(p, opt.data);
-      for (uint64_t seed : seeds) {
+      for (size_t si = 0; si < seeds.size(); ++si) {
+        const uint64_t seed = seeds[si];
         SweepCell c;
         c.id = int(plan.cells.size());
+        c.group = int(point_index * seeds.size() + si);
         c.seed = seed;
         c.gap = given ? true_gap : g;
         c.true_gap = true_gap;
@@ -238,12 +241,14 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     }
     sized.emplace_back(rf, window(gaps.front()));
   }
-  // Cells run `jobs` at a time (never more than there are), each with its own
-  // dataset and model: by default as many as fit; asked for, too many is an error.
-  jobs = std::min(jobs, int(plan.cells.size()));
+  // Trainings run `jobs` at a time (never more than there are), each with a
+  // dataset per gap and its model: by default as many as fit; asked for, too
+  // many is an error.
+  jobs = std::min(jobs, plan.cells.empty() ? 1 : plan.cells.back().group + 1);
+  const int per_group = int(gaps.size());
   for (const auto& [rf, opt] : sized) {
-    if (f.jobs.empty()) jobs = std::min(jobs, jobs_that_fit(opt));
-    check_memory(rf, opt, jobs, f.jobs.empty() ? std::to_string(jobs) : f.jobs);
+    if (f.jobs.empty()) jobs = std::min(jobs, jobs_that_fit(opt, per_group));
+    check_memory(rf, opt, jobs, f.jobs.empty() ? std::to_string(jobs) : f.jobs, per_group);
   }
   plan.jobs = jobs;
   // Everything that defines the results (not --jobs, --resume, --quiet, --out).
@@ -276,13 +281,13 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   // with --gaps 0 as with --gaps given: the moved sweep says so (absent
   // otherwise, so every other sweep keeps its hash; merge reads it).
   if (!given && protocol.swept_flag == nullptr) plan.config["moves_given_set"] = true;
-  // --shard K/N: the cells with id = K mod N.
+  // --shard K/N: the cells whose training group is K mod N.
   if (!f.shard.empty()) {
     const auto slash = f.shard.find('/');
     const ParsedNumber<long long> k = parse_whole(f.shard.substr(0, slash));
     const ParsedNumber<long long> n = parse_whole(slash == std::string::npos ? "" : f.shard.substr(slash + 1));
     if (!k || !n || n.value < 1 || n.value > 1000000 || k.value < 0 || k.value >= n.value)
-      throw UsageError("--shard", f.shard, "expected K/N with 0 <= K < N (e.g. 3/16: the cells whose index is 3 mod 16)");
+      throw UsageError("--shard", f.shard, "expected K/N with 0 <= K < N (e.g. 3/16: the trainings (seed x grid point) whose index is 3 mod 16)");
     plan.shard = int(k.value);
     plan.shards = int(n.value);
     if (plan.shards > 1) plan.config["shard"] = f.shard;

@@ -14,6 +14,10 @@ namespace vg {
 // One (seed, gap, grid point): every model trained on the same data.
 struct SweepCell {
   int id = 0;
+  // Its training: the cells of one grid point and seed (at every gap) share
+  // it, as only their held-out sets differ (Protocol::at_distance); numbered
+  // by grid point, then seed.
+  int group = 0;
   uint64_t seed = 0;
   // The nominal gap, and the held-out set's true distance from the training
   // set (Protocol::sweep_gap), along the protocol's held-out axis, in its unit.
@@ -34,11 +38,12 @@ struct SweepPlan {
   bool resume = false, quiet = false;
   nlohmann::json config;      // what defines the results; hashed into meta.json
   nlohmann::json run_config;  // the first cell's typed configuration, as the run JSON has it
-  // Slurm arrays and the like: this process runs the cells whose id is
-  // `shard` mod `shards` (the full plan's ids, so any shard count gives the
-  // same cells); a shard writes cells.csv and circle.csv but no statistics.
+  // Slurm arrays and the like: this process runs the cells whose training
+  // group is `shard` mod `shards` (the full plan's groups, so any shard count
+  // gives the same cells, and no training runs in two shards); a shard writes
+  // cells.csv and circle.csv but no statistics.
   int shard = 0, shards = 1;
-  bool in_shard(const SweepCell& c) const { return c.id % shards == shard; }
+  bool in_shard(const SweepCell& c) const { return c.group % shards == shard; }
 };
 
 // FNV-1a of the canonical JSON text, as 16 hex digits.

@@ -61,44 +61,57 @@ void remove_if_present(const std::string& path) {
     throw std::runtime_error("cannot remove '" + path + "': " + std::strerror(errno));
 }
 
-// One cell: the same run_experiment as `viewgap run`, with a failing model
-// recorded (and the others run) instead of thrown.
-std::vector<CellRow> run_cell(const SweepPlan& plan, const SweepCell& c) {
-  omp_set_num_threads(1);  // one thread per cell: cells are the parallelism
-  RunOptions opt = c.opt;
-  opt.keep_going = true;
-  RunResult res;
-  std::string data_error;
+// The cells of one training group (one seed and grid point, the gaps still to
+// run): each model trained once and evaluated at every cell's held-out set
+// (run_experiments), with the bits `viewgap run` gives each cell alone. A
+// failing model, or a cell whose data cannot be made, is recorded in its rows
+// and the rest still run. `trainings`: how many the group took (1, unless a
+// cell's training differs from the others').
+std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const SweepCell*>& cells, int* trainings) {
+  omp_set_num_threads(1);  // one thread per group: groups are the parallelism
+  std::vector<RunOptions> opts;
+  for (const SweepCell* c : cells) {
+    opts.push_back(c->opt);
+    opts.back().keep_going = true;
+  }
+  std::vector<RunResult> results;
+  std::string group_error;
   try {
-    res = run_experiment(opt);
+    results = run_experiments(opts, trainings);
   } catch (const std::exception& e) {
-    data_error = *e.what() ? e.what() : "unknown error";
+    group_error = *e.what() ? e.what() : "unknown error";
+    results.assign(cells.size(), {});
+    for (RunResult& r : results) r.error = group_error;
   }
   std::vector<CellRow> mine;
-  for (size_t k = 0; k < plan.models.size(); ++k) {
-    CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, plan.models[k], "ok", "", 0, 0, 0, 0, 0, {}, {}};
-    r.axis = c.axis;
-    r.unit = c.unit;
-    const ModelResult* m = data_error.empty() ? &res.models[k] : nullptr;
-    if (m != nullptr && m->error.empty()) {
-      r.familiar = m->familiar;
-      r.heldout = m->heldout;
-      r.drop = m->drop;
-      r.n_params = m->n_params;
-      r.steps = m->steps;
-      r.validation = m->validation;
-      r.axis_acc = m->axis_acc;
-      r.axis_dist = c.axis_distances;
-    } else {
-      r.status = "failed";
-      r.familiar = r.heldout = r.drop = NAN;
-      r.reason = m != nullptr ? m->error : data_error;
-      std::replace(r.reason.begin(), r.reason.end(), ',', ';');
-      std::replace(r.reason.begin(), r.reason.end(), '\n', ' ');
-      std::replace(r.reason.begin(), r.reason.end(), '\r', ' ');
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const SweepCell& c = *cells[i];
+    const RunResult& res = results[i];
+    for (size_t k = 0; k < plan.models.size(); ++k) {
+      CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, plan.models[k], "ok", "", 0, 0, 0, 0, 0, {}, {}};
+      r.axis = c.axis;
+      r.unit = c.unit;
+      const ModelResult* m = res.error.empty() ? &res.models[k] : nullptr;
+      if (m != nullptr && m->error.empty()) {
+        r.familiar = m->familiar;
+        r.heldout = m->heldout;
+        r.drop = m->drop;
+        r.n_params = m->n_params;
+        r.steps = m->steps;
+        r.validation = m->validation;
+        r.axis_acc = m->axis_acc;
+        r.axis_dist = c.axis_distances;
+      } else {
+        r.status = "failed";
+        r.familiar = r.heldout = r.drop = NAN;
+        r.reason = m != nullptr ? m->error : res.error;
+        std::replace(r.reason.begin(), r.reason.end(), ',', ';');
+        std::replace(r.reason.begin(), r.reason.end(), '\n', ' ');
+        std::replace(r.reason.begin(), r.reason.end(), '\r', ' ');
+      }
+      if (m != nullptr) r.seconds = m->train_s + m->eval_s + m->circle_s;
+      mine.push_back(r);
     }
-    if (m != nullptr) r.seconds = m->train_s + m->eval_s + m->circle_s;
-    mine.push_back(r);
   }
   return mine;
 }
@@ -143,21 +156,28 @@ std::vector<CellRow> rows_from_json(const nlohmann::json& j, const SweepPlan& pl
 }
 
 // What the ranks of an MPI sweep say (payloads are text). A worker says HELLO
-// with its number of slots (--jobs) and sends each finished cell as RESULT;
-// rank 0 answers every HELLO slot and every RESULT with CELL: the id of the
-// next cell for that slot, or -1 when there is none (the slot ends). Before any
+// with its number of slots (--jobs) and sends each finished group as RESULT;
+// rank 0 answers every HELLO slot and every RESULT with CELL: the ids of the
+// next group's cells for that slot ("3,8,13"), or -1 when there is none (the slot ends). Before any
 // of this, rank 0 sends every worker GO: "0" to start, or the exit code of a
 // failure that ends the sweep before it starts.
 enum Tag : int { kGo = 1, kHello = 2, kResult = 3, kCell = 4 };
 
-// Hands out the cells still to run, one at a time, to local slots and worker
-// ranks alike: cells vary in duration, so a slot takes the next as it frees.
+// The cells of one training (SweepCell::group) still to run, in gap order.
+using Group = std::vector<const SweepCell*>;
+struct GroupResult {
+  std::vector<CellRow> rows;  // cell by cell, in the group's order
+  int trainings = 0;
+};
+
+// Hands out the groups still to run, one at a time, to local slots and worker
+// ranks alike: groups vary in duration, so a slot takes the next as it frees.
 class Dispenser {
  public:
-  explicit Dispenser(std::vector<const SweepCell*> todo) : todo_(std::move(todo)) {}
-  const SweepCell* take() {
+  explicit Dispenser(std::vector<Group> todo) : todo_(std::move(todo)) {}
+  const Group* take() {
     std::lock_guard<std::mutex> lock(mu_);
-    return stopped_ || next_ == todo_.size() ? nullptr : todo_[next_++];
+    return stopped_ || next_ == todo_.size() ? nullptr : &todo_[next_++];
   }
   void stop() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -166,21 +186,21 @@ class Dispenser {
 
  private:
   std::mutex mu_;
-  std::vector<const SweepCell*> todo_;
+  std::vector<Group> todo_;
   size_t next_ = 0;
   bool stopped_ = false;
 };
 
-// `jobs` slots on TBB, each running the cells `take` gives until it gives none,
-// handing each cell's rows to `land`.
-void run_slots(int jobs, const std::function<const SweepCell*()>& take,
-               const std::function<void(std::vector<CellRow>)>& land, const std::function<std::vector<CellRow>(const SweepCell&)>& run) {
+// `jobs` slots on TBB, each running the groups `take` gives until it gives none,
+// handing each group's rows to `land`.
+void run_slots(int jobs, const std::function<const Group*()>& take, const std::function<void(GroupResult)>& land,
+               const std::function<GroupResult(const Group&)>& run) {
   // Without this, TBB caps its workers at the core count and warns on stderr.
   tbb::global_control workers(tbb::global_control::max_allowed_parallelism, size_t(std::max(jobs, 1)));
   tbb::task_arena arena(jobs);
   arena.execute([&] {
     tbb::parallel_for(0, jobs, [&](int) {
-      while (const SweepCell* c = take()) land(run(*c));
+      while (const Group* g = take()) land(run(*g));
     }, tbb::simple_partitioner());
   });
 }
@@ -205,13 +225,24 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   std::set<int> finished;
   for (const CellRow& r : rows) finished.insert(r.cell);
   out.resumed = int(finished.size());
-  std::vector<const SweepCell*> todo;
+  // The cells still to run, by training group (in the plan's order of groups,
+  // each group's cells in gap order).
+  std::vector<Group> todo;
+  std::vector<int> slot_of_group;  // group id -> index in todo, or -1
   int total = 0;
   for (const SweepCell& c : plan.cells) {
     if (!plan.in_shard(c)) continue;
     ++total;
-    if (!finished.count(c.id)) todo.push_back(&c);
+    if (finished.count(c.id)) continue;
+    if (size_t(c.group) >= slot_of_group.size()) slot_of_group.resize(size_t(c.group) + 1, -1);
+    int& slot = slot_of_group[size_t(c.group)];
+    if (slot < 0) {
+      slot = int(todo.size());
+      todo.emplace_back();
+    }
+    todo[size_t(slot)].push_back(&c);
   }
+  std::stable_sort(todo.begin(), todo.end(), [](const Group& a, const Group& b) { return a.front()->group < b.front()->group; });
 
   // meta.json first: from its first table on, the directory is this sweep's.
   nlohmann::json meta = sweep_meta(plan, total);
@@ -237,44 +268,58 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   std::atomic<int> done{out.resumed};
   const InterruptProgress interrupt_note(&done, total);
   std::string write_error;
-  double cell_seconds = 0;  // of the cells landed (the pace of MPI polling)
-  int cells_landed = 0;
+  double cell_seconds = 0;  // of the groups landed (the pace of MPI polling)
+  int cells_landed = 0;      // groups, in fact
+  int trainings = 0, groups_ran = 0;
   progress(plan.quiet, done, total, 0, 0);
   Dispenser cells(todo);
 
-  // A cell lands whole: its circle rows, then its cell rows (a cell counts only
-  // with both), with interrupts held off until both are written. Local slots
-  // and (on rank 0 of an MPI job) the workers' cells land here alike.
-  auto land = [&](std::vector<CellRow> mine) {
-    std::string circle_add, cells_add;
-    for (const CellRow& r : mine) {
-      circle_add += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
-      cells_add += cell_line(r);
-    }
+  // A group's cells land one by one, each whole: its circle rows, then its cell
+  // rows (a cell counts only with both), with interrupts held off until both
+  // are written. Local slots and (on rank 0 of an MPI job) the workers' groups
+  // land here alike.
+  auto land = [&](GroupResult g) {
     std::lock_guard<std::mutex> lock(mu);
     if (!write_error.empty()) return;
-    try {
-      WriteGuard guard;
-      circle_f.append(circle_add);
-      cells_f.append(cells_add);
-      for (const CellRow& r : mine) {
-        out.failed += r.status != "ok";
-        cell_seconds += r.seconds;
+    double seconds = 0;
+    for (size_t a = 0; a < g.rows.size();) {
+      size_t b = a;
+      std::string circle_add, cells_add;
+      for (; b < g.rows.size() && g.rows[b].cell == g.rows[a].cell; ++b) {
+        circle_add += circle_lines(g.rows[b], plan.cells[size_t(g.rows[b].cell)].axis_values);
+        cells_add += cell_line(g.rows[b]);
       }
-      ++cells_landed;
-      rows.insert(rows.end(), mine.begin(), mine.end());
+      try {
+        WriteGuard guard;
+        circle_f.append(circle_add);
+        cells_f.append(cells_add);
+      } catch (const std::exception& e) {
+        write_error = e.what();  // the first failed write stops the sweep
+        cells.stop();
+        return;
+      }
+      for (size_t k = a; k < b; ++k) {
+        out.failed += g.rows[k].status != "ok";
+        seconds += g.rows[k].seconds;
+      }
+      rows.insert(rows.end(), g.rows.begin() + std::ptrdiff_t(a), g.rows.begin() + std::ptrdiff_t(b));
       ++done;
-    } catch (const std::exception& e) {
-      write_error = e.what();  // the first failed write stops the sweep
-      cells.stop();
-      return;
+      ++out.ran;
+      a = b;
     }
-    ++out.ran;
+    cell_seconds += seconds;
+    ++cells_landed;
+    ++groups_ran;
+    trainings += g.trainings;
     progress(plan.quiet, done, total,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), out.ran);
   };
   auto take = [&] { return cells.take(); };
-  auto run = [&](const SweepCell& c) { return run_cell(plan, c); };
+  auto run = [&](const Group& g) {
+    GroupResult r;
+    r.rows = run_group(plan, g, &r.trainings);
+    return r;
+  };
 
   if (cluster == nullptr || cluster->size() == 1) {
     run_slots(plan.jobs, take, land, run);
@@ -314,15 +359,20 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
           const nlohmann::json j = nlohmann::json::parse(msg);
           wait_s += j.at("wait_s").get<double>();
           ++remote_cells;
-          land(rows_from_json(j.at("rows"), plan));
+          land({rows_from_json(j.at("rows"), plan), j.at("trainings").get<int>()});
           asking = 1;
         } else {
           throw std::runtime_error("rank " + std::to_string(src) + " sent an unknown message (tag " + std::to_string(tag) + ")");
         }
         for (int k = 0; k < asking; ++k) {
-          const SweepCell* c = take();
-          ended[size_t(src)] += c == nullptr;
-          cluster->send(src, kCell, std::to_string(c == nullptr ? -1 : c->id));
+          const Group* g = take();
+          ended[size_t(src)] += g == nullptr;
+          std::string ids;
+          for (const SweepCell* c : g ? *g : Group{}) {
+            if (!ids.empty()) ids += ',';
+            ids += std::to_string(c->id);
+          }
+          cluster->send(src, kCell, g == nullptr ? "-1" : ids);
         }
       }
     } catch (const std::exception& e) {
@@ -332,8 +382,8 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
     }
     local.join();
     meta["mpi"] = {{"ranks", cluster->size()},
-                   {"worker_cells", remote_cells},
-                   {"worker_wait_s_per_cell", remote_cells ? wait_s / remote_cells : 0.0}};
+                   {"worker_groups", remote_cells},
+                   {"worker_wait_s_per_group", remote_cells ? wait_s / remote_cells : 0.0}};
   }
   if (!write_error.empty()) {
     if (!plan.quiet && isatty(2)) std::fputc('\n', stderr);  // end the progress line
@@ -344,6 +394,12 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
     throw std::runtime_error(write_error);
   }
 
+  // One training per group, unless a cell's training data differed from its
+  // group's (a protocol whose held-out set moves its training set): said here.
+  meta["trainings"] = {{"groups", groups_ran}, {"trainings", trainings}};
+  if (trainings > groups_ran && !plan.quiet)
+    std::fprintf(stderr, "sweep: %d of %d trainings were of cells apart from their group: their training data depends on the held-out set\n",
+                 trainings - groups_ran, trainings);
   out.failed = write_final_tables(plan, rows, total, plan.shards == 1, meta, t0);
   out.wall_s = meta["wall_time_s"].get<double>();
   return out;
@@ -374,25 +430,36 @@ int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
   if (tag != kGo || msg != "0") return 0;
 
   // The slots run on TBB on a thread of their own; this thread talks to rank 0.
-  tbb::concurrent_bounded_queue<int> inbox;                 // cell ids (-1: the slot ends)
+  tbb::concurrent_bounded_queue<std::string> inbox;         // a group's cell ids ("-1": the slot ends)
   tbb::concurrent_queue<std::string> outbox;  // finished cells
   std::mutex out_mu;                           // a finished cell wakes this thread
   std::condition_variable out_cv;
   const int jobs = plan.jobs;
   std::thread slots([&] {
-    auto take = [&]() -> const SweepCell* {
-      int id = -1;
-      inbox.pop(id);
-      return id < 0 ? nullptr : &plan.cells[size_t(id)];
+    std::deque<Group> held;  // the groups taken (run_slots holds pointers to them)
+    std::mutex held_mu;
+    auto take = [&]() -> const Group* {
+      std::string ids;
+      inbox.pop(ids);
+      if (ids == "-1") return nullptr;
+      Group g;
+      for (const std::string& id : split(ids, ',')) g.push_back(&plan.cells[size_t(std::stoi(id))]);
+      std::lock_guard<std::mutex> lock(held_mu);
+      held.push_back(std::move(g));
+      return &held.back();
     };
-    auto land = [&](std::vector<CellRow> rows) {
+    auto land = [&](GroupResult r) {
       {
         std::lock_guard<std::mutex> lock(out_mu);
-        outbox.push(rows_json(rows).dump());
+        outbox.push("{\"trainings\":" + std::to_string(r.trainings) + ",\"rows\":" + rows_json(r.rows).dump() + "}");
       }
       out_cv.notify_one();
     };
-    run_slots(jobs, take, land, [&](const SweepCell& c) { return run_cell(plan, c); });
+    run_slots(jobs, take, land, [&](const Group& g) {
+      GroupResult r;
+      r.rows = run_group(plan, g, &r.trainings);
+      return r;
+    });
   });
   cluster.send(0, kHello, std::to_string(jobs));
   int ended = 0;
@@ -404,24 +471,25 @@ int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
     while (ended < jobs) {
       std::string result;
       while (outbox.try_pop(result)) {
-        cluster.send(0, kResult, "{\"wait_s\":" + std::to_string(last_wait) + ",\"rows\":" + result + "}");
+        cluster.send(0, kResult, "{\"wait_s\":" + std::to_string(last_wait) + "," + result.substr(1));
         asked.push_back(std::chrono::steady_clock::now());
         ++awaiting;
       }
       if (cluster.poll(&src, &tag, &msg)) {
         if (tag == kGo) {  // rank 0 failed (and said so): end after the cells in hand
-          for (int k = 0; k < jobs; ++k) inbox.push(-1);
+          for (int k = 0; k < jobs; ++k) inbox.push("-1");
           slots.join();
           return 0;
         }
         if (tag != kCell) throw std::runtime_error("rank 0 sent an unknown message (tag " + std::to_string(tag) + ")");
-        const int id = std::stoi(msg);
-        if (id >= int(plan.cells.size())) throw std::runtime_error("rank 0 handed out cell " + msg + ", not in this rank's plan");
+        for (const std::string& id : split(msg, ','))
+          if (id != "-1" && (id.empty() || id.find_first_not_of("0123456789") != std::string::npos || std::stoul(id) >= plan.cells.size()))
+            throw std::runtime_error("rank 0 handed out cells " + msg + ", not in this rank's plan");
         last_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked.front()).count();
         asked.pop_front();
         --awaiting;
-        ended += id < 0;
-        inbox.push(id);
+        ended += msg == "-1";
+        inbox.push(msg);
       } else if (awaiting > 0) {
         std::this_thread::sleep_for(kPollFloor);  // a reply is due within rank 0's period
       } else {

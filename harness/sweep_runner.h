@@ -1,6 +1,8 @@
-// viewgap sweep's runner: the cells of a plan run in parallel on TBB, each
-// cell single-threaded and training every requested model on the same data (a
-// paired design); under MPI, rank 0 hands the cells out to every rank.
+// viewgap sweep's runner: the training groups of a plan (SweepCell::group: a
+// seed and grid point, with its cells at every gap) run in parallel on TBB, each
+// single-threaded, training every requested model once on the same data (a
+// paired design) and evaluating it at every cell's held-out set; under MPI,
+// rank 0 hands the groups out to every rank.
 #pragma once
 #include <string>
 #include <vector>
@@ -10,8 +12,8 @@
 
 namespace vg {
 
-// Runs the cells not finished in DIR on `jobs` TBB workers, each cell
-// single-threaded, appending each finished cell to circle.csv then cells.csv;
+// Runs the cells not finished in DIR on `jobs` TBB workers, a group at a time
+// each, single-threaded, appending each finished cell to circle.csv then cells.csv;
 // then writes the sorted tables, summary.csv, azimuth.csv and meta.json. A cell
 // counts as finished only if every per-cell file holds all of its rows, whole
 // and consistent with the plan; anything less runs again. The first failed
@@ -20,7 +22,7 @@ namespace vg {
 // rerun with --resume to continue" printed, exit 128 + signal.
 //
 // Under MPI (`cluster` of more than one rank; this is rank 0): every rank runs
-// `jobs` cells at a time, handed out one by one as slots free (cells differ in
+// `jobs` groups at a time, handed out one by one as slots free (groups differ in
 // duration), and rank 0, the only writer, lands the workers' cells as they
 // arrive, so the tables are the single-process sweep's (timing aside). A rank
 // that dies ends the job (the launcher's doing); --resume then finishes.

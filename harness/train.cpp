@@ -181,18 +181,55 @@ struct EpochEval {
   std::vector<double> circle;                    // TrainConfig::circle_every_epoch
 };
 
-EpochEval evaluate_epoch(Model& model, const Dataset& data, bool circle) {
-  EpochEval ev;
-  ev.familiar = accuracy(model, data.familiar, &ev.familiar_ok);
-  ev.heldout = accuracy(model, data.heldout, &ev.heldout_ok);
-  if (circle) {
-    const std::vector<const Split*> others = to_evaluate(data, data.circle_splits());
-    ev.circle = per_view(data, data.circle_az, data.circle_splits(), &Split::azimuth, true, ev.familiar_ok,
-                         ev.heldout_ok, others, correct_on(model, nullptr, nullptr, others, {}));
+// The same images and labels, so the same correctness under any weights (the
+// batches of kEvalBatch are the same too).
+bool same_samples(const Split& a, const Split& b) {
+  return a.channels == b.channels && a.labels == b.labels && a.images == b.images;
+}
+
+// Evaluates the weights after an epoch on every dataset of `sets` (the one
+// trained on first): a familiar split with the first's samples is not
+// evaluated again, its result is the same bits.
+std::vector<EpochEval> evaluate_epoch(Model& model, const std::vector<const Dataset*>& sets, bool circle) {
+  std::vector<EpochEval> out(sets.size());
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const Dataset& data = *sets[k];
+    EpochEval& ev = out[k];
+    if (k > 0 && same_samples(data.familiar, sets[0]->familiar)) {
+      ev.familiar = out[0].familiar;
+      ev.familiar_ok = out[0].familiar_ok;
+    } else {
+      ev.familiar = accuracy(model, data.familiar, &ev.familiar_ok);
+    }
+    ev.heldout = accuracy(model, data.heldout, &ev.heldout_ok);
+    if (circle) {
+      const std::vector<const Split*> others = to_evaluate(data, data.circle_splits());
+      ev.circle = per_view(data, data.circle_az, data.circle_splits(), &Split::azimuth, true, ev.familiar_ok,
+                           ev.heldout_ok, others, correct_on(model, nullptr, nullptr, others, {}));
+    }
   }
-  return ev;
+  return out;
+}
+
+// A training split's draws on a probe of samples and epochs (a draw is a pure
+// function of the dataset's configuration, the sample and the epoch).
+bool same_draws(const Split& a, const Split& b) {
+  if (!a.draw || !b.draw) return !a.draw && !b.draw;
+  std::vector<float> x(a.pixels()), y(b.pixels());
+  for (uint64_t epoch : {1, 2})
+    for (int i : {0, a.size() / 2, a.size() - 1}) {
+      if (i < 0) continue;
+      a.draw(i, epoch, x.data());
+      b.draw(i, epoch, y.data());
+      if (x != y) return false;
+    }
+  return true;
 }
 }  // namespace
+
+bool same_training(const Dataset& a, const Dataset& b) {
+  return same_samples(a.train, b.train) && same_draws(a.train, b.train) && same_samples(a.validation, b.validation);
+}
 
 void EvalPool::post(std::function<void()> job) {
   {
@@ -266,6 +303,19 @@ ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
 ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, const TrainConfig& cfg,
                                const EpochCallback& on_epoch, const std::function<void(Model&)>& on_trained,
                                EvalPool* pool) {
+  return std::move(train_and_evaluate(std::move(prepared), data, {}, cfg, on_epoch, on_trained, pool).front());
+}
+
+std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Dataset& data,
+                                            const std::vector<const Dataset*>& also, const TrainConfig& cfg,
+                                            const EpochCallback& on_epoch,
+                                            const std::function<void(Model&)>& on_trained, EvalPool* pool) {
+  std::vector<const Dataset*> sets{&data};
+  for (const Dataset* d : also) {
+    if (!same_training(data, *d))
+      throw std::invalid_argument("train_and_evaluate: a dataset to evaluate on has another training set");
+    sets.push_back(d);
+  }
   if (!prepared.model || !prepared.trainer) throw std::invalid_argument("train_and_evaluate: no prepared model");
   if (cfg.n_epochs < 1 || prepared.batch_size != cfg.batch_size)
     throw std::invalid_argument("train_and_evaluate: n_epochs must be >= 1 and batch_size the prepared one");
@@ -294,7 +344,7 @@ ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, cons
   long step = 0;
   res.step_loss.reserve(size_t(total_steps));
   res.step_s.reserve(size_t(total_steps));
-  EpochEval last;  // the latest epoch's evaluation
+  std::vector<EpochEval> last;  // the latest epoch's evaluation, per dataset of `sets`
 
   // Each epoch's evaluation: on this thread, or (with a pool) handed to
   // whichever thread of the pool is free, on a copy of the model holding that
@@ -309,20 +359,25 @@ ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, cons
   } handoff;
   // What the evaluations recorded, in epoch order, on whichever thread ran them;
   // res takes it once training is over.
+  // One per dataset of `sets`; the evaluation's time is the first's.
   struct Recorded {
     std::vector<EpochStats> history;
     std::vector<std::vector<double>> circle_history;
     double eval_s = 0;
-  } recorded;
-  auto record = [&](EpochStats st, EpochEval ev, double eval_s) {
-    st.familiar = ev.familiar;
-    st.heldout = ev.heldout;
-    st.seconds += eval_s;
-    recorded.eval_s += eval_s;
-    if (cfg.circle_every_epoch) recorded.circle_history.push_back(std::move(ev.circle));
-    recorded.history.push_back(st);
-    last = std::move(ev);
-    if (on_epoch) on_epoch(name, st);
+  };
+  std::vector<Recorded> recorded(sets.size());
+  auto record = [&](const EpochStats& trained, std::vector<EpochEval> evs, double eval_s) {
+    for (size_t k = 0; k < sets.size(); ++k) {
+      EpochStats st = trained;
+      st.familiar = evs[k].familiar;
+      st.heldout = evs[k].heldout;
+      st.seconds += eval_s;
+      recorded[k].eval_s += k == 0 ? eval_s : 0;
+      if (cfg.circle_every_epoch) recorded[k].circle_history.push_back(std::move(evs[k].circle));
+      recorded[k].history.push_back(st);
+      if (k == 0 && on_epoch) on_epoch(name, st);
+    }
+    last = std::move(evs);
   };
   auto drain = [&] {  // a pool job: evaluates what is pending, in order
     for (;;) {
@@ -347,7 +402,7 @@ ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, cons
         }
         std::copy(item.second.begin(), item.second.end(), handoff.copy->params().values().begin());
         const auto t1 = std::chrono::steady_clock::now();
-        EpochEval ev = evaluate_epoch(*handoff.copy, data, cfg.circle_every_epoch);
+        std::vector<EpochEval> ev = evaluate_epoch(*handoff.copy, sets, cfg.circle_every_epoch);
         record(item.first, std::move(ev), seconds_since(t1));
       } catch (...) {
         const std::exception_ptr e = std::current_exception();
@@ -387,9 +442,7 @@ ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, cons
   }();
   if (fitted) {
     const auto t1 = std::chrono::steady_clock::now();
-    last = evaluate_epoch(*model, data, false);
-    res.familiar = last.familiar;
-    res.heldout = last.heldout;
+    last = evaluate_epoch(*model, sets, false);
     res.eval_s += seconds_since(t1);
   }
   for (int epoch = 1; epoch <= cfg.n_epochs && !fitted; ++epoch) {
@@ -442,7 +495,7 @@ ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, cons
       if (post) pool->post(drain);
     } else {
       const auto t1 = std::chrono::steady_clock::now();
-      EpochEval ev = evaluate_epoch(*model, data, cfg.circle_every_epoch);
+      std::vector<EpochEval> ev = evaluate_epoch(*model, sets, cfg.circle_every_epoch);
       record(st, std::move(ev), seconds_since(t1));
     }
     if (res.stopped_early) break;
@@ -457,227 +510,66 @@ ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, cons
     pool->help_until(drained);
     if (handoff.error) std::rethrow_exception(handoff.error);
   }
-  res.history = std::move(recorded.history);
-  res.circle_history = std::move(recorded.circle_history);
-  res.eval_s += recorded.eval_s;
 
+  // Each dataset's results: the training's, then its own evaluations.
   const auto t2 = std::chrono::steady_clock::now();
-  if (!fitted) {
-    res.familiar = res.history.back().familiar;
-    res.heldout = res.history.back().heldout;
+  std::vector<ModelResult> out(sets.size(), res);
+  for (size_t k = 0; k < sets.size(); ++k) {
+    ModelResult& r = out[k];
+    if (k > 0) r.train_s = 0, r.step_s.clear();  // one training: the first dataset's result carries its time
+    r.history = std::move(recorded[k].history);
+    r.circle_history = std::move(recorded[k].circle_history);
+    r.eval_s += recorded[k].eval_s;
+    r.familiar = fitted ? last[k].familiar : r.history.back().familiar;
+    r.heldout = fitted ? last[k].heldout : r.history.back().heldout;
+    r.drop = r.familiar - r.heldout;
+    const Split& heldout = sets[k]->heldout;
+    std::vector<int> n_cls(kNumClasses, 0), ok_cls(kNumClasses, 0);
+    for (int i = 0; i < heldout.size(); ++i) {
+      ++n_cls[heldout.labels[i]];
+      ok_cls[heldout.labels[i]] += last[k].heldout_ok[i];
+    }
+    for (int c = 0; c < kNumClasses; ++c) r.heldout_per_class.push_back(n_cls[c] ? double(ok_cls[c]) / n_cls[c] : 0.0);
   }
-  res.drop = res.familiar - res.heldout;
-  std::vector<int> n_cls(kNumClasses, 0), ok_cls(kNumClasses, 0);
-  for (int k = 0; k < data.heldout.size(); ++k) {
-    ++n_cls[data.heldout.labels[k]];
-    ok_cls[data.heldout.labels[k]] += last.heldout_ok[k];
-  }
-  for (int c = 0; c < kNumClasses; ++c)
-    res.heldout_per_class.push_back(n_cls[c] ? double(ok_cls[c]) / n_cls[c] : 0.0);
 
   // The circle and the axis sweep: with a pool, their batches are shared with
-  // the copy the epochs were evaluated on, given the final weights.
-  const std::vector<const Split*> views = to_evaluate(data, data.axis_splits(), to_evaluate(data, data.circle_splits()));
+  // the copy the epochs were evaluated on, given the final weights. A dataset
+  // whose views are the first's samples takes the first's correctness.
   Model* helper = nullptr;
   if (pool && handoff.copy) {
     std::copy(model->params().values().begin(), model->params().values().end(),
               handoff.copy->params().values().begin());
     helper = handoff.copy.get();
   }
-  const std::vector<std::vector<uint8_t>> views_ok = correct_on(*model, helper, pool, views, [&] {
-    if (data.validation.size() > 0) res.validation = accuracy(*model, data.validation);
-    class_activation_stats(*model, data.heldout, &res);
-  });
+  std::vector<const Split*> first_views;
+  std::vector<std::vector<uint8_t>> first_ok;
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const Dataset& d = *sets[k];
+    ModelResult& r = out[k];
+    const std::vector<const Split*> views = to_evaluate(d, d.axis_splits(), to_evaluate(d, d.circle_splits()));
+    const bool reuse = k > 0 && views.size() == first_views.size() &&
+                       std::equal(views.begin(), views.end(), first_views.begin(),
+                                  [](const Split* a, const Split* b) { return same_samples(*a, *b); });
+    std::vector<std::vector<uint8_t>> views_ok =
+        reuse ? first_ok : correct_on(*model, helper, pool, views, [&] {
+          if (d.validation.size() > 0) r.validation = accuracy(*model, d.validation);
+          class_activation_stats(*model, d.heldout, &r);
+        });
+    if (reuse) {
+      r.validation = out[0].validation;  // the same split (same_training)
+      class_activation_stats(*model, d.heldout, &r);
+    }
+    r.circle_acc = per_view(d, d.circle_az, d.circle_splits(), &Split::azimuth, true, last[k].familiar_ok,
+                            last[k].heldout_ok, views, views_ok);
+    r.axis_acc = per_view(d, d.axis_values, d.axis_splits(), &Split::axis, false, last[k].familiar_ok,
+                          last[k].heldout_ok, views, views_ok);
+    if (k == 0) first_views = views, first_ok = std::move(views_ok);
+  }
   handoff.copy.reset();
-  res.circle_acc = per_view(data, data.circle_az, data.circle_splits(), &Split::azimuth, true, last.familiar_ok,
-                            last.heldout_ok, views, views_ok);
-  res.axis_acc = per_view(data, data.axis_values, data.axis_splits(), &Split::axis, false, last.familiar_ok,
-                          last.heldout_ok, views, views_ok);
-  res.circle_s = seconds_since(t2);
+  const double views_s = seconds_since(t2);
+  for (ModelResult& r : out) r.circle_s = views_s / double(out.size());
   if (on_trained) on_trained(*model);
-  return res;
-}
-
-}  // namespace vg
-
-namespace vg {
-
-RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch,
-                         const std::function<void(const std::string&, Model&, const Dataset&)>& on_trained) {
-  const auto t0 = std::chrono::steady_clock::now();
-  RunResult r;
-  DataConfig dc = opt.data;
-  dc.seed = opt.train.seed;
-  // Under match_familiar the matched model trains first, in full; its final
-  // validation accuracy is every other model's target. Results keep opt.models' order.
-  std::vector<std::string> order = opt.models;
-  if (!opt.match_familiar.empty()) {
-    const auto it = std::find(order.begin(), order.end(), opt.match_familiar);
-    if (it == order.end()) throw std::invalid_argument("match_familiar: model '" + opt.match_familiar + "' is not run");
-    std::rotate(order.begin(), it, it + 1);
-  }
-  // A model keeps at most two threads busy: its training and its evaluations.
-  const int workers = std::clamp(opt.threads, 1, std::max(1, 2 * int(order.size())));
-  // With several threads (and no matched model to train first) the first
-  // training thread starts at once: it prepares its model (primitives created,
-  // weights initialised, Adam state allocated) while this thread synthesises the
-  // data. One only, so the synthesis keeps a core; the others start after it.
-  const bool prepare_early = workers > 1 && opt.match_familiar.empty();
-
-  // Each model trains single-threaded from its own seeded stream, so running
-  // them concurrently (opt.threads > 1: one per core) changes no bit. Neither
-  // does evaluating each epoch on another thread (the pool): the same
-  // arithmetic on a copy of the weights. What the caller sees of a trained
-  // model (on_trained) comes in training order all the same, and epoch reports
-  // one at a time. A thread waiting for its turn helps with the evaluations.
-  EvalPool pool;
-  std::mutex report_mu;
-  size_t turn = 0;                         // the index in `order` whose on_trained is next (pool.update)
-  std::vector<char> reported(order.size());  // on_trained done, or the model failed
-  std::vector<ModelResult> results(order.size());
-  enum class DataState { pending, ready, failed } data_state = DataState::pending;  // pool.update
-  auto pass_turn = [&](size_t i) {
-    pool.update([&] {
-      reported[i] = 1;
-      while (turn < order.size() && reported[turn]) ++turn;
-    });
-  };
-  // Trains order[i] on the model `prepare` gives (which may throw what
-  // preparing it threw: the model then fails like one whose training did).
-  auto train = [&](size_t i, double target, const std::function<PreparedModel()>& prepare) {
-    const std::string& m = order[i];
-    const auto tm = std::chrono::steady_clock::now();
-    TrainConfig tc = opt.train;
-    const bool matched = !opt.match_familiar.empty() && m == opt.match_familiar;
-    if (target > 0 && !matched) tc.stop = stop_at_accuracy(target);
-    auto take_turn = [&] {  // once every earlier model has been reported (or failed)
-      pool.help_until([&] { return turn == i; });
-    };
-    try {
-      EpochCallback epoch;
-      if (on_epoch)
-        epoch = [&](const std::string& name, const EpochStats& e) {
-          std::lock_guard<std::mutex> lock(report_mu);
-          on_epoch(name, e);
-        };
-      results[i] = train_and_evaluate(
-          prepare(), r.data, tc, epoch,
-          [&](Model& model) {
-            take_turn();
-            if (on_trained) on_trained(m, model, r.data);
-            pass_turn(i);
-          },
-          workers > 1 ? &pool : nullptr);
-      // A model fit in one pass (no history) has no training to stop.
-      if (target > 0 && !matched && !results[i].history.empty()) results[i].stop_target = target;
-    } catch (const std::exception& e) {
-      pass_turn(i);  // the models after it are reported without it
-      if (!opt.keep_going) throw;
-      ModelResult failed;
-      failed.name = m;
-      failed.familiar = failed.heldout = failed.drop = NAN;
-      failed.error = *e.what() ? e.what() : "unknown error";
-      failed.train_s = seconds_since(tm);
-      results[i] = failed;
-    }
-  };
-  const int channels = image_channels(dc);
-  auto prepare_now = [&](size_t i) {
-    return [&, i] { return prepare_model(order[i], opt.train, channels); };
-  };
-
-  // The training threads (workers > 1). A model that fails (keep_going off)
-  // makes the run fail; the others finish first. A worker with no model left
-  // helps the others with their evaluations.
-  std::atomic<size_t> next{0};
-  size_t finished = 0;  // models trained (pool.update)
-  double target = opt.stop_at_familiar;
-  std::vector<std::exception_ptr> errors(order.size());
-  std::vector<std::thread> pool_threads;
-  auto start_worker = [&] {
-    pool_threads.emplace_back([&] {
-      omp_set_num_threads(1);
-      for (size_t i; (i = next.fetch_add(1)) < order.size();) {
-        // Prepared before the data is read (an error in it fails the model
-        // in train, as one in training would).
-        std::optional<PreparedModel> ready;
-        std::exception_ptr prepare_error;
-        try {
-          ready = prepare_model(order[i], opt.train, channels);
-        } catch (...) {
-          prepare_error = std::current_exception();
-        }
-        pool.wait_until([&] { return data_state != DataState::pending; });
-        if (data_state == DataState::failed) return;  // set once, under the lock: no model trains
-        try {
-          train(i, target, [&] {
-            if (prepare_error) std::rethrow_exception(prepare_error);
-            return std::move(*ready);
-          });
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-        pool.update([&] { ++finished; });
-      }
-      pool.help_until([&] { return finished == order.size(); });
-    });
-  };
-  // However this thread leaves (the data failed to synthesise, a check threw),
-  // the workers end first: told the data will not come, or after their models.
-  struct JoinWorkers {
-    EvalPool& pool;
-    DataState& state;
-    std::vector<std::thread>& threads;
-    ~JoinWorkers() {
-      pool.update([&] {
-        if (state == DataState::pending) state = DataState::failed;
-      });
-      for (std::thread& t : threads) t.join();
-    }
-  } join_workers{pool, data_state, pool_threads};
-  if (prepare_early) start_worker();
-
-  r.data = make_dataset(dc);
-  // The synthesis's OpenMP workers would spin for a while after its last loop
-  // (libgomp's default wait policy) on the cores the models are about to train
-  // on: released here (a no-op with one thread; measured in docs/performance.md, b8a16de).
-  omp_pause_resource_all(omp_pause_soft);
-  r.dataset_s = seconds_since(t0);
-  if ((opt.stop_at_familiar > 0 || !opt.match_familiar.empty()) && r.data.validation.size() == 0)
-    throw std::invalid_argument("stopping at a familiar accuracy needs a validation split (DataConfig::n_val_per_combo)");
-  if (r.data.train.channels != channels)  // image_channels must say what make_dataset makes
-    throw std::logic_error("the dataset has " + std::to_string(r.data.train.channels) +
-                           "-channel images, image_channels said " + std::to_string(channels));
-  pool.update([&] { data_state = DataState::ready; });
-
-  // Under match_familiar the matched model trains first, alone; its final
-  // validation accuracy is every other model's target. On this thread too,
-  // every model trains on one thread (restored after).
-  struct OneThread {
-    int saved = omp_get_max_threads();
-    OneThread() { omp_set_num_threads(1); }
-    ~OneThread() { omp_set_num_threads(saved); }
-  } one_thread;
-  if (!opt.match_familiar.empty()) {
-    next = 1;
-    train(0, 0, prepare_now(0));
-    target = results[0].error.empty() ? results[0].validation : NAN;  // failed: the others train to the cap
-    finished = 1;
-  }
-  if (workers <= 1) {
-    for (size_t i = next; i < order.size(); ++i) train(i, target, prepare_now(i));
-  } else {
-    while (int(pool_threads.size()) < workers) start_worker();
-    for (std::thread& t : pool_threads) t.join();
-    pool_threads.clear();
-    for (const std::exception_ptr& e : errors)
-      if (e) std::rethrow_exception(e);
-  }
-  for (const std::string& m : opt.models)
-    for (ModelResult& res : results)
-      if (res.name == m) r.models.push_back(std::move(res));
-  r.total_s = seconds_since(t0);
-  return r;
+  return out;
 }
 
 }  // namespace vg

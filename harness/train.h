@@ -140,6 +140,23 @@ ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, cons
                                const EpochCallback& on_epoch = {},
                                const std::function<void(Model&)>& on_trained = {}, EvalPool* pool = nullptr);
 
+// The same, evaluated also on each dataset of `also`, whose train and
+// validation splits must be data's (same_training): a sweep's cells at other
+// distances of the held-out set. Element 0 is data's result; element k is
+// what training on also[k-1] gives, the same bits, save that its train_s and
+// step_s are 0 and empty (the training is counted once, in element 0).
+// `on_epoch` reports data's epochs.
+std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Dataset& data,
+                                            const std::vector<const Dataset*>& also, const TrainConfig& cfg,
+                                            const EpochCallback& on_epoch = {},
+                                            const std::function<void(Model&)>& on_trained = {},
+                                            EvalPool* pool = nullptr);
+
+// Whether training on `a` is training on `b`: their train and validation
+// splits hold the same samples, and a training split's per-epoch draws agree
+// on a probe of samples and epochs.
+bool same_training(const Dataset& a, const Dataset& b);
+
 // Fraction of `split` classified correctly; per-sample correctness into `correct` if given.
 double accuracy(Model& model, const Split& split, std::vector<uint8_t>* correct = nullptr);
 
@@ -173,9 +190,20 @@ struct RunResult {
   Dataset data;
   std::vector<ModelResult> models;
   double dataset_s = 0, total_s = 0;
+  std::string error;  // run_experiments: why this configuration's dataset could not be made (no models then)
 };
 
 RunResult run_experiment(const RunOptions& opt, const EpochCallback& on_epoch = {},
                          const std::function<void(const std::string&, Model&, const Dataset&)>& on_trained = {});
+
+// Configurations that differ only in their held-out sets (a sweep's cells of
+// one seed and grid point at every distance): each dataset is made, and
+// those whose training is the same (same_training) share it: every model is
+// trained once, on the first's, and evaluated on each, with the bits each
+// would get from run_experiment alone (train_s counted once, in the first).
+// A configuration whose training differs is trained apart. `trainings`: how
+// many trainings that made. Results in opts' order; a dataset that cannot be
+// made gives a RunResult with only `error` set. Threads as opts' (1 in a sweep).
+std::vector<RunResult> run_experiments(const std::vector<RunOptions>& opts, int* trainings = nullptr);
 
 }  // namespace vg

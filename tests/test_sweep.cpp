@@ -276,18 +276,19 @@ TEST(Sweep, Version3DirectoryIsRefusedInOneLine) {
       << o.err;
 }
 
-// --shard K/N runs the cells with index K mod N; --merge gives the tables of
+// --shard K/N runs the trainings (seed x grid point) with index K mod N, each
+// with its cells at every gap; --merge gives the tables of
 // the unsharded sweep (timing aside), and refuses shards missing, repeated,
 // unfinished or of another configuration.
 TEST(Sweep, ShardsMergeIntoTheTablesOfTheUnshardedSweep) {
   const std::string base = fresh_dir("shard"), full = base + "/full", merged = base + "/merged";
   ASSERT_EQ(run("sweep --out " + full + kTiny + " --jobs 2").code, 0);
   std::string dirs;
-  for (int k = 0; k < 4; ++k) {  // 4 shards of 6 cells: shards of 2, 2, 1 and 1
+  for (int k = 0; k < 4; ++k) {  // 4 shards of 3 trainings (6 cells): 2, 2, 2 and no cells
     const std::string d = base + "/s" + std::to_string(k);
     const Outcome o = run("sweep --out " + d + kTiny + " --jobs 1 --shard " + std::to_string(k) + "/4");
     ASSERT_EQ(o.code, 0) << o.err;
-    EXPECT_EQ(lines(slurp(d + "/cells.csv")), 1 + (k < 2 ? 2 : 1) * 2) << k;
+    EXPECT_EQ(lines(slurp(d + "/cells.csv")), 1 + (k < 3 ? 2 : 0) * 2) << k;
     EXPECT_FALSE(std::filesystem::exists(d + "/summary.csv"));  // statistics need every shard
     dirs += (k ? " " : "") + d;
   }
@@ -356,7 +357,7 @@ TEST(SweepMpi, RanksWriteTheTablesOfTheSingleProcessSweep) {
   EXPECT_EQ(without_seconds(slurp(ranks + "/cells.csv")), without_seconds(slurp(single + "/cells.csv")));
   const auto meta = nlohmann::json::parse(slurp(ranks + "/meta.json"));
   EXPECT_EQ(meta["mpi"]["ranks"], 3);
-  EXPECT_GE(meta["mpi"]["worker_cells"].get<int>(), 1);  // the workers ran cells, rank 0 wrote them
+  EXPECT_GE(meta["mpi"]["worker_groups"].get<int>(), 1);  // the workers ran trainings, rank 0 wrote their cells
   EXPECT_EQ(meta["config_hash"], nlohmann::json::parse(slurp(single + "/meta.json"))["config_hash"]);
 }
 

@@ -99,7 +99,7 @@ TEST(SweepPlan, ElevationGapsMoveTheHeldOutBand) {
   EXPECT_EQ(plan_sweep(given).cells.front().true_gap, 10);  // 60:80 as typed, 10 above 10:50
 }
 
-TEST(SweepPlan, ShardsSplitTheCellsByIdModN) {
+TEST(SweepPlan, ShardsSplitTheTrainingsByGroupModN) {
   SweepFlags f = sweep_flags("0:4", "0,30");
   const SweepPlan whole = plan_sweep(f);
   f.shard = "1/3";
@@ -108,7 +108,7 @@ TEST(SweepPlan, ShardsSplitTheCellsByIdModN) {
   EXPECT_EQ(p.shards, 3);
   EXPECT_EQ(p.config.at("shard"), "1/3");
   ASSERT_EQ(p.cells.size(), whole.cells.size());  // every shard plans every cell
-  for (const SweepCell& c : p.cells) EXPECT_EQ(p.in_shard(c), c.id % 3 == 1);
+  for (const SweepCell& c : p.cells) EXPECT_EQ(p.in_shard(c), c.group % 3 == 1);
   // One shard of one is the whole sweep, with the whole sweep's hash.
   f.shard = "0/1";
   EXPECT_EQ(config_hash(plan_sweep(f).config), config_hash(whole.config));

@@ -92,7 +92,7 @@ const BadInput kBad[] = {
     {"DropoutNotANumber", "run --models cnn-paper --dropout half", "--dropout 'half'"},
     {"DropoutWithoutAModelThatReadsIt", "run --models cnn --dropout 0.3", "--dropout '0.3': no model in --models"},
     {"MoreCellsAtOnceThanMemoryHolds", "sweep --models cnn65536 --seeds 0:1023 --jobs 1024",
-     "--jobs '1024': 1024 cells at once need"},
+     "--jobs '1024': 1024 trainings at once need"},
     // Empty values are values, and wrong; one file named twice.
     {"EmptyOutJson", "run --out-json ''", "--out-json '': empty value"},
     {"EmptyDump", "run --dump ''", "--dump '': empty value"},
