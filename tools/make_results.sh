@@ -6,6 +6,8 @@
 # Usage: bash tools/make_results.sh         (about 35 minutes on 2 cores)
 #        bash tools/make_results.sh plane   (only the in-plane sweeps, ~10 minutes;
 #                                            their provenance in results/provenance_plane.md)
+# Either way its last step writes results/SUMMARY.md (tools/results_summary.py): every
+# number the docs quote, from the tables as they now stand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
@@ -49,8 +51,12 @@ plane_steps() {
     step "$protocol figures" bash -c "mkdir -p $out/figures/$protocol && $py tools/plot.py sweep $out/plane_$protocol --out $out/figures/$protocol"
   done
 }
+summary_step() {
+  step "summary of the quoted numbers" $py tools/results_summary.py --results "$out"
+}
 if [ "${1:-}" = plane ]; then  # the in-plane sweeps alone, with their own provenance
   plane_steps
+  summary_step
   mv "$prov" "$out/provenance_plane.md"
   cat "$out/provenance_plane.md"
   exit 0
@@ -117,6 +123,7 @@ done
 step "run figures (seed 0, --dump)" bash -c "rm -rf $out/run_seed0 && $exe run --reproducible --quiet --dump $out/run_seed0 >/dev/null && $py tools/plot.py run $out/run_seed0 --out $out/figures"
 step "dr figures (seed 0, --dump)" bash -c "rm -rf $out/run_dr_seed0 && mkdir -p $out/figures/dr && $exe run --models dr --reproducible --quiet --dump $out/run_dr_seed0 >/dev/null && $py tools/plot.py run $out/run_dr_seed0 --out $out/figures/dr"
 step "sweep figures" $py tools/plot.py sweep "$out/sweep_canonical" --out "$out/figures"
+summary_step  # the last step: every table above is final
 # Cells per second of the two throughput sweeps, from their meta.json.
 $py - "$out/throughput" >> "$prov" <<'PY'
 import json, sys
