@@ -13,6 +13,7 @@ commit's file where git has it. Needs python3 only (no binary).
 """
 import csv
 import io
+import math
 import os
 import re
 import subprocess
@@ -98,10 +99,9 @@ def units(text):
 
 def p_matches(quoted, given):
     """The doc's p (k significant digits) and SUMMARY's (2) are roundings of one value."""
-    def half_unit(s):
-        m = float(s)
-        digits = len(re.sub(r"^0*\.?0*", "", s.split("e")[0].replace(".", "")))
-        return 0.5 * 10 ** (__import__("math").floor(__import__("math").log10(m)) - max(digits, 1) + 1)
+    def half_unit(s):  # half a unit in the last significant digit written
+        digits = len(s.split("e")[0].replace(".", "").lstrip("0"))
+        return 0.5 * 10 ** (math.floor(math.log10(float(s))) - max(digits, 1) + 1) if float(s) > 0 else 0.0
     return abs(float(quoted) - float(given)) <= half_unit(quoted) + half_unit(given) + 1e-15
 
 
