@@ -337,6 +337,7 @@ int do_merge(const MergeFlags& m) {
     f.reference = cfg.value("reference", "");
     if (f.reference == default_models().front()) f.reference.clear();
     f.run.reproducible = cfg.value("reproducible", false);
+    if (cfg.contains("pair_grid")) f.pair_grid = cfg.at("pair_grid").get<std::vector<std::string>>();
   } catch (const std::exception& e) {
     throw std::invalid_argument("'" + first + "': not a shard of a sweep this viewgap can merge (" + e.what() + ")");
   }
@@ -463,6 +464,9 @@ int cli_main(int argc, char** argv) {
                     "'given': the held-out set of --test-azimuths/--test-elevations/--split as given")->capture_default_str();
   sweep->add_option("--test-width", sf.test_width, "Width of the held-out azimuth window in degrees")->capture_default_str();
   sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable)");
+  sweep->add_option("--pair-grid", sf.pair_grid,
+                    "A|B: paired statistics of every model at grid point A against itself at B, each side the "
+                    "settings that pick it (e.g. 'loss=spread,em-grad=full|loss=xent'; repeatable)");
   sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default " + default_models().front() + ")");
   sweep->add_option("--jobs", sf.jobs, "Cells run in parallel (default: the number of cores)");
   sweep->add_option("--out", sf.out, "Output directory")->required();

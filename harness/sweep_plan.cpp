@@ -83,6 +83,58 @@ std::string config_hash(const nlohmann::json& config) {
   return buf;
 }
 
+namespace {
+// --pair-grid's "A|B": each side the settings ("name=value", joined by ',' or
+// ';') that pick exactly one grid point of `points`; as the grid column's strings.
+std::vector<std::pair<std::string, std::string>> grid_pairs(
+    const std::vector<std::string>& given, const std::vector<std::vector<std::pair<std::string, std::string>>>& points) {
+  auto text = [](const std::vector<std::pair<std::string, std::string>>& point) {
+    std::string s;
+    for (const auto& [name, value] : point) s += (s.empty() ? "" : ";") + name + "=" + value;
+    return s;
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& g : given) {
+    if (points.size() < 2) throw UsageError("--pair-grid", g, "pairs grid points: give --grid with two values or more");
+    const size_t bar = g.find('|');
+    if (bar == std::string::npos || g.find('|', bar + 1) != std::string::npos)
+      throw UsageError("--pair-grid", g, "expected two grid points as A|B, e.g. 'loss=spread|loss=xent'");
+    std::string side[2] = {g.substr(0, bar), g.substr(bar + 1)}, picked[2];
+    for (int k = 0; k < 2; ++k) {
+      std::string settings = side[k];
+      std::replace(settings.begin(), settings.end(), ';', ',');
+      std::vector<std::pair<std::string, std::string>> want;
+      for (const std::string& s : split(settings, ',')) {
+        const size_t eq = s.find('=');
+        if (eq == std::string::npos || eq == 0)
+          throw UsageError("--pair-grid", g, "'" + s + "' is not NAME=VALUE");
+        want.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+      }
+      std::vector<std::string> matches;
+      for (const auto& point : points) {
+        const bool all = std::all_of(want.begin(), want.end(), [&](const auto& w) {
+          return std::find(point.begin(), point.end(), w) != point.end();
+        });
+        if (all) matches.push_back(text(point));
+      }
+      if (matches.empty()) {
+        std::string names;
+        for (const auto& point : points) names += (names.empty() ? "" : ", ") + text(point);
+        throw UsageError("--pair-grid", g, "no grid point has " + side[k] + " (the grid points: " + names + ")");
+      }
+      if (matches.size() > 1)
+        throw UsageError("--pair-grid", g, side[k] + " matches " + std::to_string(matches.size()) + " grid points (" +
+                                               matches[0] + ", " + matches[1] + (matches.size() > 2 ? ", ..." : "") +
+                                               "): give a value of every --grid axis it leaves open");
+      picked[k] = matches.front();
+    }
+    if (picked[0] == picked[1]) throw UsageError("--pair-grid", g, "both sides are the grid point " + picked[0]);
+    out.emplace_back(picked[0], picked[1]);
+  }
+  return out;
+}
+}  // namespace
+
 SweepPlan plan_sweep(const SweepFlags& f) {
   const std::vector<uint64_t> seeds = parse_seeds(f.seeds);
   // "--gaps given": one held-out set, the run flags' own (--test-azimuths,
@@ -281,6 +333,8 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   // with --gaps 0 as with --gaps given: the moved sweep says so (absent
   // otherwise, so every other sweep keeps its hash; merge reads it).
   if (!given && protocol.swept_flag == nullptr) plan.config["moves_given_set"] = true;
+  plan.grid_pairs = grid_pairs(f.pair_grid, points);
+  if (!f.pair_grid.empty()) plan.config["pair_grid"] = f.pair_grid;  // absent: other sweeps keep their hash
   // --shard K/N: the cells whose training group is K mod N.
   if (!f.shard.empty()) {
     const auto slash = f.shard.find('/');

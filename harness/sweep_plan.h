@@ -33,6 +33,9 @@ struct SweepPlan {
   std::vector<SweepCell> cells;  // ordered by grid point, gap, seed
   std::vector<std::string> models;
   std::string reference = default_models().front();  // paired statistics: reference - X for every other model
+  // Paired statistics between grid points (--pair-grid): A - B for every
+  // model, as the grid column's strings ("lr=0.001;loss=xent").
+  std::vector<std::pair<std::string, std::string>> grid_pairs;
   int jobs = 1;
   std::string dir;
   bool resume = false, quiet = false;
@@ -56,6 +59,7 @@ struct SweepFlags {
   std::string shard;  // "K/N"
   std::string merge;  // `viewgap merge`: the shard directories, one a line
   std::vector<std::string> grid;
+  std::vector<std::string> pair_grid;  // "A|B": settings of two grid points, each "name=value,..."
   bool resume = false, quiet = false;
 };
 

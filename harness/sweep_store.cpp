@@ -378,7 +378,7 @@ int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int to
   if (int(rows.size()) != total * int(plan.models.size()))
     throw std::runtime_error("cannot read back '" + dir + "/cells.csv' and '" + dir + "/circle.csv' whole (changed by another program?)");
   if (statistics) {
-    write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models, plan.reference));
+    write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models, plan.reference, plan.grid_pairs));
     write_file_atomic(dir + "/azimuth.csv", azimuth_csv(rows, plan.models));
   }
   meta["cells_done"] = int(done_ids.size());

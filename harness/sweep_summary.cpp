@@ -24,7 +24,7 @@ std::vector<CellRow> sorted_copy(std::vector<CellRow> rows, const std::vector<st
 }  // namespace
 
 std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<std::string>& models,
-                        const std::string& reference) {
+                        const std::string& reference, const std::vector<std::pair<std::string, std::string>>& grid_pairs) {
   const std::vector<CellRow> rows = sorted_copy(unsorted, models);
   std::string out =
       "grid,axis,unit,gap,true_gap,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,"
@@ -33,18 +33,49 @@ std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<
     return std::to_string(s.n) + ',' + num(s.mean) + ',' + num(s.sd) + ',' + num(s.median) + ',' +
            num(s.iqm) + ',' + num(s.ci_lo) + ',' + num(s.ci_hi);
   };
-  for (const auto& [grid, gap] : groups(rows)) {
-    // Per model and seed, the ok rows of this group.
+  // Per model and seed, the ok rows of a (grid, gap) group; its true gap and axis ("name,unit").
+  struct Group {
     std::map<std::string, std::map<uint64_t, const CellRow*>> ok;
     double true_gap = 0;
-    std::string axis;  // "name,unit"
+    std::string axis;
+  };
+  auto group_of = [&](const std::string& grid, double gap) {
+    Group g;
     for (const CellRow& r : rows)
       if (r.grid == grid && r.gap == gap) {
-        true_gap = r.true_gap;
-        axis = r.axis + ',' + r.unit;
-        if (r.status == "ok") ok[r.model][r.seed] = &r;
+        g.true_gap = r.true_gap;
+        g.axis = r.axis + ',' + r.unit;
+        if (r.status == "ok") g.ok[r.model][r.seed] = &r;
       }
-    const std::string key = grid + ',' + axis + ',' + num(gap, "%g") + ',' + num(true_gap, "%g") + ',';
+    return g;
+  };
+  // The paired rows of a - b over the seeds both have, on the held-out accuracy and the drop.
+  auto paired_rows = [&](const std::string& key, const std::string& label, const std::map<uint64_t, const CellRow*>& ra,
+                         const std::map<uint64_t, const CellRow*>& rb) {
+    std::string lines;
+    for (const char* metric : {"heldout", "drop"}) {
+      std::vector<double> a, b, d;
+      for (const auto& [seed, rc] : ra) {
+        const auto it = rb.find(seed);
+        if (it == rb.end()) continue;
+        a.push_back(metric[0] == 'h' ? rc->heldout : rc->drop);
+        b.push_back(metric[0] == 'h' ? it->second->heldout : it->second->drop);
+        d.push_back(a.back() - b.back());
+      }
+      const Paired p = paired_compare(a, b);
+      // For the drop, smaller is better: the first wins where d < 0.
+      const bool lower_better = metric[0] == 'd';
+      const int wins = lower_better ? p.losses : p.wins, losses = lower_better ? p.wins : p.losses;
+      const double prob = p.n == 0 ? NAN : lower_better ? 1.0 - p.prob_improvement : p.prob_improvement;
+      lines += key + label + ',' + metric + ',' + stat_cols(summarize(d)) + ',' + std::to_string(wins) + ',' +
+               std::to_string(p.ties) + ',' + std::to_string(losses) + ',' + num(prob) + ',' + num(p.p_value, "%.6g") + '\n';
+    }
+    return lines;
+  };
+  for (const auto& [grid, gap] : groups(rows)) {
+    Group grp = group_of(grid, gap);
+    auto& ok = grp.ok;
+    const std::string key = grid + ',' + grp.axis + ',' + num(gap, "%g") + ',' + num(grp.true_gap, "%g") + ',';
     for (const std::string& m : models)
       for (const char* metric : {"familiar", "heldout", "drop"}) {
         std::vector<double> x;
@@ -53,28 +84,17 @@ std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<
         out += key + "model," + m + ',' + metric + ',' + stat_cols(summarize(x)) + ",,,,,\n";
       }
     if (std::find(models.begin(), models.end(), reference) == models.end()) continue;
-    for (const std::string& other : models) {
-      if (other == reference) continue;
-      for (const char* metric : {"heldout", "drop"}) {
-        std::vector<double> a, b, d;
-        for (const auto& [seed, rc] : ok[reference]) {
-          const auto it = ok[other].find(seed);
-          if (it == ok[other].end()) continue;
-          a.push_back(metric[0] == 'h' ? rc->heldout : rc->drop);
-          b.push_back(metric[0] == 'h' ? it->second->heldout : it->second->drop);
-          d.push_back(a.back() - b.back());
-        }
-        const Paired p = paired_compare(a, b);
-        // For the drop, smaller is better: the reference wins where d < 0.
-        const bool lower_better = metric[0] == 'd';
-        const int wins = lower_better ? p.losses : p.wins, losses = lower_better ? p.wins : p.losses;
-        const double prob = p.n == 0 ? NAN : lower_better ? 1.0 - p.prob_improvement : p.prob_improvement;
-        out += key + "paired," + reference + '-' + other + ',' + metric + ',' + stat_cols(summarize(d)) + ',' +
-               std::to_string(wins) + ',' + std::to_string(p.ties) + ',' + std::to_string(losses) +
-               ',' + num(prob) + ',' + num(p.p_value, "%.6g") + '\n';
-      }
-    }
+    for (const std::string& other : models)
+      if (other != reference) out += paired_rows(key, "paired," + reference + '-' + other, ok[reference], ok[other]);
   }
+  // Grid point against grid point, model by model, at each gap of the first.
+  for (const auto& [ga, gb] : grid_pairs)
+    for (const auto& [grid, gap] : groups(rows)) {
+      if (grid != ga) continue;
+      Group a = group_of(ga, gap), b = group_of(gb, gap);
+      const std::string key = ga + " vs " + gb + ',' + a.axis + ',' + num(gap, "%g") + ',' + num(a.true_gap, "%g") + ',';
+      for (const std::string& m : models) out += paired_rows(key, "paired-grid," + m, a.ok[m], b.ok[m]);
+    }
   return out;
 }
 
