@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -27,6 +28,7 @@
 #include "harness/report.h"
 #include "harness/run_flags.h"
 #include "harness/profile.h"
+#include "harness/sweep_resume.h"
 #include "harness/sweep_runner.h"
 #include "harness/sweep_plan.h"
 #include "harness/train.h"
@@ -140,7 +142,10 @@ int do_run(const RunFlags& f) {
   return 0;
 }
 
-int sweep_on(const SweepFlags& f, Cluster* cluster) {
+int sweep_on(const SweepFlags& given, Cluster* cluster) {
+  // --resume: the configuration is meta.json's; the flags given must agree with it.
+  const SweepFlags f = resumed_sweep_flags(given);
+  if (f.run.reproducible && !given.run.reproducible) enable_reproducible();
   const SweepPlan plan = plan_sweep(f);
   // --merge: the shards' tables into --out.
   std::vector<std::string> merge_dirs;
@@ -301,43 +306,10 @@ int do_merge(const MergeFlags& m) {
     throw std::invalid_argument("'" + first + "': not a sweep directory (" + e.what() + ")");
   }
   SweepFlags f;
-  auto number = [](const nlohmann::json& v) {
-    if (v.is_number_integer()) return std::to_string(v.get<long long>());
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
-    return std::string(buf);
-  };
-  auto list = [&](const nlohmann::json& a) {
-    std::string s;
-    for (const auto& v : a) s += (s.empty() ? "" : ",") + number(v);
-    return s;
-  };
   try {
     if (!cfg.contains("shard")) throw std::runtime_error("made without --shard K/N");
-    f.seeds = list(cfg.at("seeds"));
-    f.test_width = number(cfg.at("test_width"));
-    const nlohmann::json& rf = cfg.at("run_flags");
-    for (const auto& axis : cfg.at("grid")) {
-      std::string g = axis.at(0).get<std::string>() + "=";
-      for (const auto& v : axis.at(1)) g += (g.back() == '=' ? "" : ",") + v.get<std::string>();
-      f.grid.push_back(g);
-    }
-    for (const auto& [name, value] : rf.items()) {
-      std::string* field = run_flag(f.run, name);
-      if (field == nullptr) throw std::runtime_error("flag --" + name + " unknown to this viewgap");
-      *field = value.get<std::string>();
-    }
-    // --gaps given: the protocol's swept flag is hashed (a protocol whose gaps
-    // move its own held-out set marks the configuration instead).
-    const Protocol& protocol = select_run_protocol(f.run, sweep_run_defaults());
-    const bool given = protocol.swept_flag != nullptr ? rf.contains(protocol.swept_flag) : !cfg.contains("moves_given_set");
-    f.gaps = given ? "given" : list(cfg.at("gaps"));
-    // The default reference is recorded too; given back explicitly it would be
-    // refused where the sweep's models do not include it.
-    f.reference = cfg.value("reference", "");
-    if (f.reference == default_models().front()) f.reference.clear();
-    f.run.reproducible = cfg.value("reproducible", false);
-    if (cfg.contains("pair_grid")) f.pair_grid = cfg.at("pair_grid").get<std::vector<std::string>>();
+    f = sweep_flags_of(cfg);
+    f.shard.clear();  // the merged sweep is the whole
   } catch (const std::exception& e) {
     throw std::invalid_argument("'" + first + "': not a shard of a sweep this viewgap can merge (" + e.what() + ")");
   }
@@ -423,6 +395,15 @@ std::string parse_error_line(CLI::App& app, const CLI::ParseError& e) {
       what.size() >= 8 && what.compare(what.size() - 8, 8, " missing") == 0)
     return what.substr(0, colon) + " '': no value given";
   return what;
+}
+
+// The options of `sub` given on the command line, by name without "--":
+// a flag typed at its default value is still refused where it is ignored.
+std::set<std::string> typed_options(const CLI::App* sub) {
+  std::set<std::string> out;
+  for (const CLI::Option* o : sub->get_options())
+    if (o->count() > 0 && o->get_name().rfind("--", 0) == 0) out.insert(o->get_name().substr(2));
+  return out;
 }
 
 // An empty value is never "absent": --out-json "", --jobs "" are errors like any
@@ -531,6 +512,8 @@ int cli_main(int argc, char** argv) {
       enable_reproducible();
     // VIEWGAP_ISA is input too: validate it before any work.
     (void)selected_isa();
+    rf.typed = typed_options(run);
+    sf.run.typed = typed_options(sweep);
     if (run->parsed()) return do_run(rf);
     if (sweep->parsed()) return do_sweep(sf);
     if (prof->parsed()) return do_profile(pf);

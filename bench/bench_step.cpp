@@ -180,6 +180,8 @@ int main(int argc, char** argv) {
       for (const auto& [name, value] : opts)
         if (std::none_of(entry->options.begin(), entry->options.end(), [&](const char* o) { return name == o; }))
           throw vg::ModelOptionError(name, value, "model " + model + " does not read this option");
+        else if (const std::string why = vg::option_ignored(model, name, opts); !why.empty())
+          throw vg::ModelOptionError(name, value, why);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "viewgap_bench: error: %s\n", e.what());
       return 2;

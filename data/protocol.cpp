@@ -91,7 +91,36 @@ const std::vector<DataFlag>& protocol_flags() {
   return flags;
 }
 
+namespace {
+
+// Does the rendered data's cfg hold exactly the views preset protocol p sets?
+// (The paper's splits are presets of the rendering flags: their data is the
+// flags', and a run records the split by name.)
+bool matches_preset(const Protocol& p, const DataConfig& cfg) {
+  if (p.preset.empty() || cfg.norb || cfg.plane) return false;
+  bool sets_test_elevations = false;
+  for (const auto& [flag, value] : p.preset) {
+    const std::string f = flag, v = value;
+    const AngleRange* r = f == "train-azimuths" || f == "n-train-views" ? &cfg.train_azimuths
+                          : f == "test-azimuths" || f == "n-test-views" ? &cfg.test_azimuths
+                          : f == "elevations" || f == "n-elev"          ? &cfg.elevations
+                          : f == "test-elevations" || f == "n-test-elev" ? &cfg.test_elevations
+                                                                          : nullptr;
+    if (r == nullptr) return false;
+    sets_test_elevations = sets_test_elevations || f == "test-elevations";
+    const auto colon = v.find(':');
+    if (colon == std::string::npos ? r->count != std::stoi(v)
+                                   : r->from != std::stod(v.substr(0, colon)) || r->to != std::stod(v.substr(colon + 1)))
+      return false;
+  }
+  return sets_test_elevations || cfg.test_elevations.count == 0;
+}
+
+}  // namespace
+
 const Protocol& protocol_of(const DataConfig& cfg) {
+  for (const Protocol& p : protocol_registry())
+    if (matches_preset(p, cfg)) return p;
   const char* name = cfg.plane ? cfg.plane->factor->protocol : cfg.norb ? (cfg.norb->split == NorbSplitKind::azimuth     ? "norb-paper-azimuth"
                                  : cfg.norb->split == NorbSplitKind::elevation ? "norb-paper-elevation"
                                                                                : "norb-full")
@@ -103,6 +132,37 @@ const Protocol& protocol_of(const DataConfig& cfg) {
 }
 
 Dataset make_dataset(const DataConfig& cfg) { return protocol_of(cfg).make(cfg); }
+
+ViewList view_list(const AngleRange& r) { return {r.from, r.to, r.values()}; }
+
+ViewList view_list(std::vector<double> values, bool circular) {
+  ViewList out;
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  if (values.empty()) return out;
+  // The arc starts after the widest empty stretch between neighbours (the
+  // one from the last round to the first included, for azimuths).
+  size_t start = 0;
+  double widest = circular ? values.front() + 360 - values.back() : -1;
+  for (size_t i = 1; circular && i < values.size(); ++i)
+    if (values[i] - values[i - 1] > widest) widest = values[i] - values[i - 1], start = i;
+  std::rotate(values.begin(), values.begin() + std::ptrdiff_t(start), values.end());
+  out.from = values.front();
+  out.to = values.back() + (values.back() < values.front() ? 360 : 0);
+  out.values = values;
+  return out;
+}
+
+RecordedViews flag_views(const DataConfig& cfg) {
+  RecordedViews v{view_list(cfg.train_azimuths), view_list(cfg.test_azimuths), view_list(cfg.elevations), {}};
+  if (cfg.test_elevations.count > 0) v.test_elevations = view_list(cfg.test_elevations);
+  return v;
+}
+
+RecordedViews recorded_views(const DataConfig& cfg) {
+  const Protocol& p = protocol_of(cfg);
+  return p.views != nullptr ? p.views(cfg) : flag_views(cfg);
+}
 
 ShapeSet parse_shapes(const std::string& v) {
   if (v == "seed") return ShapeSet::seed;

@@ -52,7 +52,7 @@ class FlagSource {
  public:
   virtual ~FlagSource() = default;
   virtual std::string value(const std::string& name) const = 0;
-  // Set away from the command's default.
+  // Set by the user: typed (even at its default value), or away from the command's default.
   virtual bool changed(const std::string& name) const = 0;
   virtual long long integer(const std::string& name, long long lo, long long hi) const = 0;
   virtual double real(const std::string& name, double lo, double hi) const = 0;  // lo closed
@@ -67,6 +67,23 @@ class FlagSource {
 struct TrainingSize {
   long long images = 0;
   std::string text;  // e.g. "450 images = 5 classes x 6 views x 3 elevations x 5 per combination"
+};
+
+// Viewpoints as recorded: the values, and the arc that holds them (from
+// the first value, circularly for azimuths, to `to` >= from; e.g. 300:400 for
+// 300,320,340,0,20,40).
+struct ViewList {
+  double from = 0, to = 0;
+  std::vector<double> values;
+};
+ViewList view_list(const AngleRange& r);
+// `circular`: azimuths, whose arc may cross 0; else ascending elevations.
+ViewList view_list(std::vector<double> values, bool circular);
+
+// The training and held-out viewpoints of a configuration. An empty
+// held-out elevation list means the training ones.
+struct RecordedViews {
+  ViewList train_azimuths, test_azimuths, train_elevations, test_elevations;
 };
 
 struct Protocol {
@@ -111,6 +128,9 @@ struct Protocol {
   // given); nullptr: at_distance moves the flags' own held-out set, keeping
   // its extent (an elevation band keeps --test-elevations' width).
   const char* swept_flag = nullptr;
+  // at_distance reads `width` (--test-width, the azimuth window's extent);
+  // false: the held-out set keeps its own, and a sweep refuses --test-width.
+  bool sweeps_width = false;
   // The sweep's gap of a configured cfg (cells.csv's true_gap: the held-out
   // set's distance from the training set, in the axis's unit), and the
   // held-out set as text ("60:120") for an error message.
@@ -120,6 +140,11 @@ struct Protocol {
   // run JSON's "data" object (nullptr: none; the synthetic data's readers expect none).
   std::string (*describe)(const DataConfig& cfg, const Dataset& d) = nullptr;
   nlohmann::json (*source_json)(const DataConfig& cfg) = nullptr;
+  // The viewpoints a configured cfg trains on and holds out, as the run JSON
+  // and a sweep's meta.json record them (what ran, not what the flags said):
+  // nullptr reads them from cfg's ranges (flag_views); a source whose views
+  // come from elsewhere (smallNORB's files) gives its own.
+  RecordedViews (*views)(const DataConfig& cfg) = nullptr;
   // Flags only this protocol's source reads: hashed into a sweep's
   // configuration only when it is chosen, so older sweeps keep their hash.
   std::vector<const char*> source_flags{};
@@ -140,7 +165,13 @@ const std::vector<Protocol>& protocol_registry();
 const Protocol& select_protocol(const FlagSource& flags);
 
 // The protocol that made (or makes) cfg: make_dataset(cfg) is protocol_of(cfg).make(cfg).
+// The rendered data at exactly a preset's views is that preset's (paper-azimuth).
 const Protocol& protocol_of(const DataConfig& cfg);
+
+// The views of cfg's ranges (train_azimuths, test_azimuths, elevations,
+// test_elevations), and the views protocol_of(cfg) used (Protocol::views).
+RecordedViews flag_views(const DataConfig& cfg);
+RecordedViews recorded_views(const DataConfig& cfg);
 
 // The name of class `cls` under cfg's data source.
 const char* class_name(const DataConfig& cfg, int cls);

@@ -125,7 +125,8 @@ void configure_norb(const FlagSource& f, DataConfig* d) {
   for (const char* name : kSyntheticFlags)
     if (f.changed(name))
       throw FlagError(name, f.value(name), "applies to --data synthetic only (smallNORB's viewpoints come from --split)");
-  // The rendered data's fields keep their flags' defaults (the run JSON records them).
+  // The rendered data's fields keep their flags' defaults (unused: the run
+  // JSON records the files' views, norb_views).
   d->train_azimuths = f.range("train-azimuths", "n-train-views");
   d->test_azimuths = f.range("test-azimuths", "n-test-views");
   d->elevations = f.range("elevations", "n-elev");
@@ -222,6 +223,20 @@ nlohmann::json source_json(const DataConfig& cfg) {
           {"contrast", n.prep.max_contrast}};
 }
 
+// The split's views, read from the files' index again (cheap: the images stay on disk).
+RecordedViews norb_views(const DataConfig& cfg) {
+  const NorbConfig& n = *cfg.norb;
+  const NorbData files = norb_load_dir(n.dir);
+  const NorbSplit s = norb_split_of(files, n.split, n.dir);
+  const std::vector<int>& heldout = n.split == NorbSplitKind::full ? s.familiar : s.novel;
+  RecordedViews v{view_list(norb_angles(files.train, s.train, false), true),
+                  view_list(norb_angles(files.test, heldout, false), true),
+                  view_list(norb_angles(files.train, s.train, true), false), {}};
+  const ViewList held_elev = view_list(norb_angles(files.test, heldout, true), false);
+  if (held_elev.values != v.train_elevations.values) v.test_elevations = held_elev;
+  return v;
+}
+
 bool always(const FlagSource&) { return true; }
 
 }  // namespace
@@ -252,6 +267,7 @@ Protocol norb_protocol(NorbSplitKind kind) {
   p.sweep_gap = split_gap;
   p.describe = describe;
   p.source_json = source_json;
+  p.views = norb_views;
   p.source_flags = {"data", "cameras", "brightness", "contrast"};
   return p;
 }

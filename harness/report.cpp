@@ -53,10 +53,18 @@ std::string utc_now() {
   return buf;
 }
 
-nlohmann::json range_json(const AngleRange& r) {
-  return {{"from", r.from}, {"to", r.to}, {"count", r.count}, {"values", r.values()}};
+nlohmann::json range_json(const ViewList& v) {
+  return {{"from", v.from}, {"to", v.to}, {"count", v.values.size()}, {"values", v.values}};
 }
 }  // namespace
+
+nlohmann::json views_json(const DataConfig& d) {
+  const RecordedViews v = recorded_views(d);
+  return {{"train_azimuths", range_json(v.train_azimuths)},
+          {"test_azimuths", range_json(v.test_azimuths)},
+          {"elevations", range_json(v.train_elevations)},
+          {"test_elevations", v.test_elevations.values.empty() ? nlohmann::json(nullptr) : range_json(v.test_elevations)}};
+}
 
 nlohmann::json build_meta(int threads) {
   const dnnl_version_t* dv = dnnl_version();
@@ -138,11 +146,6 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"reproducible", opt.reproducible},
       {"models", opt.models},
       {"model_options", model_options_json(t.model)},
-      {"train_azimuths", range_json(opt.data.train_azimuths)},
-      {"test_azimuths", range_json(opt.data.test_azimuths)},
-      {"elevations", range_json(opt.data.elevations)},
-      {"test_elevations", opt.data.test_elevations.count > 0 ? range_json(opt.data.test_elevations)
-                                                             : nlohmann::json(nullptr)},
       {"shapes", opt.data.shapes == ShapeSet::asym ? "asym" : "seed"},
       {"n_per_combo", opt.data.n_per_combo},
       {"n_eval_per_combo", opt.data.n_eval_per_combo},
@@ -151,8 +154,17 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"match_familiar", opt.match_familiar.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.match_familiar)},
       {"stop_check_every", t.stop_every > 0 ? nlohmann::json(t.stop_every) : nlohmann::json(nullptr)},
   };
+  // The views that ran (smallNORB's files', not the rendering flags'), and
+  // the protocol and data source that chose them.
+  j.update(views_json(opt.data));
+  const Protocol& p = protocol_of(opt.data);
+  j["protocol"] = p.name;
+  j["source"] = std::string(p.source, std::strcspn(p.source, ":"));
+  // Files are not rendered: the rendering's own fields did nothing there.
+  if (j["source"] != "synthetic")
+    for (const char* unused : {"shapes", "n_per_combo", "n_eval_per_combo"}) j[unused] = nullptr;
   // Absent where the protocol's source gives none (the synthetic data: its readers expect none).
-  if (const Protocol& p = protocol_of(opt.data); p.source_json != nullptr) j["data"] = p.source_json(opt.data);
+  if (p.source_json != nullptr) j["data"] = p.source_json(opt.data);
   return j;
 }
 

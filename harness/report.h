@@ -27,8 +27,14 @@ nlohmann::json build_meta(int threads);
 std::string run_fingerprint(const RunResult& r);
 
 // The configuration of a run as the run JSON records it ("config"); a sweep's
-// meta.json holds the same for its first cell.
+// meta.json holds the same for its first cell. Its views ("train_azimuths",
+// "test_azimuths", "elevations", "test_elevations") are those the protocol
+// used (views_json), "protocol" and "source" name what chose them.
 nlohmann::json run_config_json(const RunOptions& opt, int threads);
+
+// The views cfg trains on and holds out (data/protocol.h: recorded_views),
+// each {from, to, count, values}; "test_elevations" null: the training ones.
+nlohmann::json views_json(const DataConfig& cfg);
 
 // Everything SPEC section 3 asks for, with the configuration and meta.
 nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int threads);

@@ -94,8 +94,14 @@ std::span<const FlagSpec> run_flag_specs() { return kRunFlags; }
 std::string* run_flag(RunFlags& f, const std::string& name) { return run_flag<RunFlags>(f, name); }
 const std::string* run_flag(const RunFlags& f, const std::string& name) { return run_flag<const RunFlags>(f, name); }
 
+bool flag_set(const RunFlags& f, const RunFlags& defaults, const std::string& name) {
+  if (f.typed.count(name) > 0) return true;
+  const std::string *v = run_flag(f, name), *d = run_flag(defaults, name);
+  return v != nullptr && d != nullptr && *v != *d;
+}
+
 void check_models(const std::string& flag, const std::string& value, const std::vector<std::string>& models,
-                  const ModelOptions& opts) {
+                  const ModelOptions& opts, const std::set<std::string>& typed) {
   for (const std::string& m : models) {
     try {
       check_model(m, opts);
@@ -107,15 +113,21 @@ void check_models(const std::string& flag, const std::string& value, const std::
   }
   for (const ModelOption& o : model_options()) {
     const std::string v = option_value(opts, o.name);
-    if (v == o.default_value) continue;
+    if (v == o.default_value && typed.count(o.name) == 0) continue;
     bool read = false;
-    std::string readers;
+    std::string readers, ignored;  // ignored: why the first model that lists it does not act on it
     for (const ModelEntry& e : model_registry())
       if (std::find_if(e.options.begin(), e.options.end(), [&](const char* n) { return o.name == std::string(n); }) !=
           e.options.end()) {
         readers += (readers.empty() ? "" : ", ") + std::string(e.name);
-        for (const std::string& m : models) read = read || find_model(m) == &e;
+        for (const std::string& m : models) {
+          if (find_model(m) != &e) continue;
+          const std::string why = option_ignored(m, o.name, opts);
+          read = read || why.empty();
+          if (ignored.empty()) ignored = why;
+        }
       }
+    if (!read && !ignored.empty()) throw UsageError(std::string("--") + o.name, v, ignored);
     if (!read)
       throw UsageError(std::string("--") + o.name, v,
                        "no model in " + flag + " '" + value + "' uses it (it applies to " + readers + ")");
@@ -168,7 +180,10 @@ class RunFlagSource final : public FlagSource {
  public:
   RunFlagSource(const RunFlags& f, const RunFlags& defaults) : f_(f), defaults_(defaults) {}
   std::string value(const std::string& name) const override { return text(f_, name); }
-  bool changed(const std::string& name) const override { return text(f_, name) != text(defaults_, name); }
+  // Typed counts as set: a flag typed at its default is ignored no less.
+  bool changed(const std::string& name) const override {
+    return f_.typed.count(name) > 0 || text(f_, name) != text(defaults_, name);
+  }
   long long integer(const std::string& name, long long lo, long long hi) const override {
     return parse_int("--" + name, value(name), lo, hi);
   }
@@ -346,7 +361,8 @@ namespace {
 RunFlags with_preset(const Protocol& p, const RunFlags& given, const RunFlags& defaults) {
   RunFlags f = given;
   for (const auto& [flag, value] : p.preset) {
-    if (*run_flag(f, flag) != *run_flag(defaults, flag))
+    // Typed at the default but not at the preset's value, it would be overridden too.
+    if (*run_flag(f, flag) != *run_flag(defaults, flag) || (f.typed.count(flag) > 0 && *run_flag(f, flag) != value))
       throw UsageError("--split", given.split, std::string("conflicts with --") + flag + " '" + *run_flag(f, flag) +
                                                    "' (the preset sets it to " + value + ")");
     *run_flag(f, flag) = value;
@@ -396,7 +412,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   }
   if (o.models.empty()) throw UsageError("--models", f.models, "no model given");
   o.train.model = f.model;
-  check_models("--models", f.models, o.models, f.model);
+  check_models("--models", f.models, o.models, f.model, f.typed);
 
   // Stopping at a familiar accuracy, measured on a validation split of its own
   // (as many images per combination as the familiar test split).

@@ -2,6 +2,7 @@
 // validation into RunOptions, and the memory budget that refuses a
 // configuration before it runs out of memory mid-run.
 #pragma once
+#include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -42,6 +43,11 @@ struct RunFlags {
   ModelOptions protocol = default_protocol_flags();  // --train-shift, ...: the protocols' own (data/protocol.h)
   std::string out_json, dump;
   bool quiet = false, reproducible = false;
+  // The flags typed on the command line, by name without "--" (a command's
+  // own too: sweep's gaps, test-width; a --grid axis for its cells): typed
+  // at its default value a flag is still the user's, and refused where the
+  // configuration would ignore it.
+  std::set<std::string> typed;
 
   // Every model option at its default, so each flag has a string to bind to.
   static ModelOptions default_model_options() {
@@ -71,10 +77,14 @@ std::string* run_flag(RunFlags& f, const std::string& name);
 const std::string* run_flag(const RunFlags& f, const std::string& name);
 
 
+// Flag `name` set by the user: typed, or away from the command's `defaults`.
+bool flag_set(const RunFlags& f, const RunFlags& defaults, const std::string& name);
+
 // Checks `models` (from --models or --model) and every option they read; an
-// option set away from its default that none of them reads is an error too.
+// option set (away from its default, or in `typed`) that none of them acts
+// on is an error too (models/registry.h: option_ignored).
 void check_models(const std::string& flag, const std::string& value, const std::vector<std::string>& models,
-                  const ModelOptions& opts);
+                  const ModelOptions& opts, const std::set<std::string>& typed = {});
 // Every number a flag carries is read by the one rule of models/numbers.h.
 long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi);
 // `single`: the value is stored as a float, so it must stay nonzero and finite there.

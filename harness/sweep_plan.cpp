@@ -140,16 +140,32 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   // "--gaps given": one held-out set, the run flags' own (--test-azimuths,
   // --test-elevations or a --split preset), instead of held-out sets stepped
   // by distance. A protocol with a fixed held-out set runs once, as given.
-  const Protocol& protocol = select_run_protocol(f.run, sweep_run_defaults());
+  const RunFlags defaults = sweep_run_defaults();
+  const Protocol& protocol = select_run_protocol(f.run, defaults);
+  // A sweep flag set (typed, or away from its default) that the sweep would ignore is refused.
+  auto sweep_flag_set = [&](const char* name, const std::string& value, const std::string& def) {
+    return f.run.typed.count(name) > 0 || value != def;
+  };
+  const bool gaps_set = sweep_flag_set("gaps", f.gaps, SweepFlags{}.gaps);
+  const bool width_set = sweep_flag_set("test-width", f.test_width, SweepFlags{}.test_width);
+  // A protocol with a fixed held-out set (smallNORB's splits, the paper's
+  // presets on any source) runs it as given; --gaps may only say so.
+  auto refuse_fixed = [&](const Protocol& p, const std::string& grid) {
+    if (p.at_distance != nullptr) return;
+    const std::string source(p.source, std::strcspn(p.source, ":"));
+    const std::string by = grid.empty() ? "with --data " + source + (source == "synthetic" ? " --split " + std::string(p.split) : "")
+                                        : "with grid point '" + grid + "'";
+    if (gaps_set && f.gaps != "given")
+      throw UsageError("--gaps", f.gaps, by + " the split fixes the held-out views (leave --gaps out, or give 'given')");
+    if (width_set)
+      throw UsageError("--test-width", f.test_width, by + " the split fixes the held-out views (leave --test-width out)");
+  };
+  refuse_fixed(protocol, "");
   const bool fixed = protocol.at_distance == nullptr;
-  if (fixed && f.gaps != SweepFlags{}.gaps && f.gaps != "given") {
-    const std::string source(protocol.source, std::strcspn(protocol.source, ":"));
-    throw UsageError("--gaps", f.gaps, "with --data " + source +
-                                           " the split fixes the held-out views (leave --gaps out, or give 'given')");
-  }
   const bool given = f.gaps == "given" || fixed;
-  if (!given && protocol.swept_flag != nullptr &&
-      *run_flag(f.run, protocol.swept_flag) != *run_flag(RunFlags{}, protocol.swept_flag))
+  if (given && width_set)
+    throw UsageError("--test-width", f.test_width, "--gaps given runs the held-out views as given (leave --test-width out)");
+  if (!given && protocol.swept_flag != nullptr && flag_set(f.run, defaults, protocol.swept_flag))
     throw UsageError(std::string("--") + protocol.swept_flag, *run_flag(f.run, protocol.swept_flag),
                      "applies with --gaps given only (gaps step the held-out window)");
   // The flags a protocol's sweep sets itself (no grid axis may set them).
@@ -216,6 +232,7 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     std::string grid;
     for (const auto& [name, value] : point) {
       *run_flag(rf, name) = value;
+      rf.typed.insert(name);  // a grid value is typed: the validation its flag gets
       grid += (grid.empty() ? "" : ";") + name + "=" + value;
     }
     int threads = 1;
@@ -231,15 +248,27 @@ SweepPlan plan_sweep(const SweepFlags& f) {
             throw UsageError("--grid", g, what);
       throw;
     }
+    // Valid for its flag, a value must still fit the tables' "name=value;..." on one line.
+    for (const auto& [name, value] : point)
+      if (std::any_of(value.begin(), value.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f || c == ';' || c == '"'; }))
+        throw UsageError("--grid", name + "=" + value,
+                         "holds a character the tables cannot (a control character, ';' or '\"')");
     plan.models = base.models;
     // By default the first default model is the reference (no paired
     // statistics without it); a reference asked for must be among the models.
     if (!f.reference.empty() && std::find(base.models.begin(), base.models.end(), f.reference) == base.models.end())
       throw UsageError("--reference", f.reference, "is not among --models '" + rf.models + "'");
     plan.reference = f.reference.empty() ? default_models().front() : f.reference;
-    const Protocol& p = protocol_of(base.data);
+    if (!f.reference.empty() && base.models.size() < 2)
+      throw UsageError("--reference", f.reference, "has no other model in --models '" + rf.models + "' to pair with");
+    // A grid point gets the protocol checks of the flags above, as its own protocol.
+    const Protocol& p = select_run_protocol(rf, defaults);
+    if (&p != &protocol) refuse_fixed(p, grid);
     if (!given && p.at_distance == nullptr)  // a grid point that chose a fixed held-out set
       throw UsageError("--gaps", f.gaps, "grid point '" + grid + "' fixes the held-out views (give --gaps given)");
+    if (!given && p.swept_flag != nullptr && flag_set(rf, defaults, p.swept_flag))
+      throw UsageError(std::string("--") + p.swept_flag, *run_flag(rf, p.swept_flag),
+                       "applies with --gaps given only (gaps step the held-out set), with grid point '" + grid + "'");
     // The held-out set at distance g from the training set; the protocol's
     // geometry rules judge it (a window touching the training range's end, at
     // gap 0, is the one exception).
@@ -249,16 +278,15 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       return o;
     };
     // If the window does not fit beside the training range even at gap 0, its
-    // width is at fault. A protocol that moves the flags' own held-out set
-    // (swept_flag nullptr) keeps its extent: --test-width does not apply.
+    // width is at fault. A protocol whose held-out set keeps its own extent
+    // (sweeps_width false) reads no --test-width.
     if (given) {
       check_geometry_flags(rf, base.data, false);
-    } else if (p.swept_flag == nullptr) {
-      if (f.test_width != SweepFlags{}.test_width)
-        throw UsageError("--test-width", f.test_width,
-                         "this protocol's sweep moves its held-out set (" + p.heldout_text(base.data) +
-                             ") and keeps its width (leave --test-width out)");
-    } else {
+    } else if (!p.sweeps_width && width_set) {
+      throw UsageError("--test-width", f.test_width,
+                       "this protocol's sweep moves its held-out set (" + p.heldout_text(base.data) +
+                           ") and keeps its width (leave --test-width out)");
+    } else if (p.swept_flag != nullptr) {
       const TestFlags width{"--test-width", f.test_width, "--test-width", f.test_width,
                             "a window this wide (" + p.heldout_text(window(0).data) +
                                 " at gap 0) reaches round to the training range: "};
@@ -326,8 +354,19 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     if (hashed(d.name)) run_flags[d.name] = *run_flag(f.run, d.name);
   plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
                  {"grid", axes}, {"run_flags", run_flags}, {"reference", plan.reference}};
-  // The typed configuration of the first cell, in the run JSON's form (not hashed).
+  // The typed configuration of the first cell, in the run JSON's form (not
+  // hashed), and the views every grid point and gap trains on and holds out.
   plan.run_config = run_config_json(plan.cells.front().opt, 1);
+  nlohmann::json views = nlohmann::json::array();
+  for (size_t i = 0; i < plan.cells.size(); i += seeds.size()) {
+    const SweepCell& c = plan.cells[i];
+    nlohmann::json v = views_json(c.opt.data);
+    v["grid"] = c.grid;
+    v["gap"] = c.gap;
+    v["true_gap"] = c.true_gap;
+    views.push_back(v);
+  }
+  plan.run_config["views"] = views;
   if (f.run.reproducible) plan.config["reproducible"] = true;  // absent: older sweeps keep their hash
   // A protocol that moves the flags' own held-out set hashes the same flags
   // with --gaps 0 as with --gaps given: the moved sweep says so (absent

@@ -366,6 +366,18 @@ size_t model_activation_floats(const std::string& name, const ModelOptions& opts
 
 void check_model(const std::string& name, const ModelOptions& opts) { (void)model_param_count(name, opts); }
 
+std::string option_ignored(const std::string& name, const std::string& option, const ModelOptions& opts) {
+  const ModelEntry& e = entry(name);
+  if (e.size_option != nullptr && option == e.size_option && size_option(name) == nullptr)
+    return "model '" + name + "' has its size in its name";
+  if (option == "em-lambda" && option_value(opts, "em-lambda-schedule") != "fixed")
+    return "--em-lambda-schedule '" + option_value(opts, "em-lambda-schedule") +
+           "' sets lambda (give the final one as official:FINAL)";
+  if (option == "spread-margin" && option_value(opts, "loss") != "spread")
+    return "--loss '" + option_value(opts, "loss") + "' has no margin (it applies with --loss spread)";
+  return "";
+}
+
 std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch, int in_channels) {
   if (in_channels < 1) throw std::invalid_argument("make_model: in_channels must be >= 1");
   return entry(name).make(name, opts, in_channels, max_batch);

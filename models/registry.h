@@ -87,6 +87,13 @@ size_t model_activation_floats(const std::string& name, const ModelOptions& opts
 // nullptr if its name or nothing does ("cnn136", "caps").
 const char* size_option(const std::string& name);
 
+// Why model `name`, which lists `option`, does not act on it under opts
+// (another option replaces it: --em-lambda under a lambda schedule,
+// --spread-margin without --loss spread; or the name fixes it: --cnn-hidden
+// for "cnn136"), or "" where it reads it. A flag that no model of a run acts
+// on is refused, so the run JSON never records a value that did nothing.
+std::string option_ignored(const std::string& name, const std::string& option, const ModelOptions& opts);
+
 // The value of option `name` in opts, or its default.
 std::string option_value(const ModelOptions& opts, const std::string& name);
 

@@ -160,6 +160,47 @@ class PlotTest(unittest.TestCase):
         self.assertIn("true_gap", summary[0])
         self.assertIn("distance", az_rows[0])
 
+    def test_titles_name_source_and_protocol_and_the_circle_shades_the_recorded_views(self):
+        """Every title names the data source and protocol; a run recorded on smallNORB-format
+        files shades the files' views (300-40 to train on), as its config records them."""
+        m = plot_module()
+        with open(os.path.join(FIXTURES, "run.json")) as f:
+            old = json.load(f)
+        # A run JSON from before "protocol" was recorded: inferred from its fields.
+        self.assertIn("; synthetic, azimuth-window: train az 0:150°", m.run_caption(old, "run.json"))
+        norb = json.loads(json.dumps(old))
+        norb["schema_version"] = 3
+        norb["config"].update(
+            protocol="norb-paper-azimuth", source="norb",
+            data={"norb": "/data/norb", "split": "paper-azimuth", "cameras": "both"},
+            train_azimuths={"from": 300, "to": 400, "count": 6, "values": [300, 320, 340, 0, 20, 40]},
+            test_azimuths={"from": 60, "to": 280, "count": 12, "values": list(range(60, 300, 20))})
+        caption = m.run_caption(norb, "run.json")
+        self.assertIn("smallNORB-format /data/norb, norb-paper-azimuth: train az 300:400° (6 views), "
+                      "held-out 60:280° (12 views)", caption)
+        fig, ax = m.plt.subplots()
+        m.circle_axes(ax, norb, "run.json")
+        spans = []
+        for p in ax.patches:
+            xs = [x for x, _ in p.get_xy()] if hasattr(p, "get_xy") and not hasattr(p, "get_width") \
+                else [p.get_x(), p.get_x() + p.get_width()]
+            spans.append((min(xs), max(xs)))
+        m.plt.close(fig)
+        self.assertIn((299.5, 360.5), spans)  # the training arc, across 0
+        self.assertIn((-0.5, 40.5), spans)
+        self.assertIn((59.5, 280.5), spans)  # the held-out arc
+        self.assertNotIn((-0.5, 150.5), spans)  # not the rendering flags' default
+        run = self.write("norb_run.json", json.dumps(norb))
+        out = self.path("fig")
+        self.assert_plotted(plot("run", run, "--out", out), out, RUN_ONLY)
+        # Sweeps: recorded in run_config, or from the flags of an older meta.json.
+        self.assertEqual(m.sweep_source({"config": {"run_flags": {"data": "norb:/d", "split": ""}}}),
+                         ("smallNORB-format /d", "norb-paper-azimuth"))
+        self.assertEqual(m.sweep_source({"config": {"run_flags": {"split": "paper-elevation"}}}),
+                         ("synthetic", "paper-elevation"))
+        self.assertEqual(m.sweep_source({"run_config": {"protocol": "translation"}, "config": {}}),
+                         ("synthetic", "translation"))
+
     # -- from real viewgap outputs --
 
     @unittest.skipUnless(has_exe(), f"no viewgap binary at {EXE}")

@@ -17,6 +17,11 @@ and accuracy vs distance from the training views (every gap, or --gap G), along 
 sweep's held-out axis (its name and unit label the x axes). It reads schema 4 and
 schema 3 (before the axis columns: an azimuth axis in degrees).
 
+Every figure's title names the data source (synthetic, or the smallNORB-format
+directory) and the protocol. A run's circle shades the views the run recorded (its
+config's train_azimuths and test_azimuths: under --data norb the files' views);
+older JSONs, which name no protocol, get it from their other fields.
+
 Bad input (missing or malformed file, another schema_version or kind, a bad argument,
 an output path that is not a regular file) is reported as one line
 `plot.py: error: <file>: <what>` with exit code 2. Unknown fields are ignored. Output
@@ -193,6 +198,23 @@ def make_out(d):
 
 # ---- run figures ---------------------------------------------------------------------------
 
+def source_text(data):
+    """The data source as a title names it: "synthetic", or "smallNORB-format DIR"."""
+    data = data or "synthetic"
+    return f"smallNORB-format {data.split(':', 1)[1]}" if data.startswith("norb:") else data
+
+
+def run_source(c, axis):
+    """(data source, protocol) of a run's config: recorded since "protocol" was, inferred before."""
+    data = c.get("data") or {}
+    source = source_text("norb:" + data["norb"] if isinstance(data.get("norb"), str) else "synthetic")
+    protocol = c.get("protocol") or axis.get("protocol") or data.get("protocol")
+    if not protocol:
+        protocol = ("norb-" + data["split"] if data.get("split") else
+                    "elevation-extrapolation" if c.get("test_elevations") else "azimuth-window")
+    return source, protocol
+
+
 def run_caption(run, path):
     c = get(run, "config", path, dict)
     for k in ("train_azimuths.from", "train_azimuths.to", "test_azimuths.from", "test_azimuths.to"):
@@ -200,13 +222,14 @@ def run_caption(run, path):
     tr, te = c["train_azimuths"], c["test_azimuths"]
     gap = run.get("dataset", {}).get("gap_deg")
     axis = run.get("dataset", {}).get("axis") or {}
+    source, protocol = run_source(c, axis)
     if axis.get("name") not in (None, "azimuth", "elevation"):  # an in-plane change at the training views
         data = c.get("data") or {}
-        return (f"seed {c.get('seed')}, {plural(c.get('n_epochs'), 'epoch')}; {axis.get('protocol')}: train az "
+        return (f"seed {c.get('seed')}, {plural(c.get('n_epochs'), 'epoch')}; {source}, {protocol}: train az "
                 f"{tr.get('from'):g}:{tr.get('to'):g}° ({tr.get('count')} views), {axis['name']} up to "
                 f"{data.get('train_max', 0):g} {axis.get('unit', '')}, held-out {data.get('test_from', '?'):g}:"
                 f"{data.get('test_to', '?'):g} {axis.get('unit', '')}")
-    return (f"seed {c.get('seed')}, {plural(c.get('n_epochs'), 'epoch')}; train az "
+    return (f"seed {c.get('seed')}, {plural(c.get('n_epochs'), 'epoch')}; {source}, {protocol}: train az "
             f"{tr.get('from'):g}:{tr.get('to'):g}° ({tr.get('count')} views), held-out "
             f"{te.get('from'):g}:{te.get('to'):g}° ({te.get('count')} views)"
             + (f"; gap {gap:g}°" if isinstance(gap, (int, float)) else ""))
@@ -332,7 +355,10 @@ def fig_circle(run, caption, path, out, written):
     for name, acc in accs.items():
         ax.plot(az, acc, "o-", color=color(name), label=name, ms=4)
     ax.legend(fontsize=8, loc="lower left", ncol=2)
-    n = len(run["config"].get("elevations", {}).get("values", [])) * 5 * run["config"].get("n_eval_per_combo", 0)
+    # Images per azimuth: the circle split's, where recorded (smallNORB's files hold their own count).
+    circle = (run.get("dataset", {}).get("sizes") or {}).get("circle")
+    n = (circle // len(az) if isinstance(circle, int) and len(az) and circle % len(az) == 0 else
+         len(run["config"].get("elevations", {}).get("values", [])) * 5 * (run["config"].get("n_eval_per_combo") or 0))
     ax.set_title(f"Accuracy around the circle, every {az[1] - az[0]:g}°"
                  + (f" ({n} images per azimuth)" if n else "") + f"\n{caption}")
     fig.tight_layout()
@@ -514,12 +540,13 @@ def cmd_run(args):
         ims = load_npy(os.path.join(src, "dataset_azimuths.npy"), (len(classes), len(azs)))
         image_grid(ims, classes, azs, "az {:g}°",
                    f"Synthetic smallNORB: {len(classes)} classes × {len(azs)} azimuths at elevation "
-                   f"{dump.get('azimuth_elevation', '?')}° (one noisy 32×32 sample each, seed {run['config'].get('seed')})",
+                   f"{dump.get('azimuth_elevation', '?')}° (one noisy 32×32 sample each, seed {run['config'].get('seed')})"
+                   f"\n{caption}",
                    os.path.join(args.out, "dataset_azimuths.png"), written)
         ims = load_npy(os.path.join(src, "dataset_elevations.npy"), (len(classes), len(els)))
         image_grid(ims, classes, els, "el {:g}°",
                    f"Synthetic smallNORB: {len(classes)} classes × {len(els)} elevations at azimuth "
-                   f"{dump.get('elevation_azimuth', '?')}° (seed {run['config'].get('seed')})",
+                   f"{dump.get('elevation_azimuth', '?')}° (seed {run['config'].get('seed')})\n{caption}",
                    os.path.join(args.out, "dataset_elevations.png"), written)
     else:
         skipped += ["dataset_azimuths.png", "dataset_elevations.png"]
@@ -696,6 +723,20 @@ def fig_sweep_distance(az_rows, gaps, true_gaps, title, out, suffix, written):
     save(fig, os.path.join(out, name + ".png"), written)
 
 
+def sweep_source(meta):
+    """(data source, protocol) of a sweep: recorded in run_config, else from its flags."""
+    rc = meta.get("run_config") or {}
+    flags = (meta.get("config") or {}).get("run_flags") or {}
+    data = flags.get("data") or "synthetic"
+    source = source_text(data)
+    protocol = rc.get("protocol")
+    if not protocol:
+        split = flags.get("split") or ""
+        protocol = (("norb-" + (split or "paper-azimuth")) if data.startswith("norb:") else split or
+                    ("elevation-extrapolation" if flags.get("test-elevations") else "azimuth-window"))
+    return source, protocol
+
+
 def cmd_sweep(args):
     d, written = args.input, []
     if not os.path.isdir(d):
@@ -706,6 +747,10 @@ def cmd_sweep(args):
     cfg = meta.get("config")
     epochs = find_key(cfg, "n-epochs") or find_key(cfg, "n_epochs")
     train = find_key(cfg, "train-azimuths") or find_key(cfg, "train_azimuths")
+    source, protocol = sweep_source(meta)
+    recorded = (meta.get("run_config") or {}).get("train_azimuths")
+    if isinstance(recorded, dict) and "views" in (meta.get("run_config") or {}):  # the views that ran
+        train = f"{recorded.get('from'):g}:{recorded.get('to'):g}"
     grids = list(dict.fromkeys(r["grid"] for r in summary))
     for grid in grids:
         suffix = "" if len(grids) == 1 else "_" + "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in grid)
@@ -714,7 +759,7 @@ def cmd_sweep(args):
         seeds = sorted({c["seed"] for c in ok})
         gaps = sorted({r["gap"] for r in summary if r["grid"] == grid})
         name, unit = axis_of([r for r in summary if r["grid"] == grid])
-        title = (f"viewgap sweep: {plural(len(seeds), 'seed')}"
+        title = (f"viewgap sweep, {source}, {protocol}: {plural(len(seeds), 'seed')}"
                  + (f" ({seeds[0]:g}–{seeds[-1]:g})" if seeds else "")
                  + f" × {name} gaps {', '.join(f'{g:g}' for g in gaps)}{unit_mark(unit)}"
                  + (f", {plural(epochs, 'epoch')}" if epochs else "")

@@ -1,0 +1,146 @@
+#include "harness/sweep_resume.h"
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "harness/sweep_store.h"
+#include "models/registry.h"
+
+namespace vg {
+
+namespace {
+
+std::string number(const nlohmann::json& v) {
+  if (v.is_number_integer()) return std::to_string(v.get<long long>());
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
+  return buf;
+}
+
+std::string list(const nlohmann::json& a) {
+  std::string s;
+  for (const auto& v : a) {
+    if (!s.empty()) s += ',';
+    s += number(v);
+  }
+  return s;
+}
+
+}  // namespace
+
+SweepFlags sweep_flags_of(const nlohmann::json& cfg) {
+  SweepFlags f;
+  f.seeds = list(cfg.at("seeds"));
+  f.test_width = number(cfg.at("test_width"));
+  const nlohmann::json& rf = cfg.at("run_flags");
+  for (const auto& axis : cfg.at("grid")) {
+    std::string g = axis.at(0).get<std::string>() + "=";
+    for (const auto& v : axis.at(1)) {
+      if (g.back() != '=') g += ',';
+      g += v.get<std::string>();
+    }
+    f.grid.push_back(g);
+  }
+  for (const auto& [name, value] : rf.items()) {
+    std::string* field = run_flag(f.run, name);
+    if (field == nullptr) throw std::runtime_error("flag --" + name + " unknown to this viewgap");
+    *field = value.get<std::string>();
+  }
+  // --gaps given: the protocol's swept flag is hashed (a protocol whose gaps
+  // move its own held-out set marks the configuration instead).
+  const Protocol& protocol = select_run_protocol(f.run, sweep_run_defaults());
+  const bool given = protocol.swept_flag != nullptr ? rf.contains(protocol.swept_flag) : !cfg.contains("moves_given_set");
+  f.gaps = given ? "given" : list(cfg.at("gaps"));
+  // The default reference is recorded too; given back explicitly it would be
+  // refused where the sweep's models do not include it.
+  f.reference = cfg.value("reference", "");
+  if (f.reference == default_models().front()) f.reference.clear();
+  f.run.reproducible = cfg.value("reproducible", false);
+  f.shard = cfg.value("shard", "");
+  if (cfg.contains("pair_grid")) f.pair_grid = cfg.at("pair_grid").get<std::vector<std::string>>();
+  return f;
+}
+
+std::vector<std::string> config_differences(const nlohmann::json& theirs, const nlohmann::json& ours) {
+  auto show = [](const nlohmann::json& v) {
+    if (v.is_null()) return std::string("(not set)");
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  auto at = [](const nlohmann::json& j, const std::string& k) {
+    return j.is_object() && j.contains(k) ? j.at(k) : nlohmann::json();
+  };
+  auto keys = [](const nlohmann::json& a, const nlohmann::json& b) {
+    std::set<std::string> names;
+    for (const auto* j : {&a, &b})
+      if (j->is_object())
+        for (const auto& [k, v] : j->items()) names.insert(k);
+    return names;
+  };
+  std::vector<std::string> out;
+  auto differ = [&](const std::string& flag, const nlohmann::json& a, const nlohmann::json& b) {
+    if (a != b) out.push_back(flag + " is '" + show(a) + "' there, '" + show(b) + "' here");
+  };
+  // The sweep's own fields first, by the flag that sets them; then the run flags.
+  const std::pair<const char*, const char*> own[] = {{"seeds", "--seeds"}, {"gaps", "--gaps"},
+                                                     {"test_width", "--test-width"}, {"grid", "--grid"},
+                                                     {"reference", "--reference"}, {"shard", "--shard"},
+                                                     {"moves_given_set", "--gaps (the held-out set moved)"},
+                                                     {"reproducible", "--reproducible"}, {"pair_grid", "--pair-grid"}};
+  for (const auto& [key, flag] : own) differ(flag, at(theirs, key), at(ours, key));
+  const nlohmann::json tr = at(theirs, "run_flags"), orf = at(ours, "run_flags");
+  for (const std::string& k : keys(tr, orf)) differ("--" + k, at(tr, k), at(orf, k));
+  for (const std::string& k : keys(theirs, ours)) {
+    bool known = k == "run_flags";
+    for (const auto& [key, flag] : own) known = known || k == key;
+    if (!known) differ(k, at(theirs, k), at(ours, k));
+  }
+  return out;
+}
+
+SweepFlags resumed_sweep_flags(const SweepFlags& f) {
+  if (!f.resume || !f.merge.empty()) return f;
+  nlohmann::json meta;
+  SweepFlags stored;
+  try {
+    std::ifstream in(f.out + "/meta.json");
+    if (!in) return f;
+    meta = nlohmann::json::parse(in);
+    if (!meta.is_object() || meta.value("kind", "") != "viewgap-sweep" ||
+        meta.value("schema_version", 0) != kSweepSchemaVersion)
+      return f;
+    stored = sweep_flags_of(meta.at("config"));
+  } catch (const std::exception&) {
+    return f;  // prepare_sweep_dir says what is wrong with it
+  }
+  SweepFlags out = stored;
+  out.out = f.out;
+  out.resume = true;
+  out.quiet = f.quiet;
+  out.jobs = f.jobs;
+  out.run.typed = f.run.typed;
+  const std::set<std::string>& typed = f.run.typed;
+  auto typed_flag = [&](const char* name) { return typed.count(name) > 0; };
+  if (typed_flag("seeds")) out.seeds = f.seeds;
+  if (typed_flag("gaps")) out.gaps = f.gaps;
+  if (typed_flag("test-width")) out.test_width = f.test_width;
+  if (typed_flag("grid")) out.grid = f.grid;
+  if (typed_flag("pair-grid")) out.pair_grid = f.pair_grid;
+  if (typed_flag("reference")) out.reference = f.reference;
+  if (typed_flag("shard")) out.shard = f.shard;
+  if (typed_flag("reproducible")) out.run.reproducible = f.run.reproducible;
+  for (const std::string& name : typed)
+    if (std::string* field = run_flag(out.run, name)) *field = *run_flag(f.run, name);
+  const nlohmann::json ours = plan_sweep(out).config, theirs = meta.at("config");
+  if (const std::vector<std::string> diff = config_differences(theirs, ours); !diff.empty()) {
+    std::string all;
+    for (const std::string& d : diff) {
+      if (!all.empty()) all += "; ";
+      all += d;
+    }
+    throw UsageError("--out", f.out, "holds a different sweep: " + all + " (flags given beside --resume must agree with its meta.json)");
+  }
+  return out;
+}
+
+}  // namespace vg
