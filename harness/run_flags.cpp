@@ -413,6 +413,12 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   if (o.models.empty()) throw UsageError("--models", f.models, "no model given");
   o.train.model = f.model;
   check_models("--models", f.models, o.models, f.model, f.typed);
+  // Models fit in one pass (nn1) take no training step: the training flags would do nothing.
+  if (std::all_of(o.models.begin(), o.models.end(), [](const std::string& m) { return find_model(m)->fit_in_one_pass; }))
+    for (const char* name : {"n-epochs", "lr", "batch-size", "stop-at-familiar", "stop-check-every"})
+      if (flag_set(f, defaults, name))
+        throw UsageError(std::string("--") + name, *run_flag(f, name),
+                         "no model in --models '" + f.models + "' trains (each is fit in one pass)");
 
   // Stopping at a familiar accuracy, measured on a validation split of its own
   // (as many images per combination as the familiar test split).

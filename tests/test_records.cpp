@@ -164,6 +164,8 @@ TEST(Records, IgnoredFlagsAreRefused) {
       {"run --data norb:" + norb_dir() + " --n-per-combo 5", "--n-per-combo '5': applies to --data synthetic only"},
       {"run --cameras both", "--cameras 'both': applies to --data norb:DIR only"},
       {"sweep --grid em-lambda=1,2 --em-lambda-schedule official" + out, "--em-lambda '1'"},
+      {"run --models nn1 --n-epochs 10", "--n-epochs '10': no model in --models 'nn1' trains"},
+      {"sweep --models nn1 --grid lr=1e-3,2e-3" + out, "--lr '1e-3': no model in --models 'nn1' trains"},
   };
   for (const auto& [args, mention] : cases) {
     const Outcome o = run(args);
