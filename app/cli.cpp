@@ -443,7 +443,7 @@ int cli_main(int argc, char** argv) {
   sweep->add_option("--gaps", sf.gaps,
                     "Gaps between the training views and the held-out set along the protocol's axis, in its unit; "
                     "'given': the held-out set of --test-azimuths/--test-elevations/--split as given")->capture_default_str();
-  sweep->add_option("--test-width", sf.test_width, "Width of the held-out azimuth window in degrees")->capture_default_str();
+  sweep->add_option("--test-width", sf.test_width, "Width of the held-out azimuth window in degrees (stepped azimuth gaps only)")->capture_default_str();
   sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable)");
   sweep->add_option("--pair-grid", sf.pair_grid,
                     "A|B: paired statistics of every model at grid point A against itself at B, each side the "
@@ -451,7 +451,7 @@ int cli_main(int argc, char** argv) {
   sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default " + default_models().front() + ")");
   sweep->add_option("--jobs", sf.jobs, "Cells run in parallel (default: the number of cores)");
   sweep->add_option("--out", sf.out, "Output directory")->required();
-  sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells");
+  sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells (its configuration from meta.json: flags given must agree)");
   sweep->add_option("--shard", sf.shard,
                     "K/N: run only the trainings (seed x grid point, each with its cells at every gap) whose index is K mod N (a Slurm array task: K = $SLURM_ARRAY_TASK_ID)");
   sweep->add_flag("--quiet,-q", sf.quiet, "No progress on stderr");
