@@ -206,8 +206,9 @@ std::vector<double> circle_azimuths(const DataConfig& cfg);
 // other configurations.
 std::vector<double> profile_elevations(const DataConfig& cfg);
 
-// The split of smallNORB's index (in `dir`) that `kind` names; NorbError if it
-// has no training image or no test image.
+// The split of smallNORB's index (in `dir`) that `kind` names; NorbError,
+// naming the split, if it leaves the training, familiar or held-out set empty
+// (`full` holds nothing out).
 NorbSplit norb_split_of(const NorbData& d, NorbSplitKind kind, const std::string& dir);
 // The distinct azimuths (or, `elevation`, elevations) of set's records `idx`,
 // in degrees, ascending.

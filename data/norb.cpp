@@ -187,12 +187,36 @@ struct OpenFile {
   std::unique_ptr<Fd> fd;
   Header h;
 };
+// What is not a regular file, for the message; "" for one.
+std::string non_regular_kind(mode_t m) {
+  if (S_ISREG(m)) return "";
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
 OpenFile open_checked(const std::string& path, Kind kind) {
-  auto fd = std::make_unique<Fd>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd->fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  // O_NONBLOCK: opening a FIFO (or a terminal) for reading would wait for a
+  // writer; it is refused below instead, before anything is read.
+  auto fd = std::make_unique<Fd>(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (fd->fd < 0) {
+    const int err = errno;
+    struct stat gz {};
+    // The NYU site serves the files gzipped: name the step that was missed.
+    if (err == ENOENT && ::stat((path + ".gz").c_str(), &gz) == 0)
+      fail(path, "cannot open: " + std::string(std::strerror(err)) + ", but " + path +
+                     ".gz is there: gunzip it (viewgap reads the uncompressed files)");
+    fail(path, std::string("cannot open: ") + std::strerror(err));
+  }
   struct stat st {};
   if (::fstat(fd->fd, &st) != 0) fail(path, std::string("cannot stat: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
+  if (const std::string kind_of = non_regular_kind(st.st_mode); !kind_of.empty())
+    fail(path, (kind_of == "not a regular file" ? kind_of : "is " + kind_of + ", not a regular file"));
+  // A regular file never blocks; the flag is dropped so later reads are plain.
+  ::fcntl(fd->fd, F_SETFL, ::fcntl(fd->fd, F_GETFL) & ~O_NONBLOCK);
   const uint64_t size = uint64_t(st.st_size);
   uint8_t head[kMaxHeader] = {};
   const size_t n = size_t(std::min<uint64_t>(size, kMaxHeader));

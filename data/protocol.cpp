@@ -131,7 +131,17 @@ const Protocol& protocol_of(const DataConfig& cfg) {
   throw std::logic_error(std::string("protocol_of: '") + name + "' is not registered");
 }
 
-Dataset make_dataset(const DataConfig& cfg) { return protocol_of(cfg).make(cfg); }
+Dataset make_dataset(const DataConfig& cfg) {
+  const Protocol& p = protocol_of(cfg);
+  Dataset d = p.make(cfg);
+  // An empty set would be scored 0.000 as if measured. Protocols refuse their
+  // own flags that lead here before any work; this catches one that does not.
+  for (const auto& [set, what] : {std::pair{&d.train, "training"}, {&d.familiar, "familiar"}, {&d.heldout, "held-out"}})
+    if (set->size() == 0)
+      throw FlagError("split", p.split ? p.split : p.name, std::string("leaves the ") + what + " set empty (--data " +
+                                                               (cfg.norb ? "norb:" + cfg.norb->dir : std::string("synthetic")) + ")");
+  return d;
+}
 
 ViewList view_list(const AngleRange& r) { return {r.from, r.to, r.values()}; }
 

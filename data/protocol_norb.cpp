@@ -15,8 +15,17 @@ NorbSplit norb_split_of(const NorbData& d, NorbSplitKind kind, const std::string
   NorbSplit s = kind == NorbSplitKind::azimuth     ? norb_split_azimuth(tr, te)
                 : kind == NorbSplitKind::elevation ? norb_split_elevation(tr, te)
                                                    : norb_split_full(tr, te);
-  if (s.train.empty()) throw NorbError(dir + ": no training image lies at the split's training viewpoints");
-  if (s.familiar.empty() && s.novel.empty()) throw NorbError(dir + ": the test set is empty");
+  // An empty set would be scored 0.000 as if measured: refused instead.
+  const std::string split = dir + ": --split " + norb_split_name(kind) + ": ";
+  const char* views = kind == NorbSplitKind::azimuth     ? " (azimuths 300..40 deg)"
+                      : kind == NorbSplitKind::elevation ? " (elevations 30..40 deg)"
+                                                         : "";
+  if (s.train.empty())
+    throw NorbError(split + "no training image lies at the split's training viewpoints" + views + ": the training set is empty");
+  if (s.familiar.empty())
+    throw NorbError(split + "no test image lies at the split's training viewpoints" + views + ": the familiar set is empty");
+  if (s.novel.empty() && kind != NorbSplitKind::full)
+    throw NorbError(split + "every test image lies at the split's training viewpoints" + views + ": the held-out set is empty");
   return s;
 }
 

@@ -4,6 +4,7 @@
 #include "tests/test_util.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <new>
 #include <set>
@@ -360,6 +362,47 @@ TEST(NorbErrors, FilesOnDisk) {
     FAIL() << "loaded a truncated file";
   } catch (const NorbError& err) {
     expect_error(err.what(), f.dat, "truncated: dims 2 x 2 x 96 x 96 need 36888 bytes, the file has 18556");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A FIFO (or any file that is not a regular one) is refused before it is read:
+// opened for reading, a FIFO would wait for a writer that never comes.
+TEST(NorbErrors, FifoIsRefusedNotWaitedOn) {
+  const std::string dir = tmpdir("fifo");
+  const NorbFiles f = norb_files(dir, NorbPart::training);
+  const Split3 s = make_split(2);
+  norb_write_split(f, s.pairs, s.labels, s.info);
+  std::filesystem::remove(f.cat);
+  ASSERT_EQ(::mkfifo(f.cat.c_str(), 0600), 0);
+  auto load = std::async(std::launch::async, [&] {
+    try {
+      norb_load_split(f);
+    } catch (const NorbError& err) {
+      return std::string(err.what());
+    }
+    return std::string("loaded");
+  });
+  if (load.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "waited 20 s on the FIFO";
+    ::close(::open(f.cat.c_str(), O_WRONLY | O_NONBLOCK));  // a writer comes and goes: the reader's open returns
+  }
+  expect_error(load.get(), f.cat, "is a FIFO, not a regular file");
+  std::filesystem::remove_all(dir);
+}
+
+// smallNORB is served gzipped: a file found only as .gz says to gunzip it.
+TEST(NorbErrors, GzippedFileSaysToGunzipIt) {
+  const std::string dir = tmpdir("gz");
+  const NorbFiles f = norb_files(dir, NorbPart::testing);
+  const Split3 s = make_split(2);
+  norb_write_split(f, s.pairs, s.labels, s.info);
+  std::filesystem::rename(f.info, f.info + ".gz");  // the name is what matters, not the bytes
+  try {
+    norb_load_split(f);
+    FAIL() << "loaded without -info";
+  } catch (const NorbError& err) {
+    expect_error(err.what(), f.info, "cannot open: No such file or directory, but " + f.info + ".gz is there: gunzip it");
   }
   std::filesystem::remove_all(dir);
 }
@@ -714,6 +757,54 @@ TEST(NorbSplits, FullAndPartition) {
     ASSERT_EQ(all.size(), 50u);  // familiar and novel partition the test set
     for (int i = 0; i < 50; ++i) EXPECT_EQ(all[size_t(i)], i);
   }
+}
+
+// A set of the given records (pixels as make_split's).
+NorbSet set_at(const std::vector<NorbInfo>& info) {
+  Split3 s = make_split(int(info.size()));
+  s.info = info;
+  const Encoded e = encode(s);
+  return norb_parse_split(e.dat, e.cat, e.info, "fx");
+}
+
+// A split that leaves its training, familiar or held-out set empty is refused,
+// naming the split, rather than scored 0.000 on nothing; `full` holds nothing out.
+TEST(NorbSplits, EmptySetsAreRefusedNamingTheSplit) {
+  auto at = [](int azimuth, int elevation) {
+    return std::vector<NorbInfo>{{0, elevation, azimuth, 0}, {0, elevation, azimuth, 1}};
+  };
+  const std::vector<NorbInfo> every = every_viewpoint();
+  struct Case {
+    std::vector<NorbInfo> train, test;
+    NorbSplitKind kind;
+    std::string what;
+  };
+  const Case cases[] = {
+      {at(10, 0), every, NorbSplitKind::azimuth,  // azimuth 100 deg: no training view
+       "--split paper-azimuth: no training image lies at the split's training viewpoints (azimuths 300..40 deg): "
+       "the training set is empty"},
+      {every, at(0, 0), NorbSplitKind::azimuth,
+       "--split paper-azimuth: every test image lies at the split's training viewpoints (azimuths 300..40 deg): "
+       "the held-out set is empty"},
+      {every, at(10, 0), NorbSplitKind::azimuth, "--split paper-azimuth: no test image lies at the split's training "
+                                                 "viewpoints (azimuths 300..40 deg): the familiar set is empty"},
+      {every, at(0, 1), NorbSplitKind::elevation, "--split paper-elevation: every test image lies at the split's "
+                                                  "training viewpoints (elevations 30..40 deg): the held-out set is empty"},
+      {every, at(0, 5), NorbSplitKind::elevation, "--split paper-elevation: no test image lies at the split's training "
+                                                  "viewpoints (elevations 30..40 deg): the familiar set is empty"},
+  };
+  for (const Case& c : cases) {
+    const NorbData d{set_at(c.train), set_at(c.test)};
+    try {
+      norb_split_of(d, c.kind, "DIR");
+      ADD_FAILURE() << "accepted: " << c.what;
+    } catch (const NorbError& err) {
+      expect_error(err.what(), "DIR", c.what);
+    }
+  }
+  const NorbSplit full = norb_split_of(NorbData{set_at(every), set_at(at(0, 0))}, NorbSplitKind::full, "DIR");
+  EXPECT_EQ(full.familiar.size(), 2u);
+  EXPECT_TRUE(full.novel.empty());
 }
 
 // ---- Full size (24,300 pairs per split): set VIEWGAP_NORB_DIR to a directory
