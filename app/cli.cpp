@@ -30,6 +30,7 @@
 #include "harness/profile.h"
 #include "harness/sweep_resume.h"
 #include "harness/sweep_runner.h"
+#include "harness/sweep_store.h"
 #include "harness/sweep_plan.h"
 #include "harness/train.h"
 #include "kernels/dnnl_common.h"
@@ -147,9 +148,6 @@ int sweep_on(const SweepFlags& given, Cluster* cluster) {
   const SweepFlags f = resumed_sweep_flags(given);
   if (f.run.reproducible && !given.run.reproducible) enable_reproducible();
   const SweepPlan plan = plan_sweep(f);
-  // --merge: the shards' tables into --out.
-  std::vector<std::string> merge_dirs;
-  if (!f.merge.empty()) merge_dirs = split(f.merge, '\n');
   // Started by mpirun/srun: rank 0 runs the sweep and writes; the other ranks
   // run the cells it hands them (harness/cluster.h).
   if (cluster != nullptr) {
@@ -164,20 +162,6 @@ int sweep_on(const SweepFlags& given, Cluster* cluster) {
     throw;  // a full disk is not bad input: exit 1
   } catch (const std::runtime_error& e) {
     throw UsageError("--out", f.out, e.what());
-  }
-  if (!merge_dirs.empty()) {
-    SweepOutcome r;
-    try {
-      r = merge_shards(plan, merge_dirs);
-    } catch (const WriteError&) {
-      throw;
-    } catch (const std::runtime_error& e) {
-      throw std::invalid_argument(e.what());  // names the shard directory at fault
-    }
-    std::printf("%d cells merged from %zu shards (%d failed); results in %s\n", int(plan.cells.size()),
-                merge_dirs.size(), r.failed, f.out.c_str());
-    flush_stdout();
-    return 0;
   }
   const SweepOutcome r = run_sweep(plan, cluster);
   int in_shard = 0;
@@ -218,7 +202,7 @@ int report_error(const std::exception_ptr& ep, const std::string& command) {
 // exit 0 (a worker's non-zero exit would make the launcher kill rank 0 before
 // it has spoken). A worker that fails alone says so and sits the sweep out.
 int do_sweep(const SweepFlags& f) {
-  if (!launched_by_mpi() || !f.merge.empty()) return sweep_on(f, nullptr);
+  if (!launched_by_mpi()) return sweep_on(f, nullptr);
   const std::unique_ptr<Cluster> cluster = Cluster::join();
   try {
     return sweep_on(f, cluster.get());
@@ -294,14 +278,15 @@ struct MergeFlags {
 };
 
 int do_merge(const MergeFlags& m) {
+  const auto t0 = std::chrono::steady_clock::now();
   for (const std::string& d : m.dirs)
     if (d.empty()) throw UsageError("DIR", d, "empty directory name");
   const std::string& first = m.dirs.front();
   nlohmann::json cfg;
   try {
-    std::ifstream in(first + "/meta.json");
-    if (!in) throw std::runtime_error("no meta.json");
-    cfg = nlohmann::json::parse(in).at("config");
+    std::string text;
+    if (!read_input_file(first + "/meta.json", &text)) throw std::runtime_error("no meta.json");
+    cfg = nlohmann::json::parse(text).at("config");
   } catch (const std::exception& e) {
     throw std::invalid_argument("'" + first + "': not a sweep directory (" + e.what() + ")");
   }
@@ -319,8 +304,33 @@ int do_merge(const MergeFlags& m) {
   f.out = m.out;
   f.resume = m.force;  // lets prepare_sweep_dir accept a sweep of this configuration
   f.quiet = true;
-  for (const std::string& d : m.dirs) f.merge += (f.merge.empty() ? "" : "\n") + d;
-  return do_sweep(f);
+  // The sweep's own flags, read back: a refusal names the shard, as merge has none of them.
+  SweepPlan plan;
+  try {
+    plan = plan_sweep(f);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("'" + first + "': a sweep this viewgap cannot plan again (" + e.what() + ")");
+  }
+  // Every shard is checked before --out is made or locked: a refused merge leaves nothing behind.
+  MergedShards shards;
+  try {
+    shards = read_shards(plan, m.dirs);
+  } catch (const std::runtime_error& e) {
+    throw std::invalid_argument(e.what());  // names the shard directory at fault
+  }
+  std::unique_ptr<DirLock> lock;
+  try {
+    lock = prepare_sweep_dir(plan);
+  } catch (const WriteError&) {
+    throw;  // a full disk is not bad input: exit 1
+  } catch (const std::runtime_error& e) {
+    throw UsageError("--out", m.out, e.what());
+  }
+  const SweepOutcome r = write_merged(plan, std::move(shards), t0);
+  std::printf("%d cells merged from %zu shards (%d failed); results in %s\n", int(plan.cells.size()), m.dirs.size(),
+              r.failed, m.out.c_str());
+  flush_stdout();
+  return 0;
 }
 
 struct ProfileFlags {

@@ -1,8 +1,14 @@
 #include "harness/sweep_store.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <map>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -34,13 +40,46 @@ std::string circle_lines(const CellRow& r, const std::vector<double>& values) {
   return s;
 }
 
+bool read_input_file(const std::string& path, std::string* text) {
+  // O_NONBLOCK: a FIFO opened for reading would wait for a writer; it is
+  // refused below, before anything is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return false;
+    throw std::runtime_error("'" + path + "': cannot open: " + std::strerror(errno));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw std::runtime_error("'" + path + "': cannot stat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw std::runtime_error("'" + path + "' is " +
+                             (S_ISDIR(st.st_mode)    ? "a directory"
+                              : S_ISFIFO(st.st_mode) ? "a FIFO"
+                              : S_ISCHR(st.st_mode)  ? "a character device"
+                              : S_ISSOCK(st.st_mode) ? "a socket"
+                                                     : "a special file") +
+                             ", not a regular file");
+  text->clear();
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw std::runtime_error("'" + path + "': cannot read: " + std::strerror(errno));
+    if (r == 0) return true;
+    text->append(buf, size_t(r));
+  }
+}
+
 namespace {
 
 // Lines of a file, dropping a last line that lacks its newline (a write cut
 // short), and the header. A missing file has no lines.
 std::vector<std::string> complete_lines(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string text;
+  read_input_file(path, &text);
   std::vector<std::string> lines;
   size_t start = 0;
   for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
@@ -312,8 +351,9 @@ std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan) {
   }
   nlohmann::json j;
   try {
-    std::ifstream f(meta);
-    j = nlohmann::json::parse(f);
+    std::string text;
+    read_input_file(meta, &text);
+    j = nlohmann::json::parse(text);
   } catch (const std::exception&) {
     throw std::runtime_error("holds an unreadable meta.json");
   }
@@ -352,13 +392,16 @@ nlohmann::json sweep_meta(const SweepPlan& plan, int total) {
           {"meta", build_meta(1)}};
 }
 
+namespace {
+
 // The tables of `rows` (every row of `total` cells) into plan.dir: sorted, so
 // --jobs 1 and --jobs N (and any sharding, merged) give the same bytes (timing
 // aside), written as one step (an interrupt waits for all of them); with
-// `statistics`, summary.csv and azimuth.csv too; then meta.json. Returns the
-// number of failed cells.
-int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics,
-                       nlohmann::json& meta, std::chrono::steady_clock::time_point t0) {
+// `statistics`, summary.csv and azimuth.csv too; then meta.json, with
+// `finish` called on it last (it sets the timing). Returns the number of
+// failed cells.
+int write_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics, nlohmann::json& meta,
+                 const std::function<void(nlohmann::json&)>& finish) {
   const std::string& dir = plan.dir;
   WriteGuard guard;
   sort_rows(rows, plan.models);
@@ -383,26 +426,34 @@ int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int to
   }
   meta["cells_done"] = int(done_ids.size());
   meta["cells_failed"] = int(failed_ids.size());
-  meta["wall_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  finish(meta);
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
   return int(failed_ids.size());
 }
 
-SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>& dirs) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<CellRow> rows;
-  std::set<int> shards_seen;
+}  // namespace
+
+int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics,
+                       nlohmann::json& meta, std::chrono::steady_clock::time_point t0) {
+  return write_tables(plan, rows, total, statistics, meta, [&](nlohmann::json& m) {
+    m["wall_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+}
+
+MergedShards read_shards(const SweepPlan& plan, const std::vector<std::string>& dirs) {
+  MergedShards out;
+  std::map<int, std::pair<std::string, nlohmann::json>> by_k;  // K -> (directory, its wall_time_s)
   int n_shards = 0;
   for (const std::string& d : dirs) {
     nlohmann::json meta;
     try {
-      std::ifstream f(d + "/meta.json");
-      if (!f) throw std::runtime_error("no meta.json");
-      meta = nlohmann::json::parse(f);
+      std::string text;
+      if (!read_input_file(d + "/meta.json", &text)) throw std::runtime_error("no meta.json");
+      meta = nlohmann::json::parse(text);
     } catch (const std::exception& e) {
       throw std::runtime_error("'" + d + "': not a sweep directory (" + e.what() + ")");
     }
-    if (meta.value("kind", "") != "viewgap-sweep") throw std::runtime_error("'" + d + "': not a viewgap sweep");
+    if (!meta.is_object() || meta.value("kind", "") != "viewgap-sweep") throw std::runtime_error("'" + d + "': not a viewgap sweep");
     if (const int v = meta.value("schema_version", 0); v != kSweepSchemaVersion)
       throw std::runtime_error("'" + d + "': a sweep of format version " + std::to_string(v) +
                                "; this viewgap merges version " + std::to_string(kSweepSchemaVersion) +
@@ -417,11 +468,17 @@ SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>&
     if (n_shards != 0 && n != n_shards)
       throw std::runtime_error("'" + d + "': shard " + shard + " of another split than " + std::to_string(n_shards));
     n_shards = n;
-    if (!shards_seen.insert(k).second) throw std::runtime_error("'" + d + "': shard " + shard + " given twice");
+    if (by_k.count(k))
+      throw std::runtime_error("'" + d + "': shard " + shard + " given twice (also '" + by_k[k].first + "')");
     SweepPlan mine = plan;
     mine.shard = k;
     mine.shards = n;
-    std::vector<CellRow> got = read_finished(d, mine);
+    std::vector<CellRow> got;
+    try {
+      got = read_finished(d, mine);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error("'" + d + "': " + e.what());
+    }
     std::erase_if(got, [&](const CellRow& r) { return !mine.in_shard(plan.cells[size_t(r.cell)]); });
     int expect = 0;
     for (const SweepCell& c : plan.cells) expect += mine.in_shard(c);
@@ -429,17 +486,40 @@ SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>&
     if (have != expect)
       throw std::runtime_error("'" + d + "': shard " + shard + " has " + std::to_string(have) + " of its " +
                                std::to_string(expect) + " cells finished (rerun it with --resume)");
-    rows.insert(rows.end(), got.begin(), got.end());
+    out.rows.insert(out.rows.end(), got.begin(), got.end());
+    const nlohmann::json wall = meta.value("wall_time_s", nlohmann::json());
+    by_k[k] = {d, wall.is_number() ? wall : nlohmann::json()};
   }
-  if (int(shards_seen.size()) != n_shards)
-    throw std::runtime_error("shards missing: " + std::to_string(shards_seen.size()) + " of " +
-                             std::to_string(n_shards) + " given");
+  if (int(by_k.size()) != n_shards) {
+    std::string missing;
+    for (int k = 0; k < n_shards; ++k)
+      if (!by_k.count(k)) missing += (missing.empty() ? "" : ", ") + std::to_string(k) + "/" + std::to_string(n_shards);
+    throw std::runtime_error("shards missing: " + missing + " (" + std::to_string(by_k.size()) + " of " +
+                             std::to_string(n_shards) + " given)");
+  }
+  out.dirs = dirs;
+  for (const auto& [k, dw] : by_k) out.wall_s.push_back(dw.second);
+  return out;
+}
+
+SweepOutcome write_merged(const SweepPlan& plan, MergedShards shards, std::chrono::steady_clock::time_point t0) {
   nlohmann::json meta = sweep_meta(plan, int(plan.cells.size()));
-  meta["merged_from"] = dirs;
+  meta["merged_from"] = shards.dirs;
   SweepOutcome out;
   out.resumed = int(plan.cells.size());
-  out.failed = write_final_tables(plan, rows, int(plan.cells.size()), true, meta, t0);
-  out.wall_s = meta["wall_time_s"].get<double>();
+  out.failed = write_tables(plan, shards.rows, int(plan.cells.size()), true, meta, [&](nlohmann::json& m) {
+    // The shards ran the sweep, side by side in a job array or one after
+    // another: the longest is its wall time if they overlapped, the sum if not.
+    const bool known = std::all_of(shards.wall_s.begin(), shards.wall_s.end(), [](const auto& w) { return w.is_number(); });
+    double sum = 0, longest = 0;
+    for (const nlohmann::json& w : shards.wall_s)
+      if (w.is_number()) sum += w.get<double>(), longest = std::max(longest, w.get<double>());
+    m["wall_time_s"] = known ? nlohmann::json(longest) : nlohmann::json();
+    m["shards_wall_time_s"] = shards.wall_s;
+    m["shards_wall_time_sum_s"] = known ? nlohmann::json(sum) : nlohmann::json();
+    out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    m["merge_time_s"] = out.wall_s;
+  });
   return out;
 }
 

@@ -44,7 +44,8 @@
 //                 distance; then mean and CI over seeds)
 //   meta.json    {"schema_version", "kind": "viewgap-sweep", "config", "config_hash",
 //                 "cells_total", "cells_done", "cells_failed", "wall_time_s", "jobs", "meta"}
-//                written first; "wall_time_s" is null until the sweep is complete.
+//                written first; "wall_time_s" is null until the sweep is complete
+//                (a merge's: see write_merged).
 //   sweep.lock   the lock (see kSweepLockFile): "pid N" of the last holder.
 // summary.csv and azimuth.csv exist only for a complete sweep: a sweep that has
 // cells to run removes them first.
@@ -88,14 +89,6 @@ inline constexpr const char* kSweepLockFile = "sweep.lock";
 // the temporary files of writers that died; overwrites nothing else.
 std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan);
 
-// Merges the shard directories `dirs` of `plan` (each made by `--shard K/N`
-// with this plan's configuration; every K of 0..N-1 once) into plan.dir, which
-// then holds exactly the tables of an unsharded sweep of the plan (timing
-// columns aside). Throws std::runtime_error naming the directory at fault: not
-// a shard of this sweep, a shard missing or given twice, or cells unfinished
-// (rerun that shard with --resume).
-SweepOutcome merge_shards(const SweepPlan& plan, const std::vector<std::string>& dirs);
-
 // One finished cell x model, as in cells.csv (and its circle accuracies).
 struct CellRow {
   int cell = 0;
@@ -109,6 +102,33 @@ struct CellRow {
   double validation = NAN;  // final familiar validation accuracy (NaN: no validation split)
   std::string axis{}, unit{};  // the held-out axis (SweepCell::axis, unit)
 };
+
+// The shards of a sweep, read and checked; nothing is written.
+struct MergedShards {
+  std::vector<CellRow> rows;           // every cell's, as read_finished gives them
+  std::vector<std::string> dirs;       // as given
+  std::vector<nlohmann::json> wall_s;  // each shard's wall_time_s, by K (null where unknown)
+};
+// Reads the shard directories `dirs` of `plan` (each made by `--shard K/N`
+// with this plan's configuration; every K of 0..N-1 once). Throws
+// std::runtime_error naming the directory at fault (not a shard of this sweep,
+// given twice, cells unfinished: rerun that shard with --resume) or the shards
+// missing ("shards missing: 1/3 (2 of 3 given)"). Called before plan.dir is
+// made or locked, so a refused merge leaves nothing behind.
+MergedShards read_shards(const SweepPlan& plan, const std::vector<std::string>& dirs);
+// Writes the shards' rows into plan.dir (prepared and locked by the caller),
+// which then holds exactly the tables of an unsharded sweep of the plan
+// (timing columns aside). Its meta.json has "merged_from" (the directories),
+// "shards_wall_time_s" (each shard's, by K), "shards_wall_time_sum_s",
+// "wall_time_s" the longest shard's (the sweep's, for shards run side by side)
+// and "merge_time_s" (this merge's, from t0).
+SweepOutcome write_merged(const SweepPlan& plan, MergedShards shards, std::chrono::steady_clock::time_point t0);
+
+// The whole of a file the user gave (a sweep's table, a shard's meta.json)
+// into `text`; false if it does not exist. Throws std::runtime_error naming
+// the path if it is not a regular file (a FIFO is refused, not waited on) or
+// cannot be read.
+bool read_input_file(const std::string& path, std::string* text);
 
 // ---- the tables' rows, shared by the runner and the summary ----
 

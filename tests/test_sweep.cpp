@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -310,7 +311,8 @@ TEST(Sweep, ShardsMergeIntoTheTablesOfTheUnshardedSweep) {
   refused(dirs + " --out " + merged, "add --force");
   ASSERT_EQ(run("merge " + dirs + " --out " + merged + " --force").code, 0);
   EXPECT_EQ(slurp(merged + "/summary.csv"), slurp(full + "/summary.csv"));
-  refused(base + "/s0 " + base + "/s1 " + base + "/s2" + out, "shards missing: 3 of 4");
+  refused(base + "/s0 " + base + "/s1 " + base + "/s2" + out, "shards missing: 3/4 (3 of 4 given)");
+  refused(base + "/s2 " + base + "/s0" + out, "shards missing: 1/4, 3/4 (2 of 4 given)");
   refused(base + "/s0 " + base + "/s0 " + base + "/s1 " + base + "/s2" + out, "given twice");
   refused(full + out, "not a shard");
   refused(base + "/nowhere" + out, "not a sweep directory");
@@ -323,6 +325,46 @@ TEST(Sweep, ShardsMergeIntoTheTablesOfTheUnshardedSweep) {
   const std::string other = base + "/other";
   ASSERT_EQ(run("sweep --out " + other + kTiny + " --lr 1e-3 --shard 0/4").code, 0);
   refused(other + " " + base + "/s1 " + base + "/s2 " + base + "/s3" + out, "a shard of another sweep configuration");
+  // A refused merge leaves nothing behind: no --out, no sweep.lock.
+  EXPECT_FALSE(std::filesystem::exists(out.substr(7))) << out;
+}
+
+// The merged meta.json times the sweep by its shards (the merge's own time
+// under its own name); shards of a sweep whose --models leave out the default
+// reference merge; a shard's file that is not a regular file (a FIFO) is
+// refused, not waited on.
+TEST(Sweep, MergeTimesTheSweepByItsShardsAndRefusesAFifo) {
+  const std::string base = fresh_dir("merge_meta"), merged = base + "/merged";
+  const std::string flags = " --models cnn,nn1 --seeds 0:1 --gaps 0 --n-epochs 1 --n-per-combo 1 --quiet";
+  std::vector<double> walls;
+  for (int k = 0; k < 2; ++k) {
+    const std::string d = base + "/s" + std::to_string(k);
+    ASSERT_EQ(run("sweep --out " + d + flags + " --shard " + std::to_string(k) + "/2").code, 0);
+    walls.push_back(nlohmann::json::parse(slurp(d + "/meta.json"))["wall_time_s"].get<double>());
+  }
+  const Outcome m = run("merge " + base + "/s1 " + base + "/s0 --out " + merged);
+  ASSERT_EQ(m.code, 0) << m.err;
+  const auto meta = nlohmann::json::parse(slurp(merged + "/meta.json"));
+  EXPECT_EQ(meta["shards_wall_time_s"], nlohmann::json(walls));  // by K, whatever the order given
+  EXPECT_DOUBLE_EQ(meta["wall_time_s"].get<double>(), std::max(walls[0], walls[1]));
+  EXPECT_DOUBLE_EQ(meta["shards_wall_time_sum_s"].get<double>(), walls[0] + walls[1]);
+  EXPECT_GE(meta["merge_time_s"].get<double>(), 0.0);
+  EXPECT_EQ(lines(slurp(merged + "/cells.csv")), 1 + 2 * 2);
+
+  for (const char* file : {"meta.json", "cells.csv"}) {
+    SCOPED_TRACE(file);
+    const std::string fifo = base + "/fifo_" + file;
+    std::filesystem::copy(base + "/s0", fifo);
+    std::filesystem::remove(fifo + "/" + file);
+    ASSERT_EQ(::mkfifo((fifo + "/" + file).c_str(), 0600), 0);
+    const std::string out = base + "/fifo_out";
+    const Outcome o = run("merge " + fifo + " " + base + "/s1 --out " + out, "timeout 60");
+    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_EQ(lines(o.err), 1) << o.err;
+    EXPECT_NE(o.err.find("'" + fifo + "/" + file + "' is a FIFO, not a regular file"), std::string::npos) << o.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+  std::filesystem::remove_all(base);
 }
 
 #ifdef VIEWGAP_MPIRUN
