@@ -5,7 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -226,17 +229,47 @@ struct ExportFlags {
   bool quiet = false;
 };
 
+// The directories make_output_dir(path) would create, deepest first.
+std::vector<std::string> missing_dirs(const std::string& path) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (std::filesystem::path p = resolve_output_path(path); !p.empty() && !std::filesystem::exists(p, ec);
+       p = p.parent_path()) {
+    out.push_back(p.string());
+    if (p == p.parent_path()) break;
+  }
+  return out;
+}
+
+// Creates and removes the temporary file write_file_atomic would make for
+// `path`: the one check that no permission test stands in for (a directory
+// root may write by its mode but that takes no files, as /proc).
+void probe_create(const std::string& path) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) throw std::runtime_error("cannot create a file in it ('" + tmp + "': " + std::strerror(errno) + ")");
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
 int do_export_norb(const ExportFlags& f) {
   NorbExportConfig c;
   c.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
   c.shapes = parse_shapes_flag(f.shapes);
   c.instances = int(parse_int("--instances", f.instances, 1, 5));
   c.lightings = int(parse_int("--lightings", f.lightings, 1, kNorbLightings));
-  // Every output judged before any work: DIR made if absent, and none of the
-  // six files there yet (an export never replaces a file).
+  // Every output judged before any work: DIR made if absent, none of the six
+  // files there yet (an export never replaces a file), each one creatable and
+  // room for all of them. Whatever this export made goes again if it fails.
   const std::pair<NorbPart, NorbFiles> parts[] = {{NorbPart::training, norb_files(f.dir, NorbPart::training)},
                                                    {NorbPart::testing, norb_files(f.dir, NorbPart::testing)}};
+  std::vector<std::string> made_dirs, written;
+  auto undo = [&] {
+    for (const std::string& p : written) ::unlink(p.c_str());
+    for (const std::string& d : made_dirs) ::rmdir(d.c_str());  // deepest first; only if empty
+  };
   try {
+    made_dirs = missing_dirs(f.dir);
     make_output_dir(f.dir);
     remove_stale_temps(resolve_output_path(f.dir), false);
     for (const auto& [part, files] : parts)
@@ -245,21 +278,38 @@ int do_export_norb(const ExportFlags& f) {
         if (::lstat(path->c_str(), &st) == 0)
           throw std::runtime_error("holds " + *path + " already (export-norb replaces no file: remove it, or choose another DIR)");
         check_writable(*path);
+        probe_create(*path);
       }
+    const double n = double(kNorbClasses) * c.instances * kNorbElevations * (kNorbAzimuthMax / 2 + 1) * c.lightings;
+    const double need = 2 * (kNorbPairsHeader + n * kNorbPairBytes + 20 + 4 * n + 20 + 16 * n);
+    struct statvfs vfs;
+    if (::statvfs(resolve_output_path(f.dir).c_str(), &vfs) == 0 && double(vfs.f_bavail) * double(vfs.f_frsize) < need)
+      throw std::runtime_error("has " + gigabytes(double(vfs.f_bavail) * double(vfs.f_frsize)) +
+                               " free; the six files take " + gigabytes(need));
   } catch (const std::runtime_error& e) {
+    undo();
     throw UsageError("DIR", f.dir, e.what());
   }
   const auto t0 = std::chrono::steady_clock::now();
   long pairs = 0;
-  for (const auto& [part, files] : parts) {
-    NorbExportSplit s = render_norb_split(c, part);
-    std::vector<int32_t> info;
-    for (const NorbInfo& r : s.info) info.insert(info.end(), {r.instance, r.elevation, r.azimuth, r.lighting});
-    const int32_t n = int32_t(s.labels.size()), cat_dims[] = {n}, info_dims[] = {n, kNorbInfoCols};
-    write_file_atomic(files.info, norb_encode_ints(info, info_dims));
-    write_file_atomic(files.cat, norb_encode_ints(s.labels, cat_dims));
-    write_file_atomic(files.dat, s.dat);
-    pairs += n;
+  try {
+    for (const auto& [part, files] : parts) {
+      NorbExportSplit s = render_norb_split(c, part);
+      std::vector<int32_t> info;
+      for (const NorbInfo& r : s.info) info.insert(info.end(), {r.instance, r.elevation, r.azimuth, r.lighting});
+      const int32_t n = int32_t(s.labels.size()), cat_dims[] = {n}, info_dims[] = {n, kNorbInfoCols};
+      for (const auto& [path, bytes] : {std::pair{&files.info, norb_encode_ints(info, info_dims)},
+                                        std::pair{&files.cat, norb_encode_ints(s.labels, cat_dims)}}) {
+        write_file_atomic(*path, bytes);
+        written.push_back(*path);
+      }
+      write_file_atomic(files.dat, s.dat);
+      written.push_back(files.dat);
+      pairs += n;
+    }
+  } catch (...) {
+    undo();  // no half of a dataset: a reader would take three files for a whole split
+    throw;
   }
   if (!f.quiet)
     std::fprintf(stderr, "viewgap export-norb: %ld stereo pairs of 96 x 96 (%s shapes, %d instance(s), %d lighting(s)) in %s, %.1f s\n",

@@ -13,6 +13,13 @@
 #include "data/norb.h"
 #include "tests/test_util.h"
 
+#ifdef VIEWGAP_FAULT_SHIM
+constexpr bool kHaveShim = true;
+#else
+constexpr bool kHaveShim = false;
+#define VIEWGAP_FAULT_SHIM ""
+#endif
+
 namespace vg {
 namespace {
 
@@ -120,6 +127,45 @@ TEST(BadInput, NorbSplitThatLeavesASetEmptyIsRefused) {
     EXPECT_FALSE(fs::exists(dir + "/sweep"));
     fs::remove_all(dir);
   }
+}
+
+// ---- export-norb: the output is probed before any rendering, and a failed
+// export leaves no part of a dataset behind.
+
+// /proc is a directory root may write by its mode, but it takes no file: only
+// creating one tells. (Not root: refused by the permission test.)
+TEST(BadInput, ExportNorbProbesThatItsFilesCanBeCreatedBeforeRendering) {
+  const Outcome o = run("export-norb /proc --instances 1 --lightings 1 --quiet");
+  expect_refused(o, "DIR '/proc': ");
+  if (::geteuid() == 0) {
+    EXPECT_NE(o.err.find("cannot create a file in it"), std::string::npos) << o.err;
+  }
+}
+
+TEST(BadInput, ExportNorbThatFailsMidwayRemovesWhatItWrote) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  const std::string shim = std::string("LD_PRELOAD=") + VIEWGAP_FAULT_SHIM;
+  const std::string args = " --instances 1 --lightings 1 --quiet";
+  // The calls of a whole export; the disk then fills up at its last write (the
+  // testing split's -dat), after five of the six files are in place.
+  const std::string probe = fresh_dir("export_probe"), log = probe + ".log";
+  fs::remove(log);
+  ASSERT_EQ(run("export-norb " + probe + args, shim + " VIEWGAP_FAULT_LOG=" + log).code, 0);
+  std::ifstream in(log);
+  long n = 0, last_write = 0;
+  std::string call;
+  while (in >> n >> call)
+    if (call == "write" || call == "pwrite" || call == "writev") last_write = n;
+  ASSERT_GT(last_write, 0);
+  const std::string dir = fresh_dir("export_full") + "/nested";
+  const Outcome o = run("export-norb " + dir + args, shim + " VIEWGAP_FAULT_ENOSPC_AT=" + std::to_string(last_write));
+  EXPECT_EQ(o.code, 1) << o.err;  // a full disk is not bad input
+  EXPECT_EQ(lines(o.err), 1) << o.err;
+  EXPECT_NE(o.err.find("No space left on device"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(dir)) << "left behind: the directory it made";
+  EXPECT_FALSE(fs::exists(fs::path(dir).parent_path())) << "left behind: the directory it made";
+  fs::remove_all(probe);
+  fs::remove(log);
 }
 
 }  // namespace
