@@ -30,6 +30,16 @@ struct Recorder final : LayerProfiler {
   }
 };
 
+// The pass a row times. The trainer times its own work through the layers'
+// hook, whose flag knows only forward and backward: its loss is the loss and
+// its gradient at once, and Adam's update is neither pass.
+const char* pass_name(const std::string& layer, bool backward) {
+  if (layer == "step") return "step";
+  if (layer == "loss") return "loss+grad";
+  if (layer == "adam") return "update";
+  return backward ? "backward" : "forward";
+}
+
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const double h = (v.size() - 1) * p;
@@ -111,7 +121,7 @@ void run_profile(const ProfileOptions& opt) {
     const double flops = is_step ? step_flops : layer_flops(key);
     const double med = percentile(v, 0.5), p90 = percentile(v, 0.9);
     const double gf = flops > 0 ? flops / (med * 1e3) : 0;
-    const char* pass = is_step ? "step" : key.second ? "backward" : "forward";
+    const char* pass = pass_name(key.first, key.second);
     std::snprintf(line, sizeof line, "%s,%d,%s,%s,%zu,%.2f,%.2f,%.4f,%.0f,%.2f,%.1f,%.1f\n",
                   opt.model.c_str(), B, key.first.c_str(), pass, v.size(), med, p90,
                   sum / step_total, flops, gf, 100 * gf / peak, peak);
@@ -125,7 +135,7 @@ void run_profile(const ProfileOptions& opt) {
   if (!opt.trace.empty()) {
     nlohmann::json ev = nlohmann::json::array();
     for (const Event& e : rec.events)
-      ev.push_back({{"name", e.layer}, {"cat", e.backward ? "backward" : "forward"}, {"ph", "X"},
+      ev.push_back({{"name", e.layer}, {"cat", pass_name(e.layer, e.backward)}, {"ph", "X"},
                     {"ts", e.t0_us}, {"dur", e.t1_us - e.t0_us}, {"pid", 1},
                     {"tid", std::string(e.layer) == "step" ? 1 : 2}});
     const nlohmann::json trace = {{"traceEvents", ev}, {"displayTimeUnit", "ms"},
@@ -133,6 +143,9 @@ void run_profile(const ProfileOptions& opt) {
     write_file_atomic(opt.trace, trace.dump() + "\n");
   }
   std::fputs(table.str().c_str(), stdout);
+  // Where the rows went, as `run` says of its JSON (stderr: stdout is the table).
+  std::fprintf(stderr, "viewgap profile: wrote %s%s\n", opt.out_csv.c_str(),
+               opt.trace.empty() ? "" : (" and " + opt.trace).c_str());
 }
 
 }  // namespace vg

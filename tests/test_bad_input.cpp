@@ -1,6 +1,6 @@
 // Bad input a fair user meets, through the binary: each class is refused before
 // any work, exit 2, one line naming the flag (or argument) and its value, and
-// leaves nothing half-written.
+// leaves nothing half-written. Also what the tools tell the user they wrote.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -167,6 +167,39 @@ TEST(BadInput, ExportNorbThatFailsMidwayRemovesWhatItWrote) {
   fs::remove_all(probe);
   fs::remove(log);
 }
+
+// ---- tools/seed_table.py: with --seeds 3 the mean of seeds 0-2 is the mean of
+// every seed, one row (it was printed twice).
+
+#ifdef VIEWGAP_PYTHON_EXE
+TEST(SeedTable, MeanOfTheSeedsThreeSeedsIsOneRow) {
+  const std::string dir = fresh_dir("seed_table");
+  fs::create_directories(dir);
+  // A stand-in viewgap: writes a run JSON of caps and cnn where --out-json says.
+  const std::string exe = dir + "/viewgap";
+  std::ofstream(exe) << "#!/bin/sh\n"
+                        "while [ $# -gt 0 ]; do [ \"$1\" = --out-json ] && out=$2; shift; done\n"
+                        "echo '{\"meta\": {\"git_commit\": \"abc\"}, \"models\": ["
+                        "{\"name\": \"caps\", \"familiar\": 0.9, \"heldout\": 0.7, \"drop\": 0.2},"
+                        "{\"name\": \"cnn\", \"familiar\": 1.0, \"heldout\": 0.6, \"drop\": 0.4}]}' > \"$out\"\n";
+  fs::permissions(exe, fs::perms::owner_all);
+  for (int seeds : {3, 4}) {
+    SCOPED_TRACE(seeds);
+    const std::string cmd = std::string(VIEWGAP_PYTHON_EXE) + " " + VIEWGAP_SOURCE_DIR + "/tools/seed_table.py --seeds " +
+                            std::to_string(seeds) + " --exe " + exe + " --out " + dir + " >/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    const std::string md = slurp(dir + "/seed_table.md");
+    auto count = [&](const std::string& s) {
+      int k = 0;
+      for (size_t at = md.find(s); at != std::string::npos; at = md.find(s, at + 1)) ++k;
+      return k;
+    };
+    EXPECT_EQ(count("| **mean 0-2** |"), 1) << md;
+    EXPECT_EQ(count("| **mean 0-3** |"), seeds == 4 ? 1 : 0) << md;
+  }
+  fs::remove_all(dir);
+}
+#endif
 
 }  // namespace
 }  // namespace vg

@@ -151,7 +151,7 @@ TEST(Cli, ProfileWritesPerLayerCsvAndTrace) {
     ASSERT_EQ(o.code, 0) << o.err;
     const std::string csv = vg::test::slurp(dir + "p.csv");
     EXPECT_EQ(csv.rfind("model,batch,layer,pass,calls,median_us,p90_us,share,flops,gflops,peak_pct,peak_gflops\n", 0), 0u);
-    for (const char* row : {",conv1,forward,5,", ",conv1,backward,5,", ",adam,backward,5,", ",step,step,5,"})
+    for (const char* row : {",conv1,forward,5,", ",conv1,backward,5,", ",loss,loss+grad,5,", ",adam,update,5,", ",step,step,5,"})
       EXPECT_NE(csv.find(row), std::string::npos) << model << " " << row << "\n" << csv;
     if (std::string(model) == "caps") {
       EXPECT_NE(csv.find(",em_routing,forward,5,"), std::string::npos);
@@ -162,6 +162,7 @@ TEST(Cli, ProfileWritesPerLayerCsvAndTrace) {
     EXPECT_GE(trace["traceEvents"].size(), 5u * 8);
     EXPECT_EQ(trace["traceEvents"][0]["ph"], "X");
     EXPECT_NE(o.out.find("FMA peak"), std::string::npos);
+    EXPECT_NE(o.err.find("viewgap profile: wrote " + dir + "p.csv and " + dir + "t.json\n"), std::string::npos) << o.err;
   }
 }
 

@@ -77,7 +77,9 @@ def main():
         d = {r[1]: r for r in c}
         md.append("| %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |" % (
             s, *d["caps"][2:], *d["cnn"][2:]))
-    for label, seeds in (("mean 0-2", range(3)), ("mean 0-%d" % (a.seeds - 1), range(a.seeds))):
+    # The seed's three, then every seed: one row when those are the same seeds.
+    means = [("mean 0-2", range(3))] + ([("mean 0-%d" % (a.seeds - 1), range(a.seeds))] if a.seeds > 3 else [])
+    for label, seeds in means:
         md.append("| **%s** | %s |" % (label, " | ".join(
             "%.3f" % mean(m, col, seeds) for m in ("caps", "cnn") for col in (2, 3, 4))))
     md.append("| seed's table (0-2) | %s |" % " | ".join(
