@@ -509,7 +509,7 @@ int cli_main(int argc, char** argv) {
                     "A|B: paired statistics of every model at grid point A against itself at B, each side the "
                     "settings that pick it (e.g. 'loss=spread,em-grad=full|loss=xent'; repeatable)");
   sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default " + default_models().front() + ")");
-  sweep->add_option("--jobs", sf.jobs, "Cells run in parallel (default: the number of cores)");
+  sweep->add_option("--jobs", sf.jobs, "Trainings (each with its cells at every gap) run in parallel (default: the number of cores, or as many as fit in memory)");
   sweep->add_option("--out", sf.out, "Output directory")->required();
   sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells (its configuration from meta.json: flags given must agree)");
   sweep->add_option("--shard", sf.shard,
