@@ -12,9 +12,17 @@ reconstructions (when a model has a decoder, e.g. dr) and, from the per-epoch ci
 accuracies, the training animation.
 
 `sweep` takes the directory of `viewgap sweep --out DIR` (summary.csv, azimuth.csv,
-cells.csv, meta.json): accuracy and drop vs gap, the paired capsule - X differences,
-and accuracy vs distance from the training views (every gap, or --gap G), along the
-sweep's held-out axis (its name and unit label the x axes). It reads schema 4 and
+cells.csv, meta.json): accuracy and drop vs gap (sweep_gap.png), the paired reference - X
+differences (sweep_paired.png, with a table of wins/ties/losses and Wilcoxon p), and
+accuracy vs distance from the training views (sweep_distance.png: every gap, or --gap G),
+along the sweep's held-out axis (its name and unit label the x axes). A sweep with a
+--grid gets sweep_gap_POINT.png and sweep_distance_POINT.png per grid point, and ONE
+sweep_paired.png with every grid point's paired differences (a column per pair, a series
+per grid point). Rows of kind paired-grid (`sweep --pair-grid 'A|B'`) get
+sweep_paired_grid.png: a row of panels per pairing, a line per model, A - B against gap.
+CIs are error bars at a few x (a one-gap sweep too) and bands between many; every model
+has its own colour, marker and line style, and series sharing an x are set slightly
+apart, so a line under another (cnn under cnn136) still shows. It reads schema 4 and
 schema 3 (before the axis columns: an azimuth axis in degrees).
 
 Every figure's title names the data source (synthetic, or the smallNORB-format
@@ -608,7 +616,7 @@ def read_sweep(d):
                              "gap,distance,n,mean,ci_lo,ci_hi".split(","))
     cells = read_sweep_csv(cells_path, v, "cell,seed,gap,grid,model,status".split(",") + axis, ["seed", "gap"])
     for r in summary:
-        if r["kind"] not in ("model", "paired"):
+        if r["kind"] not in ("model", "paired", "paired-grid"):
             raise InputError(sum_path, f"unknown kind {r['kind']!r}")
     return meta, summary, az_rows, cells, az_path
 
@@ -627,6 +635,26 @@ def unit_mark(unit):
     return "°" if unit == "deg" else f" {unit}"
 
 
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*"]
+LINESTYLES = ["-", "--", ":", "-."]
+_STYLES = {}
+
+
+def style(key):
+    """A fixed marker and line style per series name, so that a line under another (cnn under cnn136,
+    identical values) still shows its own markers and dashes."""
+    if key not in _STYLES:
+        k = len(_STYLES)
+        _STYLES[key] = (MARKERS[k % len(MARKERS)], LINESTYLES[k % len(LINESTYLES)])
+    return _STYLES[key]
+
+
+def offsets(n, span):
+    """x offsets that spread n series sideways around a shared x, a small fraction of the axis span."""
+    step = (span or 1.0) * 0.012
+    return [(k - (n - 1) / 2) * step for k in range(n)]
+
+
 def gap_ticks(ax, rows):
     gaps = sorted({r["gap"] for r in rows})
     true = {r["gap"]: r.get("true_gap", math.nan) for r in rows}
@@ -634,27 +662,49 @@ def gap_ticks(ax, rows):
                                      else "") for g in gaps])
 
 
-def band(ax, rows, label, c, ls="-"):
-    """Mean vs gap as a line, its 95 % CI as a shaded band."""
+def ci_series(ax, x, rows, label, c, key, dx=0.0, ms=5):
+    """Mean against x with its 95 % CI: error bars at a few x (at a single x fill_between draws
+    nothing), a light band between several; series `key` picks marker and line style."""
+    x = np.asarray(x, dtype=float) + dx
+    mean = np.array([r["mean"] for r in rows])
+    lo, hi = np.array([r["ci_lo"] for r in rows]), np.array([r["ci_hi"] for r in rows])
+    marker, ls = style(key)
+    if len(x) <= 6:
+        err = np.vstack([np.clip(mean - lo, 0, None), np.clip(hi - mean, 0, None)])
+        ax.errorbar(x, mean, yerr=np.where(np.isnan(err), 0, err), fmt=marker, ls=ls, color=c, ms=ms,
+                    capsize=3, lw=1.4, elinewidth=1, label=label)
+    else:
+        ax.plot(x, mean, marker=marker, ls=ls, color=c, ms=ms, lw=1.4, label=label)
+    if len(x) > 1:
+        ax.fill_between(x, lo, hi, color=c, alpha=0.15 if len(x) > 6 else 0.12, lw=0)
+
+
+def band(ax, rows, label, c, key=None, dx=0.0):
+    """Mean vs gap with its 95 % CI (see ci_series)."""
     rows = sorted(rows, key=lambda r: r["gap"])
-    x = [r["gap"] for r in rows]
-    ax.plot(x, [r["mean"] for r in rows], ls, marker="o", color=c, label=label)
-    ax.fill_between(x, [r["ci_lo"] for r in rows], [r["ci_hi"] for r in rows], color=c, alpha=0.2, lw=0)
+    ci_series(ax, [r["gap"] for r in rows], rows, label, c, key or label, dx)
+
+
+def span_of(rows, field="gap"):
+    v = [r[field] for r in rows]
+    return (max(v) - min(v)) if v else 0.0
 
 
 def fig_sweep_gap(summary, title, out, suffix, written):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
     models = [r["model"] for r in summary if r["kind"] == "model"]
     models = list(dict.fromkeys(models))
+    dxs = offsets(len(models), span_of(summary))
     for ax, metric, ylabel in ((axes[0], "heldout", "held-out accuracy"),
                                (axes[1], "drop", "drop = familiar − held-out accuracy")):
-        for m in models:
+        for m, dx in zip(models, dxs):
             rows = [r for r in summary if r["kind"] == "model" and r["model"] == m and r["metric"] == metric]
             if rows:
-                band(ax, rows, m, color(m))
+                band(ax, rows, m, color(m), m, dx)
         if metric == "heldout":
             ax.axhline(CHANCE, color="gray", lw=1, ls=":", label="chance")
         gap_ticks(ax, summary)
+        ax.margins(x=0.08)
         name, unit = axis_of(summary)
         ax.set(xlabel=f"{name} gap between training and held-out views ({unit_text(unit)})", ylabel=ylabel,
                title=f"{ylabel.split(' =')[0]} vs gap (mean, 95 % bootstrap CI)")
@@ -664,39 +714,132 @@ def fig_sweep_gap(summary, title, out, suffix, written):
     save(fig, os.path.join(out, f"sweep_gap{suffix}.png"), written)
 
 
+def wtl_text(r):
+    """A paired row's wins/ties/losses and Wilcoxon p, e.g. "28/1/1 p=2e-05"."""
+    if math.isnan(r["wins"]):
+        return "–"
+    return (f"{r['wins']:.0f}/{r['ties']:.0f}/{r['losses']:.0f}"
+            + (f" p={r['p_value']:.2g}" if not math.isnan(r["p_value"]) else ""))
+
+
+def wtl_table(ax, series, gaps):
+    """Wins/ties/losses and p per series and gap as a table under the axes: the numbers never sit on
+    the lines or on each other, however many series there are."""
+    cells = [[wtl_text(rows[g]) if g in rows else "" for g in gaps] for _, _, rows in series]
+    table = ax.table(cellText=cells, rowLabels=[label for label, _, _ in series],
+                     colLabels=[f"gap {g:g}" for g in gaps], loc="bottom", cellLoc="center",
+                     bbox=[0, -0.28 - 0.085 * (len(series) + 1), 1, 0.085 * (len(series) + 1)])
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    for (i, j), cell in table.get_celld().items():
+        cell.set_linewidth(0.3)
+        if i > 0 and j == -1:
+            cell.get_text().set_color(series[i - 1][1])
+
+
 def fig_sweep_paired(summary, title, out, suffix, written):
     pairs = list(dict.fromkeys(r["model"] for r in summary if r["kind"] == "paired"))
     if not pairs:
         return False
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.3))
+    gaps = sorted({r["gap"] for r in summary})
+    dxs = offsets(len(pairs), span_of(summary))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.2 + 0.3 * len(pairs)))
     for ax, metric, ylabel in ((axes[0], "heldout", "Δ held-out accuracy (caps − X)\n> 0: capsules better"),
                                (axes[1], "drop", "Δ drop (caps − X)\n< 0: capsules lose less")):
-        for k, p in enumerate(pairs):
+        series = []
+        for p, dx in zip(pairs, dxs):
             rows = sorted((r for r in summary if r["kind"] == "paired" and r["model"] == p
                            and r["metric"] == metric), key=lambda r: r["gap"])
             if not rows:
                 continue
             c = color(p.split("-", 1)[-1])
-            band(ax, rows, p.replace("-", " − ", 1), c)
-            for r in rows:
-                if not math.isnan(r["wins"]):
-                    ax.annotate(f"{r['wins']:.0f}/{r['ties']:.0f}/{r['losses']:.0f}"
-                                + (f"\np={r['p_value']:.2g}" if not math.isnan(r["p_value"]) else ""),
-                                (r["gap"], r["mean"]), textcoords="offset points", fontsize=7, color=c,
-                                # pairs alternate left/right of their point, then stack
-                                xytext=(-6 if k % 2 == 0 else 6, 4 - 22 * (k // 2)),
-                                ha="right" if k % 2 == 0 else "left")
+            label = p.replace("-", " − ", 1)
+            band(ax, rows, label, c, p.split("-", 1)[-1], dx)
+            series.append((label, c, {r["gap"]: r for r in rows}))
         ax.axhline(0, color="black", lw=1.2)
         ax.margins(x=0.15)
         gap_ticks(ax, summary)
         name, unit = axis_of(summary)
         ax.set(xlabel=f"{name} gap ({unit_text(unit)})", ylabel=ylabel,
-               title=f"paired difference, {'held-out' if metric == 'heldout' else 'drop'} (mean, 95 % CI; reference wins/ties/losses, Wilcoxon p)")
+               title=f"paired difference, {'held-out' if metric == 'heldout' else 'drop'} (mean, 95 % CI)\n"
+                     "table: the reference's wins/ties/losses over seeds, Wilcoxon p")
         ax.title.set_fontsize(9)
         ax.legend(fontsize=8)
+        if series:
+            wtl_table(ax, series, gaps)
     fig.suptitle(title)
     fig.tight_layout()
     save(fig, os.path.join(out, f"sweep_paired{suffix}.png"), written)
+    return True
+
+
+def fig_sweep_paired_by_grid(summary, grids, title, out, written):
+    """A grid sweep's paired differences in one figure: a column per pair (reference − X), a row per
+    metric, a series per grid point (its own colour, marker and line, offset sideways), against gap."""
+    pairs = list(dict.fromkeys(r["model"] for r in summary if r["kind"] == "paired"))
+    if not pairs:
+        return False
+    colors = {g: plt.cm.tab10(k % 10) if len(grids) <= 10 else plt.cm.tab20(k % 20) for k, g in enumerate(grids)}
+    dxs = dict(zip(grids, offsets(len(grids), span_of(summary))))
+    fig, axes = plt.subplots(2, len(pairs), figsize=(max(7, 4.6 * len(pairs)), 8), squeeze=False)
+    name, unit = axis_of(summary)
+    for j, p in enumerate(pairs):
+        for i, (metric, ylabel) in enumerate((("heldout", "Δ held-out accuracy\n> 0: reference better"),
+                                              ("drop", "Δ drop\n< 0: reference loses less"))):
+            ax = axes[i][j]
+            for g in grids:
+                rows = sorted((r for r in summary if r["kind"] == "paired" and r["model"] == p
+                               and r["metric"] == metric and r["grid"] == g), key=lambda r: r["gap"])
+                if rows:
+                    band(ax, rows, g or "(no grid)", colors[g], "grid:" + g, dxs[g])
+            ax.axhline(0, color="black", lw=1.2)
+            ax.margins(x=0.15)
+            gap_ticks(ax, summary)
+            ax.set(xlabel=f"{name} gap ({unit_text(unit)})", ylabel=ylabel if j == 0 else None,
+                   title=f"{p.replace('-', ' − ', 1)}, {'held-out' if metric == 'heldout' else 'drop'}")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 2), fontsize=8,
+               title="grid point (mean, 95 % CI over seeds)", title_fontsize=8, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(title + "\npaired differences at every grid point (wins/ties/losses and p in summary.csv)")
+    fig.tight_layout(rect=(0, 0.04 + 0.025 * math.ceil(len(labels) / 2), 1, 1))
+    save(fig, os.path.join(out, "sweep_paired.png"), written)
+    return True
+
+
+def fig_sweep_paired_grid(summary, title, out, written):
+    """Rows of kind paired-grid (`sweep --pair-grid 'A|B'`): a row of panels per pairing, a line per
+    model, the difference A − B with its 95 % CI against gap."""
+    pairings = list(dict.fromkeys(r["grid"] for r in summary if r["kind"] == "paired-grid"))
+    if not pairings:
+        return False
+    fig, axes = plt.subplots(len(pairings), 2, figsize=(12, 4.6 * len(pairings) + 0.6), squeeze=False)
+    name, unit = axis_of(summary)
+    for i, pg in enumerate(pairings):
+        rows_pg = [r for r in summary if r["kind"] == "paired-grid" and r["grid"] == pg]
+        models = list(dict.fromkeys(r["model"] for r in rows_pg))
+        dxs = offsets(len(models), span_of(rows_pg))
+        a, _, b = pg.partition(" vs ")
+        for ax, metric, ylabel in ((axes[i][0], "heldout", "Δ held-out accuracy (A − B)\n> 0: A better"),
+                                   (axes[i][1], "drop", "Δ drop (A − B)\n< 0: A loses less")):
+            series = []
+            for m, dx in zip(models, dxs):
+                rows = sorted((r for r in rows_pg if r["model"] == m and r["metric"] == metric),
+                              key=lambda r: r["gap"])
+                if rows:
+                    band(ax, rows, m, color(m), m, dx)
+                    series.append((m, color(m), {r["gap"]: r for r in rows}))
+            ax.axhline(0, color="black", lw=1.2)
+            ax.margins(x=0.15)
+            gap_ticks(ax, rows_pg)
+            ax.set(xlabel=f"{name} gap ({unit_text(unit)})", ylabel=ylabel,
+                   title=f"A = {a}\nB = {b or '?'}: {'held-out' if metric == 'heldout' else 'drop'} (mean, 95 % CI)")
+            ax.title.set_fontsize(9)
+            ax.legend(fontsize=8)
+            if series:
+                wtl_table(ax, series, sorted({r["gap"] for r in rows_pg}))
+    fig.suptitle(title + "\none grid point against another, model by model, seed by seed (table: A's wins/ties/losses, Wilcoxon p)")
+    fig.tight_layout()
+    save(fig, os.path.join(out, "sweep_paired_grid.png"), written)
     return True
 
 
@@ -705,11 +848,10 @@ def fig_sweep_distance(az_rows, gaps, true_gaps, title, out, suffix, written):
     name, unit = axis_of(az_rows)
     for ax, g in zip(axes[0], gaps):
         rows = [r for r in az_rows if r["gap"] == g]
-        for m in dict.fromkeys(r["model"] for r in rows):
+        models = list(dict.fromkeys(r["model"] for r in rows))
+        for m, dx in zip(models, offsets(len(models), span_of(rows, "distance"))):
             rs = sorted((r for r in rows if r["model"] == m), key=lambda r: r["distance"])
-            x = [r["distance"] for r in rs]
-            ax.plot(x, [r["mean"] for r in rs], "o-", ms=3, color=color(m), label=m)
-            ax.fill_between(x, [r["ci_lo"] for r in rs], [r["ci_hi"] for r in rs], color=color(m), alpha=0.2, lw=0)
+            ci_series(ax, [r["distance"] for r in rs], rs, m, color(m), m, dx, ms=3)
         ax.axhline(CHANCE, color="gray", lw=1, ls=":", label="chance")
         if g in true_gaps and not math.isnan(true_gaps[g]):
             ax.axvline(true_gaps[g], color="tab:red", lw=1, ls="--", label=f"nearest held-out {name}")
@@ -751,24 +893,30 @@ def cmd_sweep(args):
     recorded = (meta.get("run_config") or {}).get("train_azimuths")
     if isinstance(recorded, dict) and "views" in (meta.get("run_config") or {}):  # the views that ran
         train = f"{recorded.get('from'):g}:{recorded.get('to'):g}"
-    grids = list(dict.fromkeys(r["grid"] for r in summary))
+    # Rows of kind paired-grid have a grid "A vs B" of their own: a figure of their own.
+    grids = list(dict.fromkeys(r["grid"] for r in summary if r["kind"] != "paired-grid"))
+
+    def title_of(rows, grid):
+        ok = [c for c in cells if c["status"] == "ok" and (grid is None or c["grid"] == grid)]
+        failed = len({c["cell"] for c in cells if (grid is None or c["grid"] == grid) and c["status"] != "ok"})
+        seeds = sorted({c["seed"] for c in ok})
+        gaps = sorted({r["gap"] for r in rows})
+        name, unit = axis_of(rows)
+        return (f"viewgap sweep, {source}, {protocol}: {plural(len(seeds), 'seed')}"
+                + (f" ({seeds[0]:g}–{seeds[-1]:g})" if seeds else "")
+                + f" × {name} gaps {', '.join(f'{g:g}' for g in gaps)}{unit_mark(unit)}"
+                + (f", {plural(epochs, 'epoch')}" if epochs else "")
+                + (f", train az {train}" if isinstance(train, str) else "")
+                + (f"; {grid}" if grid else "") + (f"; {failed} failed cells excluded" if failed else ""))
+
     for grid in grids:
         suffix = "" if len(grids) == 1 else "_" + "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in grid)
-        ok = [c for c in cells if c["grid"] == grid and c["status"] == "ok"]
-        failed = len({c["cell"] for c in cells if c["grid"] == grid and c["status"] != "ok"})
-        seeds = sorted({c["seed"] for c in ok})
-        gaps = sorted({r["gap"] for r in summary if r["grid"] == grid})
-        name, unit = axis_of([r for r in summary if r["grid"] == grid])
-        title = (f"viewgap sweep, {source}, {protocol}: {plural(len(seeds), 'seed')}"
-                 + (f" ({seeds[0]:g}–{seeds[-1]:g})" if seeds else "")
-                 + f" × {name} gaps {', '.join(f'{g:g}' for g in gaps)}{unit_mark(unit)}"
-                 + (f", {plural(epochs, 'epoch')}" if epochs else "")
-                 + (f", train az {train}" if isinstance(train, str) else "")
-                 + (f"; {grid}" if grid else "") + (f"; {failed} failed cells excluded" if failed else ""))
-        s = [r for r in summary if r["grid"] == grid]
+        s = [r for r in summary if r["grid"] == grid and r["kind"] != "paired-grid"]
+        title = title_of(s, grid)
         true_gaps = {r["gap"]: r.get("true_gap", math.nan) for r in s}
         fig_sweep_gap(s, title, args.out, suffix, written)
-        fig_sweep_paired(s, title, args.out, suffix, written)
+        if len(grids) == 1:
+            fig_sweep_paired(s, title, args.out, suffix, written)
         a = [r for r in az_rows if r["grid"] == grid]
         if args.gap is not None:
             if not any(r["gap"] == args.gap for r in a):
@@ -777,6 +925,12 @@ def cmd_sweep(args):
             fig_sweep_distance(a, [args.gap], true_gaps, title, args.out, suffix, written)
         elif a:
             fig_sweep_distance(a, sorted({r["gap"] for r in a}), true_gaps, title, args.out, suffix, written)
+    if len(grids) > 1:  # every grid point's paired differences in one figure, not one per grid point
+        s = [r for r in summary if r["kind"] != "paired-grid"]
+        fig_sweep_paired_by_grid(s, grids, title_of(s, None) + f"; {len(grids)} grid points", args.out, written)
+    pg = [r for r in summary if r["kind"] == "paired-grid"]
+    if pg:
+        fig_sweep_paired_grid(pg, title_of(pg, None), args.out, written)
     return written, [], None
 
 
