@@ -160,6 +160,49 @@ class PlotTest(unittest.TestCase):
         self.assertIn("true_gap", summary[0])
         self.assertIn("distance", az_rows[0])
 
+    def captured_figures(self, m):
+        """Make module m's save() keep each figure (its artists to check) instead of writing it."""
+        figs = {}
+
+        def keep(fig, path, written):
+            figs[os.path.basename(path)] = fig
+            written.append(path)
+        self.addCleanup(setattr, m, "save", m.save)
+        self.addCleanup(lambda: [m.plt.close(f) for f in figs.values()])
+        m.save = keep
+        return figs
+
+    def test_results_grid_sweep_of_one_gap(self):
+        """results/ablation_gap90 (8 grid points, the one gap 90, format 3): ONE paired figure for all
+        grid points, not one per grid point; no paired-grid figure (no --pair-grid); the CIs of a
+        one-gap figure are error bars (fill_between draws nothing at a single x)."""
+        d = os.path.join(ROOT, "results", "ablation_gap90")
+        out = self.path("fig")
+        r = plot("sweep", d, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        written = [os.path.basename(p) for p in r.stdout.split()]
+        self.assertEqual([n for n in written if n.startswith("sweep_paired")], ["sweep_paired.png"])
+        self.assert_plotted(r, out, ["sweep_paired.png"])
+        self.assertEqual(len([n for n in written if n.startswith("sweep_gap_")]), 8)
+        m = plot_module()
+        _, summary, _, _, _ = m.read_sweep(d)
+        self.assertEqual({r["gap"] for r in summary}, {90.0})
+        figs = self.captured_figures(m)
+        grid = summary[0]["grid"]
+        m.fig_sweep_gap([r for r in summary if r["grid"] == grid], "t", out, "", [])
+        heldout = figs["sweep_gap.png"].axes[0]
+        bars = [c for c in heldout.containers if isinstance(c, m.matplotlib.container.ErrorbarContainer)]
+        models = {r["model"] for r in summary if r["grid"] == grid and r["kind"] == "model"}
+        self.assertEqual(len(bars), len(models), "one set of CI error bars per model")
+        for c in bars:
+            segs = c.lines[2][0].get_segments()
+            self.assertEqual(len(segs), 1)
+            (x0, lo), (x1, hi) = segs[0]
+            self.assertAlmostEqual(x0, 90, delta=1)  # at the gap, set slightly apart per model
+            self.assertLess(lo, hi)
+        xs = [c.lines[0].get_xdata()[0] for c in bars]
+        self.assertEqual(len(set(xs)), len(xs), "models at one gap drawn side by side, not on top")
+
     def test_titles_name_source_and_protocol_and_the_circle_shades_the_recorded_views(self):
         """Every title names the data source and protocol; a run recorded on smallNORB-format
         files shades the files' views (300-40 to train on), as its config records them."""
@@ -256,6 +299,62 @@ class PlotTest(unittest.TestCase):
         out = self.path("fig")
         self.assert_plotted(plot("sweep", sweep, "--out", out), out, SWEEP)
         self.assertEqual(plot_module().axis_of(plot_module().read_sweep(sweep)[1]), ("azimuth", "deg"))
+
+    @unittest.skipUnless(exe_supports("sweep", "--pair-grid"), "viewgap sweep has no --pair-grid yet")
+    def test_real_grid_sweep_with_pair_grid(self):
+        """A grid sweep: one sweep_paired.png for both grid points, and sweep_paired_grid.png for the
+        rows of kind paired-grid (--pair-grid), a line per model; several models' labels apart."""
+        sweep = self.path("sweep")
+        viewgap("sweep", "--seeds", "0:2", "--gaps", "0,30", "--n-epochs", "1", "--n-per-combo", "1",
+                "--models", "caps,cnn,cnn136", "--grid", "loss=spread,xent", "--pair-grid", "loss=spread|loss=xent",
+                "--jobs", "2", "--quiet", "--out", sweep)
+        out = self.path("fig")
+        r = plot("sweep", sweep, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        written = sorted(os.path.basename(p) for p in r.stdout.split())
+        self.assertEqual([n for n in written if n.startswith("sweep_paired")],
+                         ["sweep_paired.png", "sweep_paired_grid.png"])
+        self.assert_plotted(r, out, ["sweep_paired.png", "sweep_paired_grid.png", "sweep_gap_loss-spread.png",
+                                     "sweep_gap_loss-xent.png"])
+        m = plot_module()
+        _, summary, _, _, _ = m.read_sweep(sweep)
+        pg = [r for r in summary if r["kind"] == "paired-grid"]
+        self.assertEqual({r["grid"] for r in pg}, {"loss=spread vs loss=xent"})
+        figs = self.captured_figures(m)
+        m.fig_sweep_paired_grid(pg, "t", out, [])
+        ax = figs["sweep_paired_grid.png"].axes[0]
+        self.assertEqual(ax.get_legend_handles_labels()[1], ["caps", "cnn", "cnn136"])
+        # Without --pair-grid a grid sweep still has one paired figure and no paired-grid one.
+        sweep2 = self.path("sweep2")
+        viewgap("sweep", "--seeds", "0:1", "--gaps", "30", "--n-epochs", "1", "--n-per-combo", "1",
+                "--grid", "loss=spread,xent", "--jobs", "2", "--quiet", "--out", sweep2)
+        r = plot("sweep", sweep2, "--out", self.path("fig2"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([os.path.basename(p) for p in r.stdout.split() if "sweep_paired" in p], ["sweep_paired.png"])
+
+    @unittest.skipUnless(exe_supports("sweep"), "viewgap has no sweep yet")
+    def test_real_one_gap_sweep_of_several_models(self):
+        """A one-gap sweep of five models: its figures are written, the paired one with labels apart."""
+        sweep = self.path("sweep")
+        viewgap("sweep", "--seeds", "0:2", "--gaps", "30", "--n-epochs", "1", "--n-per-combo", "1",
+                "--models", "caps,cnn,cnn136,dr,nn1", "--jobs", "2", "--quiet", "--out", sweep)
+        out = self.path("fig")
+        self.assert_plotted(plot("sweep", sweep, "--out", out), out, SWEEP)
+        m = plot_module()
+        _, summary, _, _, _ = m.read_sweep(sweep)
+        figs = self.captured_figures(m)
+        m.fig_sweep_paired(summary, "t", out, "", [])
+        fig = figs["sweep_paired.png"]
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        texts = [t for ax in fig.axes for t in ax.texts if t.get_text()]
+        self.assertEqual(texts, [], "no wins/ties/losses labels on the lines (they sit in a table)")
+        boxes = [c.get_window_extent(r) for ax in fig.axes for t in ax.tables
+                 for c in t.get_celld().values()]
+        self.assertGreater(len(boxes), 0)
+        for ax in fig.axes:  # the tables lie below their axes, not over the lines
+            for t in ax.tables:
+                self.assertLess(t.get_window_extent(r).y1, ax.get_window_extent(r).y0)
 
     @unittest.skipUnless(exe_supports("sweep"), "viewgap has no sweep yet")
     def test_real_elevation_sweep(self):
