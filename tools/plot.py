@@ -660,6 +660,10 @@ def gap_ticks(ax, rows):
     true = {r["gap"]: r.get("true_gap", math.nan) for r in rows}
     ax.set_xticks(gaps, [f"{g:g}" + (f"\n(true {true[g]:g})" if not math.isnan(true[g]) and true[g] != g
                                      else "") for g in gaps])
+    if len(gaps) == 1:  # one gap: its series (offsets() sets them apart) grouped close around the tick
+        lo, hi = ax.dataLim.intervalx if ax.has_data() else (gaps[0], gaps[0])
+        w = max(0.1, 1.6 * max(abs(lo - gaps[0]), abs(hi - gaps[0])))
+        ax.set_xlim(gaps[0] - w, gaps[0] + w)
 
 
 def ci_series(ax, x, rows, label, c, key, dx=0.0, ms=5):
