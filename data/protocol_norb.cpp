@@ -218,7 +218,7 @@ std::string describe(const DataConfig& cfg, const Dataset& d) {
     << norb_cameras_name(cfg.norb->prep.cameras) << "\n"
     << d.train.size() << " training images at azimuths " << degrees(d.train_az) << ", elevations "
     << degrees(d.elevations) << "; " << d.heldout.size() << " held-out at azimuths " << degrees(d.test_az)
-    << ", elevations " << degrees(d.test_elevations) << "; gap " << d.gap_deg << " deg (elevation "
+    << ", elevations " << degrees(d.test_elevations) << "; true gap " << d.gap_deg << " deg (elevation "
     << d.elev_gap_deg << ")\n";
   return o.str();
 }

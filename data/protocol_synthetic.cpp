@@ -98,12 +98,12 @@ std::string band_text(const DataConfig& cfg) {
 
 std::string describe(const DataConfig& d, const Dataset& data) {
   char line[256];
-  std::snprintf(line, sizeof line, "train azimuths %g:%g (%d views), held-out %g:%g (%d views); gap %g deg\n",
+  std::snprintf(line, sizeof line, "train azimuths %g:%g (%d views), held-out %g:%g (%d views); true gap %g deg\n",
                 d.train_azimuths.from, d.train_azimuths.to, d.train_azimuths.count, d.test_azimuths.from,
                 d.test_azimuths.to, d.test_azimuths.count, data.gap_deg);
   std::string out = line;
   if (d.test_elevations.count > 0) {
-    std::snprintf(line, sizeof line, "train elevations %g:%g (%d), held-out %g:%g (%d); elevation gap %g deg\n",
+    std::snprintf(line, sizeof line, "train elevations %g:%g (%d), held-out %g:%g (%d); elevation true gap %g deg\n",
                   d.elevations.from, d.elevations.to, d.elevations.count, d.test_elevations.from,
                   d.test_elevations.to, d.test_elevations.count, data.elev_gap_deg);
     out += line;

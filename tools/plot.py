@@ -240,7 +240,7 @@ def run_caption(run, path):
     return (f"seed {c.get('seed')}, {plural(c.get('n_epochs'), 'epoch')}; {source}, {protocol}: train az "
             f"{tr.get('from'):g}:{tr.get('to'):g}° ({tr.get('count')} views), held-out "
             f"{te.get('from'):g}:{te.get('to'):g}° ({te.get('count')} views)"
-            + (f"; gap {gap:g}°" if isinstance(gap, (int, float)) else ""))
+            + (f"; true gap {gap:g}°" if isinstance(gap, (int, float)) else ""))
 
 
 def image_grid(images, rows, cols, col_fmt, title, path, written):
