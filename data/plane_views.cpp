@@ -186,6 +186,7 @@ void configure_plane(const PlaneFactor& f, const FlagSource& flags, DataConfig* 
   d->shapes = parse_shapes(flags.value("shapes"));
   d->n_per_combo = int(flags.integer("n-per-combo", 1, 10000));
   d->n_eval_per_combo = int(flags.integer("n-eval-per-combo", 1, 10000));
+  d->noise_std = flags.real("noise", 0, 0.5);
   PlaneConfig p;
   p.factor = &f;
   p.train_max = flags.real(f.train.name, f.neutral, f.limit);

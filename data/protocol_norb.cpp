@@ -120,7 +120,7 @@ Dataset make_norb_dataset(const DataConfig& cfg) {
 // The run flags of the rendered data, which smallNORB's files replace.
 const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-train-views", "n-test-views",
                                        "elevations", "n-elev", "test-elevations", "n-test-elev", "shapes",
-                                       "n-per-combo", "n-eval-per-combo"};
+                                       "n-per-combo", "n-eval-per-combo", "noise"};
 
 // The split, cameras and jitter, and the files' index (read and checked now,
 // so a bad file is a one-line error before any work).

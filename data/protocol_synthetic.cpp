@@ -27,6 +27,7 @@ void configure_synthetic(const FlagSource& f, DataConfig* d) {
   }
   d->n_per_combo = int(f.integer("n-per-combo", 1, 10000));
   d->n_eval_per_combo = int(f.integer("n-eval-per-combo", 1, 10000));
+  d->noise_std = f.real("noise", 0, 0.5);
 }
 
 // Images, their labels and viewpoints, and the clean renders of the largest split.

@@ -150,6 +150,7 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"n_per_combo", opt.data.n_per_combo},
       {"n_eval_per_combo", opt.data.n_eval_per_combo},
       {"n_val_per_combo", opt.data.n_val_per_combo},
+      {"noise_std", opt.data.noise_std},
       {"stop_at_familiar", opt.stop_at_familiar > 0 ? nlohmann::json(opt.stop_at_familiar) : nlohmann::json(nullptr)},
       {"match_familiar", opt.match_familiar.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.match_familiar)},
       {"stop_check_every", t.stop_every > 0 ? nlohmann::json(t.stop_every) : nlohmann::json(nullptr)},
@@ -162,7 +163,7 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
   j["source"] = std::string(p.source, std::strcspn(p.source, ":"));
   // Files are not rendered: the rendering's own fields did nothing there.
   if (j["source"] != "synthetic")
-    for (const char* unused : {"shapes", "n_per_combo", "n_eval_per_combo"}) j[unused] = nullptr;
+    for (const char* unused : {"shapes", "n_per_combo", "n_eval_per_combo", "noise_std"}) j[unused] = nullptr;
   // Absent where the protocol's source gives none (the synthetic data: its readers expect none).
   if (p.source_json != nullptr) j["data"] = p.source_json(opt.data);
   return j;

@@ -61,6 +61,8 @@ const FlagSpec kRunFlags[] = {
     {"contrast", &RunFlags::contrast, "With --data norb: training contrast jitter, a factor uniform in 1 +- C (0..1)"},
     {"n-per-combo", &RunFlags::n_per_combo, "Training images per (class, azimuth, elevation)"},
     {"n-eval-per-combo", &RunFlags::n_eval_per_combo, "Evaluation images per combination"},
+    {"noise", &RunFlags::noise,
+     "Standard deviation of the Gaussian pixel noise on every rendered image, in [0, 0.5] (images span 0..1)", false},
     {"models", &RunFlags::models, "Comma-separated model names"},
     {"stop-at-familiar", &RunFlags::stop_at_familiar,
      "Stop each model when its accuracy on a familiar validation split reaches ACC in (0, 1] (--n-epochs caps it)"},

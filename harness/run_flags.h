@@ -37,6 +37,7 @@ struct RunFlags {
   std::string data = "synthetic", cameras = "both", brightness = "0", contrast = "0";  // --data norb:DIR
   std::string n_train_views = "6", n_test_views = "6", n_elev = "3";
   std::string n_per_combo = "5", n_eval_per_combo = "2";
+  std::string noise = "0.04";  // DataConfig::noise_std
   std::string models = default_models_flag();
   std::string stop_at_familiar, match_familiar, stop_check_every;  // "": off / after each epoch
   ModelOptions model = default_model_options();  // --cnn-hidden, --em-*, --loss, ...: the models' own
@@ -68,6 +69,9 @@ struct FlagSpec {
   const char* name;
   std::string RunFlags::*field;
   const char* help;
+  // A sweep hashes the flag at its default too; false for flags added after
+  // sweep format 4, so that sweeps made before them keep their hash.
+  bool hashed_at_default = true;
 };
 std::span<const FlagSpec> run_flag_specs();
 

@@ -347,7 +347,8 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     return true;
   };
   for (const FlagSpec& s : run_flag_specs())
-    if (hashed(s.name)) run_flags[s.name] = f.run.*(s.field);
+    if (hashed(s.name) && (s.hashed_at_default || f.run.*(s.field) != defaults.*(s.field)))
+      run_flags[s.name] = f.run.*(s.field);
   for (const auto& [name, value] : f.run.model)
     if (hashed_option(name, value, plan.models)) run_flags[name] = value;
   for (const DataFlag& d : protocol.flags)  // the chosen protocol's own only: other sweeps keep their hash

@@ -221,4 +221,33 @@ TEST(Records, ResumeReadsTheSweepFromItsMeta) {
 }
 
 }  // namespace
+// --noise: the rendered images' pixel noise, for a sweep under a perturbed
+// renderer. Without noise a combination's samples are the same image; a sweep
+// hashes the flag only when it is set, so sweeps made before it keep their hash.
+TEST(Records, NoiseSetsThePixelNoiseAndIsHashedOnlyWhenSet) {
+  RunFlags f;
+  int threads = 1;
+  f.noise = "0";
+  const RunOptions quiet = validate_run(f, &threads);
+  EXPECT_EQ(quiet.data.noise_std, 0.0);
+  const Dataset clean = make_dataset(quiet.data);
+  ASSERT_GT(quiet.data.n_per_combo, 1);
+  const std::vector<float> a(clean.train.image(0), clean.train.image(0) + kImagePixels),
+      b(clean.train.image(1), clean.train.image(1) + kImagePixels);
+  EXPECT_EQ(a, b);  // samples 0 and 1 of the first combination
+  const Dataset noisy = make_dataset(validate_run(RunFlags{}, &threads).data);
+  EXPECT_NE(std::vector<float>(noisy.train.image(0), noisy.train.image(0) + kImagePixels), a);
+  EXPECT_EQ(run_config_json(quiet, 1).at("noise_std"), 0.0);
+
+  SweepFlags s;
+  s.run.train_az = sweep_run_defaults().train_az;
+  s.seeds = "0:1";
+  s.gaps = "0,60";
+  s.out = "unused";
+  EXPECT_FALSE(plan_sweep(s).config.at("run_flags").contains("noise"));
+  s.run.noise = "0.08";
+  EXPECT_EQ(plan_sweep(s).config.at("run_flags").at("noise"), "0.08");
+  EXPECT_EQ(plan_sweep(s).cells.front().opt.data.noise_std, 0.08);
+}
+
 }  // namespace vg

@@ -83,6 +83,8 @@ const BadInput kBad[] = {
     {"SpaceInGap", "sweep --gaps '0, 30'", "--gaps ' 30': expected a decimal number"},
     {"SameGapSpelledDifferently", "sweep --gaps 30,30.0", "--gaps '30,30.0': gap 30 listed twice"},
     {"HexJobs", "sweep --jobs 0x2", "--jobs '0x2': expected a whole number"},
+    {"NoiseAboveHalf", "run --noise 0.6", "--noise '0.6': must be >= 0 and <= 0.5"},
+    {"NoiseOnSmallNorb", "run --data norb:/nonexistent --noise 0.1", "--noise '0.1': applies to --data synthetic only"},
     // Sizes: one bound for a CNN's width, and memory checked up front.
     {"CnnModelWiderThanCnnHiddenAllows", "run --models caps,cnn99999", "--models 'caps,cnn99999': model 'cnn99999'"},
     {"ProfileCnnModelTooWide", "profile --model cnn99999 --out @/p.csv", "--model 'cnn99999'"},
