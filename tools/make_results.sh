@@ -6,6 +6,8 @@
 # Usage: bash tools/make_results.sh         (about 35 minutes on 2 cores)
 #        bash tools/make_results.sh plane   (only the in-plane sweeps, ~10 minutes;
 #                                            their provenance in results/provenance_plane.md)
+#        bash tools/make_results.sh robustness  (only the pixel-noise sweep, ~1 minute;
+#                                            results/provenance_robustness.md)
 # Either way its last step writes results/SUMMARY.md (tools/results_summary.py): every
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
@@ -51,9 +53,24 @@ plane_steps() {
     step "$protocol figures" bash -c "mkdir -p $out/figures/$protocol && $py tools/plot.py sweep $out/plane_$protocol --out $out/figures/$protocol"
   done
 }
+robustness_steps() {
+  # Sensitivity to how the data is made, not to the seed (issue 31): the seed's
+  # configuration at half, the default and twice the pixel noise, caps - CNN paired per noise level.
+  rm -rf "$out/robustness_noise"
+  step "seed's configuration under other pixel noise" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 \
+    --test-width 130 --models caps,cnn,cnn136 --grid noise=0.02,0.04,0.08 --pair-grid 'noise=0.08|noise=0.04' \
+    --pair-grid 'noise=0.02|noise=0.04' --jobs 2 --reproducible --quiet --out "$out/robustness_noise"
+}
 summary_step() {
   step "summary of the quoted numbers" $py tools/results_summary.py --results "$out"
 }
+if [ "${1:-}" = robustness ]; then  # the noise sweep alone, with its own provenance
+  robustness_steps
+  summary_step
+  mv "$prov" "$out/provenance_robustness.md"
+  cat "$out/provenance_robustness.md"
+  exit 0
+fi
 if [ "${1:-}" = plane ]; then  # the in-plane sweeps alone, with their own provenance
   plane_steps
   summary_step
@@ -61,7 +78,7 @@ if [ "${1:-}" = plane ]; then  # the in-plane sweeps alone, with their own prove
   cat "$out/provenance_plane.md"
   exit 0
 fi
-rm -f "$out/provenance_plane.md"  # a full run's provenance.md lists them
+rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md"  # a full run's provenance.md lists them
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
 rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput" "$out/ablation_seed_split" "$out/ablation_gap90" \
@@ -114,6 +131,7 @@ rm -rf "$norb_dir"
 step "32 x 32 renderer, paper's azimuth split" "$exe" sweep --split paper-azimuth --gaps given --shapes asym \
   --seeds 0:9 --models caps,cnn --jobs 2 --reproducible --quiet --out "$out/synthetic_paper_azimuth"
 plane_steps
+robustness_steps
 # Throughput: the same 12 cells with 1 and 2 jobs, back to back.
 mkdir -p "$out/throughput"
 for j in 1 2; do
