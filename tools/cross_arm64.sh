@@ -101,6 +101,10 @@ excluded=(
   # protocols' renders and splits are tested here by PlaneProtocols.HeldOut...
   "PlaneProtocols.ShardsOfAShiftSweepMergeIntoTheUnshardedTables"
   "PlaneProtocols.SweepStepsTheHeldOutShift"
+  # Every swept protocol trained four times as a group and four times alone
+  # (7 s native, past the 600 s limit emulated); arch-independent harness code.
+  # Its sweep-level sibling, SweepGroups.ASweepsTablesAre..., runs here.
+  "SweepGroups.RunExperimentsGivesEachConfigurationItsOwnRunsBits"
   # Fails on aarch64: three of its cases expect the x86-64 diagnostics of
   # --reproducible (on aarch64 the CPU check speaks first). Known, reported;
   # remove from this list once the test allows for it.
