@@ -146,6 +146,18 @@ int do_run(const RunFlags& f) {
   return 0;
 }
 
+// --out made (or checked) and locked for this plan: a directory it may not use
+// is bad input naming --out; a full disk is not (exit 1).
+std::unique_ptr<DirLock> lock_out(const SweepPlan& plan) {
+  try {
+    return prepare_sweep_dir(plan);
+  } catch (const WriteError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw UsageError("--out", plan.dir, e.what());
+  }
+}
+
 int sweep_on(const SweepFlags& given, Cluster* cluster) {
   // --resume: the configuration is meta.json's; the flags given must agree with it.
   const SweepFlags f = resumed_sweep_flags(given);
@@ -158,14 +170,7 @@ int sweep_on(const SweepFlags& given, Cluster* cluster) {
       throw UsageError("--shard", f.shard, "conflicts with an MPI launch (mpirun/srun hands out the cells; shards are for job arrays)");
     if (cluster->rank() != 0) return serve_sweep(plan, *cluster);
   }
-  std::unique_ptr<DirLock> lock;
-  try {
-    lock = prepare_sweep_dir(plan);
-  } catch (const WriteError&) {
-    throw;  // a full disk is not bad input: exit 1
-  } catch (const std::runtime_error& e) {
-    throw UsageError("--out", f.out, e.what());
-  }
+  const std::unique_ptr<DirLock> lock = lock_out(plan);
   const SweepOutcome r = run_sweep(plan, cluster);
   int in_shard = 0;
   for (const SweepCell& c : plan.cells) in_shard += plan.in_shard(c);
@@ -368,14 +373,7 @@ int do_merge(const MergeFlags& m) {
   } catch (const std::runtime_error& e) {
     throw std::invalid_argument(e.what());  // names the shard directory at fault
   }
-  std::unique_ptr<DirLock> lock;
-  try {
-    lock = prepare_sweep_dir(plan);
-  } catch (const WriteError&) {
-    throw;  // a full disk is not bad input: exit 1
-  } catch (const std::runtime_error& e) {
-    throw UsageError("--out", m.out, e.what());
-  }
+  const std::unique_ptr<DirLock> lock = lock_out(plan);
   const SweepOutcome r = write_merged(plan, std::move(shards), t0);
   std::printf("%d cells merged from %zu shards (%d failed); results in %s\n", int(plan.cells.size()), m.dirs.size(),
               r.failed, m.out.c_str());

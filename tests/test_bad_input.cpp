@@ -14,12 +14,7 @@
 #include "data/norb.h"
 #include "tests/test_util.h"
 
-#ifdef VIEWGAP_FAULT_SHIM
-constexpr bool kHaveShim = true;
-#else
-constexpr bool kHaveShim = false;
-#define VIEWGAP_FAULT_SHIM ""
-#endif
+using vg::test::shim_env;
 
 namespace vg {
 namespace {
@@ -145,10 +140,7 @@ TEST(BadInput, ExportNorbProbesThatItsFilesCanBeCreatedBeforeRendering) {
 
 TEST(BadInput, ExportNorbThatFailsMidwayRemovesWhatItWrote) {
   if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
-  // ASan refuses a library loaded ahead of its runtime unless told it is fine.
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  const std::string shim = std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") +
-                           "verify_asan_link_order=0 LD_PRELOAD=" + VIEWGAP_FAULT_SHIM;
+  const std::string shim = shim_env();
   const std::string args = " --instances 1 --lightings 1 --quiet";
   // The calls of a whole export; the disk then fills up at its last write (the
   // testing split's -dat), after five of the six files are in place.

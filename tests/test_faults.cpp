@@ -26,12 +26,7 @@
 
 #include "tests/test_util.h"
 
-#ifdef VIEWGAP_FAULT_SHIM
-constexpr bool kHaveShim = true;
-#else
-constexpr bool kHaveShim = false;
-#define VIEWGAP_FAULT_SHIM ""
-#endif
+using vg::test::shim_env;
 
 namespace {
 
@@ -145,12 +140,6 @@ void expect_identical(const std::map<std::string, std::string>& want, const std:
   for (const auto& [file, text] : want) EXPECT_EQ(got.at(file), text) << what << ": " << file << " differs";
 }
 
-// ASan refuses a library loaded ahead of its runtime unless told it is fine.
-std::string shim_env() {
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  return std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") + "verify_asan_link_order=0 LD_PRELOAD=" +
-         VIEWGAP_FAULT_SHIM;
-}
 
 // The calls the shim counts in a run of `args`: their names, in order.
 std::vector<std::string> counted_calls(const std::string& args) {

@@ -20,6 +20,13 @@
 #include "kernels/isa.h"
 #include "kernels/rng.h"
 
+#ifdef VIEWGAP_FAULT_SHIM
+constexpr bool kHaveShim = true;
+#else
+constexpr bool kHaveShim = false;
+#define VIEWGAP_FAULT_SHIM ""
+#endif
+
 namespace vg::test {
 
 // A kernel family's variants for INSTANTIATE_TEST_SUITE_P: how many this
@@ -180,5 +187,14 @@ inline Outcome run(const std::string& args, const std::string& env = "") {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
 #endif
+
+// The fault shim (tools/fault_shim.c, LD_PRELOAD: ENOSPC or SIGKILL at the Nth
+// file write), absent in a cross build; the environment that loads it, telling
+// ASan it may come ahead of its runtime.
+inline std::string shim_env() {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  return std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") + "verify_asan_link_order=0 LD_PRELOAD=" +
+         VIEWGAP_FAULT_SHIM;
+}
 
 }  // namespace vg::test
