@@ -57,7 +57,6 @@ struct SweepFlags {
   RunFlags run;
   std::string seeds = "0:29", gaps = "0,30,60,90,120", test_width = "60", jobs, out, reference;
   std::string shard;  // "K/N"
-  std::string merge;  // `viewgap merge`: the shard directories, one a line
   std::vector<std::string> grid;
   std::vector<std::string> pair_grid;  // "A|B": settings of two grid points, each "name=value,..."
   bool resume = false, quiet = false;

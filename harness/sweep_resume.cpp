@@ -99,7 +99,7 @@ std::vector<std::string> config_differences(const nlohmann::json& theirs, const 
 }
 
 SweepFlags resumed_sweep_flags(const SweepFlags& f) {
-  if (!f.resume || !f.merge.empty()) return f;
+  if (!f.resume) return f;
   nlohmann::json meta;
   SweepFlags stored;
   try {
