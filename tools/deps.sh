@@ -21,11 +21,13 @@
 #   fresh  debootstrap and Debian's keys, for the fresh-machine check (tools/fresh_check.sh)
 #   fuzz   clang 14 and its sanitizer and libFuzzer runtimes, for the smallNORB
 #          reader's fuzz target (tools/fuzz_norb.sh)
+#   cache  ccache, which CI's builds go through (.ci/run): a clean clone rebuilds
+#          only what changed since the last run on the same machine
 # Runs `apt-get update` once, only when something is missing; through sudo when
 # not root.
 set -euo pipefail
 
-groups=(base cross arm64 fresh fuzz)
+groups=(base cross arm64 fresh fuzz cache)
 
 group_pkgs() {  # GROUP: its packages on one line; fails for an unknown group
   case "$1" in
@@ -45,6 +47,7 @@ group_pkgs() {  # GROUP: its packages on one line; fails for an unknown group
     # <sanitizer/*.h> headers are in libclang-rt-14-dev, which clang-14 only
     # reaches through a Recommends (of libclang-common-14-dev).
     fuzz) echo clang-14 libclang-rt-14-dev ;;
+    cache) echo ccache ;;
     *) return 1 ;;
   esac
 }
