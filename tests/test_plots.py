@@ -29,6 +29,7 @@ except ImportError:
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLOT = os.path.join(ROOT, "tools", "plot.py")
+PACKAGE = os.path.join(ROOT, "tools", "viewgap_plots")  # plot.py's modules
 FIXTURES = os.path.join(ROOT, "tools", "fixtures")
 EXE = os.environ.get("VIEWGAP_EXE") or os.path.join(ROOT, "build", "release", "viewgap")
 
@@ -62,18 +63,19 @@ def viewgap(*args):
         raise AssertionError(f"viewgap {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
 
 
-_PLOT_MODULE = []
+def package_modules():
+    return sorted(f[:-3] for f in os.listdir(PACKAGE) if f.endswith(".py") and f != "__init__.py")
 
 
-def plot_module():
-    """tools/plot.py as a module (its readers, to check what a table says)."""
-    if not _PLOT_MODULE:
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("viewgap_plot", PLOT)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _PLOT_MODULE.append(module)
-    return _PLOT_MODULE[0]
+def plots():
+    """The package behind plot.py, its modules loaded (its readers and figures, to check what they read
+    and draw): plots().tables.read_sweep, plots().paired_figures.fig_sweep_paired, ..."""
+    import importlib
+    if os.path.dirname(PACKAGE) not in sys.path:
+        sys.path.insert(0, os.path.dirname(PACKAGE))
+    for m in package_modules():
+        importlib.import_module("viewgap_plots." + m)
+    return sys.modules["viewgap_plots"]
 
 
 class PlotTest(unittest.TestCase):
@@ -90,9 +92,9 @@ class PlotTest(unittest.TestCase):
             self.assertEqual(json.load(f)["schema_version"], version)
         out = self.path("fig")
         self.assert_plotted(plot("sweep", d, "--out", out), out, SWEEP)
-        _, summary, az_rows, cells, _ = plot_module().read_sweep(d)
+        _, summary, az_rows, cells, _ = plots().tables.read_sweep(d)
         for rows in (summary, az_rows, cells):
-            self.assertEqual(plot_module().axis_of(rows), axis)
+            self.assertEqual(plots().tables.axis_of(rows), axis)
         return summary, az_rows
 
     def assert_plotted(self, r, out, names):
@@ -161,7 +163,7 @@ class PlotTest(unittest.TestCase):
         self.assertIn("distance", az_rows[0])
 
     def captured_figures(self, m):
-        """Make module m's save() keep each figure (its artists to check) instead of writing it."""
+        """Make figure module m's save() keep each figure (its artists to check) instead of writing it."""
         figs = {}
 
         def keep(fig, path, written):
@@ -184,14 +186,15 @@ class PlotTest(unittest.TestCase):
         self.assertEqual([n for n in written if n.startswith("sweep_paired")], ["sweep_paired.png"])
         self.assert_plotted(r, out, ["sweep_paired.png"])
         self.assertEqual(len([n for n in written if n.startswith("sweep_gap_")]), 8)
-        m = plot_module()
-        _, summary, _, _, _ = m.read_sweep(d)
+        import matplotlib.container
+        m = plots().sweep_figures
+        _, summary, _, _, _ = plots().tables.read_sweep(d)
         self.assertEqual({r["gap"] for r in summary}, {90.0})
         figs = self.captured_figures(m)
         grid = summary[0]["grid"]
         m.fig_sweep_gap([r for r in summary if r["grid"] == grid], "t", out, "", [])
         heldout = figs["sweep_gap.png"].axes[0]
-        bars = [c for c in heldout.containers if isinstance(c, m.matplotlib.container.ErrorbarContainer)]
+        bars = [c for c in heldout.containers if isinstance(c, matplotlib.container.ErrorbarContainer)]
         models = {r["model"] for r in summary if r["grid"] == grid and r["kind"] == "model"}
         self.assertEqual(len(bars), len(models), "one set of CI error bars per model")
         for c in bars:
@@ -206,7 +209,7 @@ class PlotTest(unittest.TestCase):
     def test_titles_name_source_and_protocol_and_the_circle_shades_the_recorded_views(self):
         """Every title names the data source and protocol; a run recorded on smallNORB-format
         files shades the files' views (300-40 to train on), as its config records them."""
-        m = plot_module()
+        m, plt = plots().run_figures, plots().style.plt
         with open(os.path.join(FIXTURES, "run.json")) as f:
             old = json.load(f)
         # A run JSON from before "protocol" was recorded: inferred from its fields.
@@ -221,14 +224,14 @@ class PlotTest(unittest.TestCase):
         caption = m.run_caption(norb, "run.json")
         self.assertIn("smallNORB-format /data/norb, norb-paper-azimuth: train az 300:400° (6 views), "
                       "held-out 60:280° (12 views)", caption)
-        fig, ax = m.plt.subplots()
+        fig, ax = plt.subplots()
         m.circle_axes(ax, norb, "run.json")
         spans = []
         for p in ax.patches:
             xs = [x for x, _ in p.get_xy()] if hasattr(p, "get_xy") and not hasattr(p, "get_width") \
                 else [p.get_x(), p.get_x() + p.get_width()]
             spans.append((min(xs), max(xs)))
-        m.plt.close(fig)
+        plt.close(fig)
         self.assertIn((299.5, 360.5), spans)  # the training arc, across 0
         self.assertIn((-0.5, 40.5), spans)
         self.assertIn((59.5, 280.5), spans)  # the held-out arc
@@ -237,12 +240,26 @@ class PlotTest(unittest.TestCase):
         out = self.path("fig")
         self.assert_plotted(plot("run", run, "--out", out), out, RUN_ONLY)
         # Sweeps: recorded in run_config, or from the flags of an older meta.json.
-        self.assertEqual(m.sweep_source({"config": {"run_flags": {"data": "norb:/d", "split": ""}}}),
+        sweep_source = plots().sweep_figures.sweep_source
+        self.assertEqual(sweep_source({"config": {"run_flags": {"data": "norb:/d", "split": ""}}}),
                          ("smallNORB-format /d", "norb-paper-azimuth"))
-        self.assertEqual(m.sweep_source({"config": {"run_flags": {"split": "paper-elevation"}}}),
+        self.assertEqual(sweep_source({"config": {"run_flags": {"split": "paper-elevation"}}}),
                          ("synthetic", "paper-elevation"))
-        self.assertEqual(m.sweep_source({"run_config": {"protocol": "translation"}, "config": {}}),
+        self.assertEqual(sweep_source({"run_config": {"protocol": "translation"}, "config": {}}),
                          ("synthetic", "translation"))
+
+    def test_every_module_imports_on_its_own_and_plot_py_from_anywhere(self):
+        """Each module of the package imports in a fresh interpreter (no hidden dependence on another
+        being loaded first); plot.py, loaded by path from another directory, finds its package."""
+        for m in ["viewgap_plots"] + ["viewgap_plots." + m for m in package_modules()]:
+            with self.subTest(m):
+                r = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, sys.argv[1]); import {m}",
+                                    os.path.dirname(PACKAGE)], capture_output=True, text=True, cwd=self.tmp)
+                self.assertEqual(r.returncode, 0, r.stderr)
+        load = ("import importlib.util, sys; s = importlib.util.spec_from_file_location('p', sys.argv[1]); "
+                "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); assert callable(m.main)")
+        r = subprocess.run([sys.executable, "-c", load, PLOT], capture_output=True, text=True, cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     # -- from real viewgap outputs --
 
@@ -298,7 +315,7 @@ class PlotTest(unittest.TestCase):
                 "--jobs", "2", "--quiet", "--out", sweep)
         out = self.path("fig")
         self.assert_plotted(plot("sweep", sweep, "--out", out), out, SWEEP)
-        self.assertEqual(plot_module().axis_of(plot_module().read_sweep(sweep)[1]), ("azimuth", "deg"))
+        self.assertEqual(plots().tables.axis_of(plots().tables.read_sweep(sweep)[1]), ("azimuth", "deg"))
 
     @unittest.skipUnless(exe_supports("sweep", "--pair-grid"), "viewgap sweep has no --pair-grid yet")
     def test_real_grid_sweep_with_pair_grid(self):
@@ -316,8 +333,8 @@ class PlotTest(unittest.TestCase):
                          ["sweep_paired.png", "sweep_paired_grid.png"])
         self.assert_plotted(r, out, ["sweep_paired.png", "sweep_paired_grid.png", "sweep_gap_loss-spread.png",
                                      "sweep_gap_loss-xent.png"])
-        m = plot_module()
-        _, summary, _, _, _ = m.read_sweep(sweep)
+        m = plots().paired_figures
+        _, summary, _, _, _ = plots().tables.read_sweep(sweep)
         pg = [r for r in summary if r["kind"] == "paired-grid"]
         self.assertEqual({r["grid"] for r in pg}, {"loss=spread vs loss=xent"})
         figs = self.captured_figures(m)
@@ -340,8 +357,8 @@ class PlotTest(unittest.TestCase):
                 "--models", "caps,cnn,cnn136,dr,nn1", "--jobs", "2", "--quiet", "--out", sweep)
         out = self.path("fig")
         self.assert_plotted(plot("sweep", sweep, "--out", out), out, SWEEP)
-        m = plot_module()
-        _, summary, _, _, _ = m.read_sweep(sweep)
+        m = plots().paired_figures
+        _, summary, _, _, _ = plots().tables.read_sweep(sweep)
         figs = self.captured_figures(m)
         m.fig_sweep_paired(summary, "t", out, "", [])
         fig = figs["sweep_paired.png"]

@@ -1,0 +1,12 @@
+"""viewgap's figures, drawn by tools/plot.py (its entry point and command line).
+
+  files.py           reading JSON, CSV and .npy; writing through a temporary file
+  tables.py          a sweep directory's tables, the old formats in the current one's terms
+  style.py           backend, colours, markers, the chance line, the words of titles
+  series.py          a sweep's mean-with-CI series, set apart sideways
+  run_figures.py     one run's figures and the `run` command
+  dump_figures.py    a run dump's figures (dataset samples, poses, reconstructions)
+  sweep_figures.py   a sweep's figures against gap and distance, and the `sweep` command
+  paired_figures.py  a sweep's paired differences
+
+Importing any of them selects matplotlib's Agg backend (style.py)."""
