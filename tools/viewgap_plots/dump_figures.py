@@ -8,14 +8,24 @@ from .files import InputError, get, load_npy, numbers, save
 from .style import plt
 
 
+def bare(ax):
+    """Axes that hold a picture: no ticks, no grid."""
+    ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
+
+
+def grey_image(ax, image):
+    """An image of intensities in [0, 1], its pixels as they are (no smoothing)."""
+    ax.imshow(image, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+    bare(ax)
+
+
 def image_grid(images, rows, cols, col_fmt, title, path, written):
     fig, axes = plt.subplots(len(rows), len(cols), figsize=(1.5 * len(cols) + 0.8, 1.5 * len(rows) + 0.8),
                              squeeze=False)
     for i, r in enumerate(rows):
         for j, c in enumerate(cols):
             ax = axes[i][j]
-            ax.imshow(images[i, j], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
-            ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
+            grey_image(ax, images[i, j])
             if i == 0:
                 ax.set_title(col_fmt.format(c), fontsize=10)
             if j == 0:
@@ -58,7 +68,7 @@ def fig_poses(dump, caption, path, out, written):
         for j in range(k):
             ax = axes[i][j]
             im = ax.imshow(mus[i][j], cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-            ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
+            bare(ax)
             ax.set_title(f"a={a[j]:.3f}", fontsize=9, fontweight="bold" if j == pred else None)
             if j == pred:
                 for s in ax.spines.values():
@@ -110,8 +120,7 @@ def fig_reconstructions(dump, src, caption, path, out, written):
         cols = [0, 1] + [2 + g * (p + 1) + 1 + j for g in range(k) for j in range(p)]
         for j, col in enumerate(cols):
             ax = fig.add_subplot(gs[i, col])
-            ax.imshow(ims[i, j], cmap="gray", vmin=0, vmax=1, interpolation="nearest")
-            ax.set_xticks([]), ax.set_yticks([]), ax.grid(False)
+            grey_image(ax, ims[i, j])
             if j == 0:
                 wrong = int(pred) != c
                 ax.set_ylabel(f"{classes[c]}" + (f"\n(pred. {classes[int(pred)]})" if wrong else ""),

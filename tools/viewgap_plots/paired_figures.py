@@ -16,7 +16,7 @@ def gap_label(rows):
     return f"{name} gap ({unit_text(unit)})"
 
 
-def difference_axes(ax, tick_rows, ylabel, title, xlabel):
+def difference_axes(ax, tick_rows, xlabel, ylabel, title):
     """A difference's axes: the line at zero (neither better), the gaps of `tick_rows` as ticks."""
     ax.axhline(0, color="black", lw=1.2)
     ax.margins(x=0.15)
@@ -66,8 +66,9 @@ def fig_sweep_paired(summary, title, out, suffix, written):
             label = p.replace("-", " − ", 1)
             band(ax, rows, label, c, p.split("-", 1)[-1], dx)
             series.append((label, c, {r["gap"]: r for r in rows}))
-        difference_axes(ax, summary, ylabel, f"paired difference, {METRIC_WORDS[metric]} (mean, 95 % CI)\n"
-                        "table: the reference's wins/ties/losses over seeds, Wilcoxon p", gap_label(summary))
+        difference_axes(ax, summary, gap_label(summary), ylabel,
+                        f"paired difference, {METRIC_WORDS[metric]} (mean, 95 % CI)\n"
+                        "table: the reference's wins/ties/losses over seeds, Wilcoxon p")
         ax.title.set_fontsize(9)
         ax.legend(fontsize=8)
         if series:
@@ -97,8 +98,8 @@ def fig_sweep_paired_by_grid(summary, grids, title, out, written):
                                and r["metric"] == metric and r["grid"] == g), key=lambda r: r["gap"])
                 if rows:
                     band(ax, rows, g or "(no grid)", colors[g], "grid:" + g, dxs[g])
-            difference_axes(ax, summary, ylabel if j == 0 else None,
-                            f"{p.replace('-', ' − ', 1)}, {METRIC_WORDS[metric]}", xlabel)
+            difference_axes(ax, summary, xlabel, ylabel if j == 0 else None,
+                            f"{p.replace('-', ' − ', 1)}, {METRIC_WORDS[metric]}")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 2), fontsize=8,
                title="grid point (mean, 95 % CI over seeds)", title_fontsize=8, bbox_to_anchor=(0.5, -0.02))
@@ -130,8 +131,8 @@ def fig_sweep_paired_grid(summary, title, out, written):
                 if rows:
                     band(ax, rows, m, color(m), m, dx)
                     series.append((m, color(m), {r["gap"]: r for r in rows}))
-            difference_axes(ax, rows_pg, ylabel, f"A = {a}\nB = {b or '?'}: {METRIC_WORDS[metric]} (mean, 95 % CI)",
-                            xlabel)
+            difference_axes(ax, rows_pg, xlabel, ylabel,
+                            f"A = {a}\nB = {b or '?'}: {METRIC_WORDS[metric]} (mean, 95 % CI)")
             ax.title.set_fontsize(9)
             ax.legend(fontsize=8)
             if series:
