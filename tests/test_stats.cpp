@@ -174,20 +174,6 @@ TEST(Stats, BootstrapWidthShrinksAsOneOverSqrtN) {
   EXPECT_NEAR(ratio, 2.0, 0.16);
 }
 
-TEST(Stats, SummaryOfThirtyIsFast) {
-  const std::vector<double> x = normal_sample(30, 6);
-  double best_ms = 1e9;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const Summary s = summarize(x, 10000, uint64_t(rep));
-    const auto t1 = std::chrono::steady_clock::now();
-    EXPECT_LT(s.ci_lo, s.ci_hi);
-    best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
-  std::printf("summarize(30 values, 10000 resamples): %.3f ms (best of 5)\n", best_ms);
-  EXPECT_LT(best_ms, 50.0);  // target is well under 10 ms; loose for loaded CI machines
-}
-
 // ---- Wilcoxon signed-rank --------------------------------------------------
 
 // Independent exact two-sided p: enumerate all 2^n sign assignments of the
