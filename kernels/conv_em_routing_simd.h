@@ -64,30 +64,22 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
             const int q = ((y - oy * s.step()) * s.kw() + (x - ox * s.step())) * s.Ci + ci;
             return em.log_r.data() + (p * I + q) * J;
           };
+          const size_t nj = size_t(J);
           std::fill_n(mx, J, -INFINITY);
-          for (int w = 0; w < nw; ++w) {
-            const float* r = row(w);
-            for (int j = 0; j < J; ++j) mx[j] = std::max(mx[j], r[j]);
-          }
+          for (int w = 0; w < nw; ++w) max_n(mx, row(w), nj);
           if (paper) std::fill_n(mx, J, *std::max_element(mx, mx + J));
-          for (int w = 0; w < nw; ++w) {
-            const float* r = row(w);
-            for (int j = 0; j < J; ++j) t[w * J + j] = r[j] - mx[j];
-          }
+          for (int w = 0; w < nw; ++w) sub_n(t + size_t(w) * J, row(w), mx, nj);
           exp_n(t, size_t(n));
           std::fill_n(z, J, 0.f);
-          for (int w = 0; w < nw; ++w)
-            for (int j = 0; j < J; ++j) z[j] += t[w * J + j];
+          for (int w = 0; w < nw; ++w) add_n(z, t + size_t(w) * J, nj);
           if (paper) {
             float sum = 0.f;
             for (int j = 0; j < J; ++j) sum += z[j];
             std::fill_n(z, J, sum);
           }
-          log_n(z, size_t(J));
-          for (int w = 0; w < nw; ++w) {
-            float* r = row(w);
-            for (int j = 0; j < J; ++j) r[j] -= mx[j] + z[j];
-          }
+          log_n(z, nj);
+          add_n(z, mx, nj);  // mx + z, as the scalar r -= mx + z adds them
+          for (int w = 0; w < nw; ++w) sub_n(row(w), row(w), z, nj);
         }
       }
 }

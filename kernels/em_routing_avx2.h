@@ -141,6 +141,8 @@ inline Vec addv(Vec a, Vec b) { return _mm256_add_ps(a, b); }
 inline Vec subv(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
 inline Vec mulv(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
 inline Vec divv(Vec a, Vec b) { return _mm256_div_ps(a, b); }
+// std::max(a, b) = a < b ? b : a: maxps gives its second operand when unordered.
+inline Vec maxv(Vec a, Vec b) { return _mm256_max_ps(b, a); }
 inline Vec expv(Vec x) { return exp8(x); }
 inline Vec logv(Vec x) { return log8(x); }
 inline Vec negv(Vec x) { return _mm256_xor_ps(x, _mm256_set1_ps(-0.f)); }

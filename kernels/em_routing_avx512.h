@@ -103,6 +103,8 @@ inline Vec addv(Vec a, Vec b) { return _mm512_add_ps(a, b); }
 inline Vec subv(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
 inline Vec mulv(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
 inline Vec divv(Vec a, Vec b) { return _mm512_div_ps(a, b); }
+// std::max(a, b) = a < b ? b : a: vmaxps gives its second operand when unordered.
+inline Vec maxv(Vec a, Vec b) { return _mm512_max_ps(b, a); }
 inline Vec expv(Vec x) { return exp16(x); }
 inline Vec logv(Vec x) { return log16(x); }
 inline __m512i sign_bits() { return _mm512_set1_epi32(int(0x80000000u)); }

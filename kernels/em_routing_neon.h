@@ -156,6 +156,8 @@ inline Vec addv(Vec a, Vec b) { return vaddq_f32(a, b); }
 inline Vec subv(Vec a, Vec b) { return vsubq_f32(a, b); }
 inline Vec mulv(Vec a, Vec b) { return vmulq_f32(a, b); }
 inline Vec divv(Vec a, Vec b) { return vdivq_f32(a, b); }
+// std::max(a, b) = a < b ? b : a (FMAX would return a NaN b).
+inline Vec maxv(Vec a, Vec b) { return vbslq_f32(vcltq_f32(a, b), b, a); }
 inline Vec expv(Vec x) { return exp4(x); }
 inline Vec logv(Vec x) { return log4(x); }
 inline Vec negv(Vec x) { return vnegq_f32(x); }

@@ -7,7 +7,7 @@
 //         zero_unless_gt16(v, x, lo) = v where x > lo else 0,
 //         float dot16(a, b), float sum_log16(x) = sum_h log x_h;
 //   Vec   one register of the runs of exp and log (8, 16 or 4 floats):
-//         bcastv, addv, subv, mulv, divv, expv, logv, negv, neg_absv = -|x|,
+//         bcastv, addv, subv, mulv, divv, maxv (std::max's), expv, logv, negv, neg_absv = -|x|,
 //         min0v(z) = min(0, z) (keeps a NaN z), if_zerov(c, x, y) = c == 0 ? x : y;
 //   for_runs(n, vec, scalar): vec(k, lanes) for each whole register of a run
 //         of n floats (lanes.load / lanes.store), then the ISA's leftovers:
@@ -38,6 +38,47 @@ inline void exp_n(float* x, size_t n) {
 inline void log_n(float* x, size_t n) {
   for_runs(n, [&](size_t k, auto lanes) { lanes.store(x + k, logv(lanes.load(x + k))); },
            [&](size_t k) { x[k] = std::log(x[k]); });
+}
+
+// Rows of the routing's bookkeeping (one entry per upper capsule), a register
+// at a time. Each lane is the one IEEE operation of the scalar loop it
+// replaces (std::max's included), so these keep its bits on every ISA.
+// m = max(m, x + c)
+inline void max_plus_n(float* m, const float* x, float c, size_t n) {
+  const Vec vc = bcastv(c);
+  for_runs(n, [&](size_t k, auto l) { l.store(m + k, maxv(l.load(m + k), addv(l.load(x + k), vc))); },
+           [&](size_t k) { m[k] = std::max(m[k], x[k] + c); });
+}
+// m = max(m, x)
+inline void max_n(float* m, const float* x, size_t n) {
+  for_runs(n, [&](size_t k, auto l) { l.store(m + k, maxv(l.load(m + k), l.load(x + k))); },
+           [&](size_t k) { m[k] = std::max(m[k], x[k]); });
+}
+// d = (x + c) - m
+inline void plus_sub_n(float* d, const float* x, float c, const float* m, size_t n) {
+  const Vec vc = bcastv(c);
+  for_runs(n, [&](size_t k, auto l) { l.store(d + k, subv(addv(l.load(x + k), vc), l.load(m + k))); },
+           [&](size_t k) { d[k] = x[k] + c - m[k]; });
+}
+// d = x - m
+inline void sub_n(float* d, const float* x, const float* m, size_t n) {
+  for_runs(n, [&](size_t k, auto l) { l.store(d + k, subv(l.load(x + k), l.load(m + k))); },
+           [&](size_t k) { d[k] = x[k] - m[k]; });
+}
+// d = x + c
+inline void plus_n(float* d, const float* x, float c, size_t n) {
+  const Vec vc = bcastv(c);
+  for_runs(n, [&](size_t k, auto l) { l.store(d + k, addv(l.load(x + k), vc)); }, [&](size_t k) { d[k] = x[k] + c; });
+}
+// acc = acc + x
+inline void add_n(float* acc, const float* x, size_t n) {
+  for_runs(n, [&](size_t k, auto l) { l.store(acc + k, addv(l.load(acc + k), l.load(x + k))); },
+           [&](size_t k) { acc[k] += x[k]; });
+}
+// x = x s
+inline void mul_n(float* x, const float* s, size_t n) {
+  for_runs(n, [&](size_t k, auto l) { l.store(x + k, mulv(l.load(x + k), l.load(s + k))); },
+           [&](size_t k) { x[k] *= s[k]; });
 }
 
 // a = 1 / (1 + exp(-z)) and log a = min(z, 0) - log1p(exp(-|z|)) for n
@@ -72,14 +113,11 @@ inline void m_step_weights(float* w, float* S, const float* log_r, const float* 
     // Log-domain normalisation: the largest term is exp(0) = 1.
     float m[64], z[64];
     std::fill_n(m, J, -INFINITY);
-    for (int i = 0; i < I; ++i)
-      for (int j = 0; j < J; ++j) m[j] = std::max(m[j], log_r[i * J + j] + log_a[i]);
-    for (int i = 0; i < I; ++i)
-      for (int j = 0; j < J; ++j) w[i * J + j] = log_r[i * J + j] + log_a[i] - m[j];
+    for (int i = 0; i < I; ++i) max_plus_n(m, log_r + size_t(i) * J, log_a[i], size_t(J));
+    for (int i = 0; i < I; ++i) plus_sub_n(w + size_t(i) * J, log_r + size_t(i) * J, log_a[i], m, size_t(J));
     exp_n(w, n);
     std::fill_n(z, J, 0.f);
-    for (int i = 0; i < I; ++i)
-      for (int j = 0; j < J; ++j) z[j] += w[i * J + j];
+    for (int i = 0; i < I; ++i) add_n(z, w + size_t(i) * J, size_t(J));
     exp_n(m, size_t(J));
     for (int j = 0; j < J; ++j) {
       inv[j] = 1.f / z[j];
@@ -87,16 +125,13 @@ inline void m_step_weights(float* w, float* S, const float* log_r, const float* 
     }
   } else {
     // The seed's form: R a / (sum R a + eps).
-    for (int i = 0; i < I; ++i)
-      for (int j = 0; j < J; ++j) w[i * J + j] = log_r[i * J + j] + log_a[i];
+    for (int i = 0; i < I; ++i) plus_n(w + size_t(i) * J, log_r + size_t(i) * J, log_a[i], size_t(J));
     exp_n(w, n);
     std::fill_n(S, J, 0.f);
-    for (int i = 0; i < I; ++i)
-      for (int j = 0; j < J; ++j) S[j] += w[i * J + j];
+    for (int i = 0; i < I; ++i) add_n(S, w + size_t(i) * J, size_t(J));
     for (int j = 0; j < J; ++j) inv[j] = 1.f / (S[j] + eps);
   }
-  for (int i = 0; i < I; ++i)
-    for (int j = 0; j < J; ++j) w[i * J + j] *= inv[j];
+  for (int i = 0; i < I; ++i) mul_n(w + size_t(i) * J, inv, size_t(J));
 }
 
 // z = lambda (beta_a - cost), cost = (16 beta_v + sum_h log(sigma2) / 2) S
