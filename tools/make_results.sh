@@ -8,6 +8,9 @@
 #                                            their provenance in results/provenance_plane.md)
 #        bash tools/make_results.sh robustness  (only the pixel-noise sweep, ~1 minute;
 #                                            results/provenance_robustness.md)
+#        bash tools/make_results.sh figures (only plot.py's figures, redrawn from the
+#                                            committed run dumps and sweeps, ~2 minutes;
+#                                            results/provenance_figures.md)
 # Either way its last step writes results/SUMMARY.md (tools/results_summary.py): every
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
@@ -50,7 +53,7 @@ plane_steps() {
     rm -rf "$out/plane_$protocol"
     step "$protocol sweep" "$exe" sweep --split "$protocol" --gaps "${plane_gaps[$protocol]}" --seeds 0:29 \
       --models caps,cnn,cnn136,dr,nn1 --jobs 2 --reproducible --quiet --out "$out/plane_$protocol"
-    step "$protocol figures" bash -c "mkdir -p $out/figures/$protocol && $py tools/plot.py sweep $out/plane_$protocol --out $out/figures/$protocol"
+    plane_figure_step "$protocol"
   done
 }
 robustness_steps() {
@@ -60,6 +63,15 @@ robustness_steps() {
   step "seed's configuration under other pixel noise" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 \
     --test-width 130 --models caps,cnn,cnn136 --grid noise=0.02,0.04,0.08 --pair-grid 'noise=0.08|noise=0.04' \
     --pair-grid 'noise=0.02|noise=0.04' --jobs 2 --reproducible --quiet --out "$out/robustness_noise"
+}
+# plot.py's figures of the committed tables (the full run ends with the same steps).
+run_figure_steps() {
+  step "run figures (seed 0)" $py tools/plot.py run "$out/run_seed0" --out "$out/figures"
+  step "dr figures (seed 0)" bash -c "mkdir -p $out/figures/dr && $py tools/plot.py run $out/run_dr_seed0 --out $out/figures/dr"
+  step "sweep figures" $py tools/plot.py sweep "$out/sweep_canonical" --out "$out/figures"
+}
+plane_figure_step() {  # protocol
+  step "$1 figures" bash -c "mkdir -p $out/figures/$1 && $py tools/plot.py sweep $out/plane_$1 --out $out/figures/$1"
 }
 summary_step() {
   step "summary of the quoted numbers" $py tools/results_summary.py --results "$out"
@@ -71,6 +83,13 @@ if [ "${1:-}" = robustness ]; then  # the noise sweep alone, with its own proven
   cat "$out/provenance_robustness.md"
   exit 0
 fi
+if [ "${1:-}" = figures ]; then  # plot.py's figures alone, from the tables as committed
+  run_figure_steps
+  for protocol in translation rotation scale shear; do plane_figure_step "$protocol"; done
+  mv "$prov" "$out/provenance_figures.md"
+  cat "$out/provenance_figures.md"
+  exit 0
+fi
 if [ "${1:-}" = plane ]; then  # the in-plane sweeps alone, with their own provenance
   plane_steps
   summary_step
@@ -78,7 +97,8 @@ if [ "${1:-}" = plane ]; then  # the in-plane sweeps alone, with their own prove
   cat "$out/provenance_plane.md"
   exit 0
 fi
-rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md"  # a full run's provenance.md lists them
+# A full run's provenance.md lists them all.
+rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_figures.md"
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
 rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput" "$out/ablation_seed_split" "$out/ablation_gap90" \
@@ -138,9 +158,9 @@ for j in 1 2; do
   step "throughput, --jobs $j" "$exe" sweep --seeds 0:5 --gaps 30,90 --models caps,cnn --jobs $j \
     --reproducible --quiet --out "$out/throughput/jobs$j"
 done
-step "run figures (seed 0, --dump)" bash -c "rm -rf $out/run_seed0 && $exe run --reproducible --quiet --dump $out/run_seed0 >/dev/null && $py tools/plot.py run $out/run_seed0 --out $out/figures"
-step "dr figures (seed 0, --dump)" bash -c "rm -rf $out/run_dr_seed0 && mkdir -p $out/figures/dr && $exe run --models dr --reproducible --quiet --dump $out/run_dr_seed0 >/dev/null && $py tools/plot.py run $out/run_dr_seed0 --out $out/figures/dr"
-step "sweep figures" $py tools/plot.py sweep "$out/sweep_canonical" --out "$out/figures"
+step "run dump (seed 0)" bash -c "rm -rf $out/run_seed0 && $exe run --reproducible --quiet --dump $out/run_seed0 >/dev/null"
+step "dr dump (seed 0)" bash -c "rm -rf $out/run_dr_seed0 && $exe run --models dr --reproducible --quiet --dump $out/run_dr_seed0 >/dev/null"
+run_figure_steps
 summary_step  # the last step: every table above is final
 # Cells per second of the two throughput sweeps, from their meta.json.
 $py - "$out/throughput" >> "$prov" <<'PY'
