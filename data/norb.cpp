@@ -364,19 +364,18 @@ void norb_crop(const float* src, int row0, int col0, float* dst) {
     std::memcpy(dst + r * kNorbCropSide, src + (row0 + r) * kNorbHalfSide + col0, kNorbCropSide * sizeof(float));
 }
 
-namespace {
-
-// The cameras a sample uses, in channel order.
-int camera_list(NorbCameras c, int cams[2]) {
+int norb_camera_list(NorbCameras c, int cams[2]) {
   if (c == NorbCameras::second) { cams[0] = 1; return 1; }
   cams[0] = 0; cams[1] = 1;
   return c == NorbCameras::both ? 2 : 1;
 }
 
+namespace {
+
 void crop_channels(const uint8_t* pair, NorbCameras cameras, int row0, int col0, float* dst) {
   float half[kNorbHalfSide * kNorbHalfSide];
   int cams[2];
-  const int nc = camera_list(cameras, cams);
+  const int nc = norb_camera_list(cameras, cams);
   for (int ch = 0; ch < nc; ++ch) {
     norb_downsample(pair + size_t(cams[ch]) * kNorbImageBytes, half);
     norb_crop(half, row0, col0, dst + ch * kNorbCropPixels);
@@ -395,10 +394,14 @@ void norb_train_sample(const uint8_t* pair, const NorbPrep& prep, Stream& rng, f
   const int row0 = int(rng.below(kPositions)), col0 = int(rng.below(kPositions));
   const float ub = float(rng.uniform()), uc = float(rng.uniform());
   crop_channels(pair, prep.cameras, row0, col0, dst);
+  norb_jitter(dst, norb_channels(prep.cameras), prep, ub, uc);
+}
+
+void norb_jitter(float* dst, int channels, const NorbPrep& prep, float ub, float uc) {
   if (prep.max_brightness <= 0.f && prep.max_contrast <= 0.f) return;
   const float brightness = prep.max_brightness * (2.f * ub - 1.f);
   const float contrast = 1.f + prep.max_contrast * (2.f * uc - 1.f);
-  for (int ch = 0; ch < norb_channels(prep.cameras); ++ch) {
+  for (int ch = 0; ch < channels; ++ch) {
     float* x = dst + ch * kNorbCropPixels;
     double sum = 0;
     for (int p = 0; p < kNorbCropPixels; ++p) sum += x[p];

@@ -121,6 +121,8 @@ inline constexpr int kNorbCropPixels = kNorbCropSide * kNorbCropSide;
 
 enum class NorbCameras { both, first, second };
 inline int norb_channels(NorbCameras c) { return c == NorbCameras::both ? 2 : 1; }
+// The cameras a sample uses, in channel order, into cams; returns their number.
+int norb_camera_list(NorbCameras c, int cams[2]);
 
 struct NorbPrep {
   NorbCameras cameras = NorbCameras::both;
@@ -144,6 +146,10 @@ inline constexpr Purpose kNorbAugmentPurpose = Purpose(0x4E4F5242u);  // "NORB"
 inline Stream norb_augment_stream(uint64_t seed, uint64_t epoch, uint64_t index) {
   return Stream(seed, kNorbAugmentPurpose, epoch, index);
 }
+
+// NorbPrep's jitter on `channels` crops of 32 x 32 at dst, from two uniform
+// draws in (0, 1) (ub: brightness, uc: contrast); nothing when both are off.
+void norb_jitter(float* dst, int channels, const NorbPrep& prep, float ub, float uc);
 
 // One pair -> channels x 32 x 32 floats in [0, 1].
 void norb_eval_sample(const uint8_t* pair, const NorbPrep& prep, float* dst);

@@ -1,6 +1,7 @@
 // The protocol registry, and choosing a protocol from the flags.
 #include "data/protocol.h"
 
+#include "data/norb_plane.h"
 #include "data/plane_views.h"
 
 #include <algorithm>
@@ -21,6 +22,10 @@ const std::vector<Protocol>& protocol_registry() {
       rotation_protocol(),
       scale_protocol(),
       shear_protocol(),
+      norb_translation_protocol(),
+      norb_rotation_protocol(),
+      norb_scale_protocol(),
+      norb_shear_protocol(),
   };
   return registry;
 }
@@ -121,6 +126,7 @@ bool matches_preset(const Protocol& p, const DataConfig& cfg) {
 const Protocol& protocol_of(const DataConfig& cfg) {
   for (const Protocol& p : protocol_registry())
     if (matches_preset(p, cfg)) return p;
+  if (cfg.plane && cfg.norb) return norb_plane_protocol_of(cfg);
   const char* name = cfg.plane ? cfg.plane->factor->protocol : cfg.norb ? (cfg.norb->split == NorbSplitKind::azimuth     ? "norb-paper-azimuth"
                                  : cfg.norb->split == NorbSplitKind::elevation ? "norb-paper-elevation"
                                                                                : "norb-full")

@@ -2,9 +2,11 @@
 // turned, scaled or sheared in the image plane within a range (none by
 // default), and test beyond it, at the training viewpoints, as affNIST tests
 // MNIST models on affine changes they never saw. One factor per protocol, so
-// each has one held-out axis: the magnitude of that factor.
+// each has one held-out axis: the magnitude of that factor. Each runs on
+// smallNORB's files too (data/norb_plane.h).
 #include <cmath>
 
+#include "data/norb_plane.h"
 #include "data/plane_views.h"
 
 namespace vg {
@@ -86,5 +88,8 @@ void configure_shear(const FlagSource& f, DataConfig* cfg) { configure_plane(kSh
 Protocol rotation_protocol() { return plane_protocol(kRotation, configure_rotation); }
 Protocol scale_protocol() { return plane_protocol(kScale, configure_scale); }
 Protocol shear_protocol() { return plane_protocol(kShear, configure_shear); }
+Protocol norb_rotation_protocol() { return norb_plane_protocol<kRotation>("norb-rotation"); }
+Protocol norb_scale_protocol() { return norb_plane_protocol<kScale>("norb-scale"); }
+Protocol norb_shear_protocol() { return norb_plane_protocol<kShear>("norb-shear"); }
 
 }  // namespace vg

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "data/norb_plane.h"
 #include "data/protocol.h"
 
 namespace vg {
@@ -122,14 +123,18 @@ const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-tra
                                        "elevations", "n-elev", "test-elevations", "n-test-elev", "shapes",
                                        "n-per-combo", "n-eval-per-combo", "noise"};
 
-// The split, cameras and jitter, and the files' index (read and checked now,
-// so a bad file is a one-line error before any work).
-template <NorbSplitKind kKind>
-void configure_norb(const FlagSource& f, DataConfig* d) {
+// The flags only smallNORB's protocols read (the command line registers them
+// from here; harness/ names none).
+const DataFlag kCameras{"cameras", "both", "With --data norb: both (2 input channels), first or second"};
+const DataFlag kBrightness{"brightness", "0", "With --data norb: training brightness jitter, uniform in +-B (0..1)"};
+const DataFlag kContrast{"contrast", "0", "With --data norb: training contrast jitter, a factor uniform in 1 +- C (0..1)"};
+
+}  // namespace
+
+NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d) {
   const std::string data = f.value("data");
   NorbConfig c;
   c.dir = data.substr(data.find(':') + 1);
-  c.split = kKind;
   if (c.dir.empty()) throw FlagError("data", data, "expected norb:DIR (the directory of smallNORB's six files)");
   for (const char* name : kSyntheticFlags)
     if (f.changed(name))
@@ -141,19 +146,31 @@ void configure_norb(const FlagSource& f, DataConfig* d) {
   d->elevations = f.range("elevations", "n-elev");
   d->n_per_combo = int(f.integer("n-per-combo", 1, 10000));
   d->n_eval_per_combo = int(f.integer("n-eval-per-combo", 1, 10000));
-  const std::string cameras = f.value("cameras");
+  const std::string cameras = f.value(kCameras.name);
   if (cameras == "both") c.prep.cameras = NorbCameras::both;
   else if (cameras == "first") c.prep.cameras = NorbCameras::first;
   else if (cameras == "second") c.prep.cameras = NorbCameras::second;
-  else throw FlagError("cameras", cameras, "expected both, first or second");
-  c.prep.max_brightness = float(f.real("brightness", 0, 1));
-  c.prep.max_contrast = float(f.real("contrast", 0, 1));
+  else throw FlagError(kCameras.name, cameras, "expected both, first or second");
+  c.prep.max_brightness = float(f.real(kBrightness.name, 0, 1));
+  c.prep.max_contrast = float(f.real(kContrast.name, 0, 1));
   const std::string stop = f.value("stop-at-familiar"), match = f.value("match-familiar");
   if (!stop.empty() || !match.empty())
     throw FlagError(stop.empty() ? "match-familiar" : "stop-at-familiar", stop.empty() ? match : stop,
                     "needs a familiar validation split, which --data norb does not make");
   if (const std::string dump = f.value("dump"); !dump.empty())
     throw FlagError("dump", dump, "draws the synthetic data only (not --data norb)");
+  return c;
+}
+
+namespace {
+
+// The split, cameras and jitter, and the files' index (read and checked now,
+// so a bad file is a one-line error before any work).
+template <NorbSplitKind kKind>
+void configure_norb(const FlagSource& f, DataConfig* d) {
+  const std::string data = f.value("data");
+  NorbConfig c = configure_norb_source(f, d);
+  c.split = kKind;
   try {
     const NorbData files = norb_load_dir(c.dir);
     const NorbSplit s = norb_split_of(files, c.split, c.dir);
@@ -277,7 +294,8 @@ Protocol norb_protocol(NorbSplitKind kind) {
   p.describe = describe;
   p.source_json = source_json;
   p.views = norb_views;
-  p.source_flags = {"data", "cameras", "brightness", "contrast"};
+  p.source_flags = {"data", kCameras.name, kBrightness.name, kContrast.name};
+  p.flags = {kCameras, kBrightness, kContrast};
   return p;
 }
 

@@ -4,6 +4,7 @@
 // is the shift: the largest of |dx| and |dy|, in pixels of the 32 x 32 image.
 // The canvas is the model's 32 x 32: beyond 4 pixels the shifted object is
 // cut by the frame's edge, as a crop would cut it.
+#include "data/norb_plane.h"
 #include "data/plane_views.h"
 
 namespace vg {
@@ -43,5 +44,6 @@ void configure(const FlagSource& flags, DataConfig* cfg) { configure_plane(kShif
 }  // namespace
 
 Protocol translation_protocol() { return plane_protocol(kShift, configure); }
+Protocol norb_translation_protocol() { return norb_plane_protocol<kShift>("norb-translation"); }
 
 }  // namespace vg

@@ -444,7 +444,7 @@ TEST(NorbRun, BadInputIsOneLineExitTwo) {
       {"run --data norb:" + no_cat, "", no_cat + train + "cat.mat"},
       {"run --data norb:" + odd_az, "", odd_az + train + "info.mat"},
       {"run --data norb:" + bad_label, "", bad_label + train + "cat.mat"},
-      {"run " + d + " --split sideways", "", "--split 'sideways': unknown split (expected paper-azimuth, paper-elevation, full)"},
+      {"run " + d + " --split sideways", "", "--split 'sideways': unknown split (expected paper-azimuth, paper-elevation, full, translation, rotation, scale, shear)"},
       {"run " + d + " --train-azimuths 0:60", "", "--train-azimuths '0:60': applies to --data synthetic only"},
       {"run " + d + " --cameras third", "", "--cameras 'third': expected both, first or second"},
       {"run " + d + " --brightness 1.5", "", "--brightness '1.5'"},

@@ -303,7 +303,7 @@ TEST(Protocol, FlagProblemsNameTheFlag) {
   }
   f = RunFlags{};
   f.data = "norb:" + norb_fixture();
-  f.cameras = "third";
+  f.protocol["cameras"] = "third";
   try {
     validate_run(f, &threads);
     ADD_FAILURE() << "an unknown camera was accepted";
