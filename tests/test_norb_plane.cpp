@@ -8,6 +8,7 @@
 // test_protocol.cpp.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -110,7 +111,10 @@ TEST(NorbPlane, HeldOutShiftIsTheFileCropAtItsOffset) {
         bool both = true;
         for (int cam = 0; cam < 2; ++cam)
           both = both && same(d.heldout.image(j) + cam * 1024, window(half_image(files.test, j, cam), 8 - m * dy, 8 - m * dx));
-        if (both) ++matches, offsets.insert({m * dx, m * dy});
+        if (both) {
+          ++matches;
+          offsets.insert({m * dx, m * dy});
+        }
       }
     EXPECT_EQ(matches, 1) << j << " at shift " << m;
     for (int cam = 0; cam < 2; ++cam)
@@ -162,6 +166,18 @@ TEST(NorbPlane, QuarterTurnOfAPatternIsHandComputed) {
       ASSERT_EQ(out[size_t(r * 32 + c)], pattern[size_t((c + 8) * 48 + (47 - (r + 8)))]) << r << "," << c;
 }
 
+// A shift moves the object as the renderer's PlaneTransform does: by tx
+// columns and ty rows (the crop by the opposite), whole pixels bit for bit.
+TEST(NorbPlane, ShiftMovesTheObjectByItsOffset) {
+  std::vector<float> spot(48 * 48, 0.1f);
+  spot[24 * 48 + 24] = 0.9f;  // pixel (16, 16) of the centre window
+  std::vector<float> out(1024);
+  norb_plane_window(spot.data(), {.tx = 2, .ty = -3}, 0.f, out.data());
+  EXPECT_EQ(out[size_t((16 - 3) * 32 + 16 + 2)], 0.9f);
+  EXPECT_EQ(std::count(out.begin(), out.end(), 0.9f), 1);
+  EXPECT_TRUE(same(out.data(), window(spot, 8 + 3, 8 - 2)));
+}
+
 // Bilinear resampling keeps a ramp a ramp: under a scale s about the centre
 // 23.5, output column C reads source column 23.5 + (C - 23.5) / s. Shrunk,
 // the window's corners read from outside the image: the border ring's mean.
@@ -203,7 +219,10 @@ TEST(NorbPlane, TrainingDrawsLieWithinTheTrainingRange) {
       int found = 0;
       for (int dx = -3; dx <= 3; ++dx)
         for (int dy = -3; dy <= 3; ++dy)
-          if (same(x.data(), window(half, 8 - dy, 8 - dx))) ++found, seen.insert({dx, dy});
+          if (same(x.data(), window(half, 8 - dy, 8 - dx))) {
+            ++found;
+            seen.insert({dx, dy});
+          }
       EXPECT_GE(found, 1) << i << " in epoch " << epoch;
     }
   EXPECT_GE(seen.size(), 20u);
@@ -215,7 +234,10 @@ TEST(NorbPlane, TrainingDrawsLieWithinTheTrainingRange) {
   const Dataset r = protocol_of(rot).make(rot);
   std::set<float> turns;
   for (const Split* s : {&r.train, &r.familiar})
-    for (float a : s->axis) EXPECT_LE(a, 20.f), turns.insert(a);
+    for (float a : s->axis) {
+      EXPECT_LE(a, 20.f);
+      turns.insert(a);
+    }
   EXPECT_GT(turns.size(), 10u);
   for (float a : r.heldout.axis) EXPECT_GE(a, 30.f);
 }
