@@ -193,8 +193,10 @@ void gaussian_profile(double c, double k, double scale, Reach reach, float* g) {
   }
 }
 
-// Renders `points` at (azimuth, elevation) into side x side, values in [0, 1]:
-// the 32 x 32 geometry (margin, span, blob width) scaled by side / 32. Each
+// Renders `points` at (azimuth, elevation) into canvas x canvas (canvas < 0:
+// side x side), values in [0, 1]: the 32 x 32 geometry (margin, span, blob
+// width) scaled by side / 32, its side x side frame at the canvas's centre
+// ((canvas - side) / 2 pixels in from each edge). Each
 // point adds a separable Gaussian blob, the outer product of a row and a column
 // profile over the blob's reach, accumulated in float in the points' order.
 // `plane` moves each projected point (the blob's centre) in the image plane,
@@ -202,14 +204,16 @@ void gaussian_profile(double c, double k, double scale, Reach reach, float* g) {
 // is the camera's, not the object's). The identity leaves u, v untouched, so
 // the seed's renders keep their bits.
 void render_points(const std::vector<Point3>& points, double azimuth_deg, double elevation_deg, int side,
-                   float* img, const PlaneTransform& plane = {}) {
+                   float* img, const PlaneTransform& plane = {}, int canvas = -1) {
+  if (canvas < 0) canvas = side;
+  const double offset = 0.5 * (canvas - side);  // where the frame starts on the canvas (0: it is the canvas)
   constexpr double deg = std::numbers::pi / 180.0;
   const double ca = std::cos(azimuth_deg * deg), sa = std::sin(azimuth_deg * deg);
   const double ce = std::cos(elevation_deg * deg), se = std::sin(elevation_deg * deg);
   const double scale = double(side) / kImageSide;
   const double margin = kMargin * scale, span = kSpan * scale, sigma = kSigma * scale;
   const double inv2s2 = 1.0 / (2.0 * sigma * sigma);
-  std::vector<float> acc(size_t(side) * side, 0.f), ex(static_cast<size_t>(side)), ey(static_cast<size_t>(side));
+  std::vector<float> acc(size_t(canvas) * canvas, 0.f), ex(static_cast<size_t>(canvas)), ey(static_cast<size_t>(canvas));
   for (const Point3& q : points) {
     // p' = R_x(el) . R_y(az) . p
     const double x1 = ca * q[0] + sa * q[2], y1 = q[1], z1 = -sa * q[0] + ca * q[2];
@@ -220,13 +224,14 @@ void render_points(const std::vector<Point3>& points, double azimuth_deg, double
       u = c + plane.a * du + plane.b * dv + plane.tx * scale;
       v = c + plane.c * du + plane.d * dv + plane.ty * scale;
     }
+    if (offset != 0) u += offset, v += offset;  // skipped on the frame itself: its bits stay the seed's
     const double w = 0.6 + 0.4 * (z + 1) / 2;
-    const Reach cols = blob_reach(u, inv2s2, side), rows = blob_reach(v, inv2s2, side);
+    const Reach cols = blob_reach(u, inv2s2, canvas), rows = blob_reach(v, inv2s2, canvas);
     gaussian_profile(u, inv2s2, 1.0, cols, ex.data());
     gaussian_profile(v, inv2s2, w, rows, ey.data());
     for (int r = rows.lo; r < rows.hi; ++r) {
       const float a = ey[size_t(r)];
-      float* row = acc.data() + size_t(r) * side;
+      float* row = acc.data() + size_t(r) * canvas;
       for (int c = cols.lo; c < cols.hi; ++c) row[c] += a * ex[size_t(c)];
     }
   }
@@ -247,25 +252,29 @@ void render_points(const std::vector<Point3>& points, double azimuth_deg, double
 class CleanViews {
  public:
   using View = std::pair<double, double>;  // (azimuth, elevation) in degrees
-  CleanViews(const DataConfig& cfg, std::vector<View> views) : views_(std::move(views)) {
+  CleanViews(const DataConfig& cfg, std::vector<View> views)
+      : views_(std::move(views)), side_(image_side(cfg)), pixels_(size_t(side_) * size_t(side_)) {
     std::sort(views_.begin(), views_.end());
     views_.erase(std::unique(views_.begin(), views_.end()), views_.end());
-    images_.resize(views_.size() * kNumClasses * kImagePixels);
+    images_.resize(views_.size() * kNumClasses * pixels_);
     const int n = int(views_.size()) * kNumClasses;
 #pragma omp parallel for schedule(dynamic) if (n >= kDatasetParallelMinItems)
     for (int k = 0; k < n; ++k) {
       const View& v = views_[size_t(k / kNumClasses)];
-      render_clean(k % kNumClasses, v.first, v.second, images_.data() + size_t(k) * kImagePixels, cfg.shapes);
+      render_clean(k % kNumClasses, v.first, v.second, {}, images_.data() + size_t(k) * pixels_, cfg.shapes, side_);
     }
   }
   const float* find(int cls, double az, double el) const {
     const auto it = std::lower_bound(views_.begin(), views_.end(), View{az, el});
     if (it == views_.end() || *it != View{az, el}) throw std::logic_error("CleanViews: a view was not rendered");
-    return images_.data() + (size_t(it - views_.begin()) * kNumClasses + size_t(cls)) * kImagePixels;
+    return images_.data() + (size_t(it - views_.begin()) * kNumClasses + size_t(cls)) * pixels_;
   }
+  int side() const { return side_; }
 
  private:
   std::vector<View> views_;
+  int side_;       // of every render: image_side(cfg)
+  size_t pixels_;  // per render
   std::vector<float> images_;
 };
 
@@ -280,7 +289,9 @@ Split noisy_split(const DataConfig& cfg, SplitId id, const std::vector<double>& 
   const int n_az = int(azimuths.size()), n_el = int(elev.size());
   const int n = kNumClasses * n_az * n_el * std::max(per_combo, 0);
   Split s;
-  s.images.resize(size_t(n) * kImagePixels);
+  s.side = views.side();
+  const int pixels = s.side * s.side;
+  s.images.resize(size_t(n) * size_t(pixels));
   s.labels.resize(size_t(n));
   s.azimuth.resize(size_t(n));
   s.elevation.resize(size_t(n));
@@ -298,9 +309,9 @@ Split noisy_split(const DataConfig& cfg, SplitId id, const std::vector<double>& 
     s.azimuth[size_t(i)] = float(azimuths[size_t(a)]);
     s.elevation[size_t(i)] = float(elev[size_t(e)]);
     const float* src = clean[size_t(k)];
-    float* dst = s.images.data() + size_t(i) * kImagePixels;
-    Stream(cfg.seed, Purpose::Noise, uint32_t(id), uint64_t(i)).fill_normal(dst, kImagePixels, float(cfg.noise_std));
-    for (int p = 0; p < kImagePixels; ++p) dst[p] = std::clamp(src[p] + dst[p], 0.f, 1.f);
+    float* dst = s.images.data() + size_t(i) * size_t(pixels);
+    Stream(cfg.seed, Purpose::Noise, uint32_t(id), uint64_t(i)).fill_normal(dst, size_t(pixels), float(cfg.noise_std));
+    for (int p = 0; p < pixels; ++p) dst[p] = std::clamp(src[p] + dst[p], 0.f, 1.f);
   }
   return s;
 }
@@ -311,8 +322,9 @@ void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img,
 }
 
 void render_clean(int cls, double azimuth_deg, double elevation_deg, const PlaneTransform& plane, float* img,
-                  ShapeSet set) {
-  render_points(shape_points(cls, set), azimuth_deg, elevation_deg, kImageSide, img, plane);
+                  ShapeSet set, int canvas) {
+  if (canvas < 1) throw std::invalid_argument("render_clean: a canvas of " + std::to_string(canvas) + " pixels");
+  render_points(shape_points(cls, set), azimuth_deg, elevation_deg, kImageSide, img, plane, canvas);
 }
 
 PlaneTransform PlaneTransform::make(double rotation_deg, double scale, double shear, double tx, double ty) {

@@ -10,11 +10,16 @@
 #include <vector>
 
 #include "data/norb.h"
+#include "models/image_shape.h"
 
 namespace vg {
 
+// The rendered object's frame (and smallNORB's crops): 32 x 32 pixels. What a
+// model reads is the data's ImageShape (image_shape, Split::shape), whose side
+// is this frame's unless a protocol draws on a larger canvas (--canvas).
 inline constexpr int kImageSide = 32;
 inline constexpr int kImagePixels = kImageSide * kImageSide;
+// Both data sources have five classes (class_name, data/protocol.h: class_names).
 inline constexpr int kNumClasses = 5;
 inline constexpr const char* kClassNames[kNumClasses] = {"cross", "L", "T", "frame", "tripod"};
 
@@ -62,14 +67,20 @@ struct PlaneTransform {
   // Shear (x += shear * y), then scale, then rotation by rotation_deg, then the shift.
   static PlaneTransform make(double rotation_deg, double scale, double shear, double tx, double ty);
 };
-// render_clean under `plane` (the identity gives render_clean's bytes).
+// render_clean under `plane` (the identity gives render_clean's bytes), on a
+// canvas x canvas image (canvas >= 1): the object keeps its size in pixels and
+// its 32 x 32 frame sits at the canvas's centre, (canvas - 32) / 2 pixels in
+// from each edge (a canvas of 40: the frame plus 4 pixels each side, as
+// affNIST's 40 x 40 holds MNIST's 28 x 28); a canvas of 32 is the frame itself.
 void render_clean(int cls, double azimuth_deg, double elevation_deg, const PlaneTransform& plane, float* img,
-                  ShapeSet set = ShapeSet::seed);
+                  ShapeSet set = ShapeSet::seed, int canvas = kImageSide);
 
-// One split: N images of channels x 32 x 32 floats, labels and the viewpoint of each.
+// One split: N images of channels x side x side floats, labels and the viewpoint of each.
 struct Split {
   int channels = 1;           // 1 synthetic; smallNORB: 2 cameras, or 1
-  std::vector<float> images;  // N x channels x 1024
+  int side = kImageSide;      // 32, or the translation protocol's --canvas
+  int classes = kNumClasses;  // labels lie in [0, classes)
+  std::vector<float> images;  // N x pixels()
   std::vector<int> labels;    // N
   std::vector<float> azimuth, elevation;  // N, degrees in [0, 360)
   // N: each sample's position along its protocol's held-out axis, in the
@@ -77,11 +88,13 @@ struct Split {
   // today, a shift or a scale for protocols whose axis is no viewing angle.
   std::vector<float> axis;
   // A training sample drawn afresh every epoch (smallNORB's random crops and
-  // jitter): writes sample i of `epoch` to dst (channels x 1024), a pure
+  // jitter): writes sample i of `epoch` to dst (pixels() floats), a pure
   // function of (seed, epoch, i). Empty: image(i) every epoch.
   std::function<void(int i, uint64_t epoch, float* dst)> draw;
   int size() const { return int(labels.size()); }
-  size_t pixels() const { return size_t(channels) * kImagePixels; }  // per image
+  // What a model built for this split takes (models/registry.h: make_model).
+  ImageShape shape() const { return {channels, side, classes}; }
+  size_t pixels() const { return shape().pixels(); }  // per image
   const float* image(int i) const { return images.data() + size_t(i) * pixels(); }
 };
 
@@ -115,6 +128,9 @@ struct PlaneConfig {
   const PlaneFactor* factor = nullptr;  // which change, and its protocol
   double train_max = 0, test_from = 0, test_to = 0;
   int test_count = 0;
+  // The side of every image (--canvas): the 32 x 32 frame at the centre of a
+  // canvas x canvas image (render_clean). 32: the frame itself.
+  int canvas = kImageSide;
 };
 
 struct DataConfig {
@@ -230,6 +246,11 @@ double synthetic_images(const DataConfig& cfg);
 // Channels of every image make_dataset(cfg) gives, known before it is made
 // (a run builds its models while the data is synthesised).
 inline int image_channels(const DataConfig& cfg) { return cfg.norb ? norb_channels(cfg.norb->prep.cameras) : 1; }
+// Their side: the canvas of a protocol that draws on one (PlaneConfig::canvas), else the 32-pixel frame.
+inline int image_side(const DataConfig& cfg) { return cfg.plane ? cfg.plane->canvas : kImageSide; }
+// The shape of every image make_dataset(cfg) gives and its classes (each
+// split's Split::shape()), known before it is made: the models are built for it.
+inline ImageShape image_shape(const DataConfig& cfg) { return {image_channels(cfg), image_side(cfg), kNumClasses}; }
 
 // ---- The synthetic shapes as smallNORB files (viewgap export-norb): a test
 // fixture for the loader, and a dataset whose novel-viewpoint results can be

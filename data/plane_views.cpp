@@ -31,7 +31,8 @@ std::vector<double> test_magnitudes(const PlaneConfig& p) {
 std::vector<double> axis_values(const DataConfig& cfg) {
   const PlaneFactor& f = factor_of(cfg);
   std::vector<double> v;
-  const long n = std::lround((f.limit - f.neutral) / f.profile_step);
+  // Steps up to the limit (an odd canvas's is a half pixel: the step below it).
+  const long n = long(std::floor((plane_limit(*cfg.plane) - f.neutral) / f.profile_step + 1e-6));
   // As the samples record them (Split::axis is float), so a sample's value is one of these.
   for (long i = 0; i <= n; ++i) v.push_back(double(float(f.neutral + double(i) * f.profile_step)));
   return v;
@@ -50,8 +51,11 @@ Split plane_split(const DataConfig& cfg, SplitId id, const std::vector<double>& 
   const std::vector<double> az = cfg.train_azimuths.values(), el = cfg.elevations.values();
   const int n_az = int(az.size()), n_el = int(el.size()), n_m = drawn ? 1 : int(magnitudes.size());
   const int n = kNumClasses * n_az * n_el * n_m * std::max(per_combo, 0);
+  const int canvas = cfg.plane->canvas;
+  const size_t pixels = size_t(canvas) * size_t(canvas);
   Split s;
-  s.images.resize(size_t(n) * kImagePixels);
+  s.side = canvas;
+  s.images.resize(size_t(n) * pixels);
   s.labels.resize(size_t(n));
   s.azimuth.resize(size_t(n));
   s.elevation.resize(size_t(n));
@@ -70,11 +74,11 @@ Split plane_split(const DataConfig& cfg, SplitId id, const std::vector<double>& 
       magnitude = magnitudes[size_t(m)];
       t = f.at(magnitude, i);
     }
-    float clean[kImagePixels];
-    render_clean(cls, az[size_t(a)], el[size_t(e)], t, clean, cfg.shapes);
-    float* dst = s.images.data() + size_t(i) * kImagePixels;
-    Stream(cfg.seed, Purpose::Noise, uint32_t(id), uint64_t(i)).fill_normal(dst, kImagePixels, float(cfg.noise_std));
-    for (int p = 0; p < kImagePixels; ++p) dst[p] = std::clamp(clean[p] + dst[p], 0.f, 1.f);
+    std::vector<float> clean(pixels);
+    render_clean(cls, az[size_t(a)], el[size_t(e)], t, clean.data(), cfg.shapes, canvas);
+    float* dst = s.images.data() + size_t(i) * pixels;
+    Stream(cfg.seed, Purpose::Noise, uint32_t(id), uint64_t(i)).fill_normal(dst, pixels, float(cfg.noise_std));
+    for (size_t p = 0; p < pixels; ++p) dst[p] = std::clamp(clean[p] + dst[p], 0.f, 1.f);
     s.labels[size_t(i)] = cls;
     s.azimuth[size_t(i)] = float(az[size_t(a)]);
     s.elevation[size_t(i)] = float(el[size_t(e)]);
@@ -95,7 +99,7 @@ Dataset make(const DataConfig& cfg) {
   d.heldout = plane_split(cfg, SplitId::HeldOut, test_magnitudes(*cfg.plane), cfg.n_eval_per_combo, false);
   d.axis_sweep = plane_split(cfg, SplitId::ElevationProfile, d.axis_values, cfg.n_eval_per_combo, false);
   if (cfg.n_val_per_combo > 0) d.validation = plane_split(cfg, SplitId::Validation, {}, cfg.n_val_per_combo, true);
-  // The azimuth circle, unchanged in the plane: how the views alone generalise.
+  // The azimuth circle, unchanged in the plane (on the same canvas): how the views alone generalise.
   d.circle = make_split(cfg, SplitId::Circle, d.circle_az, cfg.n_eval_per_combo);
   d.circle.axis.assign(size_t(d.circle.size()), float(f.neutral));
   return d;
@@ -109,7 +113,9 @@ double images(const DataConfig& d) {
          circle;
 }
 
-double bytes(const DataConfig& d) { return images(d) * (kImagePixels * sizeof(float) + 16); }
+double bytes(const DataConfig& d) {
+  return images(d) * (double(d.plane->canvas) * d.plane->canvas * sizeof(float) + 16);
+}
 
 FlagError too_big(const FlagSource& f, const DataConfig& d, const std::string& why) {
   const std::string worst = f.changed("n-per-combo") ? "n-per-combo" : "n-eval-per-combo";
@@ -124,10 +130,12 @@ std::optional<GeometryProblem> check(const DataConfig& cfg, bool allow_touching_
   const PlaneFactor& f = factor_of(cfg);
   const PlaneConfig& p = *cfg.plane;
   const std::string range = g(p.test_from) + ":" + g(p.test_to);
-  if (p.test_to > f.limit + 1e-9)
+  if (p.test_to > plane_limit(p) + 1e-9)
     return GeometryProblem{GeometryPart::test_overlap,
-                           "held-out " + std::string(f.axis.name) + " " + range + " exceeds " + g(f.limit) + " (" +
-                               f.limit_why + ")",
+                           "held-out " + std::string(f.axis.name) + " " + range + " exceeds " + g(plane_limit(p)) +
+                               " (" + f.limit_why +
+                               (f.canvas ? ", --" + std::string(f.canvas->name) + " " + std::to_string(p.canvas) : "") +
+                               ")",
                            f.test.name};
   const bool touching = std::fabs(p.test_from - p.train_max) < 1e-9;
   if (p.test_from < p.train_max - 1e-9 || (touching && !allow_touching_end))
@@ -155,23 +163,35 @@ std::string heldout_text(const DataConfig& cfg) { return g(cfg.plane->test_from)
 
 std::string describe(const DataConfig& d, const Dataset&) {
   const PlaneFactor& f = factor_of(d);
-  char line[320];
+  char line[360];
+  // The canvas where it is not the frame (the frame's table reads as before).
+  const std::string canvas = d.plane->canvas == kImageSide
+                                 ? ""
+                                 : "; " + std::to_string(d.plane->canvas) + " x " + std::to_string(d.plane->canvas) +
+                                       " canvas";
   std::snprintf(line, sizeof line,
-                "views: azimuths %g:%g (%d), elevations %g:%g (%d); %s: training up to %g %s, held-out %g:%g (%d)\n",
+                "views: azimuths %g:%g (%d), elevations %g:%g (%d); %s: training up to %g %s, held-out %g:%g (%d)%s\n",
                 d.train_azimuths.from, d.train_azimuths.to, d.train_azimuths.count, d.elevations.from, d.elevations.to,
                 d.elevations.count, f.axis.name, d.plane->train_max, f.axis.unit, d.plane->test_from,
-                d.plane->test_to, d.plane->test_count);
+                d.plane->test_to, d.plane->test_count, canvas.c_str());
   return line;
 }
 
 nlohmann::json source_json(const DataConfig& d) {
   const PlaneFactor& f = factor_of(d);
-  return {{"protocol", f.protocol}, {"axis", f.axis.name}, {"unit", f.axis.unit},
-          {"train_max", d.plane->train_max}, {"test_from", d.plane->test_from}, {"test_to", d.plane->test_to},
-          {"test_count", d.plane->test_count}};
+  nlohmann::json j = {{"protocol", f.protocol}, {"axis", f.axis.name}, {"unit", f.axis.unit},
+                      {"train_max", d.plane->train_max}, {"test_from", d.plane->test_from},
+                      {"test_to", d.plane->test_to}, {"test_count", d.plane->test_count}};
+  if (f.canvas) j["canvas"] = d.plane->canvas;  // a factor that has one: its side in pixels
+  return j;
 }
 
 }  // namespace
+
+double plane_limit(const PlaneConfig& p) {
+  const PlaneFactor& f = *p.factor;
+  return f.limit_on ? f.limit_on(p.canvas) : f.limit;
+}
 
 void configure_plane(const PlaneFactor& f, const FlagSource& flags, DataConfig* d) {
   // The held-out views are the training viewpoints, changed in the plane.
@@ -189,8 +209,21 @@ void configure_plane(const PlaneFactor& f, const FlagSource& flags, DataConfig* 
   d->noise_std = flags.real("noise", 0, 0.5);
   PlaneConfig p;
   p.factor = &f;
-  p.train_max = flags.real(f.train.name, f.neutral, f.limit);
-  const auto [from, to] = flags.interval(f.test.name, f.neutral, f.limit);
+  if (f.canvas) {  // first: the magnitudes' limit grows with it
+    const char* name = f.canvas->name;
+    const long long side = flags.integer(name, 0, 1ll << 30);
+    const std::string range = " (a canvas is " + std::to_string(kMinCanvas) + " to " + std::to_string(kMaxCanvas) +
+                              " pixels a side)";
+    if (side < kMinCanvas)
+      throw FlagError(name, flags.value(name),
+                      "smaller than the object's " + std::to_string(kImageSide) + " x " + std::to_string(kImageSide) +
+                          " frame" + range);
+    if (side > kMaxCanvas) throw FlagError(name, flags.value(name), "too large" + range);
+    p.canvas = int(side);
+  }
+  const double limit = plane_limit(p);
+  p.train_max = flags.real(f.train.name, f.neutral, limit);
+  const auto [from, to] = flags.interval(f.test.name, f.neutral, limit);
   p.test_from = from;
   p.test_to = to;
   p.test_count = int(flags.integer(f.count.name, 1, 64));
@@ -220,6 +253,10 @@ Protocol plane_protocol(const PlaneFactor& f, void (*configure)(const FlagSource
   p.describe = describe;
   p.source_json = source_json;
   p.flags = {f.train, f.test, f.count};
+  if (f.canvas) {
+    p.flags.push_back(*f.canvas);
+    p.shape_flag = f.canvas->name;
+  }
   return p;
 }
 

@@ -25,7 +25,17 @@ struct PlaneFactor {
   // A training change of magnitude at most m, from u1, u2 uniform in [0, 1);
   // *magnitude receives its own magnitude.
   PlaneTransform (*draw)(double m, double u1, double u2, double* magnitude);
+  // A factor drawn on a canvas of its own (the translation protocol's
+  // --canvas, kMinCanvas to kMaxCanvas pixels a side, default the 32-pixel
+  // frame): the flag, and the largest magnitude on a canvas of side N
+  // (`limit` is the frame's). Unset: every image is the frame, the limit `limit`.
+  std::optional<DataFlag> canvas = std::nullopt;
+  double (*limit_on)(int canvas) = nullptr;
 };
+inline constexpr int kMinCanvas = kImageSide, kMaxCanvas = 128;
+
+// The largest magnitude of p's factor on p's canvas.
+double plane_limit(const PlaneConfig& p);
 
 // The protocol of the rendered shapes whose held-out axis is `f` (a static
 // object: the configuration points to it). `configure` calls configure_plane(f, ...).

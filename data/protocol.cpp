@@ -191,6 +191,12 @@ const char* class_name(const DataConfig& cfg, int cls) {
   return cfg.norb ? kNorbClassNames[cls] : class_name(cfg.shapes, cls);
 }
 
+std::vector<std::string> class_names(const DataConfig& cfg) {
+  std::vector<std::string> n;
+  for (int c = 0; c < image_shape(cfg).classes; ++c) n.push_back(class_name(cfg, c));
+  return n;
+}
+
 std::vector<double> heldout_distances(const Protocol& p, const DataConfig& cfg, const Split& s) {
   std::vector<double> out;
   out.reserve(size_t(s.size()));

@@ -42,6 +42,9 @@ struct DataFlag {
   const char* name;           // without "--"
   const char* default_value;  // as typed
   const char* help;
+  // A sweep hashes the flag at its default too; false for a flag added to a
+  // protocol after its sweeps were made, so that they keep their hash.
+  bool hashed_at_default = true;
 };
 
 // The run flags as the user typed them, by name ("train-azimuths", "split"),
@@ -151,6 +154,10 @@ struct Protocol {
   // Flags this protocol alone declares (the command line registers them;
   // a sweep hashes them only when the protocol is chosen).
   std::vector<DataFlag> flags{};
+  // The flag of `flags` that sets the images' side (the translation
+  // protocol's --canvas), blamed when a model cannot take the data's
+  // ImageShape (models/registry.h: ShapeError); nullptr: the side is fixed.
+  const char* shape_flag = nullptr;
 };
 
 // Every protocol's own flags, each name once.
@@ -173,8 +180,11 @@ const Protocol& protocol_of(const DataConfig& cfg);
 RecordedViews flag_views(const DataConfig& cfg);
 RecordedViews recorded_views(const DataConfig& cfg);
 
-// The name of class `cls` under cfg's data source.
+// The name of class `cls` under cfg's data source, and every class's, in
+// label order (image_shape(cfg).classes of them): the one place the run JSON,
+// its table and the figures read them from.
 const char* class_name(const DataConfig& cfg, int cls);
+std::vector<std::string> class_names(const DataConfig& cfg);
 
 // --shapes: seed or asym (FlagError otherwise).
 ShapeSet parse_shapes(const std::string& v);

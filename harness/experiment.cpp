@@ -105,9 +105,10 @@ RunResult run_on(const RunOptions& opt, const std::function<Dataset()>& make_dat
       results[i].assign(1 + also.size(), failed);
     }
   };
-  const int channels = image_channels(dc);
+  // The data's shape, known before it is made: the models are built for it.
+  const ImageShape shape = image_shape(dc);
   auto prepare_now = [&](size_t i) {
-    return [&, i] { return prepare_model(order[i], opt.train, channels); };
+    return [&, i] { return prepare_model(order[i], opt.train, shape); };
   };
 
   // The training threads (workers > 1). A model that fails (keep_going off)
@@ -127,7 +128,7 @@ RunResult run_on(const RunOptions& opt, const std::function<Dataset()>& make_dat
         std::optional<PreparedModel> ready;
         std::exception_ptr prepare_error;
         try {
-          ready = prepare_model(order[i], opt.train, channels);
+          ready = prepare_model(order[i], opt.train, shape);
         } catch (...) {
           prepare_error = std::current_exception();
         }
@@ -169,9 +170,11 @@ RunResult run_on(const RunOptions& opt, const std::function<Dataset()>& make_dat
   r.dataset_s = seconds_since(t0);
   if ((opt.stop_at_familiar > 0 || !opt.match_familiar.empty()) && r.data.validation.size() == 0)
     throw std::invalid_argument("stopping at a familiar accuracy needs a validation split (DataConfig::n_val_per_combo)");
-  if (r.data.train.channels != channels)  // image_channels must say what make_dataset makes
-    throw std::logic_error("the dataset has " + std::to_string(r.data.train.channels) +
-                           "-channel images, image_channels said " + std::to_string(channels));
+  // image_shape must say what make_dataset makes, in every split the models read.
+  const Dataset& d = r.data;
+  for (const Split* s : {&d.train, &d.familiar, &d.heldout, &d.circle, &d.validation, &d.axis_sweep})
+    if (s->size() > 0 && s->shape() != shape)
+      throw std::logic_error("the dataset has images of " + s->shape().text() + ", image_shape said " + shape.text());
   pool.update([&] { data_state = DataState::ready; });
 
   // Under match_familiar the matched model trains first, alone; its final

@@ -54,7 +54,7 @@ void run_profile(const ProfileOptions& opt) {
   DataConfig dc;
   dc.seed = opt.train.seed;
   const Dataset data = make_dataset(dc);
-  auto model = make_model(opt.model, opt.train.model, opt.batch);
+  auto model = make_model(opt.model, opt.train.model, opt.batch, data.train.shape());
   model->init(opt.train.seed);
   AdamConfig ac;
   ac.lr = opt.train.lr;
@@ -64,12 +64,13 @@ void run_profile(const ProfileOptions& opt) {
   model->set_profiler(&rec);
 
   const int B = opt.batch, N = data.train.size();
-  std::vector<float> x(size_t(B) * kImagePixels);
+  const size_t pixels = data.train.pixels();
+  std::vector<float> x(size_t(B) * pixels);
   std::vector<int> y(B);
   for (int step = 0; step < opt.warmup + opt.steps; ++step) {
     for (int b = 0; b < B; ++b) {
       const int k = (step * B + b) % N;
-      std::copy_n(data.train.image(k), kImagePixels, x.data() + size_t(b) * kImagePixels);
+      std::copy_n(data.train.image(k), pixels, x.data() + size_t(b) * pixels);
       y[b] = data.train.labels[k];
     }
     rec.on = step >= opt.warmup;

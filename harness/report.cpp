@@ -127,14 +127,6 @@ nlohmann::json model_options_json(const ModelOptions& opts) {
   return j;
 }
 
-namespace {
-std::vector<std::string> class_names(const DataConfig& d) {
-  std::vector<std::string> n;
-  for (int c = 0; c < kNumClasses; ++c) n.push_back(class_name(d, c));
-  return n;
-}
-}  // namespace
-
 nlohmann::json run_config_json(const RunOptions& opt, int threads) {
   const TrainConfig& t = opt.train;
   nlohmann::json j = {
@@ -205,6 +197,8 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                  {"heldout", r.data.heldout.size()}, {"circle", size_of(r.data.circle_splits())},
                  {"axis", size_of(r.data.axis_splits())}}},
       {"classes", class_names(opt.data)},
+      // What the models read: every image's channels and side, and the classes (models/image_shape.h).
+      {"image", {{"channels", r.data.train.channels}, {"side", r.data.train.side}, {"classes", r.data.train.classes}}},
       {"circle_azimuths", r.data.circle_az},
       {"circle_distance_deg", dist},
       // The held-out axis (data/protocol.h: HeldOutAxis) and its sweep's positions.
@@ -219,7 +213,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
       hist.push_back({{"epoch", e.epoch}, {"loss", e.loss}, {"familiar", e.familiar},
                       {"heldout", e.heldout}, {"seconds", e.seconds}});
     json per_class;
-    for (int c = 0; c < kNumClasses; ++c) per_class[class_name(opt.data, c)] = m.heldout_per_class[c];
+    for (size_t c = 0; c < m.heldout_per_class.size(); ++c) per_class[class_name(opt.data, int(c))] = m.heldout_per_class[c];
     models.push_back({{"name", m.name},
                       {"n_params", m.n_params},
                       {"familiar", m.familiar},
@@ -287,8 +281,8 @@ std::string format_run_table(const RunOptions& opt, const RunResult& r) {
         << (opt.match_familiar == m.name ? " (the target)" : "");
     o << '\n';
   }
-  std::snprintf(line, sizeof line, "%-*s %9s %9.3f %9.3f %7.3f\n", name_w, "chance", "", 1.0 / kNumClasses,
-                1.0 / kNumClasses, 0.0);
+  const double chance = 1.0 / image_shape(d).classes;
+  std::snprintf(line, sizeof line, "%-*s %9s %9.3f %9.3f %7.3f\n", name_w, "chance", "", chance, chance, 0.0);
   o << line;
   std::snprintf(line, sizeof line, "wall time %.3f s (dataset %.3f s)\n", r.total_s, r.dataset_s);
   o << line;
@@ -319,8 +313,8 @@ std::string npy(const std::vector<float>& data, const std::vector<int>& shape) {
 
 std::vector<ClassPose> class_poses(Model& model, const Split& split) {
   std::vector<ClassPose> out;
-  const int J = kNumClasses;
-  for (int c = 0; c < kNumClasses; ++c) {
+  const int J = split.classes;
+  for (int c = 0; c < J; ++c) {
     const auto it = std::find(split.labels.begin(), split.labels.end(), c);
     if (it == split.labels.end()) continue;
     const float* scores = model.forward(split.image(int(it - split.labels.begin())), 1);
@@ -340,8 +334,11 @@ std::vector<ClassPose> class_poses(Model& model, const Split& split) {
 ClassReconstructions class_reconstructions(const std::string& model_name, Model& model, const Split& split) {
   constexpr int kMaxExamples = 100;  // per class, for the dimensions' variances
   ClassReconstructions r;
-  std::vector<float> out(kImagePixels);
-  for (int c = 0; c < kNumClasses; ++c) {
+  r.side = split.side;
+  const size_t plane = size_t(split.side) * size_t(split.side);  // the figure shows each image's first channel
+  std::vector<float> out(split.pixels());
+  auto add = [&](const float* image) { r.images.insert(r.images.end(), image, image + plane); };
+  for (int c = 0; c < split.classes; ++c) {
     std::vector<int> examples;
     for (int i = 0; i < split.size() && int(examples.size()) < kMaxExamples; ++i)
       if (split.labels[i] == c) examples.push_back(i);
@@ -355,7 +352,7 @@ ClassReconstructions class_reconstructions(const std::string& model_name, Model&
       if (cc.pose_dim == 0) return {};
       caps.emplace_back(cc.poses + size_t(c) * cc.pose_dim, cc.poses + size_t(c + 1) * cc.pose_dim);
       if (caps.size() > 1) continue;
-      predicted = int(std::max_element(scores, scores + kNumClasses) - scores);
+      predicted = int(std::max_element(scores, scores + split.classes) - scores);
       if (!model.decode(caps[0].data(), c, out.data())) return {};  // no decoder: no figure
     }
     const std::vector<float>& v = caps[0];
@@ -371,15 +368,14 @@ ClassReconstructions class_reconstructions(const std::string& model_name, Model&
     std::iota(dims.begin(), dims.end(), 0);
     std::stable_sort(dims.begin(), dims.end(), [&](int a, int b) { return var[a] > var[b]; });
     dims.resize(std::min(D, kReconDims));
-    const float* input = split.image(examples[0]);
-    r.images.insert(r.images.end(), input, input + kImagePixels);
-    r.images.insert(r.images.end(), out.begin(), out.end());
+    add(split.image(examples[0]));
+    add(out.data());
     for (int d : dims)
       for (double delta : kReconDeltas) {
         std::vector<float> shifted = v;
         shifted[d] += float(delta);
         model.decode(shifted.data(), c, out.data());
-        r.images.insert(r.images.end(), out.begin(), out.end());
+        add(out.data());
       }
     r.labels.push_back(c);
     r.predicted.push_back(predicted);
@@ -402,10 +398,10 @@ void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run
   const std::vector<double> azimuths = {0, 60, 120, 180, 240, 300};
   dc.elevations = {30, 30, 1};
   const Split by_az = make_split(dc, SplitId::Figures, azimuths, 1);
-  write_file_atomic(dir + "/dataset_azimuths.npy", npy(by_az.images, {kNumClasses, 6, 32, 32}));
+  write_file_atomic(dir + "/dataset_azimuths.npy", npy(by_az.images, {by_az.classes, 6, by_az.side, by_az.side}));
   dc.elevations = {0, 80, 5};
   const Split by_el = make_split(dc, SplitId::Figures, {60}, 1);
-  write_file_atomic(dir + "/dataset_elevations.npy", npy(by_el.images, {kNumClasses, 5, 32, 32}));
+  write_file_atomic(dir + "/dataset_elevations.npy", npy(by_el.images, {by_el.classes, 5, by_el.side, by_el.side}));
   nlohmann::json cp = nlohmann::json::array();
   for (const ClassPose& p : poses) {
     nlohmann::json mu = nlohmann::json::array();
@@ -417,7 +413,7 @@ void write_dump(const std::string& dir, uint64_t seed, const nlohmann::json& run
   // run stays, unreferenced).
   nlohmann::json rec = nullptr;
   if (!recons.model.empty()) {
-    const std::vector<int> shape = {int(recons.labels.size()), recons.columns(), 32, 32};
+    const std::vector<int> shape = {int(recons.labels.size()), recons.columns(), recons.side, recons.side};
     write_file_atomic(dir + "/reconstructions.npy", npy(recons.images, shape));
     rec = {{"model", recons.model},
            {"file", "reconstructions.npy"},

@@ -46,8 +46,8 @@ std::string format_run_table(const RunOptions& opt, const RunResult& r);
 struct ClassPose {
   int label = 0, predicted = 0;
   int pose_dim = 0;
-  std::vector<float> mu;  // 5 class capsules x pose_dim
-  std::vector<float> a;   // 5 activations
+  std::vector<float> mu;  // the classes' capsules x pose_dim
+  std::vector<float> a;   // the classes' activations
 };
 
 // The first example of each class in `split`, through the trained model (its
@@ -65,9 +65,11 @@ struct ClassReconstructions {
   std::string model;                  // "": the model has no decoder (nothing to draw)
   std::vector<int> labels, predicted;  // per row (a class found in the split)
   std::vector<std::vector<int>> dims;  // per row: the dimensions shifted, largest variance first
-  // rows x (2 + kReconDims x 6) x 32 x 32: input, reconstruction, then for
-  // each dimension in `dims` order, one image per kReconDeltas value.
+  // rows x (2 + kReconDims x 6) x side x side: input, reconstruction, then
+  // for each dimension in `dims` order, one image per kReconDeltas value (the
+  // first channel of each).
   std::vector<float> images;
+  int side = 32;  // the split's (Split::side)
   int columns() const { return 2 + int(dims.empty() ? 0 : dims[0].size()) * int(std::size(kReconDeltas)); }
 };
 
@@ -78,7 +80,7 @@ ClassReconstructions class_reconstructions(const std::string& model_name, Model&
 //   DIR/run.json               run_json (with per-epoch circle snapshots)
 //   DIR/dataset_azimuths.npy   float32 [5, 6, 32, 32]: azimuths 0,60..300 at elevation 30
 //   DIR/dataset_elevations.npy float32 [5, 5, 32, 32]: elevations 0,20..80 at azimuth 60
-//   DIR/reconstructions.npy    float32 [rows, 2 + 4 x 6, 32, 32]: recons.images (only
+//   DIR/reconstructions.npy    float32 [rows, 2 + 4 x 6, S, S]: recons.images (S: their side; only
 //                              if a model has a decoder)
 //   DIR/dump.json              class names, those angles, class_poses, and
 //                              "reconstructions": null or {model, file, shape,

@@ -99,13 +99,25 @@ bool flag_set(const RunFlags& f, const RunFlags& defaults, const std::string& na
   return v != nullptr && d != nullptr && *v != *d;
 }
 
+DataShape data_shape(const RunFlags& f, const DataConfig& d) {
+  DataShape s{image_shape(d), "", ""};
+  if (const char* flag = protocol_of(d).shape_flag) {
+    s.flag = std::string("--") + flag;
+    s.value = *run_flag(f, flag);
+  }
+  return s;
+}
+
 void check_models(const std::string& flag, const std::string& value, const std::vector<std::string>& models,
-                  const ModelOptions& opts, const std::set<std::string>& typed) {
+                  const ModelOptions& opts, const std::set<std::string>& typed, const DataShape& data) {
   for (const std::string& m : models) {
     try {
-      check_model(m, opts);
+      check_model(m, opts, data.shape);
     } catch (const ModelOptionError& e) {
       throw UsageError("--" + e.flag, e.value, e.why);
+    } catch (const ShapeError& e) {
+      if (!data.flag.empty()) throw UsageError(data.flag, data.value, e.what());
+      throw UsageError(flag, value, e.what());
     } catch (const std::invalid_argument& e) {
       throw UsageError(flag, value, e.what());
     }
@@ -269,18 +281,23 @@ double dataset_bytes(const DataConfig& d) { return protocol_of(d).bytes(d); }
 
 namespace {
 
-double model_params(const std::string& m, const ModelOptions& opts) { return double(model_param_count(m, opts)); }
+double model_params(const std::string& m, const ModelOptions& opts, const ImageShape& shape) {
+  return double(model_param_count(m, opts, shape));
+}
 
 }  // namespace
 
 // Weights, gradient, Adam's two moments and a working copy; activations at the
-// largest batch (the evaluation batch at least): conv1's output and its
-// gradient, and a layer after it as wide as the model's parameters allow, or
-// the activations the model's registry entry declares where that is more.
-double model_bytes(const std::string& m, const ModelOptions& opts, int batch) {
-  const double width = std::max(model_params(m, opts) / 4096, 136.0);
-  const double per_image = std::max(4.0 * 4096 + 4 * width + 1024, double(model_activation_floats(m, opts)));
-  return 20 * model_params(m, opts) + double(std::max(batch, kEvalBatch)) * per_image * sizeof(float);
+// largest batch (the evaluation batch at least): conv1's output (16 channels
+// at half the side) and its gradient, and a layer after it as wide as the
+// model's parameters allow, and the image; or the activations the model's
+// registry entry declares where that is more.
+double model_bytes(const std::string& m, const ModelOptions& opts, int batch, const ImageShape& shape) {
+  const double params = model_params(m, opts, shape), conv1 = 16.0 * std::ceil(shape.side / 2.0) * std::ceil(shape.side / 2.0);
+  const double width = std::max(params / conv1, 136.0);
+  const double per_image =
+      std::max(4.0 * conv1 + 4 * width + double(shape.pixels()), double(model_activation_floats(m, opts, shape)));
+  return 20 * params + double(std::max(batch, kEvalBatch)) * per_image * sizeof(float);
 }
 
 // Memory this process may still use: MemAvailable, and the cgroup's limit if lower.
@@ -326,17 +343,18 @@ void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::s
   const RunFlagSource flags(f, RunFlags{});
   if (protocol.images(o.data) > 2e6) throw_usage(protocol.too_big(flags, o.data, "would exceed 2 million images"));
   const ModelOptions& mo = o.train.model;
+  const ImageShape shape = image_shape(o.data);
   std::string big = o.models.front();
   for (const std::string& m : o.models)
-    if (model_bytes(m, mo, o.train.batch_size) > model_bytes(big, mo, o.train.batch_size)) big = m;
-  const double data = datasets * dataset_bytes(o.data), model = model_bytes(big, mo, o.train.batch_size);
+    if (model_bytes(m, mo, o.train.batch_size, shape) > model_bytes(big, mo, o.train.batch_size, shape)) big = m;
+  const double data = datasets * dataset_bytes(o.data), model = model_bytes(big, mo, o.train.batch_size, shape);
   const double avail = available_bytes(), need = jobs * (data + model) + kBaseBytes;
   if (need <= avail) return;
   const std::string more = "more than the " + gigabytes(avail) + " of memory available";
   if (jobs > 1 && data + model + kBaseBytes <= avail)
     throw UsageError("--jobs", jobs_text, std::to_string(jobs) + " trainings at once need about " + gigabytes(need) + ", " + more);
   if (model >= data) {
-    const std::string why = "model '" + big + "' (" + fmt_num(std::round(model_params(big, mo) / 1e5) / 10) +
+    const std::string why = "model '" + big + "' (" + fmt_num(std::round(model_params(big, mo, shape) / 1e5) / 10) +
                             " M parameters) needs about " + gigabytes(model + kBaseBytes) + ", " + more;
     if (const char* opt = size_option(big)) throw UsageError(std::string("--") + opt, option_value(f.model, opt), why);
     throw UsageError("--models", f.models, why);
@@ -347,7 +365,8 @@ void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::s
 // How many jobs fit in memory at once (at least 1; check_memory refuses less).
 int jobs_that_fit(const RunOptions& o, int datasets) {
   double model = 0;
-  for (const std::string& m : o.models) model = std::max(model, model_bytes(m, o.train.model, o.train.batch_size));
+  for (const std::string& m : o.models)
+    model = std::max(model, model_bytes(m, o.train.model, o.train.batch_size, image_shape(o.data)));
   const double per_cell = datasets * dataset_bytes(o.data) + model;
   return int(std::clamp(std::floor((available_bytes() - kBaseBytes) / per_cell), 1.0, 1024.0));
 }
@@ -411,7 +430,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   }
   if (o.models.empty()) throw UsageError("--models", f.models, "no model given");
   o.train.model = f.model;
-  check_models("--models", f.models, o.models, f.model, f.typed);
+  check_models("--models", f.models, o.models, f.model, f.typed, data_shape(f, o.data));
   // Models fit in one pass (nn1) take no training step: the training flags would do nothing.
   if (std::all_of(o.models.begin(), o.models.end(), [](const std::string& m) { return find_model(m)->fit_in_one_pass; }))
     for (const char* name : {"n-epochs", "lr", "batch-size", "stop-at-familiar", "stop-check-every"})

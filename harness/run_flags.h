@@ -84,11 +84,22 @@ const std::string* run_flag(const RunFlags& f, const std::string& name);
 // Flag `name` set by the user: typed, or away from the command's `defaults`.
 bool flag_set(const RunFlags& f, const RunFlags& defaults, const std::string& name);
 
-// Checks `models` (from --models or --model) and every option they read; an
-// option set (away from its default, or in `typed`) that none of them acts
-// on is an error too (models/registry.h: option_ignored).
+// The images a run's data gives its models (data/dataset.h: image_shape),
+// and the flag that set their side (Protocol::shape_flag, as "--canvas") with
+// its value; no flag: the side is the data source's own.
+struct DataShape {
+  ImageShape shape;
+  std::string flag, value;
+};
+// The data shape of a configured `d` under the flags `f`.
+DataShape data_shape(const RunFlags& f, const DataConfig& d);
+
+// Checks `models` (from --models or --model) for images of `data`, and every
+// option they read; an option set (away from its default, or in `typed`) that
+// none of them acts on is an error too (models/registry.h: option_ignored). A
+// model that cannot take the shape blames data.flag, or else `flag`.
 void check_models(const std::string& flag, const std::string& value, const std::vector<std::string>& models,
-                  const ModelOptions& opts, const std::set<std::string>& typed = {});
+                  const ModelOptions& opts, const std::set<std::string>& typed = {}, const DataShape& data = {});
 // Every number a flag carries is read by the one rule of models/numbers.h.
 long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi);
 // `single`: the value is stored as a float, so it must stay nonzero and finite there.
@@ -122,8 +133,8 @@ void check_distinct_outputs(const std::vector<OutputFile>& outputs);
 // Bytes the dataset holds (the protocol's count).
 double dataset_bytes(const DataConfig& d);
 // Weights, gradient, Adam's two moments and a working copy, and the activations
-// at the largest batch.
-double model_bytes(const std::string& m, const ModelOptions& opts, int batch);
+// at the largest batch, for images of `shape`.
+double model_bytes(const std::string& m, const ModelOptions& opts, int batch, const ImageShape& shape = {});
 // Libraries, oneDNN's scratch and everything else, measured at ~40 MB.
 inline constexpr double kBaseBytes = 64e6;
 // Memory this process may still use: MemAvailable, and the cgroup's limit if lower.

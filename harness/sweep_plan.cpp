@@ -351,8 +351,11 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       run_flags[s.name] = f.run.*(s.field);
   for (const auto& [name, value] : f.run.model)
     if (hashed_option(name, value, plan.models)) run_flags[name] = value;
-  for (const DataFlag& d : protocol.flags)  // the chosen protocol's own only: other sweeps keep their hash
-    if (hashed(d.name)) run_flags[d.name] = *run_flag(f.run, d.name);
+  // The chosen protocol's own only: other sweeps keep their hash; so do its
+  // sweeps made before a flag it added since (hashed away from its default only).
+  for (const DataFlag& d : protocol.flags)
+    if (hashed(d.name) && (d.hashed_at_default || *run_flag(f.run, d.name) != d.default_value))
+      run_flags[d.name] = *run_flag(f.run, d.name);
   plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
                  {"grid", axes}, {"run_flags", run_flags}, {"reference", plan.reference}};
   // The typed configuration of the first cell, in the run JSON's form (not

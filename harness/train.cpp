@@ -57,9 +57,10 @@ std::vector<std::vector<uint8_t>> correct_on(Model& model, Model* helper, EvalPo
       const Split& split = *splits[batches[t].first];
       const int start = batches[t].second, B = std::min(kEvalBatch, split.size() - start);
       const float* logits = m.forward(split.image(start), B);
+      const int J = split.classes;
       for (int b = 0; b < B; ++b) {
-        const float* l = logits + size_t(b) * kNumClasses;
-        ok[batches[t].first][size_t(start + b)] = int(std::max_element(l, l + kNumClasses) - l) == split.labels[start + b];
+        const float* l = logits + size_t(b) * J;
+        ok[batches[t].first][size_t(start + b)] = int(std::max_element(l, l + J) - l) == split.labels[start + b];
       }
     }
   };
@@ -153,17 +154,18 @@ namespace {
 void class_activation_stats(Model& model, const Split& split, ModelResult* res) {
   int right = 0;
   double a_true = 0, a_other = 0;
+  const int J = split.classes;
   for (int start = 0; start < split.size(); start += kEvalBatch) {
     const int B = std::min(kEvalBatch, split.size() - start);
     model.forward(split.image(start), B);
     const ClassCapsules caps = model.class_capsules();
     if (caps.pose_dim == 0) return;
     for (int b = 0; b < B; ++b) {
-      const float* a = caps.activations + size_t(b) * kNumClasses;
+      const float* a = caps.activations + size_t(b) * J;
       const int y = split.labels[start + b];
-      right += int(std::max_element(a, a + kNumClasses) - a) == y;
+      right += int(std::max_element(a, a + J) - a) == y;
       a_true += a[y];
-      for (int c = 0; c < kNumClasses; ++c) a_other += c == y ? 0.0 : a[c] / (kNumClasses - 1);
+      for (int c = 0; c < J; ++c) a_other += c == y ? 0.0 : a[c] / (J - 1);
     }
   }
   if (split.size() == 0) return;
@@ -184,7 +186,7 @@ struct EpochEval {
 // The same images and labels, so the same correctness under any weights (the
 // batches of kEvalBatch are the same too).
 bool same_samples(const Split& a, const Split& b) {
-  return a.channels == b.channels && a.labels == b.labels && a.images == b.images;
+  return a.shape() == b.shape() && a.labels == b.labels && a.images == b.images;
 }
 
 // Evaluates the weights after an epoch on every dataset of `sets` (the one
@@ -279,13 +281,13 @@ void EvalPool::update(const std::function<void()>& change) {
   cv_.notify_all();
 }
 
-PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, int channels) {
+PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, const ImageShape& shape) {
   if (cfg.n_epochs < 1 || cfg.batch_size < 1) throw std::invalid_argument("n_epochs and batch_size must be >= 1");
   PreparedModel p;
   p.name = name;
-  p.channels = channels;
+  p.shape = shape;
   p.batch_size = cfg.batch_size;
-  p.model = make_model(name, cfg.model, std::max(cfg.batch_size, kEvalBatch), channels);
+  p.model = make_model(name, cfg.model, std::max(cfg.batch_size, kEvalBatch), shape);
   p.model->init(cfg.seed);
   AdamConfig ac;
   ac.lr = cfg.lr;
@@ -297,7 +299,7 @@ PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, int
 ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
                                const TrainConfig& cfg, const EpochCallback& on_epoch,
                                const std::function<void(Model&)>& on_trained, EvalPool* pool) {
-  return train_and_evaluate(prepare_model(name, cfg, data.train.channels), data, cfg, on_epoch, on_trained, pool);
+  return train_and_evaluate(prepare_model(name, cfg, data.train.shape()), data, cfg, on_epoch, on_trained, pool);
 }
 
 ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, const TrainConfig& cfg,
@@ -319,10 +321,9 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
   if (!prepared.model || !prepared.trainer) throw std::invalid_argument("train_and_evaluate: no prepared model");
   if (cfg.n_epochs < 1 || prepared.batch_size != cfg.batch_size)
     throw std::invalid_argument("train_and_evaluate: n_epochs must be >= 1 and batch_size the prepared one");
-  if (prepared.channels != data.train.channels)
-    throw std::invalid_argument("train_and_evaluate: " + prepared.name + " was made for " +
-                                std::to_string(prepared.channels) + "-channel images, the data has " +
-                                std::to_string(data.train.channels));
+  if (prepared.shape != data.train.shape())
+    throw std::invalid_argument("train_and_evaluate: " + prepared.name + " was made for images of " +
+                                prepared.shape.text() + ", the data has " + data.train.shape().text());
   const std::string& name = prepared.name;
   const int max_batch = std::max(cfg.batch_size, kEvalBatch);
   const std::unique_ptr<Model> model = std::move(prepared.model);
@@ -397,7 +398,7 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
       if (skip) continue;
       try {
         if (!handoff.copy) {
-          handoff.copy = make_model(name, cfg.model, max_batch, data.train.channels);
+          handoff.copy = make_model(name, cfg.model, max_batch, data.train.shape());
           handoff.copy->init(cfg.seed);
         }
         std::copy(item.second.begin(), item.second.end(), handoff.copy->params().values().begin());
@@ -524,12 +525,13 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
     r.heldout = fitted ? last[k].heldout : r.history.back().heldout;
     r.drop = r.familiar - r.heldout;
     const Split& heldout = sets[k]->heldout;
-    std::vector<int> n_cls(kNumClasses, 0), ok_cls(kNumClasses, 0);
+    std::vector<int> n_cls(size_t(heldout.classes), 0), ok_cls(size_t(heldout.classes), 0);
     for (int i = 0; i < heldout.size(); ++i) {
       ++n_cls[heldout.labels[i]];
       ok_cls[heldout.labels[i]] += last[k].heldout_ok[i];
     }
-    for (int c = 0; c < kNumClasses; ++c) r.heldout_per_class.push_back(n_cls[c] ? double(ok_cls[c]) / n_cls[c] : 0.0);
+    for (int c = 0; c < heldout.classes; ++c)
+      r.heldout_per_class.push_back(n_cls[size_t(c)] ? double(ok_cls[size_t(c)]) / n_cls[size_t(c)] : 0.0);
   }
 
   // The circle and the axis sweep: with a pool, their batches are shared with

@@ -119,12 +119,12 @@ class EvalPool final : public StepHelper {
 // several threads prepares its first model while the dataset is synthesised.
 struct PreparedModel {
   std::string name;
-  int channels = 1;    // of the images it was made for (Dataset's splits)
+  ImageShape shape;    // of the images it was made for (the data's: image_shape, Split::shape)
   int batch_size = 0;  // the training batch its Trainer holds (TrainConfig::batch_size)
   std::unique_ptr<Model> model;
   std::unique_ptr<Trainer> trainer;
 };
-PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, int channels);
+PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, const ImageShape& shape);
 
 // Trains `name` from its seeded initialisation (Adam, softmax cross-entropy,
 // reshuffling each epoch from the stream (seed, Shuffle, epoch)), evaluating
@@ -135,7 +135,7 @@ PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, int
 ModelResult train_and_evaluate(const std::string& name, const Dataset& data,
                                const TrainConfig& cfg, const EpochCallback& on_epoch = {},
                                const std::function<void(Model&)>& on_trained = {}, EvalPool* pool = nullptr);
-// The same from a model prepare_model(name, cfg, data.train.channels) gave.
+// The same from a model prepare_model(name, cfg, data.train.shape()) gave.
 ModelResult train_and_evaluate(PreparedModel prepared, const Dataset& data, const TrainConfig& cfg,
                                const EpochCallback& on_epoch = {},
                                const std::function<void(Model&)>& on_trained = {}, EvalPool* pool = nullptr);

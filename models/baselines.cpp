@@ -3,21 +3,23 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace vg {
 
-namespace {
-constexpr int kClasses = 5;
-}
-
-NearestNeighbour::NearestNeighbour(int max_batch, int in_channels)
-    : max_batch_(max_batch), pixels_(in_channels * 32 * 32) {
+NearestNeighbour::NearestNeighbour(int max_batch, const ImageShape& shape)
+    : Model(LossConfig{}, shape.classes),
+      max_batch_(max_batch), pixels_(int(shape.pixels())), classes_(shape.classes) {
   params_.allocate();  // no parameters
-  scores_.resize(size_t(max_batch) * kClasses);
+  scores_.resize(size_t(max_batch) * classes_);
 }
 
 bool NearestNeighbour::fit(const float* images, const int* labels, int n) {
   if (n < 1) throw std::invalid_argument("nn1: empty training set");
+  for (int t = 0; t < n; ++t)
+    if (labels[t] < 0 || labels[t] >= classes_)
+      throw std::invalid_argument("nn1: label " + std::to_string(labels[t]) + " outside its " +
+                                  std::to_string(classes_) + " classes");
   n_train_ = n;
   labels_.assign(labels, labels + n);
   train_t_.assign(size_t(pixels_) * n, 0.f);
@@ -44,11 +46,11 @@ const float* NearestNeighbour::forward(const float* images, int B) {
     dots_->forward(dots_out_.data(), images, train_t_.data(), bias_.data(), B);
   }
   LayerScope t(prof_, "argmax", false);
-  std::fill(scores_.begin(), scores_.begin() + size_t(B) * kClasses, 0.f);
+  std::fill(scores_.begin(), scores_.begin() + size_t(B) * classes_, 0.f);
   for (int b = 0; b < B; ++b) {
     const float* d = dots_out_.data() + size_t(b) * n_train_;
     const int nearest = int(std::max_element(d, d + n_train_) - d);
-    scores_[size_t(b) * kClasses + labels_[size_t(nearest)]] = 1.f;
+    scores_[size_t(b) * classes_ + labels_[size_t(nearest)]] = 1.f;
   }
   return scores_.data();
 }
@@ -62,18 +64,22 @@ std::vector<LayerInfo> NearestNeighbour::layers(int B) const {
   return {{"dots", 2.0 * B * pixels_ * n_train_, 0}, {"argmax", double(B) * n_train_, 0}};
 }
 
-Linear::Linear(const LossConfig& loss, int max_batch, int in_channels)
-    : Model(loss), max_batch_(max_batch), pixels_(in_channels * 32 * 32), dense_(pixels_, kClasses, /*relu=*/false) {
-  w = params_.add("linear.weight", size_t(pixels_) * kClasses);
-  b = params_.add("linear.bias", kClasses);
+Linear::Linear(const LossConfig& loss, int max_batch, const ImageShape& shape)
+    : Model(loss, shape.classes),
+      max_batch_(max_batch),
+      pixels_(int(shape.pixels())),
+      classes_(shape.classes),
+      dense_(pixels_, classes_, /*relu=*/false) {
+  w = params_.add("linear.weight", size_t(pixels_) * classes_);
+  b = params_.add("linear.bias", classes_);
   params_.allocate();
-  logits_.resize(size_t(max_batch) * kClasses);
+  logits_.resize(size_t(max_batch) * classes_);
 }
 
 void Linear::init(uint64_t seed) {
   // Glorot-normal weights (std sqrt(2 / (fan_in + fan_out))), zero bias.
   std::fill(params_.values().begin(), params_.values().end(), 0.f);
-  init_normal(params_.value(w), params_.tensor(w).size, std::sqrt(2.f / float(pixels_ + kClasses)), seed,
+  init_normal(params_.value(w), params_.tensor(w).size, std::sqrt(2.f / float(pixels_ + classes_)), seed,
               params_.tensor(w).name);
 }
 
@@ -93,11 +99,11 @@ void Linear::backward(const float* dlogits, int B) {
 }
 
 std::string Linear::first_non_finite_layer(int B) const {
-  return all_finite(logits_.data(), size_t(B) * kClasses) ? "" : "linear";
+  return all_finite(logits_.data(), size_t(B) * classes_) ? "" : "linear";
 }
 
 std::vector<LayerInfo> Linear::layers(int B) const {
-  return {{"linear", 2.0 * B * pixels_ * kClasses, 2.0 * B * pixels_ * kClasses}};
+  return {{"linear", 2.0 * B * pixels_ * classes_, 2.0 * B * pixels_ * classes_}};
 }
 
 }  // namespace vg

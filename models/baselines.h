@@ -1,7 +1,7 @@
 // Trivial baselines: the yardsticks that tell a hard split from an easy one.
 //   nn1     1-nearest-neighbour on raw pixels (Euclidean), no training
-//   linear  softmax regression on the raw pixels (C x 32 x 32 -> 5), trained
-//           like the others (softmax cross-entropy, Adam)
+//   linear  softmax regression on the raw pixels (C x side x side -> classes),
+//           trained like the others (softmax cross-entropy, Adam)
 #pragma once
 #include <vector>
 
@@ -12,7 +12,7 @@ namespace vg {
 
 class NearestNeighbour final : public Model {
  public:
-  explicit NearestNeighbour(int max_batch, int in_channels = 1);
+  explicit NearestNeighbour(int max_batch, const ImageShape& shape = {});
   std::string name() const override { return "nn1"; }
   void init(uint64_t) override {}
   // Keeps the training images as the weights of a dense layer: the score of
@@ -27,15 +27,16 @@ class NearestNeighbour final : public Model {
 
  private:
   int max_batch_, n_train_ = 0;
-  int pixels_;  // per image: in_channels x 32 x 32
+  int pixels_;  // per image: channels x side x side
+  int classes_;
   std::unique_ptr<Dense> dots_;
-  std::vector<float> train_t_, bias_, dots_out_, scores_;  // train_t_: 4096 x n (row-major)
+  std::vector<float> train_t_, bias_, dots_out_, scores_;  // train_t_: pixels x n (row-major)
   std::vector<int> labels_;
 };
 
 class Linear final : public Model {
  public:
-  Linear(const LossConfig& loss, int max_batch, int in_channels = 1);
+  Linear(const LossConfig& loss, int max_batch, const ImageShape& shape = {});
   std::string name() const override { return "linear"; }
   void init(uint64_t seed) override;
   void prepare_training(int batch) override;
@@ -48,7 +49,8 @@ class Linear final : public Model {
 
  private:
   int max_batch_;
-  int pixels_;  // per image: in_channels x 32 x 32
+  int pixels_;  // per image: channels x side x side
+  int classes_;
   Dense dense_;
   const float* images_ = nullptr;
   std::vector<float> logits_;

@@ -8,10 +8,10 @@ namespace vg {
 
 
 CapsNet::CapsNet(const CapsConfig& cfg, int max_batch)
-    : Model(cfg.loss),
+    : Model(cfg.loss, cfg.n_classes),
       cfg_(cfg),
       max_batch_(max_batch),
-      conv_shape_{cfg.in_channels, 32, 32, cfg.conv_channels, 5, 2, 2},
+      conv_shape_{cfg.in_channels, cfg.image_side, cfg.image_side, cfg.conv_channels, 5, 2, 2},
       conv1_(conv_shape_, /*relu=*/true),
       primary_(conv_shape_.out_size(), cfg.n_primary),
       class_({1, 1, cfg.n_primary, cfg.n_classes, ClassVotes::per_child}, cfg.em,

@@ -1,4 +1,5 @@
-// Matrix capsule network of the seed (SPEC section 2):
+// Matrix capsule network of the seed (SPEC section 2), sizes at the default
+// input (1 x 32 x 32, 5 classes; a side S gives conv1 ceil(S/2) x ceil(S/2)):
 //   conv1    5x5/2 conv, 1 -> 16 channels, ReLU       B x 16 x 16 x 16
 //   primary  dense 4096 -> 8 x (16 pose + 1 logit)    B x 136       DensePrimaryCaps
 //   votes    V_ij = M_i W_ij                          B x 8 x 5 x 16  ClassCaps (per_child)
@@ -16,7 +17,8 @@
 namespace vg {
 
 struct CapsConfig {
-  int in_channels = 1;  // input images: in_channels x 32 x 32 (smallNORB: 2 cameras)
+  int in_channels = 1;  // input images: in_channels x image_side x image_side (smallNORB: 2 cameras)
+  int image_side = 32;
   int conv_channels = 16;
   int n_primary = 8;
   int n_classes = 5;

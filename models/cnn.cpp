@@ -10,7 +10,17 @@ namespace vg {
 
 ConvShape CnnConfig::conv1_shape() const {
   // SAME padding (2 for 5x5) either way; the seed's conv downsamples by its stride, the paper's by pooling.
-  return {in_channels, 32, 32, conv_channels, 5, is_paper() ? 1 : 2, 2};
+  return {in_channels, image_side, image_side, conv_channels, 5, is_paper() ? 1 : 2, 2};
+}
+
+std::string CnnConfig::shape_problem() const {
+  if (in_channels < 1 || image_side < 1 || n_classes < 1) return "a size below 1";
+  if (!is_paper()) return "";
+  const int c1 = conv1_shape().out_height();
+  if (c1 < 2) return "pool1 (2x2) needs 2 x 2 pixels, conv1 gives " + std::to_string(c1);
+  const int c2 = conv2_shape().out_height();
+  if (c2 < 2) return "pool2 (2x2) needs 2 x 2 pixels, conv2 gives " + std::to_string(c2);
+  return "";
 }
 
 ConvShape CnnConfig::conv2_shape() const {
@@ -51,7 +61,8 @@ PoolShape pool_after(const ConvShape& c) { return {c.out_channels, c.out_height(
 }  // namespace
 
 Cnn::Cnn(const CnnConfig& cfg, int max_batch)
-    : cfg_(cfg),
+    : Model(LossConfig{}, cfg.n_classes),
+      cfg_(cfg),
       max_batch_(max_batch),
       conv_shape_(cfg.conv1_shape()),
       conv2_shape_(cfg.conv2_shape()),
@@ -60,6 +71,8 @@ Cnn::Cnn(const CnnConfig& cfg, int max_batch)
       hidden_(flat_, cfg.hidden, /*relu=*/true),
       out_(cfg.hidden, cfg.n_classes, /*relu=*/false) {
   if (cfg.dropout < 0 || cfg.dropout >= 1) throw std::invalid_argument("Cnn: dropout rate outside [0, 1)");
+  if (const std::string why = cfg.shape_problem(); !why.empty())
+    throw std::invalid_argument("Cnn: a " + std::to_string(cfg.image_side) + "-pixel input: " + why);
   const int C = conv_shape_.out_size(), H = cfg.hidden, K = cfg.n_classes;
   conv_w = params_.add("conv1.weight", conv_shape_.weight_size());
   conv_b = params_.add("conv1.bias", conv_shape_.out_channels);

@@ -1,4 +1,7 @@
-// The CNN baselines, one class for both:
+// The CNN baselines, one class for both; sizes at the default input, C x 32 x
+// 32 images and 5 classes (every size follows the ImageShape the data gives:
+// a side S gives conv1 ceil(S/2) in the seed's network, S/2 and S/4 after
+// the paper's pools):
 // the seed's (SPEC section 2)
 //   conv1   5x5/2 conv, C -> 16 channels, ReLU   B x 16 x 16 x 16
 //   hidden  dense 4096 -> H, ReLU                B x H   (H = 64; 136 matches the capsules' size)
@@ -14,6 +17,7 @@
 // Activations are channel-last (nhwc), so each layer's output is the next one's input as is.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "kernels/conv.h"
 #include "kernels/dense.h"
@@ -23,7 +27,7 @@
 namespace vg {
 
 struct CnnConfig {
-  int in_channels = 1;  // input images: in_channels x 32 x 32
+  int in_channels = 1;  // input images: in_channels x image_side x image_side
   int conv_channels = 16;
   int hidden = 64;
   int n_classes = 5;
@@ -31,9 +35,15 @@ struct CnnConfig {
   // convolutions followed by max-pooling, conv2 with this many channels.
   int conv2_channels = 0;
   float dropout = 0;  // rate of the hidden layer's inverted dropout in training
+  int image_side = 32;
 
-  static CnnConfig paper(int in_channels, float dropout) { return {in_channels, 32, 1024, 5, 64, dropout}; }
+  static CnnConfig paper(int in_channels, float dropout, int image_side = 32, int n_classes = 5) {
+    return {in_channels, 32, 1024, n_classes, 64, dropout, image_side};
+  }
   bool is_paper() const { return conv2_channels > 0; }
+  // Why the network cannot take its input (the paper's two pools need 2 x 2
+  // pixels each: a side of 4 at least), or "" where it can.
+  std::string shape_problem() const;
   // conv1 and conv2 (conv2 zero-sized in the seed's network), from the config alone.
   ConvShape conv1_shape() const;
   ConvShape conv2_shape() const;

@@ -63,7 +63,7 @@ EmConfig ConvCapsNet::class_em(const ConvCapsConfig& c) {
 }
 
 ConvCapsNet::ConvCapsNet(const ConvCapsConfig& cfg, int max_batch)
-    : Model(cfg.loss),
+    : Model(cfg.loss, cfg.n_classes),
       cfg_(cfg),
       max_batch_(max_batch),
       conv_shape_{cfg.in_channels, cfg.image_side, cfg.image_side, cfg.A, 5, 2, 0},

@@ -7,8 +7,6 @@
 namespace vg {
 
 namespace {
-constexpr int kSidePixels = 32 * 32;  // one channel
-
 const DrRoutingKernels& kernels_for(const std::optional<Isa>& isa) {
   if (!isa) return dr_routing_kernels();
   const DrRoutingKernels* k = dr_routing_for(*isa);
@@ -20,12 +18,13 @@ inline float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 }  // namespace
 
 size_t DrNet::param_count(const DrConfig& c) {
-  const size_t conv = size_t(c.in_channels) * c.conv_channels * 25 + c.conv_channels;
-  const size_t in = size_t(c.conv_channels) * 16 * 16, prim = size_t(c.n_primary) * kDrInDim;
+  const ConvShape conv1{c.in_channels, c.image_side, c.image_side, c.conv_channels, 5, 2, 2};
+  const size_t conv = size_t(conv1.weight_size()) + size_t(c.conv_channels);
+  const size_t in = size_t(conv1.out_size()), prim = size_t(c.n_primary) * kDrInDim;
   size_t n = conv + in * prim + prim + size_t(c.n_primary) * c.n_classes * kDrInDim * kDrOutDim;
   if (c.recon_weight > 0.f) {
     const size_t d0 = size_t(c.n_classes) * kDrOutDim, d1 = c.decoder_hidden1, d2 = c.decoder_hidden2;
-    const size_t px = size_t(c.in_channels) * kSidePixels;
+    const size_t px = size_t(c.in_channels) * size_t(c.image_side) * size_t(c.image_side);
     n += d0 * d1 + d1 + d1 * d2 + d2 + d2 * px + px;
   }
   return n;
@@ -36,10 +35,11 @@ DrNet::DrNet(const DrConfig& cfg, int max_batch)
         LossConfig l;  // the paper's margin loss on the lengths, always (docs/models.md)
         l.kind = LossKind::margin;
         return l;
-      }()),
+      }(),
+            cfg.n_classes),
       cfg_(cfg),
       max_batch_(max_batch),
-      conv_shape_{cfg.in_channels, 32, 32, cfg.conv_channels, 5, 2, 2},
+      conv_shape_{cfg.in_channels, cfg.image_side, cfg.image_side, cfg.conv_channels, 5, 2, 2},
       conv1_(conv_shape_, /*relu=*/true),
       primary_(conv_shape_.out_size(), cfg.n_primary * kDrInDim, /*relu=*/false),
       k_(kernels_for(cfg.isa)) {

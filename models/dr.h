@@ -1,5 +1,6 @@
 // Dynamic-routing capsule network with a reconstruction decoder (Sabour,
-// Frosst & Hinton 2017), on viewgap's 32x32 images:
+// Frosst & Hinton 2017), sizes at viewgap's default input (1 x 32 x 32, 5
+// classes; a side S gives conv1 ceil(S/2) x ceil(S/2), a decoder of C S^2 pixels):
 //   conv1        5x5/2 conv, 1 -> 16 channels, ReLU          B x 16 x 16 x 16
 //   primary      dense 4096 -> 16 x 8, squash per capsule     u     B x 16 x 8
 //   predictions  u_hat_{j|i} = W_ij u_i  (W_ij 16 x 8)        u_hat B x 16 x 5 x 16
@@ -25,7 +26,8 @@
 namespace vg {
 
 struct DrConfig {
-  int in_channels = 1;  // input images: in_channels x 32 x 32; the decoder reconstructs them all
+  int in_channels = 1;  // input images: in_channels x image_side x image_side; the decoder reconstructs them all
+  int image_side = 32;
   int conv_channels = 16;
   int n_primary = 16;
   int n_classes = 5;
@@ -55,17 +57,17 @@ class DrNet final : public Model {
   // The reconstruction term; NaN if the last forward's lengths were not finite.
   double model_loss() const override { return recon_loss_; }
   // The decoder on one 16-D capsule of class `cls` (the others masked out) into
-  // out (in_channels x 32 x 32), as forward decodes the masked class; false without a decoder.
+  // out (in_channels x image_side x image_side), as forward decodes the masked class; false without a decoder.
   bool decode(const float* capsule16, int cls, float* out) override;
 
   // Parameters of a model with `cfg` (the registry's count, without building).
   static size_t param_count(const DrConfig& cfg);
   bool has_decoder() const { return cfg_.recon_weight > 0.f; }
-  int pixels() const { return cfg_.in_channels * 32 * 32; }  // per image, every channel
+  int pixels() const { return cfg_.in_channels * cfg_.image_side * cfg_.image_side; }  // per image, every channel
   // Read-only views of the last forward (tests, figures).
   const float* primary_capsules() const { return u_.data(); }    // B x I x 8
   const float* predictions() const { return uhat_.data(); }      // B x I x J x 16
-  const float* reconstruction() const { return rec_.data(); }    // B x in_channels x 32 x 32 (with a decoder)
+  const float* reconstruction() const { return rec_.data(); }    // B x pixels() (with a decoder)
   const int* decoder_classes() const { return mask_.data(); }    // B: the class each reconstruction used
   const DrState& routing_state() const { return st_; }
   const DrConfig& config() const { return cfg_; }

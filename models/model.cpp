@@ -77,12 +77,9 @@ static inline void cpu_relax() {
 #endif
 }
 
-// Classes per score row: every model scores the 5 classes of the dataset.
-constexpr int kScoreClasses = 5;
-
 Trainer::Trainer(Model& model, const AdamConfig& adam, int max_batch)
-    : model_(model), adam_(model.params().count(), adam),
-      dscores_(size_t(max_batch) * kScoreClasses), shared_(new Shared) {
+    : model_(model), adam_(model.params().count(), adam), max_batch_(max_batch),
+      dscores_(size_t(max_batch) * size_t(model.classes())), shared_(new Shared) {
   shared_->adam = &adam_;
   shared_->params = &model_.params();
 }
@@ -94,7 +91,7 @@ void Trainer::release(Shared* s) {
 }
 
 double Trainer::step(const float* images, const int* labels, int B, double progress) {
-  if (size_t(B) * kScoreClasses > dscores_.size()) throw std::invalid_argument("Trainer::step: batch > max_batch");
+  if (B > max_batch_) throw std::invalid_argument("Trainer::step: batch > max_batch");
   // Labels for the model's own loss term during this step only.
   struct Labels {
     Model& m;
@@ -105,7 +102,7 @@ double Trainer::step(const float* images, const int* labels, int B, double progr
   double loss;
   {
     LayerScope t(model_.profiler(), "loss", false);
-    loss = loss_forward_backward(model_.loss(), dscores_.data(), scores, labels, B, kScoreClasses, progress);
+    loss = loss_forward_backward(model_.loss(), dscores_.data(), scores, labels, B, model_.classes(), progress);
   }
   loss += model_.model_loss();
   if (!std::isfinite(loss)) return loss;  // no update: the caller finds the layer

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "models/image_shape.h"
 #include "models/loss.h"
 
 namespace vg {
@@ -141,11 +142,13 @@ class GradientSink {
 
 class Model {
  public:
-  explicit Model(const LossConfig& loss = {}) : loss_(loss) {}
+  // `classes`: how many it scores (its ImageShape's; the data's five by default).
+  explicit Model(const LossConfig& loss = {}, int classes = 5) : loss_(loss), classes_(classes) {}
   virtual ~Model() = default;
   virtual std::string name() const = 0;
   virtual void init(uint64_t seed) = 0;
-  // Scores (batch x 5) of images (batch x C x 32 x 32, C the in_channels it was built with): the prediction is their
+  // Scores (batch x classes) of images (batch x channels x side x side: the
+  // ImageShape it was built for, models/registry.h): the prediction is their
   // argmax, and loss() trains them (logits for xent, class activations for the
   // spread and margin losses). Keeps what backward needs (images must stay
   // alive until backward). batch <= max_batch given at construction.
@@ -159,7 +162,7 @@ class Model {
   // The layers in forward order with their FLOPs at `batch`.
   virtual std::vector<LayerInfo> layers(int batch) const = 0;
   virtual ClassCapsules class_capsules() const { return {}; }
-  // A model with a reconstruction decoder (figures): writes to `image` (C x 32 x 32)
+  // A model with a reconstruction decoder (figures): writes to `image` (one image of its shape)
   // what the decoder makes of `capsule` (class_capsules().pose_dim values) as
   // class `cls`'s capsule, the other classes masked out, and returns true. An
   // evaluation-only pass on buffers of its own: the last forward's state (and
@@ -182,8 +185,9 @@ class Model {
   // first step, which otherwise does it; a run prepares its first model while
   // the data is synthesised. Changes no result.
   virtual void prepare_training(int /*batch*/) {}
-  // The loss the scores are trained with.
+  // The loss the scores are trained with, and the classes they score (a row of scores each).
   const LossConfig& loss() const { return loss_; }
+  int classes() const { return classes_; }
   ParamSet& params() { return params_; }
   const ParamSet& params() const { return params_; }
   void set_profiler(LayerProfiler* p) { prof_ = p; }
@@ -208,6 +212,7 @@ class Model {
   }
 
   LossConfig loss_;
+  int classes_;
   ParamSet params_;
   LayerProfiler* prof_ = nullptr;
 
@@ -235,7 +240,7 @@ class Trainer final : private GradientSink {
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
-  // Trains on images (B x C x 32 x 32) with labels; `progress` is the fraction of
+  // Trains on images (B of the model's ImageShape) with labels; `progress` is the fraction of
   // training done (the spread loss anneals its margin with it). Returns the
   // batch's mean loss; a NaN/Inf loss is returned before backward and Adam, so
   // the weights stay as they were for the caller to find the layer at fault.
@@ -287,7 +292,8 @@ class Trainer final : private GradientSink {
 
   Model& model_;
   Adam adam_;
-  std::vector<float> dscores_;
+  int max_batch_;
+  std::vector<float> dscores_;  // max_batch x the model's classes
   StepHelper* helper_ = nullptr;
   Shared* shared_;
   int n_offers_ = 0;

@@ -139,13 +139,6 @@ LossConfig loss_config(const ModelOptions& opts) {
   return loss;
 }
 
-CapsConfig caps_config(const ModelOptions& opts) {
-  CapsConfig c;
-  c.em = em_config(opts);
-  c.loss = loss_config(opts);
-  return c;
-}
-
 // "cnn" -> --cnn-hidden; "cnnN" -> N (1..65536, the bound --cnn-hidden has).
 int cnn_hidden(const std::string& name, const ModelOptions& opts) {
   if (name == "cnn") return int(integer(opts, "cnn-hidden", 1, 65536));
@@ -157,71 +150,116 @@ int cnn_hidden(const std::string& name, const ModelOptions& opts) {
   }
 }
 
-size_t caps_params(const std::string&, const ModelOptions& opts, int in_channels) {
-  const CapsConfig c = caps_config(opts);
-  const size_t conv = size_t(in_channels) * c.conv_channels * 25 + c.conv_channels;
-  const size_t in = size_t(c.conv_channels) * 16 * 16, prim = size_t(c.n_primary) * (kPoseDim + 1);
+// The shape every model needs (ShapeError otherwise): at least one channel,
+// one pixel and two classes, at most `max_classes` (capsule models route to
+// at most 64 class capsules), and images whose floats an int counts.
+void check_shape(const std::string& name, const ImageShape& shape, int max_classes = 1 << 20) {
+  if (shape.channels < 1 || shape.side < 1) throw ShapeError(name, shape, "an image needs a channel and a pixel");
+  if (shape.classes < 2) throw ShapeError(name, shape, "a classifier needs 2 classes at least");
+  if (shape.classes > max_classes)
+    throw ShapeError(name, shape, "at most " + std::to_string(max_classes) + " class capsules");
+  if (shape.pixels() > (size_t(1) << 24)) throw ShapeError(name, shape, "more than 2^24 floats per image");
+}
+
+CapsConfig caps_config(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  check_shape(name, shape, 64);
+  CapsConfig c;
+  c.em = em_config(opts);
+  c.loss = loss_config(opts);
+  c.in_channels = shape.channels;
+  c.image_side = shape.side;
+  c.n_classes = shape.classes;
+  return c;
+}
+
+size_t caps_params(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  const CapsConfig c = caps_config(name, opts, shape);
+  const ConvShape conv1{c.in_channels, c.image_side, c.image_side, c.conv_channels, 5, 2, 2};
+  const size_t conv = size_t(conv1.weight_size()) + size_t(c.conv_channels);
+  const size_t in = size_t(conv1.out_size()), prim = size_t(c.n_primary) * (kPoseDim + 1);
   return conv + in * prim + prim + size_t(c.n_primary) * c.n_classes * kPoseDim + 2 * size_t(c.n_classes);
 }
 
-size_t cnn_params(const std::string& name, const ModelOptions& opts, int in_channels) {
-  const CnnConfig c{in_channels, 16, cnn_hidden(name, opts), 5};
-  const size_t conv = size_t(in_channels) * c.conv_channels * 25 + c.conv_channels, in = size_t(c.conv_channels) * 16 * 16;
-  return conv + in * c.hidden + c.hidden + size_t(c.hidden) * c.n_classes + c.n_classes;
+std::unique_ptr<Model> make_caps(const std::string& name, const ModelOptions& opts, const ImageShape& shape,
+                                 int max_batch) {
+  return std::make_unique<CapsNet>(caps_config(name, opts, shape), max_batch);
 }
 
-std::unique_ptr<Model> make_caps(const std::string&, const ModelOptions& opts, int in_channels, int max_batch) {
-  CapsConfig c = caps_config(opts);
-  c.in_channels = in_channels;
-  return std::make_unique<CapsNet>(c, max_batch);
-}
-
-std::unique_ptr<Model> make_cnn(const std::string& name, const ModelOptions& opts, int in_channels, int max_batch) {
+// The seed's CNN ("cnn", "cnnN").
+CnnConfig cnn_config(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  check_shape(name, shape);
   CnnConfig c;
-  c.in_channels = in_channels;
+  c.in_channels = shape.channels;
+  c.image_side = shape.side;
+  c.n_classes = shape.classes;
   c.hidden = cnn_hidden(name, opts);
-  return std::make_unique<Cnn>(c, max_batch);
+  return c;
+}
+size_t cnn_params(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  return cnn_config(name, opts, shape).param_count();
+}
+std::unique_ptr<Model> make_cnn(const std::string& name, const ModelOptions& opts, const ImageShape& shape,
+                                int max_batch) {
+  return std::make_unique<Cnn>(cnn_config(name, opts, shape), max_batch);
 }
 
 // The paper's CNN baseline (models/cnn.h).
-CnnConfig cnn_paper_config(const ModelOptions& opts, int in_channels) {
+CnnConfig cnn_paper_config(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  check_shape(name, shape);
   const float rate = float(real(opts, "dropout", 0, 1, false));
   if (rate >= 1) throw ModelOptionError("dropout", option_value(opts, "dropout"), "must be below 1 (1 drops every unit)");
-  return CnnConfig::paper(in_channels, rate);
+  const CnnConfig c = CnnConfig::paper(shape.channels, rate, shape.side, shape.classes);
+  if (const std::string why = c.shape_problem(); !why.empty()) throw ShapeError(name, shape, why);
+  return c;
 }
-size_t cnn_paper_params(const std::string&, const ModelOptions& opts, int in_channels) {
-  return cnn_paper_config(opts, in_channels).param_count();
+size_t cnn_paper_params(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  return cnn_paper_config(name, opts, shape).param_count();
 }
-size_t cnn_paper_activations(const std::string&, const ModelOptions& opts, int in_channels) {
-  return cnn_paper_config(opts, in_channels).activation_floats();
+size_t cnn_paper_activations(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  return cnn_paper_config(name, opts, shape).activation_floats();
 }
-std::unique_ptr<Model> make_cnn_paper(const std::string&, const ModelOptions& opts, int in_channels, int max_batch) {
-  return std::make_unique<Cnn>(cnn_paper_config(opts, in_channels), max_batch);
+std::unique_ptr<Model> make_cnn_paper(const std::string& name, const ModelOptions& opts, const ImageShape& shape,
+                                      int max_batch) {
+  return std::make_unique<Cnn>(cnn_paper_config(name, opts, shape), max_batch);
 }
 
-std::unique_ptr<Model> make_nn1(const std::string&, const ModelOptions&, int in_channels, int max_batch) {
-  return std::make_unique<NearestNeighbour>(max_batch, in_channels);
+std::unique_ptr<Model> make_nn1(const std::string& name, const ModelOptions&, const ImageShape& shape, int max_batch) {
+  check_shape(name, shape);
+  return std::make_unique<NearestNeighbour>(max_batch, shape);
 }
-size_t nn1_params(const std::string&, const ModelOptions&, int) { return 0; }
+size_t nn1_params(const std::string& name, const ModelOptions&, const ImageShape& shape) {
+  check_shape(name, shape);
+  return 0;
+}
 
-std::unique_ptr<Model> make_linear(const std::string&, const ModelOptions&, int in_channels, int max_batch) {
-  return std::make_unique<Linear>(LossConfig{}, max_batch, in_channels);
+std::unique_ptr<Model> make_linear(const std::string& name, const ModelOptions&, const ImageShape& shape,
+                                   int max_batch) {
+  check_shape(name, shape);
+  return std::make_unique<Linear>(LossConfig{}, max_batch, shape);
 }
-size_t linear_params(const std::string&, const ModelOptions&, int in_channels) {
-  return size_t(in_channels) * 32 * 32 * 5 + 5;
+size_t linear_params(const std::string& name, const ModelOptions&, const ImageShape& shape) {
+  check_shape(name, shape);
+  return shape.pixels() * size_t(shape.classes) + size_t(shape.classes);
 }
 
 // The paper's network (models/convcaps.h). Sizes are validated here, so a
-// network that does not fit its input is refused before anything is built.
-ConvCapsConfig convcaps_config(const ModelOptions& opts, int in_channels) {
+// network that does not fit its input is refused before anything is built:
+// an input too small for conv1 and any window is the shape's fault, one too
+// small for the window asked for, --caps-k's.
+ConvCapsConfig convcaps_config(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  check_shape(name, shape, 64);
   ConvCapsConfig c;
-  c.in_channels = in_channels;
+  c.in_channels = shape.channels;
+  c.image_side = shape.side;
+  c.n_classes = shape.classes;
   c.A = int(integer(opts, "caps-a", 1, 4096));
   c.B = int(integer(opts, "caps-b", 1, 1024));
   c.C = int(integer(opts, "caps-c", 1, 64));
   c.D = int(integer(opts, "caps-d", 1, 64));
   c.K = int(integer(opts, "caps-k", 1, 31));
   if (c.K % 2 == 0) throw ModelOptionError("caps-k", option_value(opts, "caps-k"), "must be odd (a window has a centre)");
+  if (c.conv1_side() < 1)
+    throw ShapeError(name, shape, "conv1 (5x5, stride 2, no padding) needs 5 x 5 pixels");
   if (c.caps2_side() < 1)
     throw ModelOptionError("caps-k", option_value(opts, "caps-k"),
                            "too large: a " + std::to_string(c.image_side) + "x" + std::to_string(c.image_side) +
@@ -237,18 +275,20 @@ ConvCapsConfig convcaps_config(const ModelOptions& opts, int in_channels) {
   c.loss = loss_config(opts);
   return c;
 }
-size_t convcaps_params(const std::string&, const ModelOptions& opts, int in_channels) {
-  return convcaps_config(opts, in_channels).param_count();
+size_t convcaps_params(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  return convcaps_config(name, opts, shape).param_count();
 }
-size_t convcaps_activations(const std::string&, const ModelOptions& opts, int in_channels) {
-  return convcaps_config(opts, in_channels).activation_floats();
+size_t convcaps_activations(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  return convcaps_config(name, opts, shape).activation_floats();
 }
-std::unique_ptr<Model> make_convcaps(const std::string&, const ModelOptions& opts, int in_channels, int max_batch) {
-  return std::make_unique<ConvCapsNet>(convcaps_config(opts, in_channels), max_batch);
+std::unique_ptr<Model> make_convcaps(const std::string& name, const ModelOptions& opts, const ImageShape& shape,
+                                     int max_batch) {
+  return std::make_unique<ConvCapsNet>(convcaps_config(name, opts, shape), max_batch);
 }
 
 // dr trains the margin loss always and reads no --loss (see models/dr.h).
-DrConfig dr_config(const ModelOptions& opts) {
+DrConfig dr_config(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  check_shape(name, shape, 64);
   DrConfig c;
   c.iters = int(integer(opts, "dr-iters", 1, 100));
   const std::string w = option_value(opts, "recon-weight");
@@ -256,17 +296,17 @@ DrConfig dr_config(const ModelOptions& opts) {
   if (c.recon_weight == 0.f && real(opts, "recon-weight", 0, 1e6, false) != 0)
     throw ModelOptionError("recon-weight", w, "too small for a float (use 0 for no decoder)");
   c.grad = choice(opts, "dr-grad", {"full", "stopgrad"}) == "full" ? DrGrad::full : DrGrad::stopgrad;
+  c.in_channels = shape.channels;
+  c.image_side = shape.side;
+  c.n_classes = shape.classes;
   return c;
 }
-size_t dr_params(const std::string&, const ModelOptions& opts, int in_channels) {
-  DrConfig c = dr_config(opts);
-  c.in_channels = in_channels;
-  return DrNet::param_count(c);
+size_t dr_params(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  return DrNet::param_count(dr_config(name, opts, shape));
 }
-std::unique_ptr<Model> make_dr(const std::string&, const ModelOptions& opts, int in_channels, int max_batch) {
-  DrConfig c = dr_config(opts);
-  c.in_channels = in_channels;
-  return std::make_unique<DrNet>(c, max_batch);
+std::unique_ptr<Model> make_dr(const std::string& name, const ModelOptions& opts, const ImageShape& shape,
+                               int max_batch) {
+  return std::make_unique<DrNet>(dr_config(name, opts, shape), max_batch);
 }
 
 // Does `name` (from --models) name `entry`? A registry name ending in N takes digits there.
@@ -298,16 +338,17 @@ const std::vector<ModelEntry>& model_registry() {
       {"cnnN", "CNN baseline; 'cnn' has --cnn-hidden units, 'cnnN' N", {"cnn-hidden"}, make_cnn, cnn_params, "cnn-hidden"},
       {"cnn-paper",
        "the paper's CNN baseline (Hinton, Sabour & Frosst 2018): conv 5x5 32 + 2x2 max-pool, conv 5x5 64 + 2x2 max-pool, "
-       "FC 1024 + --dropout, SAME padding (32 -> 16 -> 8); 4,252,549 parameters (4,253,349 with two input channels)",
+       "FC 1024 + --dropout, SAME padding (32 -> 16 -> 8 at 32 x 32); 4,252,549 parameters (4,253,349 with two input "
+       "channels)",
        {"dropout"}, make_cnn_paper, cnn_paper_params, nullptr, false, cnn_paper_activations},
       {"nn1", "1-nearest-neighbour on raw pixels (no training): a yardstick", {}, make_nn1, nn1_params, nullptr, true},
-      {"linear", "softmax regression on raw pixels (1024 -> 5): a yardstick", {}, make_linear, linear_params},
+      {"linear", "softmax regression on raw pixels (1024 -> 5 at 32 x 32): a yardstick", {}, make_linear, linear_params},
       {"dr", "vector capsules with dynamic routing and a reconstruction decoder (Sabour et al. 2017)", {"dr-iters", "recon-weight", "dr-grad"}, make_dr, dr_params,
        nullptr, false, nullptr, {{"dr-grad", "full"}}},
       {"convcaps",
        "the paper's capsule network (Hinton, Sabour & Frosst 2018): conv1 5x5/2 A, 1x1 primary capsules B, "
        "ConvCaps K/2 C and K/1 D with EM routing over windows, class capsules with coordinate addition; "
-       "67,154 parameters at the defaults (68,754 with two input channels)",
+       "67,154 parameters at the defaults and 32 x 32 (68,754 with two input channels)",
        {"caps-a", "caps-b", "caps-c", "caps-d", "caps-k", "em-norm", "coord-add", "em-iters", "em-lambda",
         "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "em-logit", "em-mean",
         "em-class-lambda", "loss", "spread-margin"},
@@ -355,16 +396,18 @@ const char* size_option(const std::string& name) {
   return numbered ? nullptr : e->size_option;
 }
 
-size_t model_param_count(const std::string& name, const ModelOptions& opts, int in_channels) {
-  return entry(name).param_count(name, opts, in_channels);
+size_t model_param_count(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  return entry(name).param_count(name, opts, shape);
 }
 
-size_t model_activation_floats(const std::string& name, const ModelOptions& opts, int in_channels) {
+size_t model_activation_floats(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
   const ModelEntry& e = entry(name);
-  return e.activation_floats ? e.activation_floats(name, opts, in_channels) : 0;
+  return e.activation_floats ? e.activation_floats(name, opts, shape) : 0;
 }
 
-void check_model(const std::string& name, const ModelOptions& opts) { (void)model_param_count(name, opts); }
+void check_model(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  (void)model_param_count(name, opts, shape);
+}
 
 std::string option_ignored(const std::string& name, const std::string& option, const ModelOptions& opts) {
   const ModelEntry& e = entry(name);
@@ -378,9 +421,9 @@ std::string option_ignored(const std::string& name, const std::string& option, c
   return "";
 }
 
-std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch, int in_channels) {
-  if (in_channels < 1) throw std::invalid_argument("make_model: in_channels must be >= 1");
-  return entry(name).make(name, opts, in_channels, max_batch);
+std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch,
+                                  const ImageShape& shape) {
+  return entry(name).make(name, opts, shape, max_batch);
 }
 
 }  // namespace vg

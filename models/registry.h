@@ -37,14 +37,28 @@ struct ModelOptionError : std::invalid_argument {
   std::string flag, value, why;
 };
 
+// An input shape a model cannot take (a stack of convolutions and pools
+// that would leave less than a pixel, more classes than its routing holds):
+// names the model, the shape and why. The harness blames the flag that set
+// the shape (--canvas), or --models.
+struct ShapeError : std::invalid_argument {
+  ShapeError(const std::string& model, const ImageShape& shape, const std::string& why)
+      : std::invalid_argument("model '" + model + "' cannot take images of " + shape.text() + ": " + why),
+        why(why) {}
+  std::string why;
+};
+
 struct ModelEntry {
   const char* name;  // as in --models; a name ending in "N" takes a number there ("cnnN")
   const char* help;
   std::vector<const char*> options;  // the options this model reads
-  // Input images are in_channels x 32 x 32 (1 synthetic, 2 for smallNORB's cameras).
-  std::unique_ptr<Model> (*make)(const std::string& name, const ModelOptions& opts, int in_channels, int max_batch);
-  // Parameters, from the options alone (an up-front memory check needs it).
-  size_t (*param_count)(const std::string& name, const ModelOptions& opts, int in_channels);
+  // Input images and classes as the data gives them (models/image_shape.h):
+  // every layer is sized from shape. A shape the model cannot take throws ShapeError.
+  std::unique_ptr<Model> (*make)(const std::string& name, const ModelOptions& opts, const ImageShape& shape,
+                                 int max_batch);
+  // Parameters, from the options and shape alone (an up-front memory check
+  // needs it); validates both as make does.
+  size_t (*param_count)(const std::string& name, const ModelOptions& opts, const ImageShape& shape);
   // The option that sets the model's size when its name does not fix it
   // (--cnn-hidden for "cnn", not for "cnn136"), or nullptr: a memory error
   // names that flag.
@@ -53,7 +67,7 @@ struct ModelEntry {
   bool fit_in_one_pass = false;
   // Floats per image a training step holds (activations, their gradients,
   // oneDNN's copies), for the memory check; nullptr: the harness's generic guess.
-  size_t (*activation_floats)(const std::string& name, const ModelOptions& opts, int in_channels) = nullptr;
+  size_t (*activation_floats)(const std::string& name, const ModelOptions& opts, const ImageShape& shape) = nullptr;
   // Options (beside the defaults) under which backward is the exact gradient
   // of forward, with nothing held fixed, and the loss is smooth enough for
   // central differences at a step of 1e-3: the registry-wide gradient check
@@ -70,18 +84,32 @@ std::string model_names();
 // the first is also the sweep's paired-statistics reference and profile's model.
 const std::vector<std::string>& default_models();
 
-// Builds `name` with `opts` for batches up to max_batch of in_channels x 32 x 32
-// images (conv1 and the pixel baselines take the channel count from the data). Throws
-// std::invalid_argument for an unknown name (listing the valid ones) and
-// ModelOptionError for a bad value of an option the model reads. Building
-// allocates the model's buffers; check_model validates without building.
-std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch, int in_channels = 1);
-void check_model(const std::string& name, const ModelOptions& opts);
-// Parameters of `name` with `opts` (parses the options, allocates nothing big).
-size_t model_param_count(const std::string& name, const ModelOptions& opts, int in_channels = 1);
-
+// Builds `name` with `opts` for batches up to max_batch of images of `shape`
+// (the data's: data/dataset.h image_shape; every layer, from conv1's input
+// channels to the class count, is sized from it). Throws
+// std::invalid_argument for an unknown name (listing the valid ones),
+// ModelOptionError for a bad value of an option the model reads and
+// ShapeError for a shape it cannot take. Building allocates the model's
+// buffers; check_model validates without building.
+std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch,
+                                  const ImageShape& shape = {});
+void check_model(const std::string& name, const ModelOptions& opts, const ImageShape& shape = {});
+// Parameters of `name` with `opts` for `shape` (parses the options, allocates nothing big).
+size_t model_param_count(const std::string& name, const ModelOptions& opts, const ImageShape& shape = {});
 // Model::activation_floats of `name`, or 0 where the model gives none.
-size_t model_activation_floats(const std::string& name, const ModelOptions& opts, int in_channels = 1);
+size_t model_activation_floats(const std::string& name, const ModelOptions& opts, const ImageShape& shape = {});
+// The same for in_channels x 32 x 32 images of 5 classes (the rendered frame,
+// smallNORB's crops): the tests' shorthand.
+inline std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch,
+                                         int in_channels) {
+  return make_model(name, opts, max_batch, ImageShape{.channels = in_channels});
+}
+inline size_t model_param_count(const std::string& name, const ModelOptions& opts, int in_channels) {
+  return model_param_count(name, opts, ImageShape{.channels = in_channels});
+}
+inline size_t model_activation_floats(const std::string& name, const ModelOptions& opts, int in_channels) {
+  return model_activation_floats(name, opts, ImageShape{.channels = in_channels});
+}
 
 // The option that sets the size of model `name` ("cnn" -> "cnn-hidden"), or
 // nullptr if its name or nothing does ("cnn136", "caps").

@@ -390,7 +390,7 @@ TEST(GradientCheck, TwoInputChannelsMatchFiniteDifferences) {
   Cnn cnn(c, B);
   cnn.init(13);
   check_model_gradients(cnn, x, y, B, [](bool) {});
-  Linear lin(LossConfig{}, B, 2);
+  Linear lin(LossConfig{}, B, ImageShape{.channels = 2});
   lin.init(13);
   check_model_gradients(lin, x, y, B, [](bool) {});
   Cnn paper(CnnConfig::paper(2, 0.5f), B);
