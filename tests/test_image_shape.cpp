@@ -63,6 +63,7 @@ TEST(ImageShape, EveryRegisteredModelBuildsAndTrainsAtTheDatasShape) {
       SCOPED_TRACE(name + " at " + shape.text());
       std::unique_ptr<Model> m = make_model(name, {}, B, shape);
       EXPECT_EQ(m->params().count(), model_param_count(name, {}, shape));
+      EXPECT_EQ(m->classes(), shape.classes);  // the Trainer's score gradient is sized by it
       m->init(5);
       if (m->fit(x.data(), y.data(), B)) {  // nn1: its own training images come back with their labels
         const float* s = m->forward(x.data(), B);
