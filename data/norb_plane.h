@@ -58,5 +58,6 @@ Protocol norb_translation_protocol();  // protocol_translation.cpp
 Protocol norb_rotation_protocol();     // protocol_affine.cpp
 Protocol norb_scale_protocol();        // protocol_affine.cpp
 Protocol norb_shear_protocol();        // protocol_affine.cpp
+Protocol norb_affine_protocol();       // protocol_affnist.cpp
 
 }  // namespace vg

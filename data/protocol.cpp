@@ -22,10 +22,12 @@ const std::vector<Protocol>& protocol_registry() {
       rotation_protocol(),
       scale_protocol(),
       shear_protocol(),
+      affine_protocol(),
       norb_translation_protocol(),
       norb_rotation_protocol(),
       norb_scale_protocol(),
       norb_shear_protocol(),
+      norb_affine_protocol(),
   };
   return registry;
 }

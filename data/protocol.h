@@ -210,5 +210,6 @@ Protocol translation_protocol();              // protocol_translation.cpp
 Protocol rotation_protocol();                 // protocol_affine.cpp
 Protocol scale_protocol();                    // protocol_affine.cpp
 Protocol shear_protocol();                    // protocol_affine.cpp
+Protocol affine_protocol();                   // protocol_affnist.cpp
 
 }  // namespace vg

@@ -36,7 +36,9 @@ double mean_square(const float* a, const std::vector<float>& b) {
 
 // The change of magnitude m each direction k of a factor makes, written out
 // from the protocols' definitions (not their code): 8 compass directions of a
-// shift, either sign of a turn or shear, a scale or its inverse.
+// shift, either sign of a turn or shear, a scale or its inverse; for the
+// combined affine change of strength m, affNIST's ranges times m (a turn of 20 m
+// degrees, a scale of 1 + 0.2 m or its inverse, a shear of 0.2 m), all 8 signs.
 std::vector<PlaneTransform> candidates(const std::string& axis, double m) {
   std::vector<PlaneTransform> out;
   if (axis == "shift") {
@@ -45,6 +47,10 @@ std::vector<PlaneTransform> candidates(const std::string& axis, double m) {
         if (dx != 0 || dy != 0) out.push_back({.tx = m * dx, .ty = m * dy});
   } else if (axis == "rotation") {
     out = {PlaneTransform::make(m, 1, 0, 0, 0), PlaneTransform::make(-m, 1, 0, 0, 0)};
+  } else if (axis == "affine") {
+    for (double turn : {20 * m, -20 * m})
+      for (double scale : {1 + 0.2 * m, 1 / (1 + 0.2 * m)})
+        for (double shear : {0.2 * m, -0.2 * m}) out.push_back(PlaneTransform::make(turn, scale, shear, 0, 0));
   } else if (axis == "scale") {
     out = {PlaneTransform::make(0, m, 0, 0, 0), PlaneTransform::make(0, 1 / m, 0, 0, 0)};
   } else {
@@ -57,7 +63,7 @@ std::vector<PlaneTransform> candidates(const std::string& axis, double m) {
 // its class and viewpoint under one of the changes of its recorded magnitude,
 // and far from the unchanged render.
 TEST(PlaneProtocols, HeldOutImagesAreTheRenderMovedByTheirMagnitude) {
-  for (const char* split : {"translation", "rotation", "scale", "shear"}) {
+  for (const char* split : {"translation", "rotation", "scale", "shear", "affine"}) {
     SCOPED_TRACE(split);
     const DataConfig cfg = configured(split);
     const Protocol& p = protocol_of(cfg);
@@ -85,11 +91,12 @@ TEST(PlaneProtocols, HeldOutImagesAreTheRenderMovedByTheirMagnitude) {
 // Training draws its changes within the training range, and with a range, not all alike.
 TEST(PlaneProtocols, TrainingChangesLieWithinTheTrainingRange) {
   const std::pair<const char*, const char*> ranges[] = {
-      {"train-shift", "2"}, {"train-rotation", "20"}, {"train-scale", "1.2"}, {"train-shear", "0.1"}};
-  const char* splits[] = {"translation", "rotation", "scale", "shear"};
-  const char* tests[] = {"test-shifts", "test-rotations", "test-scales", "test-shears"};
-  const char* beyond[] = {"3:6", "30:90", "1.25:1.75", "0.2:0.6"};
-  for (int k = 0; k < 4; ++k) {
+      {"train-shift", "2"}, {"train-rotation", "20"}, {"train-scale", "1.2"}, {"train-shear", "0.1"},
+      {"train-affine", "0.5"}};
+  const char* splits[] = {"translation", "rotation", "scale", "shear", "affine"};
+  const char* tests[] = {"test-shifts", "test-rotations", "test-scales", "test-shears", "test-affine"};
+  const char* beyond[] = {"3:6", "30:90", "1.25:1.75", "0.2:0.6", "1:2"};
+  for (int k = 0; k < 5; ++k) {
     SCOPED_TRACE(splits[k]);
     const DataConfig cfg = configured(splits[k], {{ranges[k].first, ranges[k].second}, {tests[k], beyond[k]}});
     const Dataset d = protocol_of(cfg).make(cfg);
@@ -119,6 +126,9 @@ TEST(PlaneProtocols, BadFlagsAreOneLineNamingTheFlag) {
       {"--train-shift 2", "--train-shift '2'"},
       {"--split translation --test-azimuths 200:300", "--test-azimuths '200:300'"},
       {"--split translation --n-test-shifts 1", "--n-test-shifts '1'"},
+      {"--split affine --test-affine 2:4", "--test-affine '2:4'"},
+      {"--split affine --train-affine 1.5 --test-affine 1:2", "--test-affine '1:2'"},
+      {"--split shear --train-affine 0.5", "--train-affine '0.5'"},
   };
   for (const auto& [args, named] : cases) {
     SCOPED_TRACE(args);

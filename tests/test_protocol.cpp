@@ -287,7 +287,7 @@ TEST(Protocol, FlagProblemsNameTheFlag) {
     validate_run(f, &threads);
     ADD_FAILURE() << "an unknown split was accepted";
   } catch (const UsageError& e) {
-    EXPECT_STREQ(e.what(), "--split 'paper-sideways': unknown split (expected paper-azimuth, paper-elevation, translation, rotation, scale, shear)");
+    EXPECT_STREQ(e.what(), "--split 'paper-sideways': unknown split (expected paper-azimuth, paper-elevation, translation, rotation, scale, shear, affine)");
   }
   // A dataset too big to fit blames the count raised furthest above its default.
   f = RunFlags{};
