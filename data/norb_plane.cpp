@@ -31,12 +31,7 @@ std::string g(double v) {
   return o.str();
 }
 
-std::vector<double> test_magnitudes(const PlaneConfig& p) {
-  std::vector<double> v;
-  for (int i = 0; i < p.test_count; ++i)
-    v.push_back(p.test_count == 1 ? p.test_from : p.test_from + (p.test_to - p.test_from) * i / (p.test_count - 1));
-  return v;
-}
+std::vector<double> test_magnitudes(const PlaneConfig& p) { return plane_test_magnitudes(p); }
 
 // The axis sweep's positions: neutral to the limit in the factor's steps, as
 // the samples record them (float).

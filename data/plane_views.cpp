@@ -20,13 +20,7 @@ std::string g(double v) {
   return o.str();
 }
 
-// The held-out magnitudes: count evenly spaced from `from` to `to`.
-std::vector<double> test_magnitudes(const PlaneConfig& p) {
-  std::vector<double> v;
-  for (int i = 0; i < p.test_count; ++i)
-    v.push_back(p.test_count == 1 ? p.test_from : p.test_from + (p.test_to - p.test_from) * i / (p.test_count - 1));
-  return v;
-}
+std::vector<double> test_magnitudes(const PlaneConfig& p) { return plane_test_magnitudes(p); }
 
 std::vector<double> axis_values(const DataConfig& cfg) {
   const PlaneFactor& f = factor_of(cfg);
@@ -187,6 +181,13 @@ nlohmann::json source_json(const DataConfig& d) {
 }
 
 }  // namespace
+
+std::vector<double> plane_test_magnitudes(const PlaneConfig& p) {
+  std::vector<double> v;
+  for (int i = 0; i < p.test_count; ++i)
+    v.push_back(p.test_count == 1 ? p.test_from : p.test_from + (p.test_to - p.test_from) * i / (p.test_count - 1));
+  return v;
+}
 
 double plane_limit(const PlaneConfig& p) {
   const PlaneFactor& f = *p.factor;

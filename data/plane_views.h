@@ -36,6 +36,8 @@ inline constexpr int kMinCanvas = kImageSide, kMaxCanvas = 128;
 
 // The largest magnitude of p's factor on p's canvas.
 double plane_limit(const PlaneConfig& p);
+// The held-out magnitudes: test_count evenly spaced from test_from to test_to.
+std::vector<double> plane_test_magnitudes(const PlaneConfig& p);
 
 // The protocol of the rendered shapes whose held-out axis is `f` (a static
 // object: the configuration points to it). `configure` calls configure_plane(f, ...).
