@@ -290,9 +290,12 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
         cells_add += cell_line(g.rows[b]);
       }
       try {
+        // The count moves inside the guard: an interrupt that lands between the
+        // appends and the count would report one cell fewer than cells.csv holds.
         WriteGuard guard;
         circle_f.append(circle_add);
         cells_f.append(cells_add);
+        ++done;
       } catch (const std::exception& e) {
         write_error = e.what();  // the first failed write stops the sweep
         cells.stop();
@@ -303,7 +306,6 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
         seconds += g.rows[k].seconds;
       }
       rows.insert(rows.end(), g.rows.begin() + std::ptrdiff_t(a), g.rows.begin() + std::ptrdiff_t(b));
-      ++done;
       ++out.ran;
       a = b;
     }
