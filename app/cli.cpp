@@ -260,9 +260,14 @@ void probe_create(const std::string& path) {
 int do_export_norb(const ExportFlags& f) {
   NorbExportConfig c;
   c.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
-  c.shapes = parse_shapes_flag(f.shapes);
-  c.instances = int(parse_int("--instances", f.instances, 1, 5));
+  // The toys, or the point shapes' sets (seed, asym).
+  const bool toys = f.shapes == "toys";
+  if (!toys && f.shapes != "seed" && f.shapes != "asym")
+    throw UsageError("--shapes", f.shapes, "unknown shape set (expected seed, asym or toys)");
+  if (!toys) c.shapes = parse_shapes_flag(f.shapes);
+  c.instances = int(parse_int("--instances", f.instances, 1, 5));  // the NYU files' numbers hold 10 toys
   c.lightings = int(parse_int("--lightings", f.lightings, 1, kNorbLightings));
+  const ToyConfig toy{.instances = c.instances, .lightings = c.lightings};
   // Every output judged before any work: DIR made if absent, none of the six
   // files there yet (an export never replaces a file), each one creatable and
   // room for all of them. Whatever this export made goes again if it fails.
@@ -299,7 +304,7 @@ int do_export_norb(const ExportFlags& f) {
   long pairs = 0;
   try {
     for (const auto& [part, files] : parts) {
-      NorbExportSplit s = render_norb_split(c, part);
+      NorbExportSplit s = toys ? render_toy_split(toy, c.seed, part) : render_norb_split(c, part);
       std::vector<int32_t> info;
       for (const NorbInfo& r : s.info) info.insert(info.end(), {r.instance, r.elevation, r.azimuth, r.lighting});
       const int32_t n = int32_t(s.labels.size()), cat_dims[] = {n}, info_dims[] = {n, kNorbInfoCols};
@@ -525,7 +530,7 @@ int cli_main(int argc, char** argv) {
                                      "Write the synthetic shapes as smallNORB's six files (96 x 96 stereo, its viewpoints)");
   exp->add_option("DIR", ef.dir, "Output directory (created if absent; no file there is replaced)")->required();
   exp->add_option("--seed", ef.seed, "Seed of the pixel noise")->capture_default_str();
-  exp->add_option("--shapes", ef.shapes, "The shape set: seed or asym")->capture_default_str();
+  exp->add_option("--shapes", ef.shapes, "The shape set: seed, asym, or toys (the toys dataset's meshes, data/toy_views.h)")->capture_default_str();
   exp->add_option("--instances", ef.instances, "Instances per class and split, 1..5 (smallNORB: 5)")->capture_default_str();
   exp->add_option("--lightings", ef.lightings, "Lighting levels, 1..6 (smallNORB: 6)")->capture_default_str();
   exp->add_flag("--quiet,-q", ef.quiet, "No summary on stderr");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/norb.h"
+#include "data/toy_views.h"
 #include "models/image_shape.h"
 
 namespace vg {
@@ -108,7 +109,10 @@ inline const char* norb_cameras_name(NorbCameras c) {
   return c == NorbCameras::both ? "both" : c == NorbCameras::first ? "first" : "second";
 }
 struct NorbConfig {
-  std::string dir;  // the six NYU files (data/norb.h: norb_files)
+  std::string dir;  // the six NYU files (data/norb.h: norb_files); "toys" for the toys
+  // Set: the toys dataset (--data toys), smallNORB's records drawn in memory
+  // (data/toy_views.h) instead of read from `dir`.
+  std::optional<ToyConfig> toys;
   NorbSplitKind split = NorbSplitKind::azimuth;
   NorbPrep prep;    // cameras and training jitter
   long images_in_memory = 0;  // centre crops the dataset holds (the memory check reads it)
@@ -279,6 +283,9 @@ struct NorbExportSplit {
 // Records ordered by (class, instance, elevation, azimuth, lighting), as many
 // as 5 x instances x 9 x 18 x lightings (24,300 at the defaults).
 NorbExportSplit render_norb_split(const NorbExportConfig& cfg, NorbPart part);
+// The toys' records of `part` (data/toy_views.h: toy_norb_data), as the same
+// files hold them: export-norb --shapes toys, read back, gives --data toys's bytes.
+NorbExportSplit render_toy_split(const ToyConfig& cfg, uint64_t seed, NorbPart part);
 
 // What is wrong with a split geometry, and in which input (the CLI names the flag).
 enum class GeometryPart {

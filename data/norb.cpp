@@ -231,12 +231,17 @@ struct NorbSet::Source {
   int fd = -1;                 // the -dat file, or -1 for an in-memory set
   uint64_t offset = 0;         // of pair 0 in the file
   std::vector<uint8_t> bytes;  // in-memory pixels
+  std::function<void(int, uint8_t*)> render;  // set: pairs are drawn, not stored
   ~Source() { if (fd >= 0) ::close(fd); }
 };
 
 void NorbSet::read_pair(int i, uint8_t* dst) const {
   if (i < 0 || i >= size())
     fail(dat_name_, "pair " + std::to_string(i) + " outside 0.." + std::to_string(size() - 1));
+  if (src_->render) {
+    src_->render(i, dst);
+    return;
+  }
   const size_t at = size_t(i) * kNorbPairBytes;
   if (src_->fd < 0) {
     std::memcpy(dst, src_->bytes.data() + at, kNorbPairBytes);
@@ -292,6 +297,19 @@ NorbSet norb_parse_split(std::span<const uint8_t> dat, std::span<const uint8_t> 
   src->bytes.assign(dat.begin() + ptrdiff_t(dh.header_bytes), dat.end());
   s.src_ = std::move(src);
   s.dat_name_ = dn;
+  return s;
+}
+
+NorbSet NorbSet::rendered(std::vector<int32_t> labels, std::vector<NorbInfo> info,
+                          std::function<void(int, uint8_t*)> render, std::string name) {
+  if (labels.size() != info.size()) throw std::invalid_argument("NorbSet::rendered: labels and info differ in length");
+  NorbSet s;
+  s.labels_ = std::move(labels);
+  s.info_ = std::move(info);
+  auto src = std::make_shared<NorbSet::Source>();
+  src->render = std::move(render);
+  s.src_ = std::move(src);
+  s.dat_name_ = std::move(name);
   return s;
 }
 

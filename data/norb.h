@@ -21,6 +21,7 @@
 // page an epoch touches, ~900 MB for both splits).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -74,7 +75,12 @@ class NorbSet {
   void read_pair(int i, uint8_t* dst) const;
   const std::string& dat_name() const { return dat_name_; }
 
-  struct Source;  // an open -dat file or an owned byte buffer
+  // A set whose pairs are drawn when read (the toys dataset, data/toy_views.h):
+  // render(i, dst) writes pair i, a pure function of i, from any thread.
+  static NorbSet rendered(std::vector<int32_t> labels, std::vector<NorbInfo> info,
+                          std::function<void(int i, uint8_t* dst)> render, std::string name);
+
+  struct Source;  // an open -dat file, an owned byte buffer or a renderer
 
  private:
   friend NorbSet norb_load_split(const NorbFiles&);
@@ -97,6 +103,9 @@ NorbSet norb_parse_split(std::span<const uint8_t> dat, std::span<const uint8_t> 
 
 struct NorbData {
   NorbSet train, test;
+  // Toys of neither split, for the stopping rules' familiar validation set
+  // (the toys dataset, data/toy_views.h); smallNORB's files have none.
+  NorbSet validation;
 };
 // Both splits from a directory holding the six NYU files (uncompressed).
 NorbData norb_load_dir(const std::string& dir);

@@ -166,7 +166,7 @@ Dataset make(const DataConfig& cfg) {
   const NorbConfig& nc = *cfg.norb;
   const PlaneFactor& f = factor_of(cfg);
   const PlaneConfig& p = *cfg.plane;
-  const auto files = std::make_shared<const NorbData>(norb_load_dir(nc.dir));
+  const auto files = std::make_shared<const NorbData>(open_norb(nc, cfg.seed));
   const int channels = norb_channels(nc.prep.cameras);
   Dataset d;
   std::vector<int> all_train(size_t(files->train.size())), all_test(size_t(files->test.size()));
@@ -268,7 +268,7 @@ std::string describe(const DataConfig& cfg, const Dataset& d) {
   const PlaneFactor& f = factor_of(cfg);
   const PlaneConfig& p = *cfg.plane;
   std::ostringstream o;
-  o << "smallNORB " << n.dir << ", split " << f.protocol << ", cameras " << norb_cameras_name(n.prep.cameras) << "\n"
+  o << norb_source_text(n) << ", split " << f.protocol << ", cameras " << norb_cameras_name(n.prep.cameras) << "\n"
     << d.train.size() << " training images (every view of the training instances), " << d.heldout.size()
     << " test images; " << f.axis.name << ": training up to " << p.train_max << " " << f.axis.unit << ", held-out "
     << p.test_from << ":" << p.test_to << " (" << p.test_count << ", one per test image)\n";
@@ -279,8 +279,8 @@ nlohmann::json source_json(const DataConfig& cfg) {
   const NorbConfig& n = *cfg.norb;
   const PlaneFactor& f = factor_of(cfg);
   const PlaneConfig& p = *cfg.plane;
-  return {{"norb", n.dir},
-          {"split", f.protocol},
+  nlohmann::json j = norb_source_json(n);
+  j.update({{"split", f.protocol},
           {"cameras", norb_cameras_name(n.prep.cameras)},
           {"brightness", n.prep.max_brightness},
           {"contrast", n.prep.max_contrast},
@@ -289,7 +289,8 @@ nlohmann::json source_json(const DataConfig& cfg) {
           {"train_max", p.train_max},
           {"test_from", p.test_from},
           {"test_to", p.test_to},
-          {"test_count", p.test_count}};
+          {"test_count", p.test_count}});
+  return j;
 }
 
 }  // namespace
@@ -347,7 +348,7 @@ void configure_norb_plane(const PlaneFactor& f, const FlagSource& flags, DataCon
   c.split = NorbSplitKind::full;
   const std::string data = flags.value("data");
   try {
-    const NorbData files = norb_load_dir(c.dir);
+    const NorbData files = open_norb(c, d->seed);
     const NorbSplit s = norb_split_of(files, c.split, c.dir);
     if (int(s.familiar.size()) < d->plane->test_count)
       throw NorbError(c.dir + ": --split " + f.protocol + ": " + std::to_string(s.familiar.size()) +

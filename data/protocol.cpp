@@ -18,6 +18,9 @@ const std::vector<Protocol>& protocol_registry() {
       norb_protocol(NorbSplitKind::azimuth),
       norb_protocol(NorbSplitKind::elevation),
       norb_protocol(NorbSplitKind::full),
+      toys_protocol(NorbSplitKind::azimuth),
+      toys_protocol(NorbSplitKind::elevation),
+      toys_protocol(NorbSplitKind::full),
       translation_protocol(),
       rotation_protocol(),
       scale_protocol(),
@@ -59,10 +62,15 @@ const Protocol& select_protocol(const FlagSource& flags) {
     throw FlagError("data", data, "expected " + expected);
   }
   // A flag only another source reads, set here, would be silently ignored.
+  auto read_here = [&](const std::string& name) {
+    return std::any_of(all.begin(), all.end(), [&](const Protocol& p) {
+      return p.source == *source && std::find(p.source_flags.begin(), p.source_flags.end(), name) != p.source_flags.end();
+    });
+  };
   for (const Protocol& p : all)
     if (p.source != *source)
       for (const char* name : p.source_flags)
-        if (std::string(name) != "data" && flags.changed(name))
+        if (std::string(name) != "data" && flags.changed(name) && !read_here(name))
           throw FlagError(name, flags.value(name), "applies to --data " + source_form(p.source) + " only");
   const std::string split = flags.value("split");
   std::string names;
@@ -129,9 +137,10 @@ const Protocol& protocol_of(const DataConfig& cfg) {
   for (const Protocol& p : protocol_registry())
     if (matches_preset(p, cfg)) return p;
   if (cfg.plane && cfg.norb) return norb_plane_protocol_of(cfg);
-  const char* name = cfg.plane ? cfg.plane->factor->protocol : cfg.norb ? (cfg.norb->split == NorbSplitKind::azimuth     ? "norb-paper-azimuth"
-                                 : cfg.norb->split == NorbSplitKind::elevation ? "norb-paper-elevation"
-                                                                               : "norb-full")
+  const bool toys = cfg.norb && cfg.norb->toys;
+  const char* name = cfg.plane ? cfg.plane->factor->protocol : cfg.norb ? (cfg.norb->split == NorbSplitKind::azimuth     ? (toys ? "toys-paper-azimuth" : "norb-paper-azimuth")
+                                 : cfg.norb->split == NorbSplitKind::elevation ? (toys ? "toys-paper-elevation" : "norb-paper-elevation")
+                                                                               : (toys ? "toys-full" : "norb-full"))
                      : cfg.test_elevations.count > 0 ? "elevation-extrapolation"
                                                      : "azimuth-window";
   for (const Protocol& p : protocol_registry())
@@ -147,7 +156,7 @@ Dataset make_dataset(const DataConfig& cfg) {
   for (const auto& [set, what] : {std::pair{&d.train, "training"}, {&d.familiar, "familiar"}, {&d.heldout, "held-out"}})
     if (set->size() == 0)
       throw FlagError("split", p.split ? p.split : p.name, std::string("leaves the ") + what + " set empty (--data " +
-                                                               (cfg.norb ? "norb:" + cfg.norb->dir : std::string("synthetic")) + ")");
+                                                               (cfg.norb ? (cfg.norb->toys ? std::string("toys") : "norb:" + cfg.norb->dir) : std::string("synthetic")) + ")");
   return d;
 }
 

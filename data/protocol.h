@@ -204,6 +204,14 @@ Protocol elevation_extrapolation_protocol();  // protocol_synthetic.cpp
 Protocol paper_azimuth_protocol();            // protocol_synthetic.cpp
 Protocol paper_elevation_protocol();          // protocol_synthetic.cpp
 Protocol norb_protocol(NorbSplitKind kind);   // protocol_norb.cpp
+Protocol toys_protocol(NorbSplitKind kind);   // protocol_norb.cpp: the same on the toys (--data toys)
+// The records of a smallNORB-format source: the files in nc.dir, or the toys
+// drawn from `seed` (the run's: the toys' pixel noise is the data's own).
+NorbData open_norb(const NorbConfig& nc, uint64_t seed);
+// "smallNORB DIR", or the toys and their configuration, for a run's table.
+std::string norb_source_text(const NorbConfig& nc);
+// The run JSON's record of where the records came from: {"norb": DIR}, or {"toys": {...}}.
+nlohmann::json norb_source_json(const NorbConfig& nc);
 // The rendered shapes' training set, every class at every training view (protocol_synthetic.cpp).
 TrainingSize synthetic_training_size(const DataConfig& cfg);
 Protocol translation_protocol();              // protocol_translation.cpp

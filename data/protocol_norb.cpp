@@ -82,7 +82,7 @@ Split norb_crops(const NorbSet& set, const std::vector<int>& idx, const NorbPrep
 // circle and the elevation profile are the test set itself.
 Dataset make_norb_dataset(const DataConfig& cfg) {
   const NorbConfig& nc = *cfg.norb;
-  const auto files = std::make_shared<const NorbData>(norb_load_dir(nc.dir));
+  const auto files = std::make_shared<const NorbData>(open_norb(nc, cfg.seed));
   const NorbSplit sp = norb_split_of(*files, nc.split, nc.dir);
   Dataset d;
   d.views_from_test = true;
@@ -99,6 +99,12 @@ Dataset make_norb_dataset(const DataConfig& cfg) {
     d.heldout_is_familiar = true;
   } else {
     d.heldout = norb_crops(files->test, sp.novel, nc.prep);
+  }
+  // The stopping rules' familiar validation set: toys of neither split at the
+  // training views (the toys only; configure refuses the rules for files).
+  if (cfg.n_val_per_combo > 0 && files->validation.size() > 0) {
+    const NorbData v{files->validation, files->validation, {}};
+    d.validation = norb_crops(files->validation, norb_split_of(v, nc.split, nc.dir).familiar, nc.prep);
   }
   const std::vector<int>& heldout = d.heldout_is_familiar ? sp.familiar : sp.novel;
   d.train_az = norb_angles(files->train, sp.train, false);
@@ -129,13 +135,62 @@ const DataFlag kCameras{"cameras", "both", "With --data norb: both (2 input chan
 const DataFlag kBrightness{"brightness", "0", "With --data norb: training brightness jitter, uniform in +-B (0..1)"};
 const DataFlag kContrast{"contrast", "0", "With --data norb: training contrast jitter, a factor uniform in 1 +- C (0..1)"};
 
+// The toys' own flags (--data toys).
+constexpr const char* kToysSource = "toys";
+const DataFlag kToyInstancesFlag{"toy-instances", "5",
+                             "With --data toys: toys per category in each split (training 0..N-1, test N..2N-1; 1..50)"};
+const DataFlag kToyLightingsFlag{"toy-lightings", "6", "With --data toys: lightings per view, the first L of the six (1..6)"};
+const DataFlag kStereoDeg{"stereo-deg", "2", "With --data toys: the cameras' baseline as the angle it subtends at the toy, degrees (0..20)"};
+const DataFlag kProjection{"projection", "perspective", "With --data toys: perspective or orthographic"};
+
+ToyConfig configure_toys(const FlagSource& f) {
+  ToyConfig t;
+  t.instances = int(f.integer(kToyInstancesFlag.name, 1, kToyMaxInstances));
+  t.lightings = int(f.integer(kToyLightingsFlag.name, 1, kToyLightings));
+  t.stereo_deg = f.real(kStereoDeg.name, 0, 20);
+  const std::string projection = f.value(kProjection.name);
+  if (projection != "perspective" && projection != "orthographic")
+    throw FlagError(kProjection.name, projection, "expected perspective or orthographic");
+  t.perspective = projection == "perspective";
+  return t;
+}
+
 }  // namespace
+
+NorbData open_norb(const NorbConfig& nc, uint64_t seed) {
+  return nc.toys ? toy_norb_data(*nc.toys, seed) : norb_load_dir(nc.dir);
+}
+
+std::string norb_source_text(const NorbConfig& nc) {
+  if (!nc.toys) return "smallNORB " + nc.dir;
+  const ToyConfig& t = *nc.toys;
+  std::ostringstream o;
+  o << "toys (" << t.instances << " training and " << t.instances << " test toys per category, " << t.lightings
+    << " lighting(s), " << (t.perspective ? "perspective" : "orthographic") << ", cameras " << t.stereo_deg
+    << " deg apart)";
+  return o.str();
+}
+
+nlohmann::json norb_source_json(const NorbConfig& nc) {
+  if (!nc.toys) return {{"norb", nc.dir}};
+  const ToyConfig& t = *nc.toys;
+  return {{"toys",
+           {{"instances_per_split", t.instances},
+            {"lightings", t.lightings},
+            {"stereo_deg", t.stereo_deg},
+            {"projection", t.perspective ? "perspective" : "orthographic"}}}};
+}
 
 NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d) {
   const std::string data = f.value("data");
   NorbConfig c;
-  c.dir = data.substr(data.find(':') + 1);
-  if (c.dir.empty()) throw FlagError("data", data, "expected norb:DIR (the directory of smallNORB's six files)");
+  if (data == kToysSource) {
+    c.dir = kToysSource;
+    c.toys = configure_toys(f);
+  } else {
+    c.dir = data.substr(data.find(':') + 1);
+    if (c.dir.empty()) throw FlagError("data", data, "expected norb:DIR (the directory of smallNORB's six files)");
+  }
   for (const char* name : kSyntheticFlags)
     if (f.changed(name))
       throw FlagError(name, f.value(name), "applies to --data synthetic only (smallNORB's viewpoints come from --split)");
@@ -154,11 +209,11 @@ NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d) {
   c.prep.max_brightness = float(f.real(kBrightness.name, 0, 1));
   c.prep.max_contrast = float(f.real(kContrast.name, 0, 1));
   const std::string stop = f.value("stop-at-familiar"), match = f.value("match-familiar");
-  if (!stop.empty() || !match.empty())
+  if (!c.toys && (!stop.empty() || !match.empty()))
     throw FlagError(stop.empty() ? "match-familiar" : "stop-at-familiar", stop.empty() ? match : stop,
-                    "needs a familiar validation split, which --data norb does not make");
+                    "needs a familiar validation split, which --data " + data + " does not make");
   if (const std::string dump = f.value("dump"); !dump.empty())
-    throw FlagError("dump", dump, "draws the synthetic data only (not --data norb)");
+    throw FlagError("dump", dump, "draws the synthetic data only (not --data " + data + ")");
   return c;
 }
 
@@ -172,7 +227,7 @@ void configure_norb(const FlagSource& f, DataConfig* d) {
   NorbConfig c = configure_norb_source(f, d);
   c.split = kKind;
   try {
-    const NorbData files = norb_load_dir(c.dir);
+    const NorbData files = open_norb(c, d->seed);
     const NorbSplit s = norb_split_of(files, c.split, c.dir);
     c.train_images = long(s.train.size());
     c.train_az = norb_angles(files.train, s.train, false);
@@ -231,7 +286,7 @@ std::string degrees(const std::vector<double>& v) {
 
 std::string describe(const DataConfig& cfg, const Dataset& d) {
   std::ostringstream o;
-  o << "smallNORB " << cfg.norb->dir << ", split " << norb_split_name(cfg.norb->split) << ", cameras "
+  o << norb_source_text(*cfg.norb) << ", split " << norb_split_name(cfg.norb->split) << ", cameras "
     << norb_cameras_name(cfg.norb->prep.cameras) << "\n"
     << d.train.size() << " training images at azimuths " << degrees(d.train_az) << ", elevations "
     << degrees(d.elevations) << "; " << d.heldout.size() << " held-out at azimuths " << degrees(d.test_az)
@@ -242,17 +297,18 @@ std::string describe(const DataConfig& cfg, const Dataset& d) {
 
 nlohmann::json source_json(const DataConfig& cfg) {
   const NorbConfig& n = *cfg.norb;
-  return {{"norb", n.dir},
-          {"split", norb_split_name(n.split)},
+  nlohmann::json j = norb_source_json(n);
+  j.update({{"split", norb_split_name(n.split)},
           {"cameras", norb_cameras_name(n.prep.cameras)},
           {"brightness", n.prep.max_brightness},
-          {"contrast", n.prep.max_contrast}};
+          {"contrast", n.prep.max_contrast}});
+  return j;
 }
 
 // The split's views, read from the files' index again (cheap: the images stay on disk).
 RecordedViews norb_views(const DataConfig& cfg) {
   const NorbConfig& n = *cfg.norb;
-  const NorbData files = norb_load_dir(n.dir);
+  const NorbData files = open_norb(n, cfg.seed);
   const NorbSplit s = norb_split_of(files, n.split, n.dir);
   const std::vector<int>& heldout = n.split == NorbSplitKind::full ? s.familiar : s.novel;
   RecordedViews v{view_list(norb_angles(files.train, s.train, false), true),
@@ -296,6 +352,21 @@ Protocol norb_protocol(NorbSplitKind kind) {
   p.views = norb_views;
   p.source_flags = {"data", kCameras.name, kBrightness.name, kContrast.name};
   p.flags = {kCameras, kBrightness, kContrast};
+  return p;
+}
+
+// The same splits of the toys' records: the protocol is smallNORB's, only the
+// records are drawn instead of read.
+Protocol toys_protocol(NorbSplitKind kind) {
+  Protocol p = norb_protocol(kind);
+  p.name = kind == NorbSplitKind::azimuth     ? "toys-paper-azimuth"
+           : kind == NorbSplitKind::elevation ? "toys-paper-elevation"
+                                              : "toys-full";
+  p.source = kToysSource;
+  for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection}) {
+    p.source_flags.push_back(f.name);
+    p.flags.push_back(f);
+  }
   return p;
 }
 

@@ -195,7 +195,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
       {"test_elevations", r.data.test_elevations},
       {"sizes", {{"train", r.data.train.size()}, {"familiar", r.data.familiar.size()},
                  {"heldout", r.data.heldout.size()}, {"circle", size_of(r.data.circle_splits())},
-                 {"axis", size_of(r.data.axis_splits())}}},
+                 {"axis", size_of(r.data.axis_splits())}, {"validation", r.data.validation.size()}}},
       {"classes", class_names(opt.data)},
       // What the models read: every image's channels and side, and the classes (models/image_shape.h).
       {"image", {{"channels", r.data.train.channels}, {"side", r.data.train.side}, {"classes", r.data.train.classes}}},

@@ -29,24 +29,7 @@ namespace {
 const std::string& fixture() {
   static const std::string dir = [] {
     const std::string d = testing::TempDir() + "viewgap_norb_plane." + std::to_string(getpid());
-    std::filesystem::remove_all(d);
-    std::filesystem::create_directories(d);
-    NorbExportConfig c;
-    c.instances = 1;
-    c.lightings = 1;
-    for (NorbPart part : {NorbPart::training, NorbPart::testing}) {
-      const NorbExportSplit s = render_norb_split(c, part);
-      std::vector<uint8_t> pairs;
-      std::vector<int32_t> labels;
-      std::vector<NorbInfo> info;
-      for (size_t i = 0; i < s.labels.size(); i += 9) {
-        const auto* pair = s.dat.data() + kNorbPairsHeader + i * kNorbPairBytes;
-        pairs.insert(pairs.end(), pair, pair + kNorbPairBytes);
-        labels.push_back(s.labels[i]);
-        info.push_back(s.info[i]);
-      }
-      norb_write_split(norb_files(d, part), pairs, labels, info);
-    }
+    test::write_norb_fixture(d, 9);
     return d;
   }();
   return dir;

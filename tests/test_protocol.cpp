@@ -26,16 +26,7 @@ namespace {
 const std::string& norb_fixture() {
   static const std::string dir = [] {
     const std::string d = testing::TempDir() + "viewgap_protocol_norb." + std::to_string(getpid());
-    std::filesystem::remove_all(d);
-    std::filesystem::create_directories(d);
-    NorbExportConfig c;
-    c.instances = 1;
-    c.lightings = 1;
-    for (NorbPart part : {NorbPart::training, NorbPart::testing}) {
-      const NorbExportSplit s = render_norb_split(c, part);
-      std::vector<uint8_t> pairs(s.dat.begin() + long(kNorbPairsHeader), s.dat.end());
-      norb_write_split(norb_files(d, part), pairs, s.labels, s.info);
-    }
+    test::write_norb_fixture(d);
     return d;
   }();
   return dir;
@@ -49,6 +40,8 @@ RunFlags flags_choosing(const Protocol& p) {
   f.data = source.back() == ':' ? source + norb_fixture() : source;
   if (p.split != nullptr) f.split = p.split;
   for (const auto& [flag, value] : p.chosen_by) *run_flag(f, flag) = value;
+  // The toys at their smallest (810 records a split, as the files' fixture).
+  if (source == "toys") *run_flag(f, "toy-instances") = "1", *run_flag(f, "toy-lightings") = "1";
   return f;
 }
 

@@ -10,6 +10,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -146,6 +147,29 @@ inline void check_tensor_gradients(ParamSet& p, const std::vector<float>& grad, 
       w[k] = w0[k];
       EXPECT_NEAR((fp - fm) / (2 * hk), g[k], 3e-2 * std::fabs(g[k]) + noise(hk)) << who << T.name << "[" << k << "]";
     }
+  }
+}
+
+// smallNORB-format files of the rendered shapes in a fresh `dir` (one
+// instance, one lighting: 810 pairs a split), every `stride`-th record kept.
+inline void write_norb_fixture(const std::string& dir, int stride = 1) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  NorbExportConfig c;
+  c.instances = 1;
+  c.lightings = 1;
+  for (NorbPart part : {NorbPart::training, NorbPart::testing}) {
+    const NorbExportSplit s = render_norb_split(c, part);
+    std::vector<uint8_t> pairs;
+    std::vector<int32_t> labels;
+    std::vector<NorbInfo> info;
+    for (size_t i = 0; i < s.labels.size(); i += size_t(stride)) {
+      const auto* pair = s.dat.data() + kNorbPairsHeader + i * kNorbPairBytes;
+      pairs.insert(pairs.end(), pair, pair + kNorbPairBytes);
+      labels.push_back(s.labels[i]);
+      info.push_back(s.info[i]);
+    }
+    norb_write_split(norb_files(dir, part), pairs, labels, info);
   }
 }
 

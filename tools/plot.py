@@ -3,6 +3,7 @@
 
   python3 tools/plot.py run RUN_JSON_OR_DUMP_DIR --out DIR [--no-gif]
   python3 tools/plot.py sweep SWEEP_DIR --out DIR [--gap G]
+  python3 tools/plot.py norb NORB_DIR --out DIR
 
 `run` takes the JSON of `viewgap run --out-json F`, or the directory of
 `viewgap run --dump DIR` (run.json, dump.json, dataset_*.npy). From run.json alone it
@@ -24,6 +25,11 @@ CIs are error bars at a few x (a one-gap sweep too) and bands between many; ever
 has its own colour, marker and line style, and series sharing an x are set slightly
 apart, so a line under another (cnn under cnn136) still shows. It reads schema 4 and
 schema 3 (before the axis columns: an azimuth axis in degrees).
+
+`norb` takes a directory of smallNORB's six files (smallNORB's own, or `viewgap export-norb
+DIR`'s, e.g. --shapes toys): every toy of every category at one view (norb_instances.png),
+each category's first training and test toy around the circle (norb_viewpoints.png), and the
+lightings with the stereo pair's right camera (norb_lightings.png).
 
 Every figure's title names the data source (synthetic, or the smallNORB-format
 directory) and the protocol. A run's circle shades the views the run recorded (its
@@ -59,6 +65,7 @@ if _HERE not in sys.path:
 from viewgap_plots.files import InputError  # noqa: E402
 from viewgap_plots.run_figures import cmd_run  # noqa: E402
 from viewgap_plots.sweep_figures import cmd_sweep  # noqa: E402
+from viewgap_plots.norb_figures import cmd_norb  # noqa: E402
 
 
 class Parser(argparse.ArgumentParser):
@@ -81,9 +88,12 @@ def main(argv=None):
     s.add_argument("input", help="the sweep's output directory")
     s.add_argument("--out", required=True, help="output directory for the PNGs")
     s.add_argument("--gap", type=float, help="only this gap in the accuracy-vs-distance figure")
+    n = sub.add_parser("norb", help="figures of a smallNORB-format directory (e.g. export-norb --shapes toys)")
+    n.add_argument("input", help="the directory of the six files")
+    n.add_argument("--out", required=True, help="output directory for the PNGs")
     args = ap.parse_args(argv)
     try:
-        written, skipped, why = (cmd_run if args.cmd == "run" else cmd_sweep)(args)
+        written, skipped, why = {"run": cmd_run, "sweep": cmd_sweep, "norb": cmd_norb}[args.cmd](args)
     except InputError as e:
         sys.stderr.write(f"plot.py: error: {e}\n")
         return 2

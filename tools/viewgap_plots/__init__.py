@@ -8,5 +8,6 @@
   dump_figures.py    a run dump's figures (dataset samples, poses, reconstructions)
   sweep_figures.py   a sweep's figures against gap and distance, and the `sweep` command
   paired_figures.py  a sweep's paired differences
+  norb_figures.py    a smallNORB-format directory's toys, viewpoints and lightings, and the `norb` command
 
 Importing any of them selects matplotlib's Agg backend (style.py)."""

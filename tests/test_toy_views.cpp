@@ -1,0 +1,267 @@
+// The toys dataset's pictures (data/toy_views.h): determinism, distinct
+// instances, lighting against silhouette, the stereo pair's disparity, the
+// records' keys, and the export read back through smallNORB's reader.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/toy_views.h"
+#include "data/toys.h"
+#include "test_util.h"
+
+namespace vg {
+namespace {
+
+using test::Outcome;
+using test::run;
+
+std::vector<float> clean_pair(const Mesh& m, double az, double el, int light, int side, const ToyConfig& cfg = {}) {
+  std::vector<float> img(2 * size_t(side) * size_t(side));
+  toy_clean_pair(m, az, el, light, cfg, side, img.data());
+  return img;
+}
+
+// Which pixels of camera `cam` the toy covers (anything not exactly the background).
+std::vector<bool> silhouette(const std::vector<float>& pair, int side, int cam) {
+  std::vector<bool> s(size_t(side) * size_t(side));
+  for (size_t p = 0; p < s.size(); ++p) s[p] = pair[size_t(cam) * s.size() + p] != kToyBackground;
+  return s;
+}
+
+TEST(ToyViews, SameRecordSameBytesInAnyOrderOnAnyThread) {
+  const ToyConfig cfg{.instances = 1, .lightings = 2};
+  const NorbData a = toy_norb_data(cfg, 5), b = toy_norb_data(cfg, 5), other = toy_norb_data(cfg, 6);
+  const int n = a.test.size();
+  ASSERT_EQ(n, 5 * 1 * 9 * 18 * 2);
+  // a in order on one thread; b backwards, in parallel (each thread's last view differs).
+  std::vector<uint8_t> fwd(size_t(n) * kNorbPairBytes), bwd(fwd.size()), seed6(kNorbPairBytes);
+  for (int i = 0; i < n; ++i) a.test.read_pair(i, fwd.data() + size_t(i) * kNorbPairBytes);
+#pragma omp parallel for schedule(dynamic, 7) num_threads(2)
+  for (int i = n - 1; i >= 0; --i) b.test.read_pair(i, bwd.data() + size_t(i) * kNorbPairBytes);
+  EXPECT_EQ(std::memcmp(fwd.data(), bwd.data(), fwd.size()), 0);
+  // Another seed: other noise, the same picture beneath it.
+  other.test.read_pair(0, seed6.data());
+  EXPECT_NE(std::memcmp(fwd.data(), seed6.data(), kNorbPairBytes), 0);
+  double diff = 0;
+  for (int p = 0; p < kNorbPairBytes; ++p) diff += std::abs(int(fwd[size_t(p)]) - int(seed6[size_t(p)]));
+  EXPECT_LT(diff / kNorbPairBytes, 2 * kToyNoise);
+}
+
+TEST(ToyViews, ARecordsPixelsDoNotDependOnWhatElseTheSetHolds) {
+  // Two lightings of five: the same records, the same bytes (noise keyed by the record).
+  const NorbData few = toy_norb_data({.instances = 1, .lightings = 2}, 0);
+  const NorbData all = toy_norb_data({.instances = 1, .lightings = 6}, 0);
+  std::vector<uint8_t> x(kNorbPairBytes), y(kNorbPairBytes);
+  int compared = 0;
+  for (int i = 0; i < few.train.size(); i += 97) {
+    const NorbInfo r = few.train.info()[size_t(i)];
+    for (int j = 0; j < all.train.size(); ++j) {
+      const NorbInfo q = all.train.info()[size_t(j)];
+      if (all.train.labels()[size_t(j)] != few.train.labels()[size_t(i)] || q.instance != r.instance ||
+          q.elevation != r.elevation || q.azimuth != r.azimuth || q.lighting != r.lighting)
+        continue;
+      few.train.read_pair(i, x.data());
+      all.train.read_pair(j, y.data());
+      EXPECT_EQ(x, y) << "record " << i;
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, 8);
+}
+
+TEST(ToyViews, TrainingAndTestToysAreTheirOwnInstances) {
+  const NorbData d = toy_norb_data({.instances = 3, .lightings = 1}, 0);
+  for (const NorbInfo& r : d.train.info()) EXPECT_TRUE(r.instance >= 0 && r.instance < 3);
+  for (const NorbInfo& r : d.test.info()) EXPECT_TRUE(r.instance >= 3 && r.instance < 6);
+  for (const NorbInfo& r : d.validation.info()) EXPECT_TRUE(r.instance >= 6 && r.instance < 9);
+  EXPECT_EQ(d.train.size(), 5 * 3 * 9 * 18);
+  EXPECT_EQ(d.test.size(), d.train.size());
+  EXPECT_EQ(d.validation.size(), d.train.size());
+}
+
+// At every one of smallNORB's 162 viewpoints, no two toys of a category look
+// alike: their 48 x 48 silhouettes (the resolution the models read) differ in
+// at least 1 % of the pixels. A toy turned to a mirror view of another would
+// still count as distinct only if its outline differs there too.
+TEST(ToyViews, EveryInstanceIsDistinctFromEveryOtherAtEveryViewpoint) {
+  constexpr int kSide = 48, kInstances = 10;
+  const ToyShelf shelf(kInstances / 2);
+  const ToyConfig cfg{.stereo_deg = 0};
+  for (int c = 0; c < kToyCategories; ++c) {
+    int fewest = kSide * kSide;
+    for (int e = 0; e < kNorbElevations; ++e)
+      for (int a = 0; a <= kNorbAzimuthMax; a += 2) {
+        std::vector<std::vector<bool>> s;
+        for (int i = 0; i < kInstances; ++i)
+          s.push_back(silhouette(clean_pair(shelf.mesh(c, i), norb_azimuth_deg(a), norb_elevation_deg(e), 0, kSide, cfg),
+                                 kSide, 0));
+        for (int i = 0; i < kInstances; ++i)
+          for (int j = i + 1; j < kInstances; ++j) {
+            int differ = 0;
+            for (size_t p = 0; p < s[size_t(i)].size(); ++p) differ += s[size_t(i)][p] != s[size_t(j)][p];
+            fewest = std::min(fewest, differ);
+            EXPECT_GE(differ, kSide * kSide / 100)
+                << "category " << c << ", toys " << i << " and " << j << " at azimuth " << norb_azimuth_deg(a)
+                << ", elevation " << norb_elevation_deg(e);
+          }
+      }
+    RecordProperty("fewest_differing_pixels_category_" + std::to_string(c), fewest);
+  }
+}
+
+TEST(ToyViews, LightingChangesShadingButNotTheSilhouette) {
+  constexpr int kSide = 96;
+  const ToyShelf shelf(5);
+  for (int c = 0; c < kToyCategories; ++c) {
+    const std::vector<float> first = clean_pair(shelf.mesh(c, 2), 40, 45, 0, kSide);
+    const std::vector<bool> outline = silhouette(first, kSide, 0);
+    int covered = 0;
+    for (bool b : outline) covered += b;
+    EXPECT_GT(covered, kSide * kSide / 20) << "category " << c;
+    for (int l = 1; l < kToyLightings; ++l) {
+      const std::vector<float> lit = clean_pair(shelf.mesh(c, 2), 40, 45, l, kSide);
+      EXPECT_EQ(silhouette(lit, kSide, 0), outline) << "category " << c << ", lighting " << l;
+      int changed = 0;
+      for (size_t p = 0; p < outline.size(); ++p) changed += outline[p] && lit[p] != first[p];
+      EXPECT_GT(changed, covered / 2) << "category " << c << ", lighting " << l << ": most of the toy relit";
+    }
+  }
+}
+
+// The pair is one picture seen from two parallel cameras: camera 1's image is
+// camera 0's moved left (the nearer the toy, the further), never up or down.
+TEST(ToyViews, TheStereoPairDiffersByAHorizontalDisparity) {
+  constexpr int kSide = 96, kReach = 12;
+  const ToyShelf shelf(5);
+  for (int c = 0; c < kToyCategories; ++c) {
+    const std::vector<float> pair = clean_pair(shelf.mesh(c, 1), 100, 35, 3, kSide);
+    const std::vector<bool> left = silhouette(pair, kSide, 0), right = silhouette(pair, kSide, 1);
+    EXPECT_NE(left, right) << "category " << c;
+    // The shift of camera 1's outline that best matches camera 0's.
+    int best = kSide * kSide, best_dx = 0, best_dy = 0;
+    for (int dy = -kReach; dy <= kReach; ++dy)
+      for (int dx = -kReach; dx <= kReach; ++dx) {
+        int differ = 0;
+        for (int r = 0; r < kSide; ++r)
+          for (int q = 0; q < kSide; ++q) {
+            const int r1 = r - dy, q1 = q - dx;
+            const bool b = r1 >= 0 && r1 < kSide && q1 >= 0 && q1 < kSide && right[size_t(r1 * kSide + q1)];
+            differ += b != left[size_t(r * kSide + q)];
+          }
+        if (differ < best) best = differ, best_dx = dx, best_dy = dy;
+      }
+    EXPECT_EQ(best_dy, 0) << "category " << c;
+    // f b / d: 96 / 2 / tan(15 deg) x 2 x 6 tan(1 deg) / 6 = 6.25 px at the toy's centre.
+    EXPECT_GE(best_dx, 4) << "category " << c;
+    EXPECT_LE(best_dx, 9) << "category " << c;
+  }
+}
+
+TEST(ToyViews, OrthographicAndPerspectiveAgreeInSizeAtTheToysCentre) {
+  // A toy's outline covers about as many pixels either way (the orthographic
+  // view is as wide as the perspective one at the target); perspective differs.
+  constexpr int kSide = 96;
+  const ToyShelf shelf(5);
+  const ToyConfig persp{}, ortho{.perspective = false};
+  for (int c = 0; c < kToyCategories; ++c) {
+    const auto p = silhouette(clean_pair(shelf.mesh(c, 0), 60, 40, 0, kSide, persp), kSide, 0);
+    const auto o = silhouette(clean_pair(shelf.mesh(c, 0), 60, 40, 0, kSide, ortho), kSide, 0);
+    int np = 0, no = 0;
+    for (size_t k = 0; k < p.size(); ++k) np += p[k], no += o[k];
+    EXPECT_NE(p, o) << "category " << c;
+    EXPECT_NEAR(double(no) / np, 1.0, 0.25) << "category " << c;
+  }
+}
+
+TEST(ToyViews, BadConfigurationsAreRefused) {
+  EXPECT_THROW(toy_norb_data({.instances = 0}, 0), std::invalid_argument);
+  EXPECT_THROW(toy_norb_data({.instances = kToyMaxInstances + 1}, 0), std::invalid_argument);
+  EXPECT_THROW(toy_norb_data({.lightings = 7}, 0), std::invalid_argument);
+  EXPECT_THROW(toy_norb_data({.stereo_deg = -1}, 0), std::invalid_argument);
+  EXPECT_THROW(toy_norb_data({.stereo_deg = NAN}, 0), std::invalid_argument);
+  EXPECT_THROW(toy_light(6, toy_camera(0, 30, true)), std::invalid_argument);
+}
+
+// ---- Through the binary: the export read back, and --data toys.
+
+TEST(ToyViews, TheExportReadsBackAsTheSameRecords) {
+  const std::string dir = testing::TempDir() + "viewgap_toys." + std::to_string(getpid());
+  std::filesystem::remove_all(dir);
+  const Outcome o = run("export-norb " + dir + " --shapes toys --instances 1 --lightings 2 --seed 3 --quiet");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const NorbData files = norb_load_dir(dir), drawn = toy_norb_data({.instances = 1, .lightings = 2}, 3);
+  std::vector<uint8_t> x(kNorbPairBytes), y(kNorbPairBytes);
+  for (const auto& [f, d] : {std::pair{&files.train, &drawn.train}, {&files.test, &drawn.test}}) {
+    ASSERT_EQ(f->size(), d->size());
+    EXPECT_EQ(f->labels(), d->labels());
+    for (int i = 0; i < f->size(); ++i) {
+      const NorbInfo a = f->info()[size_t(i)], b = d->info()[size_t(i)];
+      ASSERT_TRUE(a.instance == b.instance && a.elevation == b.elevation && a.azimuth == b.azimuth &&
+                  a.lighting == b.lighting)
+          << i;
+      f->read_pair(i, x.data());
+      d->read_pair(i, y.data());
+      ASSERT_EQ(x, y) << "record " << i;
+    }
+  }
+  // --data toys and the exported files: the same run, number for number.
+  std::string tables[2];
+  const std::string common = " --split paper-azimuth --seed 3 --models nn1,linear --n-epochs 2 --quiet";
+  for (int k = 0; k < 2; ++k) {
+    const std::string json = dir + "/run" + std::to_string(k) + ".json";
+    const Outcome r = run("run" + std::string(k == 0 ? " --data toys --toy-instances 1 --toy-lightings 2"
+                                                     : " --data norb:" + dir) +
+                          common + " --out-json " + json);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(test::slurp(json));
+    if (k == 0) {
+      EXPECT_EQ(j["config"]["data"]["toys"]["instances_per_split"], 1) << j["config"]["data"];
+      EXPECT_NE(r.out.find("toys (1 training and 1 test toys per category, 2 lighting(s)"), std::string::npos) << r.out;
+    }
+    for (const auto& m : j["models"]) tables[k] += m.dump();
+  }
+  EXPECT_EQ(tables[0], tables[1]);
+  std::filesystem::remove_all(dir);
+}
+
+// The stopping rules read toys of neither split: matching the CNN's familiar
+// accuracy runs, and the validation set is the validation toys at the training views.
+TEST(ToyViews, MatchedFamiliarAccuracyReadsTheValidationToys) {
+  const std::string json = testing::TempDir() + "viewgap_toys_match." + std::to_string(getpid()) + ".json";
+  const Outcome o = run("run --data toys --toy-instances 1 --toy-lightings 1 --models cnn,linear --match-familiar cnn"
+                        " --n-epochs 2 --quiet --out-json " + json);
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto j = nlohmann::json::parse(test::slurp(json));
+  EXPECT_EQ(j["dataset"]["sizes"]["validation"], 5 * 9 * 6) << j["dataset"]["sizes"];
+  std::filesystem::remove(json);
+}
+
+TEST(ToyViews, BadFlagsAreOneLineNamingTheFlag) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run --data toys --toy-instances 0", "--toy-instances '0'"},
+      {"run --data toys --toy-instances 51", "--toy-instances '51'"},
+      {"run --data toys --toy-lightings 7", "--toy-lightings '7'"},
+      {"run --data toys --stereo-deg -1", "--stereo-deg '-1'"},
+      {"run --data toys --stereo-deg 21", "--stereo-deg '21'"},
+      {"run --data toys --projection fisheye", "--projection 'fisheye'"},
+      {"run --toy-instances 3", "--toy-instances '3'"},
+      {"run --data toys --split norb-translation", "--split 'norb-translation'"},
+      {"run --data toys --train-azimuths 0:40", "--train-azimuths '0:40'"},
+      {"export-norb /tmp/never --shapes toy", "--shapes 'toy'"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Outcome o = run(args + " --quiet");
+    EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
+    EXPECT_EQ(test::lines(o.err), 1) << args << "\n" << o.err;
+    EXPECT_NE(o.err.find(want), std::string::npos) << args << "\n" << o.err;
+  }
+}
+
+}  // namespace
+}  // namespace vg

@@ -1,0 +1,130 @@
+"""Figures of a smallNORB-format directory (smallNORB's own files, or `viewgap export-norb`'s,
+e.g. --shapes toys): the toys of every category, each toy around the circle, and the six
+lightings, like the figures people know from smallNORB (LeCun, Huang & Bottou 2004)."""
+import os
+
+import numpy as np
+
+from .files import InputError, make_out, save
+from .style import plt
+
+MAGIC_BYTE, MAGIC_INT = 0x1E3D4C55, 0x1E3D4C54
+CLASSES = ["animal", "human", "plane", "truck", "car"]
+FILES = {"training": "smallnorb-5x46789x9x18x6x2x96x96-training-{}.mat",
+         "testing": "smallnorb-5x01235x9x18x6x2x96x96-testing-{}.mat"}
+
+
+def _matrix(path, magic):
+    """The NYU binary matrix at path: its dims and the data after the header (memory-mapped)."""
+    try:
+        head = np.fromfile(path, dtype="<i4", count=2)
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e})")
+    if head.size < 2 or (int(head[0]) & 0xFFFFFFFF) != magic:
+        raise InputError(path, "not a smallNORB matrix of the expected kind (magic number)")
+    ndim = int(head[1])
+    if not 1 <= ndim <= 4:
+        raise InputError(path, f"rank {ndim}")
+    dims = np.fromfile(path, dtype="<i4", count=2 + max(3, ndim))[2:2 + ndim]
+    offset = 8 + 4 * max(3, ndim)
+    dtype = np.uint8 if magic == MAGIC_BYTE else np.dtype("<i4")
+    n = int(np.prod(dims))
+    if os.path.getsize(path) != offset + n * np.dtype(dtype).itemsize:
+        raise InputError(path, f"size {os.path.getsize(path)} does not match its dims {list(dims)}")
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=tuple(int(d) for d in dims))
+
+
+def load_split(directory, part):
+    """(pairs N x 2 x 96 x 96, labels N, info N x 4) of one split."""
+    name = os.path.join(directory, FILES[part])
+    pairs = _matrix(name.format("dat"), MAGIC_BYTE)
+    labels = np.asarray(_matrix(name.format("cat"), MAGIC_INT)).reshape(-1)
+    info = np.asarray(_matrix(name.format("info"), MAGIC_INT)).reshape(-1, 4)
+    if not (len(pairs) == len(labels) == len(info)):
+        raise InputError(name.format("dat"), "the triple disagrees on N")
+    return pairs, labels, info
+
+
+def _find(split, cls, instance=None, elevation=None, azimuth=None, lighting=None):
+    """Index of the first record matching every given field, or None."""
+    pairs, labels, info = split
+    ok = labels == cls
+    for col, want in enumerate((instance, elevation, azimuth, lighting)):
+        if want is not None:
+            ok &= info[:, col] == want
+    hits = np.flatnonzero(ok)
+    return int(hits[0]) if hits.size else None
+
+
+def _grid(cells, rows, cols, row_labels, col_labels, title, path, written):
+    """Draws cells[r][c] (a 96 x 96 uint8 image or None) as one figure."""
+    fig, axes = plt.subplots(rows, cols, figsize=(1.1 * cols + 1.0, 1.1 * rows + 0.7), squeeze=False)
+    for r in range(rows):
+        for c in range(cols):
+            ax = axes[r][c]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.grid(False)
+            if cells[r][c] is not None:
+                ax.imshow(cells[r][c], cmap="gray", vmin=0, vmax=255)
+            if c == 0:
+                ax.set_ylabel(row_labels[r], fontsize=8)
+            if r == 0:
+                ax.set_title(col_labels[c], fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save(fig, path, written)
+
+
+def cmd_norb(args):
+    """The figures of a smallNORB-format directory: (written paths, skipped, why)."""
+    train, test = load_split(args.input, "training"), load_split(args.input, "testing")
+    src = os.path.basename(os.path.normpath(args.input))
+    make_out(args.out)
+    written = []
+    # Every toy of every category at one view: training toys, then test toys.
+    toys = []
+    for split, part in ((train, "train"), (test, "test")):
+        for inst in sorted(set(split[2][:, 0].tolist())):
+            toys.append((split, part, inst))
+    cells = []
+    for cls in range(5):
+        row = []
+        for split, _, inst in toys:
+            k = _find(split, cls, inst, elevation=2, azimuth=4, lighting=0)
+            row.append(None if k is None else split[0][k, 0])
+        cells.append(row)
+    _grid(cells, 5, len(toys), CLASSES, [f"{p} {i}" for _, p, i in toys],
+          f"{src}: every toy (elevation 40°, azimuth 40°, lighting 0, left camera)",
+          os.path.join(args.out, "norb_instances.png"), written)
+    # Instances x viewpoints: each category's first training and first test toy, around the circle.
+    azimuths = list(range(0, 36, 4))
+    cells, labels = [], []
+    for cls in range(5):
+        for split, part in ((train, "train"), (test, "test")):
+            inst = int(split[2][split[1] == cls][0, 0]) if np.any(split[1] == cls) else None
+            labels.append(f"{CLASSES[cls]} {part} {inst}")
+            row = []
+            for a in azimuths:
+                k = None if inst is None else _find(split, cls, inst, elevation=2, azimuth=a, lighting=0)
+                row.append(None if k is None else split[0][k, 0])
+            cells.append(row)
+    _grid(cells, len(cells), len(azimuths), labels, [f"{10 * a}°" for a in azimuths],
+          f"{src}: toys around the circle (elevation 40°, lighting 0)",
+          os.path.join(args.out, "norb_viewpoints.png"), written)
+    # The lightings, and the stereo pair's second camera beside the first.
+    lightings = sorted(set(test[2][:, 3].tolist()))
+    cells = []
+    for cls in range(5):
+        row = []
+        for light in lightings:
+            k = _find(test, cls, elevation=4, azimuth=6, lighting=light)
+            row.append(None if k is None else test[0][k, 0])
+        k = _find(test, cls, elevation=4, azimuth=6, lighting=lightings[0])
+        row.append(None if k is None else test[0][k, 1])
+        cells.append(row)
+    _grid(cells, 5, len(lightings) + 1, CLASSES,
+          [f"lighting {l}" for l in lightings] + [f"lighting {lightings[0]}, right camera"],
+          f"{src}: the lightings (a test toy, elevation 50°, azimuth 60°)",
+          os.path.join(args.out, "norb_lightings.png"), written)
+    return written, [], ""
