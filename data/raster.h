@@ -12,8 +12,28 @@
 // go to one triangle only (the top-left rule), so no pixel is drawn twice or
 // dropped between neighbours. Same mesh, camera and side: the same bits on
 // every machine (plain float arithmetic, no contraction into FMAs).
+//
+// The camera frame, exactly. With a = azimuth, e = elevation, d = (cos e sin a,
+// sin e, cos e cos a), the camera looks along forward f = -d; right is
+// r = (cos a, 0, -sin a) and up u = r x f = (-sin e sin a, cos e, -sin e cos a).
+// So at azimuth 0, elevation 0 the camera sits on +z looking down -z: +x is to
+// the right of the image centre and +y above it; raising e brings the top of
+// the object into view; at a = 90 deg, +z is on the left. The image centre
+// (side/2, side/2) looks at the target. Perspective: the eye is at
+// target + distance * d and a view-space point (x, y, z) = ((p - eye).r,
+// (p - eye).u, (p - eye).f) lands at column side/2 (1 + x / (z tan(fov/2))),
+// row side/2 (1 - y / (z tan(fov/2))). Orthographic: the same frame, with
+// x / half_width and y / half_width in place of x / (z tan(fov/2)).
+//
+// Limits. Projected vertices are snapped to 1/4096 pixel, which makes every
+// edge test exact (so the top-left rule holds bit for bit); a triangle is
+// skipped, not clipped, when a vertex lies nearer than distance / 100 to the
+// eye or behind it (perspective), or projects more than 4096 pixels from the
+// image's corner. The toys always sit wholly in front of the camera, well
+// inside these bounds.
 #pragma once
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "data/mesh.h"
@@ -32,6 +52,12 @@ struct Camera {
 // Each pixel's nearest surface: its depth along the view direction (INFINITY
 // where no triangle covers the pixel) and the unit outward normal, world frame,
 // of the triangle drawn there (flat shading: one normal per triangle).
+// depth is view-space z, (p - eye).f, at the pixel's centre: perspective
+// interpolates 1/z linearly on the screen (correct for a plane) and stores its
+// reciprocal; orthographic interpolates z itself. The eye is target + distance
+// * d in both projections, so orthographic depth may be negative for geometry
+// behind it (orthographic draws it all). Of two surfaces at equal depth, the
+// triangle earlier in the mesh wins.
 struct Surface {
   int side = 0;
   std::vector<float> depth;  // side x side, row-major
@@ -42,7 +68,19 @@ struct Surface {
 // Draws every triangle of `mesh` seen by `cam` into a side x side Surface
 // (side >= 1). Triangles facing away from the camera are skipped (closed
 // solids; a single sheet shows only its front).
+// side above 2048 (outside the exact-arithmetic bounds) is std::invalid_argument.
 void rasterize(const Mesh& mesh, const Camera& cam, int side, Surface* out);
+
+// What one rasterisation did, for tests and benchmarks: fragments counts pixel
+// centres found inside a drawn triangle before the depth test (a pixel covered
+// by one layer of a tiling is one fragment: none drawn twice, none dropped).
+struct RasterStats {
+  int64_t drawn = 0;      // front-facing triangles set up
+  int64_t culled = 0;     // facing away from the camera, or of zero area on screen
+  int64_t skipped = 0;    // a vertex past the near plane or the screen bound
+  int64_t fragments = 0;
+};
+void rasterize(const Mesh& mesh, const Camera& cam, int side, Surface* out, RasterStats* stats);
 
 // A directional light: `direction` points from the scene towards the light
 // (unit length), plus an ambient term.
