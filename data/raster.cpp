@@ -33,6 +33,12 @@ inline double snap(double x) {
   return (x + k) - k;
 }
 
+// floor and ceil of a snapped coordinate (|x| <= kScreenBound + 1): the shift
+// makes the argument positive, where conversion to int truncates, i.e. floors;
+// all of it exact. Cheaper than std::floor where SSE4.1 is not assumed.
+inline int floor_bounded(double x) { return int(x + 8192.0) - 8192; }
+inline int ceil_bounded(double x) { return 8192 - int(8192.0 - x); }
+
 struct Frame {
   double eye[3], right[3], up[3], fwd[3];
   double centre, scale;  // pixel = centre +/- scale * (x or y) [/ z]
@@ -106,26 +112,23 @@ Vec3 unit_normal(const Vec3& a, const Vec3& b, const Vec3& c) {
 }
 
 // Edge p -> q of a triangle wound so that its interior is on the positive side.
-// Value at pixel centre (x, y): (q.x - p.x)(y - p.y) - (q.y - p.y)(x - p.x);
-// stepping one column adds step_c, one row step_r.
+// Value at pixel centre (x, y): (q.x - p.x)(y - p.y) - (q.y - p.y)(x - p.x),
+// less 2^-24 unless the edge is a top or left one; stepping one column adds
+// step_c, one row step_r. Values are multiples of 2^-24, so "value - 2^-24 >= 0"
+// is "value > 0", exactly, and a pixel is inside when all three are >= 0.
 struct Edge {
-  double step_c, step_r, at;  // at: value at the first pixel of the box
-  double bias;                // 0, or just below 0 for a top or left edge
-  bool inside(double e) const { return e > bias; }
+  double step_c, step_r, at;  // at: the value at the first pixel of the box
+  double shift;               // 0 or 2^-24, taken off the edge function
 };
 
 Edge make_edge(const ScreenVertex& p, const ScreenVertex& q, double x0, double y0) {
   const double dx = q.x - p.x, dy = q.y - p.y;
-  Edge e;
-  e.step_c = -dy;
-  e.step_r = dx;
-  e.at = dx * (y0 - p.y) - dy * (x0 - p.x);
   // Top-left rule, in screen coordinates (y down) with this winding: a top edge
-  // is horizontal and runs to the right, a left edge runs up. Values are
-  // multiples of 2^-24, so "> -2^-25" is ">= 0", exactly.
+  // is horizontal and runs to the right, a left edge runs up. Centres exactly
+  // on such an edge are in.
   const bool top_left = dy < 0 || (dy == 0 && dx > 0);
-  e.bias = top_left ? -0x1p-25 : 0.0;
-  return e;
+  const double shift = top_left ? 0.0 : 0x1p-24;
+  return {-dy, dx, dx * (y0 - p.y) - dy * (x0 - p.x) - shift, shift};
 }
 
 }  // namespace
@@ -137,17 +140,18 @@ void rasterize(const Mesh& mesh, const Camera& cam, int side, Surface* out, Rast
     throw std::invalid_argument("rasterize: side " + std::to_string(side) + " outside [1, " + std::to_string(kMaxSide) + "]");
   const size_t n_pix = size_t(side) * size_t(side);
   out->side = side;
-  out->depth.assign(n_pix, -INFINITY);  // holds the depth key until the end
+  const Frame f = camera_frame(cam, side);
+  // The depth buffer holds the key until the end, starting from "nothing":
+  // perspective keys 1/z are all positive (z >= near), so 0 is below them.
+  out->depth.assign(n_pix, f.perspective ? 0.f : -INFINITY);
   out->normal.assign(n_pix, Vec3{0, 0, 0});
   float* key_buf = out->depth.data();
   Vec3* normal_buf = out->normal.data();
 
-  const Frame f = camera_frame(cam, side);
   std::vector<ScreenVertex> sv;
   project(mesh, f, &sv);
 
   RasterStats st;
-  const double last = side - 1;
   for (const auto& t : mesh.triangles) {
     const ScreenVertex& a = sv[size_t(t[0])];
     const ScreenVertex* b = &sv[size_t(t[1])];
@@ -168,26 +172,29 @@ void rasterize(const Mesh& mesh, const Camera& cam, int side, Surface* out, Rast
     // Pixels whose centre (col + 0.5, row + 0.5) can lie inside.
     const double xmin = std::min({a.x, b->x, c->x}), xmax = std::max({a.x, b->x, c->x});
     const double ymin = std::min({a.y, b->y, c->y}), ymax = std::max({a.y, b->y, c->y});
-    const double c0 = std::max(0.0, std::ceil(xmin - 0.5)), c1 = std::min(last, std::floor(xmax - 0.5));
-    const double r0 = std::max(0.0, std::ceil(ymin - 0.5)), r1 = std::min(last, std::floor(ymax - 0.5));
+    const int col0 = std::max(0, ceil_bounded(xmin - 0.5)), col1 = std::min(side - 1, floor_bounded(xmax - 0.5));
+    const int row0 = std::max(0, ceil_bounded(ymin - 0.5)), row1 = std::min(side - 1, floor_bounded(ymax - 0.5));
     ++st.drawn;
-    if (c0 > c1 || r0 > r1) continue;
+    if (col0 > col1 || row0 > row1) continue;
 
-    const double x0 = c0 + 0.5, y0 = r0 + 0.5;
+    const double x0 = col0 + 0.5, y0 = row0 + 0.5;
     // Edge i faces vertex i: its value over the area is vertex i's barycentric weight.
     Edge e0 = make_edge(*b, *c, x0, y0), e1 = make_edge(*c, a, x0, y0), e2 = make_edge(a, *b, x0, y0);
     const double inv_area = 1.0 / -area;
     const double ka = a.key * inv_area, kb = b->key * inv_area, kc = c->key * inv_area;
-    const Vec3 n = unit_normal(mesh.vertices[size_t(t[0])], mesh.vertices[size_t(t[1])], mesh.vertices[size_t(t[2])]);
+    const double k_shift = e0.shift * ka + e1.shift * kb + e2.shift * kc;  // puts the shifts back
 
-    const int col0 = int(c0), col1 = int(c1), row0 = int(r0), row1 = int(r1);
+    const Vec3 n = unit_normal(mesh.vertices[size_t(t[0])], mesh.vertices[size_t(t[1])], mesh.vertices[size_t(t[2])]);
+    int64_t fragments = 0;
     for (int r = row0; r <= row1; ++r) {
       double w0 = e0.at, w1 = e1.at, w2 = e2.at;
       const size_t base = size_t(r) * size_t(side);
       for (int col = col0; col <= col1; ++col) {
-        if (e0.inside(w0) && e1.inside(w1) && e2.inside(w2)) {
-          ++st.fragments;
-          const float key = float(w0 * ka + w1 * kb + w2 * kc);
+        // One test, not three: which pixels of a small triangle are inside is
+        // what a branch predictor cannot guess.
+        if (std::min(std::min(w0, w1), w2) >= 0) {
+          ++fragments;
+          const float key = float(w0 * ka + w1 * kb + w2 * kc + k_shift);
           const size_t i = base + size_t(col);
           if (key > key_buf[i]) {
             key_buf[i] = key;
@@ -198,13 +205,15 @@ void rasterize(const Mesh& mesh, const Camera& cam, int side, Surface* out, Rast
       }
       e0.at += e0.step_r, e1.at += e1.step_r, e2.at += e2.step_r;
     }
+    st.fragments += fragments;
   }
 
-  // Keys back to view-space depth; -INFINITY (nothing drawn) to INFINITY.
-  for (size_t i = 0; i < n_pix; ++i) {
-    const float k = key_buf[i];
-    if (k == -INFINITY) key_buf[i] = INFINITY;
-    else key_buf[i] = f.perspective ? float(1.0 / double(k)) : -k;
+  // Keys back to view-space depth. The empty key (0 = 1/infinity, or -infinity)
+  // turns into INFINITY by the same arithmetic, so the loop has no branch.
+  if (f.perspective) {
+    for (size_t i = 0; i < n_pix; ++i) key_buf[i] = 1.f / key_buf[i];
+  } else {
+    for (size_t i = 0; i < n_pix; ++i) key_buf[i] = -key_buf[i];
   }
   if (stats) *stats = st;
 }
