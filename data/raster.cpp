@@ -39,6 +39,44 @@ inline double snap(double x) {
 inline int floor_bounded(double x) { return int(x + 8192.0) - 8192; }
 inline int ceil_bounded(double x) { return 8192 - int(8192.0 - x); }
 
+}  // namespace
+
+// Sine and cosine of an angle in degrees by plain double arithmetic: reduced
+// exactly (fmod) to [-45, 45] degrees and a quadrant, then Taylor series to
+// x^17 (the next term is below 1e-19 at pi/4). libm's sin and cos are not the
+// same function on every machine (glibc picks an FMA build at run time), and
+// the camera frame feeds every pixel. Exact at multiples of 90 degrees.
+void sin_cos_deg(double deg, double* s, double* c) {
+  if (!std::isfinite(deg)) {
+    *s = *c = NAN;
+    return;
+  }
+  double r = std::fmod(deg, 360.0);
+  if (r < 0) r += 360.0;
+  const int k = int(std::floor(r / 90.0 + 0.5));  // nearest quadrant, 0..4
+  const double x = (r - 90.0 * k) * (3.14159265358979323846 / 180.0);
+  const double x2 = x * x;
+  double sp = 1.0 / 355687428096000.0;  // 1/17!, then down to 1/3!
+  double cp = 1.0 / 20922789888000.0;   // 1/16!, then down to 1/2!
+  const double sin_inv[] = {1.0 / 1307674368000.0, 1.0 / 6227020800.0, 1.0 / 39916800.0, 1.0 / 362880.0,
+                            1.0 / 5040.0,          1.0 / 120.0,        1.0 / 6.0};
+  const double cos_inv[] = {1.0 / 87178291200.0, 1.0 / 479001600.0, 1.0 / 3628800.0, 1.0 / 40320.0,
+                            1.0 / 720.0,         1.0 / 24.0,        1.0 / 2.0};
+  for (int i = 0; i < 7; ++i) {  // alternating signs, Horner in x^2
+    sp = sin_inv[i] - x2 * sp;
+    cp = cos_inv[i] - x2 * cp;
+  }
+  const double sn = x - x * x2 * sp, cs = 1.0 - x2 * cp;
+  switch (k & 3) {
+    case 0: *s = sn, *c = cs; break;
+    case 1: *s = cs, *c = -sn; break;
+    case 2: *s = -sn, *c = -cs; break;
+    default: *s = -cs, *c = sn; break;
+  }
+}
+
+namespace {
+
 struct Frame {
   double eye[3], right[3], up[3], fwd[3];
   double centre, scale;  // pixel = centre +/- scale * (x or y) [/ z]
@@ -47,9 +85,10 @@ struct Frame {
 };
 
 Frame camera_frame(const Camera& cam, int side) {
-  constexpr double kDeg = 3.14159265358979323846 / 180.0;
-  const double a = cam.azimuth_deg * kDeg, e = cam.elevation_deg * kDeg;
-  const double sa = std::sin(a), ca = std::cos(a), se = std::sin(e), ce = std::cos(e);
+  double sa, ca, se, ce, sf, cf;
+  sin_cos_deg(cam.azimuth_deg, &sa, &ca);
+  sin_cos_deg(cam.elevation_deg, &se, &ce);
+  sin_cos_deg(0.5 * cam.fov_deg, &sf, &cf);
   const double d[3] = {ce * sa, se, ce * ca};  // from the target towards the eye
   Frame f{};
   for (int i = 0; i < 3; ++i) f.fwd[i] = -d[i];
@@ -59,7 +98,7 @@ Frame camera_frame(const Camera& cam, int side) {
   for (int i = 0; i < 3; ++i) f.eye[i] = target[i] + cam.distance * d[i];
   f.centre = 0.5 * side;
   f.perspective = cam.perspective;
-  f.scale = cam.perspective ? f.centre / std::tan(0.5 * cam.fov_deg * kDeg) : f.centre / cam.half_width;
+  f.scale = cam.perspective ? f.centre * (cf / sf) : f.centre / cam.half_width;
   f.near = kNearFraction * cam.distance;
   return f;
 }

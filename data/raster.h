@@ -94,4 +94,9 @@ struct Light {
 // min(1, albedo x (ambient + intensity x max(0, n . direction))).
 void shade(const Surface& s, const Light& light, float albedo, float background, float* img);
 
+// The camera setup's sine and cosine of an angle in degrees: plain double
+// arithmetic, so the same bits everywhere (libm's need not be), within 1e-15
+// of the true values and exact at multiples of 90 degrees.
+void sin_cos_deg(double deg, double* s, double* c);
+
 }  // namespace vg

@@ -401,6 +401,27 @@ TEST(Raster, BackFacesAndTheNearPlane) {
   EXPECT_THROW(rasterize(front_sheet, c, 4096, &s), std::invalid_argument);
 }
 
+TEST(Raster, CameraTrigonometryIsAccurateAndExactAtRightAngles) {
+  // The camera's own sine and cosine (same bits on every machine) against libm
+  // in long double, on the angle reduced exactly to one turn first (a double
+  // radian of -725 degrees is itself 1e-15 off).
+  double s, c;
+  for (double deg = -725; deg <= 725; deg += 0.37) {
+    sin_cos_deg(deg, &s, &c);
+    const long double rad = std::fmod(deg, 360.0) * 3.14159265358979323846264338L / 180;
+    ASSERT_NEAR(s, double(std::sin(rad)), 1e-15) << deg;
+    ASSERT_NEAR(c, double(std::cos(rad)), 1e-15) << deg;
+  }
+  const double exact[][3] = {{0, 0, 1}, {90, 1, 0}, {180, 0, -1}, {270, -1, 0}, {-90, -1, 0}, {450, 1, 0}};
+  for (const auto& e : exact) {
+    sin_cos_deg(e[0], &s, &c);
+    EXPECT_EQ(s, e[1]) << e[0];
+    EXPECT_EQ(c, e[2]) << e[0];
+  }
+  sin_cos_deg(INFINITY, &s, &c);
+  EXPECT_TRUE(std::isnan(s) && std::isnan(c));
+}
+
 // ------------------------------------------------------------------- shading
 
 TEST(Raster, ShadeGivesLambertPlusAmbientExactly) {
