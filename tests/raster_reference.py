@@ -75,6 +75,19 @@ def render(verts, tris, cam, side, light, albedo, background):
             x, y = x / hw, y / hw
         return np.array([(x + 1) * side / 2, (1 - y) * side / 2])
 
+    # The screen projection (used only to find pixels near edges) must agree with
+    # the rays: the ray through a vertex's projected position passes through it.
+    for p in verts:
+        col, row = to_pixels(p)
+        pu, pv = col / side * 2 - 1, 1 - row / side * 2
+        if persp:
+            ray_o, ray_d = eye, pu * t * right + pv * t * up - back
+        else:
+            ray_o, ray_d = eye + pu * hw * right + pv * hw * up, -back
+        q = p - ray_o
+        miss = np.linalg.norm(q - (q @ ray_d) / (ray_d @ ray_d) * ray_d)
+        assert miss < 1e-9, f"projection and rays disagree by {miss} at vertex {p}"
+
     best = np.full(n_pix, np.inf)
     normal = np.zeros((n_pix, 3))
     edge_dist = np.full(n_pix, np.inf)
