@@ -172,11 +172,14 @@ Edge make_edge(const ScreenVertex& p, const ScreenVertex& q, double x0, double y
 
 }  // namespace
 
-void rasterize(const Mesh& mesh, const Camera& cam, int side, Surface* out) { rasterize(mesh, cam, side, out, nullptr); }
+void rasterize(const Mesh& mesh, const Camera& cam, int side, Surface* out) {
+  rasterize(mesh, cam, side, out, nullptr);
+}
 
 void rasterize(const Mesh& mesh, const Camera& cam, int side, Surface* out, RasterStats* stats) {
   if (side < 1 || side > kMaxSide)
-    throw std::invalid_argument("rasterize: side " + std::to_string(side) + " outside [1, " + std::to_string(kMaxSide) + "]");
+    throw std::invalid_argument("rasterize: side " + std::to_string(side) + " outside [1, " +
+                                std::to_string(kMaxSide) + "]");
   const size_t n_pix = size_t(side) * size_t(side);
   out->side = side;
   const Frame f = camera_frame(cam, side);

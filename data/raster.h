@@ -11,7 +11,8 @@
 // triangles whose interior holds its centre; centres exactly on a shared edge
 // go to one triangle only (the top-left rule), so no pixel is drawn twice or
 // dropped between neighbours. Same mesh, camera and side: the same bits on
-// every machine (plain float arithmetic, no contraction into FMAs).
+// every machine (plain float and double arithmetic, no contraction into FMAs,
+// and the camera's trigonometry from sin_cos_deg below rather than libm).
 //
 // The camera frame, exactly. With a = azimuth, e = elevation, d = (cos e sin a,
 // sin e, cos e cos a), the camera looks along forward f = -d; right is
@@ -56,8 +57,8 @@ struct Camera {
 // interpolates 1/z linearly on the screen (correct for a plane) and stores its
 // reciprocal; orthographic interpolates z itself. The eye is target + distance
 // * d in both projections, so orthographic depth may be negative for geometry
-// behind it (orthographic draws it all). Of two surfaces at equal depth, the
-// triangle earlier in the mesh wins.
+// behind it (orthographic draws it all). Of two surfaces at equal depth (the
+// buffer compares float keys), the triangle earlier in the mesh wins.
 struct Surface {
   int side = 0;
   std::vector<float> depth;  // side x side, row-major
@@ -66,9 +67,10 @@ struct Surface {
 };
 
 // Draws every triangle of `mesh` seen by `cam` into a side x side Surface
-// (side >= 1). Triangles facing away from the camera are skipped (closed
-// solids; a single sheet shows only its front).
-// side above 2048 (outside the exact-arithmetic bounds) is std::invalid_argument.
+// (1 <= side <= 2048; else std::invalid_argument, as larger images leave the
+// bounds that keep the edge tests exact). Triangles facing away from the camera
+// are skipped (closed solids; a single sheet shows only its front), as are
+// those of zero area on the screen (seen edge-on).
 void rasterize(const Mesh& mesh, const Camera& cam, int side, Surface* out);
 
 // What one rasterisation did, for tests and benchmarks: fragments counts pixel
