@@ -262,15 +262,16 @@ void rasterize(const Mesh& mesh, const Camera& cam, int side, Surface* out, Rast
 
 void shade(const Surface& s, const Light& light, float albedo, float background, float* img) {
   const size_t n = size_t(s.side) * size_t(s.side);
-  const Vec3& d = light.direction;
+  const float d0 = light.direction[0], d1 = light.direction[1], d2 = light.direction[2];
+  const float* depth = s.depth.data();
+  const Vec3* normal = s.normal.data();
+  // Every pixel lit, then the uncovered ones replaced: no branch, so the
+  // compiler vectorises it; the covered pixels' arithmetic is the same.
   for (size_t i = 0; i < n; ++i) {
-    if (!s.covered(int(i))) {
-      img[i] = background;
-      continue;
-    }
-    const Vec3& nv = s.normal[i];
-    const float cosine = std::max(0.f, nv[0] * d[0] + nv[1] * d[1] + nv[2] * d[2]);
-    img[i] = std::min(1.f, albedo * (light.ambient + light.intensity * cosine));
+    const Vec3& nv = normal[i];
+    const float cosine = std::max(0.f, nv[0] * d0 + nv[1] * d1 + nv[2] * d2);
+    const float lit = std::min(1.f, albedo * (light.ambient + light.intensity * cosine));
+    img[i] = depth[i] != INFINITY ? lit : background;
   }
 }
 
