@@ -313,8 +313,22 @@ NorbSet NorbSet::rendered(std::vector<int32_t> labels, std::vector<NorbInfo> inf
   return s;
 }
 
+NorbSet NorbSet::in_memory(std::vector<int32_t> labels, std::vector<NorbInfo> info, std::vector<uint8_t> pairs,
+                           std::string name) {
+  if (labels.size() != info.size() || pairs.size() != labels.size() * size_t(kNorbPairBytes))
+    throw std::invalid_argument("NorbSet::in_memory: labels, info and pairs differ in length");
+  NorbSet s;
+  s.labels_ = std::move(labels);
+  s.info_ = std::move(info);
+  auto src = std::make_shared<NorbSet::Source>();
+  src->bytes = std::move(pairs);
+  s.src_ = std::move(src);
+  s.dat_name_ = std::move(name);
+  return s;
+}
+
 NorbData norb_load_dir(const std::string& dir) {
-  return {norb_load_split(norb_files(dir, NorbPart::training)), norb_load_split(norb_files(dir, NorbPart::testing))};
+  return {norb_load_split(norb_files(dir, NorbPart::training)), norb_load_split(norb_files(dir, NorbPart::testing)), {}};
 }
 
 std::vector<uint8_t> norb_pairs_file(int32_t n) {

@@ -80,6 +80,10 @@ class NorbSet {
   static NorbSet rendered(std::vector<int32_t> labels, std::vector<NorbInfo> info,
                           std::function<void(int i, uint8_t* dst)> render, std::string name);
 
+  // A set of `pairs` (N x 2 x 96 x 96 bytes) held in memory.
+  static NorbSet in_memory(std::vector<int32_t> labels, std::vector<NorbInfo> info, std::vector<uint8_t> pairs,
+                           std::string name);
+
   struct Source;  // an open -dat file, an owned byte buffer or a renderer
 
  private:
