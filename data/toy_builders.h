@@ -1,0 +1,39 @@
+// The per-category builders behind toy_mesh (data/toys.h), split by family:
+// data/toys_animate.cpp (animals, humans) and data/toys_vehicles.cpp
+// (airplanes, trucks, cars). Each builds its toy in its own units, y up, front
+// towards +x; toy_mesh centres and scales the result.
+#pragma once
+#include <cstdint>
+
+#include "data/toy_parts.h"
+#include "kernels/rng.h"
+
+namespace vg::toys {
+
+// One toy's parameter draws. Builders draw every parameter up front in a
+// fixed order, used or not, so one parameter's draw never shifts another's.
+class Draw {
+ public:
+  Draw(int category, int instance)
+      : s_(0, Purpose::Toys, uint64_t(category), uint64_t(instance)), instance_(instance) {}
+  // Uniform in (lo, hi).
+  double operator()(double lo, double hi) { return lo + (hi - lo) * s_.uniform(); }
+  // Uniform in 0..n-1.
+  int pick(int n) { return int(s_.below(uint32_t(n))); }
+  // A toy's kind (a car's body style, an airplane's engine count) cycles
+  // with the instance instead, so any n consecutive instances hold every
+  // kind once: the 10 toys of a split never miss one by chance.
+  int cycle(int n) const { return instance_ % n; }
+
+ private:
+  Stream s_;
+  int instance_;
+};
+
+Mesh build_animal(Draw& d);
+Mesh build_human(Draw& d);
+Mesh build_airplane(Draw& d);
+Mesh build_truck(Draw& d);
+Mesh build_car(Draw& d);
+
+}  // namespace vg::toys

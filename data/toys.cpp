@@ -1,0 +1,52 @@
+#include "data/toys.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "data/toy_builders.h"
+
+namespace vg {
+
+const char* toy_category_name(int category) {
+  if (category < 0 || category >= kToyCategories)
+    throw std::invalid_argument("toys: category " + std::to_string(category) + " is not in 0.." +
+                                std::to_string(kToyCategories - 1));
+  return kToyCategoryNames[size_t(category)];
+}
+
+Mesh toy_mesh(int category, int instance) {
+  toy_category_name(category);  // throws for a bad category
+  if (instance < 0) throw std::invalid_argument("toys: instance " + std::to_string(instance) + " is negative");
+  toys::Draw d(category, instance);
+  Mesh m;
+  switch (category) {
+    case 0: m = toys::build_animal(d); break;
+    case 1: m = toys::build_human(d); break;
+    case 2: m = toys::build_airplane(d); break;
+    case 3: m = toys::build_truck(d); break;
+    default: m = toys::build_car(d); break;
+  }
+  // Centre the bounding box on the origin, then scale the farthest vertex to
+  // distance 1, all in double from the built floats.
+  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  for (const auto& v : m.vertices)
+    for (int k = 0; k < 3; ++k) {
+      lo[k] = std::min(lo[k], double(v[size_t(k)]));
+      hi[k] = std::max(hi[k], double(v[size_t(k)]));
+    }
+  double c[3], r2 = 0;
+  for (int k = 0; k < 3; ++k) c[k] = (lo[k] + hi[k]) / 2;
+  for (const auto& v : m.vertices) {
+    double s = 0;
+    for (int k = 0; k < 3; ++k) s += (v[size_t(k)] - c[k]) * (v[size_t(k)] - c[k]);
+    r2 = std::max(r2, s);
+  }
+  const double scale = 1 / std::sqrt(r2);
+  for (auto& v : m.vertices)
+    for (int k = 0; k < 3; ++k) v[size_t(k)] = float((v[size_t(k)] - c[k]) * scale);
+  return m;
+}
+
+}  // namespace vg
