@@ -51,14 +51,15 @@ void place(Mesh* into, const Mesh& part, const Affine& where);
 // (8 vertices, 12 triangles).
 Mesh box(double sx, double sy, double sz);
 
-// Solids of revolution about the y axis, centred on the origin in y.
+// Solids of revolution about the y axis, centred on the origin in y;
+// segments >= 3.
 // A cylinder: radius r, height h, a regular `segments`-gon in section, capped.
 Mesh cylinder(double r, double h, int segments);
 // A frustum: radius r_bottom at y = -h/2, r_top at +h/2; a radius of 0 makes
 // that end a point (a cone).
 Mesh frustum(double r_bottom, double r_top, double h, int segments);
 // An ellipsoid with semi-axes rx, ry, rz: a UV sphere of `segments` meridians
-// and segments / 2 bands between its poles (segments >= 4, even), scaled.
+// and segments / 2 bands between its poles (segments even, >= 4), scaled.
 // Its vertices lie on the ellipsoid, so it is slightly smaller inside.
 Mesh ellipsoid(double rx, double ry, double rz, int segments);
 
@@ -75,9 +76,10 @@ Mesh lathe(const std::vector<std::array<double, 2>>& profile, int segments);
 // linearly from `half_width` at its bottom to `top_half_width` at its top
 // (narrower on top: a car's sloping windows). `squareness` is the
 // superellipse's exponent for the whole loft: 2 gives ellipses, 8 or more
-// nearly rectangles with rounded corners. A section with zero half-height
-// and zero half-widths is a point (a pointed nose); other sections need both
-// positive. The ends are capped with flat fans.
+// nearly rectangles with rounded corners. The first or last section may be
+// a point (zero half-height and half-widths: a pointed nose); every other
+// needs them positive. Stations must advance along x; an end that is not a
+// point is capped with a flat fan. segments >= 4.
 struct LoftStation {
   double x = 0, y = 0, z = 0;
   double half_height = 0, half_width = 0, top_half_width = 0;

@@ -1,6 +1,6 @@
 // Airplanes, trucks and cars (toy_mesh categories 2, 3 and 4), front
-// towards +x, standing on y = 0 (an airplane's lowest point at y = 0).
-// Units: roughly metres for cars and trucks; toy_mesh rescales.
+// towards +x, y up; trucks and cars stand on y = 0, an airplane's fuselage
+// axis is y = 0. Units: roughly metres for cars and trucks; toy_mesh rescales.
 #include <algorithm>
 #include <cmath>
 #include <numbers>
