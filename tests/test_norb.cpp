@@ -794,7 +794,7 @@ TEST(NorbSplits, EmptySetsAreRefusedNamingTheSplit) {
                                                   "viewpoints (elevations 30..40 deg): the familiar set is empty"},
   };
   for (const Case& c : cases) {
-    const NorbData d{set_at(c.train), set_at(c.test)};
+    const NorbData d{set_at(c.train), set_at(c.test), {}};
     try {
       norb_split_of(d, c.kind, "DIR");
       ADD_FAILURE() << "accepted: " << c.what;
@@ -802,7 +802,7 @@ TEST(NorbSplits, EmptySetsAreRefusedNamingTheSplit) {
       expect_error(err.what(), "DIR", c.what);
     }
   }
-  const NorbSplit full = norb_split_of(NorbData{set_at(every), set_at(at(0, 0))}, NorbSplitKind::full, "DIR");
+  const NorbSplit full = norb_split_of(NorbData{set_at(every), set_at(at(0, 0)), {}}, NorbSplitKind::full, "DIR");
   EXPECT_EQ(full.familiar.size(), 2u);
   EXPECT_TRUE(full.novel.empty());
 }

@@ -254,6 +254,8 @@ std::string args_choosing(const Protocol& p) {
   std::string args;
   for (const FlagSpec& s : run_flag_specs())
     if (f.*(s.field) != def.*(s.field)) args += " --" + std::string(s.name) + " " + f.*(s.field);
+  for (const auto& [name, value] : f.protocol)
+    if (value != def.protocol.at(name)) args += " --" + name + " " + value;
   return args;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -86,32 +87,35 @@ TEST(ToyViews, TrainingAndTestToysAreTheirOwnInstances) {
 }
 
 // At every one of smallNORB's 162 viewpoints, no two toys of a category look
-// alike: their 48 x 48 silhouettes (the resolution the models read) differ in
-// at least 1 % of the pixels. A toy turned to a mirror view of another would
-// still count as distinct only if its outline differs there too.
+// alike: in their noise-free 48 x 48 pictures (the resolution the models
+// read), at least 1 % of the pixels differ by more than 10 grey levels, over
+// three times the pixel noise (kToyNoise), so no draw of noise could make
+// the one picture from the other. Shading counts as well as the outline: two
+// cars of one body style may share an outline from behind, not their faces.
 TEST(ToyViews, EveryInstanceIsDistinctFromEveryOtherAtEveryViewpoint) {
   constexpr int kSide = 48, kInstances = 10;
+  constexpr float kGrey = 10.f / 255.f;
   const ToyShelf shelf(kInstances / 2);
   const ToyConfig cfg{.stereo_deg = 0};
   for (int c = 0; c < kToyCategories; ++c) {
     int fewest = kSide * kSide;
     for (int e = 0; e < kNorbElevations; ++e)
       for (int a = 0; a <= kNorbAzimuthMax; a += 2) {
-        std::vector<std::vector<bool>> s;
+        std::vector<std::vector<float>> s;
         for (int i = 0; i < kInstances; ++i)
-          s.push_back(silhouette(clean_pair(shelf.mesh(c, i), norb_azimuth_deg(a), norb_elevation_deg(e), 0, kSide, cfg),
-                                 kSide, 0));
+          s.push_back(clean_pair(shelf.mesh(c, i), norb_azimuth_deg(a), norb_elevation_deg(e), 0, kSide, cfg));
         for (int i = 0; i < kInstances; ++i)
           for (int j = i + 1; j < kInstances; ++j) {
             int differ = 0;
-            for (size_t p = 0; p < s[size_t(i)].size(); ++p) differ += s[size_t(i)][p] != s[size_t(j)][p];
+            for (int p = 0; p < kSide * kSide; ++p)
+              differ += std::fabs(s[size_t(i)][size_t(p)] - s[size_t(j)][size_t(p)]) > kGrey;
             fewest = std::min(fewest, differ);
             EXPECT_GE(differ, kSide * kSide / 100)
                 << "category " << c << ", toys " << i << " and " << j << " at azimuth " << norb_azimuth_deg(a)
                 << ", elevation " << norb_elevation_deg(e);
           }
       }
-    RecordProperty("fewest_differing_pixels_category_" + std::to_string(c), fewest);
+    std::printf("category %d: at least %d of %d pixels differ between any two toys\n", c, fewest, kSide * kSide);
   }
 }
 
@@ -123,7 +127,7 @@ TEST(ToyViews, LightingChangesShadingButNotTheSilhouette) {
     const std::vector<bool> outline = silhouette(first, kSide, 0);
     int covered = 0;
     for (bool b : outline) covered += b;
-    EXPECT_GT(covered, kSide * kSide / 20) << "category " << c;
+    EXPECT_GT(covered, kSide * kSide / 50) << "category " << c;  // a thin human covers ~3 %
     for (int l = 1; l < kToyLightings; ++l) {
       const std::vector<float> lit = clean_pair(shelf.mesh(c, 2), 40, 45, l, kSide);
       EXPECT_EQ(silhouette(lit, kSide, 0), outline) << "category " << c << ", lighting " << l;
@@ -224,7 +228,11 @@ TEST(ToyViews, TheExportReadsBackAsTheSameRecords) {
       EXPECT_EQ(j["config"]["data"]["toys"]["instances_per_split"], 1) << j["config"]["data"];
       EXPECT_NE(r.out.find("toys (1 training and 1 test toys per category, 2 lighting(s)"), std::string::npos) << r.out;
     }
-    for (const auto& m : j["models"]) tables[k] += m.dump();
+    for (auto m : j["models"]) {
+      m.erase("timing_s");  // the one thing that may differ
+      for (auto& h : m["history"]) h.erase("seconds");
+      tables[k] += m.dump();
+    }
   }
   EXPECT_EQ(tables[0], tables[1]);
   std::filesystem::remove_all(dir);
