@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -418,6 +419,7 @@ void crop_channels(const uint8_t* pair, NorbCameras cameras, int row0, int col0,
 
 void norb_eval_sample(const uint8_t* pair, const NorbPrep& prep, float* dst) {
   crop_channels(pair, prep.cameras, kNorbCentreOffset, kNorbCentreOffset, dst);
+  norb_standardize(dst, norb_channels(prep.cameras), prep);
 }
 
 void norb_train_sample(const uint8_t* pair, const NorbPrep& prep, Stream& rng, float* dst) {
@@ -427,6 +429,18 @@ void norb_train_sample(const uint8_t* pair, const NorbPrep& prep, Stream& rng, f
   const float ub = float(rng.uniform()), uc = float(rng.uniform());
   crop_channels(pair, prep.cameras, row0, col0, dst);
   norb_jitter(dst, norb_channels(prep.cameras), prep, ub, uc);
+  norb_standardize(dst, norb_channels(prep.cameras), prep);
+}
+
+void norb_standardize(float* dst, int channels, const NorbPrep& prep) {
+  if (!prep.standardize) return;
+  const int n = channels * kNorbCropPixels;
+  double sum = 0, sq = 0;
+  for (int p = 0; p < n; ++p) sum += dst[p];
+  const double mean = sum / n;
+  for (int p = 0; p < n; ++p) sq += (dst[p] - mean) * (dst[p] - mean);
+  const double scale = 1.0 / std::max(std::sqrt(sq / n), 1.0 / std::sqrt(double(n)));
+  for (int p = 0; p < n; ++p) dst[p] = float((dst[p] - mean) * scale);
 }
 
 void norb_jitter(float* dst, int channels, const NorbPrep& prep, float ub, float uc) {

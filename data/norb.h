@@ -145,6 +145,11 @@ struct NorbPrep {
   // contrast ~ U(1 - max_contrast, 1 + max_contrast). 0 turns each off.
   float max_brightness = 0.f;
   float max_contrast = 0.f;
+  // After the jitter, each sample standardised over all its channels' pixels:
+  // x -> (x - mean) / max(std, 1 / sqrt(N)), as google-research's capsule_em
+  // feeds smallNORB (tf.image.per_image_standardization, norb/norb_record.py);
+  // the paper does not say. Off: crops stay in [0, 1].
+  bool standardize = false;
 };
 
 // 96x96 uint8 -> 48x48 float in [0, 1]: the mean of each 2x2 block / 255.
@@ -164,7 +169,10 @@ inline Stream norb_augment_stream(uint64_t seed, uint64_t epoch, uint64_t index)
 // draws in (0, 1) (ub: brightness, uc: contrast); nothing when both are off.
 void norb_jitter(float* dst, int channels, const NorbPrep& prep, float ub, float uc);
 
-// One pair -> channels x 32 x 32 floats in [0, 1].
+// NorbPrep's standardisation of one sample (channels x 32 x 32 at dst); nothing when off.
+void norb_standardize(float* dst, int channels, const NorbPrep& prep);
+
+// One pair -> channels x 32 x 32 floats in [0, 1] (standardised if prep says so).
 void norb_eval_sample(const uint8_t* pair, const NorbPrep& prep, float* dst);
 void norb_train_sample(const uint8_t* pair, const NorbPrep& prep, Stream& rng, float* dst);
 

@@ -156,6 +156,11 @@ const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-tra
 const DataFlag kCameras{"cameras", "both", "With --data norb: both (2 input channels), first or second"};
 const DataFlag kBrightness{"brightness", "0", "With --data norb: training brightness jitter, uniform in +-B (0..1)"};
 const DataFlag kContrast{"contrast", "0", "With --data norb: training contrast jitter, a factor uniform in 1 +- C (0..1)"};
+// Added after sweeps of these protocols were made: hashed only when set.
+const DataFlag kStandardize{"standardize", "off",
+                            "With --data norb or toys and the paper's splits: each crop standardised (on: as "
+                            "google-research's capsule_em; off: pixels in [0, 1], as the paper says)",
+                            false};
 
 // The toys' own flags (--data toys).
 constexpr const char* kToysSource = "toys";
@@ -230,6 +235,9 @@ NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d) {
   else throw FlagError(kCameras.name, cameras, "expected both, first or second");
   c.prep.max_brightness = float(f.real(kBrightness.name, 0, 1));
   c.prep.max_contrast = float(f.real(kContrast.name, 0, 1));
+  const std::string standardize = f.value(kStandardize.name);
+  if (standardize != "on" && standardize != "off") throw FlagError(kStandardize.name, standardize, "expected on or off");
+  c.prep.standardize = standardize == "on";
   const std::string stop = f.value("stop-at-familiar"), match = f.value("match-familiar");
   if (!c.toys && (!stop.empty() || !match.empty()))
     throw FlagError(stop.empty() ? "match-familiar" : "stop-at-familiar", stop.empty() ? match : stop,
@@ -311,7 +319,7 @@ std::string degrees(const std::vector<double>& v) {
 std::string describe(const DataConfig& cfg, const Dataset& d) {
   std::ostringstream o;
   o << norb_source_text(*cfg.norb) << ", split " << norb_split_name(cfg.norb->split) << ", cameras "
-    << norb_cameras_name(cfg.norb->prep.cameras) << "\n"
+    << norb_cameras_name(cfg.norb->prep.cameras) << (cfg.norb->prep.standardize ? ", standardised" : "") << "\n"
     << d.train.size() << " training images at azimuths " << degrees(d.train_az) << ", elevations "
     << degrees(d.elevations) << "; " << d.heldout.size() << " held-out at azimuths " << degrees(d.test_az)
     << ", elevations " << degrees(d.test_elevations) << "; true gap " << d.gap_deg << " deg (elevation "
@@ -325,7 +333,8 @@ nlohmann::json source_json(const DataConfig& cfg) {
   j.update({{"split", norb_split_name(n.split)},
           {"cameras", norb_cameras_name(n.prep.cameras)},
           {"brightness", n.prep.max_brightness},
-          {"contrast", n.prep.max_contrast}});
+          {"contrast", n.prep.max_contrast},
+          {"standardize", n.prep.standardize}});
   return j;
 }
 
@@ -375,7 +384,7 @@ Protocol norb_protocol(NorbSplitKind kind) {
   p.source_json = source_json;
   p.views = norb_views;
   p.source_flags = {"data", kCameras.name, kBrightness.name, kContrast.name};
-  p.flags = {kCameras, kBrightness, kContrast};
+  p.flags = {kCameras, kBrightness, kContrast, kStandardize};
   return p;
 }
 

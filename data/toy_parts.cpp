@@ -1,11 +1,42 @@
 #include "data/toy_parts.h"
 
+#include "data/raster.h"
+
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
 #include <string>
 
 namespace vg {
+
+double sin_deg(double deg) {
+  double s, c;
+  sin_cos_deg(deg, &s, &c);
+  return s;
+}
+double cos_deg(double deg) {
+  double s, c;
+  sin_cos_deg(deg, &s, &c);
+  return c;
+}
+double tan_deg(double deg) {
+  double s, c;
+  sin_cos_deg(deg, &s, &c);
+  return s / c;
+}
+
+namespace {
+// x^e for e a power of two (2, 1, 1/2, 1/4, 1/8: loft's squareness 1 to 16)
+// by squaring or square roots, each correctly rounded: no libm pow.
+double power(double x, double e) {
+  if (e >= 1) {
+    for (; e > 1; e /= 2) x *= x;
+    return x;
+  }
+  for (; e < 1; e *= 2) x = std::sqrt(x);
+  return x;
+}
+}  // namespace
 namespace {
 
 using P3 = std::array<double, 3>;
@@ -65,9 +96,7 @@ Mesh revolve(const std::vector<std::array<double, 2>>& profile, int segments, do
   if (profile.size() < 2) throw std::invalid_argument("lathe: the profile needs at least two points");
   std::vector<double> co(static_cast<size_t>(segments)), si(static_cast<size_t>(segments));
   for (int j = 0; j < segments; ++j) {
-    const double t = 2 * std::numbers::pi * j / segments;
-    co[size_t(j)] = std::cos(t);
-    si[size_t(j)] = std::sin(t);
+    sin_cos_deg(360.0 * j / segments, &si[size_t(j)], &co[size_t(j)]);
   }
   std::vector<std::vector<P3>> rings;
   for (size_t i = 0; i < profile.size(); ++i) {
@@ -120,7 +149,8 @@ Affine Affine::translate(double x, double y, double z) const {
 // The rotation by `deg` carrying axis `from` towards axis `to`: the image of
 // e_from is c e_from + s e_to, that of e_to is c e_to - s e_from.
 Affine Affine::rotate(int from, int to, double deg) const {
-  const double t = deg * std::numbers::pi / 180.0, c = std::cos(t), s = std::sin(t);
+  double s, c;
+  sin_cos_deg(deg, &s, &c);
   Affine r;
   r.m_[size_t(4 * from + from)] = c;
   r.m_[size_t(4 * to + to)] = c;
@@ -193,10 +223,10 @@ Mesh ellipsoid(double rx, double ry, double rz, int segments) {
   const int bands = segments / 2;
   std::vector<std::array<double, 2>> profile;
   for (int k = 0; k <= bands; ++k) {
-    const double phi = std::numbers::pi * k / bands;
-    // sin(pi) is not exactly 0 in floating point: the poles are set exactly.
-    const double r = k == 0 || k == bands ? 0.0 : std::sin(phi);
-    profile.push_back({r, -ry * std::cos(phi)});
+    double sp, cp;
+    sin_cos_deg(180.0 * k / bands, &sp, &cp);
+    const double r = k == 0 || k == bands ? 0.0 : sp;  // the poles exactly on the axis
+    profile.push_back({r, -ry * cp});
   }
   return revolve(profile, segments, rx, rz);
 }
@@ -208,16 +238,18 @@ Mesh lathe(const std::vector<std::array<double, 2>>& profile, int segments) {
 Mesh loft(const std::vector<LoftStation>& stations, int segments, double squareness) {
   check_segments(segments, 4, "loft");
   if (stations.size() < 2) throw std::invalid_argument("loft: needs at least two stations");
-  if (!(squareness >= 1)) throw std::invalid_argument("loft: squareness must be at least 1");
+  if (squareness != 1 && squareness != 2 && squareness != 4 && squareness != 8 && squareness != 16)
+    throw std::invalid_argument("loft: squareness must be 1, 2, 4, 8 or 16");
   // Unit superellipse points (u, v) = (sgn cos t |cos t|^e, sgn sin t |sin t|^e),
   // e = 2 / squareness, at t = 2 pi (j + 1/2) / n: the half step puts points
   // near the corners of square sections rather than at mid-sides.
   const double e = 2.0 / squareness;
   std::vector<double> us(static_cast<size_t>(segments)), vs(static_cast<size_t>(segments));
   for (int j = 0; j < segments; ++j) {
-    const double t = 2 * std::numbers::pi * (j + 0.5) / segments, c = std::cos(t), s = std::sin(t);
-    us[size_t(j)] = std::copysign(std::pow(std::fabs(c), e), c);
-    vs[size_t(j)] = std::copysign(std::pow(std::fabs(s), e), s);
+    double s, c;
+    sin_cos_deg(360.0 * (j + 0.5) / segments, &s, &c);
+    us[size_t(j)] = std::copysign(power(std::fabs(c), e), c);
+    vs[size_t(j)] = std::copysign(power(std::fabs(s), e), s);
   }
   std::vector<std::vector<P3>> rings;
   for (size_t i = 0; i < stations.size(); ++i) {

@@ -15,6 +15,13 @@
 
 namespace vg {
 
+// Sine, cosine and tangent of an angle in degrees by data/raster.h's
+// sin_cos_deg, not libm (whose FMA and plain builds may differ in the last
+// bit): a toy's vertices are the same bits on every machine.
+double sin_deg(double deg);
+double cos_deg(double deg);
+double tan_deg(double deg);
+
 // An affine map x -> A x + t, built by chaining steps: each step applies
 // after the ones before it, so Affine().scale(2, 1, 1).translate(0, 3, 0)
 // stretches first and then moves. Angles in degrees, right-handed: rotate_z
@@ -75,8 +82,9 @@ Mesh lathe(const std::vector<std::array<double, 2>>& profile, int segments);
 // centred on (y, z), of half-height `half_height`, whose half-width runs
 // linearly from `half_width` at its bottom to `top_half_width` at its top
 // (narrower on top: a car's sloping windows). `squareness` is the
-// superellipse's exponent for the whole loft: 2 gives ellipses, 8 or more
-// nearly rectangles with rounded corners. The first or last section may be
+// superellipse's exponent for the whole loft, 1, 2, 4, 8 or 16 (powers of two
+// need no libm pow): 2 gives ellipses, 8 or more nearly rectangles with
+// rounded corners. The first or last section may be
 // a point (zero half-height and half-widths: a pointed nose); every other
 // needs them positive. Stations must advance along x; an end that is not a
 // point is capped with a flat fan. segments >= 4.

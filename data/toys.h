@@ -31,8 +31,8 @@ const char* toy_category_name(int category);
 // Toy `instance` of `category`: its proportions, part counts and pose are
 // drawn from the counter-based stream Stream(0, Purpose::Toys, category,
 // instance), so a toy is the same object forever: the same bytes on every
-// machine whose std::sin, cos, tan and pow agree (the rest is plain double
-// arithmetic, never contracted into FMAs). A toy's kind (a car's body style,
+// machine (the angles by sin_cos_deg, the rest plain double arithmetic and
+// square roots, never contracted into FMAs; no libm call). A toy's kind (a car's body style,
 // a truck's cab and body, an airplane's engine count) cycles with the
 // instance, so every 10 consecutive instances hold each kind. A few hundred
 // to about 1,300 triangles. std::invalid_argument for a category outside

@@ -8,7 +8,6 @@
 namespace vg::toys {
 namespace {
 
-constexpr double kDeg = std::numbers::pi / 180.0;
 
 // A limb segment of length `len`, radius r0 at its root and r1 at its end,
 // hanging from the origin along -y: the frustum's top at the origin.
@@ -52,17 +51,16 @@ Mesh build_animal(Draw& d) {
   for (int k = 0; k < 4; ++k) {
     const double x = (k < 2 ? 0.32 : -0.32) * body_len, z = (k % 2 ? 1 : -1) * width * 0.28;
     const double swing = (k == 0 || k == 3 ? 1 : -1) * stride;
-    const double len = hip_y / std::cos(swing * kDeg);
+    const double len = hip_y / cos_deg(swing);
     place(&m, hanging(len, leg_r, leg_r * 0.65, 10), Affine().rotate_z(swing).translate(x, hip_y, z));
   }
 
   // Neck from the front top of the body, tilted from vertical towards +x.
-  const double a = neck_angle * kDeg;
   const double nx = 0.36 * body_len, ny = body_y + girth * 0.12;
   const double neck_r = girth * 0.26;
   place(&m, rising(neck_len + girth * 0.3, neck_r, neck_r * 0.7, 12),
         Affine().translate(0, -girth * 0.3, 0).rotate_z(-(90.0 - neck_angle)).translate(nx, ny, 0));
-  const double hx = nx + neck_len * std::cos(a), hy = ny + neck_len * std::sin(a);
+  const double hx = nx + neck_len * cos_deg(neck_angle), hy = ny + neck_len * sin_deg(neck_angle);
 
   // Head, and a snout pointing forward and a little down.
   place(&m, ellipsoid(head, head * 0.8, head * 0.72, 12), Affine().translate(hx, hy, 0));

@@ -10,14 +10,13 @@
 namespace vg::toys {
 namespace {
 
-constexpr double kDeg = std::numbers::pi / 180.0;
 
 // A wing-like panel: root section centred on the origin, span along +z,
 // chord along x (leading edge towards +x), thickness along y, its leading
 // edge swept back by `sweep` degrees. Lofted along x, then turned so the
 // loft's x becomes z (and the section's z becomes -x).
 Mesh panel(double span, double root_chord, double tip_chord, double sweep, double thickness) {
-  const double tip_centre = root_chord / 2 - span * std::tan(sweep * kDeg) - tip_chord / 2;  // in x
+  const double tip_centre = root_chord / 2 - span * tan_deg(sweep) - tip_chord / 2;  // in x
   const Mesh m = loft({station(0, 0, thickness * root_chord / 2, root_chord / 2),
                        station(span, 0, thickness * tip_chord / 2, tip_chord / 2, -tip_centre)},
                       8, 2);
@@ -88,9 +87,9 @@ Mesh build_airplane(Draw& d) {
   for (int e = 0; e < engines; ++e) {
     const double q = engines == 2 ? 0.34 : (e < 2 ? 0.28 : 0.58), s = q * half;
     const double c = chord + (tip - chord) * q;                // local chord
-    const double le = wing_x + chord / 2 - s * std::tan(sweep * kDeg);
+    const double le = wing_x + chord / 2 - s * tan_deg(sweep);
     const double el = std::max(c * 0.9, er * 4);
-    const double y = wing_y + s * std::tan(dihedral * kDeg) - er * 1.25;
+    const double y = wing_y + s * tan_deg(dihedral) - er * 1.25;
     const double z = (e % 2 ? 1 : -1) * s;
     place(&m, lathe({{er * 0.8, -el / 2}, {er, -el * 0.2}, {er, el * 0.3}, {er * 0.85, el / 2}}, 10),
           Affine().rotate_z(-90).translate(le - el * 0.2, y, z));
@@ -116,7 +115,7 @@ Mesh build_airplane(Draw& d) {
     place(&m, fin, Affine().rotate_x(-90).translate(tx, ty, 0));
     const Mesh h = panel(span * 0.2 * ts, tail_chord, tail_chord * 0.5, tail_sweep, 0.1);
     // A T-tail sits on the fin's tip, which the fin's sweep carries aft.
-    const double hx = tail == 1 ? tx - fin_h * 0.9 * std::tan(std::max(tail_sweep, 30.0) * kDeg) : tx;
+    const double hx = tail == 1 ? tx - fin_h * 0.9 * tan_deg(std::max(tail_sweep, 30.0)) : tx;
     const double hy = tail == 1 ? ty + fin_h * 0.9 : ty;
     place(&m, h, Affine().translate(hx, hy, 0));
     place(&m, h, Affine().scale(1, 1, -1).translate(hx, hy, 0));
@@ -221,7 +220,7 @@ Mesh build_car(Draw& d) {
   };
   place(&m, loft({body(xr, belt - 0.06, y0 + 0.12), body(xr + 0.15, belt, y0), body(xf - 0.3, belt - hood_drop, y0),
                   body(xf, belt - hood_drop - 0.14, y0 + 0.1)},
-                 16, 6),
+                 16, 4),
         Affine());
 
   // The cabin, tail to nose: its roof line as (x, height above the belt);
