@@ -96,7 +96,19 @@ ToyShelf::ToyShelf(int instances_per_split) : instances_(3 * instances_per_split
     throw std::invalid_argument("ToyShelf: " + std::to_string(instances_per_split) + " instances per split");
   meshes_.reserve(size_t(kToyCategories) * size_t(instances_));
   for (int c = 0; c < kToyCategories; ++c)
-    for (int i = 0; i < instances_; ++i) meshes_.push_back(toy_mesh(c, i));
+    for (int i = 0; i < instances_; ++i) {
+      Mesh m = toy_mesh(c, i);
+      const float size = float(toy_size(c, i));
+      for (Vec3& v : m.vertices)
+        for (float& x : v) x *= size;
+      meshes_.push_back(std::move(m));
+    }
+}
+
+double toy_size(int category, int instance) {
+  // Its own stream (seed 1): toy_mesh's (seed 0) draws stay as they are.
+  Stream s(1, Purpose::Toys, uint64_t(category), uint64_t(instance));
+  return kToyMinSize + (1.0 - kToyMinSize) * s.uniform();
 }
 
 const Mesh& ToyShelf::mesh(int category, int instance) const {

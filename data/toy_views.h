@@ -50,7 +50,13 @@ Camera toy_camera(double azimuth_deg, double elevation_deg, bool perspective);
 // Lighting l (0..5) of a camera: its light's direction in the world frame.
 Light toy_light(int lighting, const Camera& cam);
 
-// Every toy a configuration uses, made once: categories x 3N instances (the
+// Physical toys differ in size: toy (category, instance) stands in the scene
+// at toy_size times toy_mesh's unit bounding sphere, uniform in
+// [kToyMinSize, 1] from the stream (1, Toys, category, instance).
+inline constexpr double kToyMinSize = 0.7;
+double toy_size(int category, int instance);
+
+// Every toy a configuration uses, made once (each at its toy_size): categories x 3N instances (the
 // training, test and validation toys).
 class ToyShelf {
  public:

@@ -647,6 +647,38 @@ TEST(NorbPrep, RandomCropsAreSeededReproducibleAndCoverEveryOffset) {
   EXPECT_GT(differ_by_epoch, 500);
 }
 
+// --standardize on: each sample, both channels together, at mean 0 and
+// standard deviation 1 (TF's per_image_standardization); a flat crop, whose
+// deviation is 0, is divided by 1 / sqrt(N) instead, so it stays finite.
+TEST(NorbPrep, StandardizeGivesMeanZeroAndUnitDeviation) {
+  std::vector<uint8_t> pair(kNorbPairBytes);
+  vg::Stream s(3, vg::Purpose::Test, 0x57);
+  for (auto& p : pair) p = uint8_t(s.next_u32());
+  for (const NorbCameras cams : {NorbCameras::both, NorbCameras::first}) {
+    const int ch = norb_channels(cams), n = ch * kNorbCropPixels;
+    std::vector<float> raw(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+    norb_eval_sample(pair.data(), NorbPrep{cams}, raw.data());
+    NorbPrep on{cams};
+    on.standardize = true;
+    norb_eval_sample(pair.data(), on, x.data());
+    double mean = 0, var = 0, raw_mean = 0;
+    for (int p = 0; p < n; ++p) mean += x[size_t(p)] / double(n), raw_mean += raw[size_t(p)] / double(n);
+    for (int p = 0; p < n; ++p) var += (x[size_t(p)] - mean) * (x[size_t(p)] - mean) / n;
+    EXPECT_NEAR(mean, 0, 1e-6);
+    EXPECT_NEAR(var, 1, 1e-5);
+    // The same picture: an affine map of the raw crop with a positive slope.
+    const double slope = (x[0] - x[1]) / (raw[0] - raw[1]);
+    EXPECT_GT(slope, 0);
+    for (int p = 0; p < n; p += 97) EXPECT_NEAR(x[size_t(p)], (raw[size_t(p)] - raw_mean) * slope, 1e-4);
+  }
+  std::vector<uint8_t> flat(kNorbPairBytes, 77);
+  std::vector<float> x(2 * kNorbCropPixels);
+  NorbPrep on;
+  on.standardize = true;
+  norb_eval_sample(flat.data(), on, x.data());
+  for (float v : x) EXPECT_EQ(v, 0.f);
+}
+
 TEST(NorbPrep, JitterStaysWithinItsBounds) {
   // Mid-grey with a faint checkerboard: no clipping, so brightness and contrast show exactly.
   Bytes pair(kNorbPairBytes);

@@ -262,6 +262,8 @@ TEST(ToyViews, BadFlagsAreOneLineNamingTheFlag) {
       {"run --data toys --split norb-translation", "--split 'norb-translation'"},
       {"run --data toys --train-azimuths 0:40", "--train-azimuths '0:40'"},
       {"export-norb /tmp/never --shapes toy", "--shapes 'toy'"},
+      {"run --data toys --standardize yes", "--standardize 'yes'"},
+      {"run --split translation --standardize on", "--standardize 'on'"},
   };
   for (const auto& [args, want] : cases) {
     const Outcome o = run(args + " --quiet");
