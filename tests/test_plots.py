@@ -286,6 +286,19 @@ class PlotTest(unittest.TestCase):
             axis = json.load(f)["dataset"]["axis"]
         self.assertEqual((axis["name"], axis["unit"], axis["protocol"]), ("shift", "px", "translation"))
 
+    @unittest.skipUnless(has_exe(), f"no viewgap binary at {EXE}")
+    def test_real_norb_directory_of_the_toys(self):
+        # The toys exported in smallNORB's format, one toy a category and split, two lightings:
+        # every toy, the circle and the lightings, each a real picture; a directory that is not
+        # one is one line.
+        d = self.path("toys")
+        viewgap("export-norb", d, "--shapes", "toys", "--instances", "1", "--lightings", "2", "--quiet")
+        out = self.path("fig")
+        self.assert_plotted(plot("norb", d, "--out", out),
+                            out, ["norb_instances.png", "norb_viewpoints.png", "norb_lightings.png"])
+        os.remove(os.path.join(d, "smallnorb-5x01235x9x18x6x2x96x96-testing-cat.mat"))
+        self.assert_error(plot("norb", d, "--out", out), "testing-cat.mat")
+
     @unittest.skipUnless(exe_supports("run", "--dump"), "viewgap run has no --dump yet")
     def test_real_run_dump(self):
         dump = self.path("dump")

@@ -87,18 +87,19 @@ TEST(ToyViews, TrainingAndTestToysAreTheirOwnInstances) {
 }
 
 // At every one of smallNORB's 162 viewpoints, no two toys of a category look
-// alike: in their noise-free 48 x 48 pictures (the resolution the models
-// read), at least 1 % of the pixels differ by more than 10 grey levels, over
-// three times the pixel noise (kToyNoise), so no draw of noise could make
-// the one picture from the other. Shading counts as well as the outline: two
-// cars of one body style may share an outline from behind, not their faces.
+// alike in their noise-free 48 x 48 pictures (the resolution the models
+// read): of the pixels either toy covers, at least a tenth differ by more than
+// 10 grey levels, over three times the pixel noise (kToyNoise), so no draw of
+// noise could make the one picture from the other. Shading counts as well as
+// the outline: two cars of one body style may share an outline from behind,
+// not their faces. Relative to the toys' area, since toys differ in size.
 TEST(ToyViews, EveryInstanceIsDistinctFromEveryOtherAtEveryViewpoint) {
   constexpr int kSide = 48, kInstances = 10;
   constexpr float kGrey = 10.f / 255.f;
   const ToyShelf shelf(kInstances / 2);
   const ToyConfig cfg{.stereo_deg = 0};
   for (int c = 0; c < kToyCategories; ++c) {
-    int fewest = kSide * kSide;
+    double fewest = 1;
     for (int e = 0; e < kNorbElevations; ++e)
       for (int a = 0; a <= kNorbAzimuthMax; a += 2) {
         std::vector<std::vector<float>> s;
@@ -106,16 +107,20 @@ TEST(ToyViews, EveryInstanceIsDistinctFromEveryOtherAtEveryViewpoint) {
           s.push_back(clean_pair(shelf.mesh(c, i), norb_azimuth_deg(a), norb_elevation_deg(e), 0, kSide, cfg));
         for (int i = 0; i < kInstances; ++i)
           for (int j = i + 1; j < kInstances; ++j) {
-            int differ = 0;
-            for (int p = 0; p < kSide * kSide; ++p)
-              differ += std::fabs(s[size_t(i)][size_t(p)] - s[size_t(j)][size_t(p)]) > kGrey;
-            fewest = std::min(fewest, differ);
-            EXPECT_GE(differ, kSide * kSide / 100)
-                << "category " << c << ", toys " << i << " and " << j << " at azimuth " << norb_azimuth_deg(a)
-                << ", elevation " << norb_elevation_deg(e);
+            int differ = 0, covered = 0;
+            for (int p = 0; p < kSide * kSide; ++p) {
+              const float x = s[size_t(i)][size_t(p)], y = s[size_t(j)][size_t(p)];
+              differ += std::fabs(x - y) > kGrey;
+              covered += x != kToyBackground || y != kToyBackground;
+            }
+            const double part = double(differ) / covered;
+            fewest = std::min(fewest, part);
+            EXPECT_GE(part, 0.1) << "category " << c << ", toys " << i << " and " << j << " at azimuth "
+                                 << norb_azimuth_deg(a) << ", elevation " << norb_elevation_deg(e) << ": " << differ
+                                 << " of the " << covered << " pixels they cover";
           }
       }
-    std::printf("category %d: at least %d of %d pixels differ between any two toys\n", c, fewest, kSide * kSide);
+    std::printf("category %d: at least %.0f %% of the pixels two toys cover differ\n", c, 100 * fewest);
   }
 }
 
@@ -127,7 +132,7 @@ TEST(ToyViews, LightingChangesShadingButNotTheSilhouette) {
     const std::vector<bool> outline = silhouette(first, kSide, 0);
     int covered = 0;
     for (bool b : outline) covered += b;
-    EXPECT_GT(covered, kSide * kSide / 50) << "category " << c;  // a thin human covers ~3 %
+    EXPECT_GT(covered, kSide * kSide / 100) << "category " << c;  // a small thin human covers ~2 %
     for (int l = 1; l < kToyLightings; ++l) {
       const std::vector<float> lit = clean_pair(shelf.mesh(c, 2), 40, 45, l, kSide);
       EXPECT_EQ(silhouette(lit, kSide, 0), outline) << "category " << c << ", lighting " << l;

@@ -8,6 +8,8 @@
 #                                            their provenance in results/provenance_plane.md)
 #        bash tools/make_results.sh robustness  (only the pixel-noise sweep, ~1 minute;
 #                                            results/provenance_robustness.md)
+#        bash tools/make_results.sh toys    (only the toys dataset's table and figures,
+#                                            results/provenance_toys.md)
 #        bash tools/make_results.sh figures (only plot.py's figures, redrawn from the
 #                                            committed run dumps and sweeps, ~2 minutes;
 #                                            results/provenance_figures.md)
@@ -70,6 +72,25 @@ robustness_steps() {
     --test-width 130 --models caps,cnn,cnn136 --grid noise=0.02,0.04,0.08 --pair-grid 'noise=0.08|noise=0.04' \
     --pair-grid 'noise=0.02|noise=0.04' --jobs 2 --reproducible --quiet --out "$out/robustness_noise"
 }
+toys_steps() {
+  # The toys dataset (issue 32): its figures from the exported files, then the paper's
+  # Table 2 on it: each protocol's split, the capsules stopped at the CNN's familiar
+  # accuracy on the validation toys, the official code's preprocessing (docs/toys.md).
+  local dir=build/toys-export
+  rm -rf "$dir" "$out/toys" "$out/toys_paper_azimuth" "$out/toys_paper_elevation"
+  mkdir -p "$out/toys/figures"
+  step "toys export" "$exe" export-norb "$dir" --shapes toys --quiet
+  step "toys figures" $py tools/plot.py norb "$dir" --out "$out/toys/figures"
+  rm -rf "$dir"
+  local prep=(--standardize on --brightness 0.25 --contrast 0.8)
+  for protocol in azimuth elevation; do
+    step "toys, $protocol" "$exe" sweep --data toys --split paper-$protocol --seeds 0:9 --n-epochs 15 \
+      --models caps,cnn,nn1,linear --reference cnn --match-familiar cnn "${prep[@]}" \
+      --jobs 2 --reproducible --quiet --out "$out/toys_paper_$protocol"
+  done
+  step "toys table" $py tools/toys_table.py --sweep "azimuth=$out/toys_paper_azimuth" \
+    --sweep "elevation=$out/toys_paper_elevation" --out "$out/toys"
+}
 # plot.py's figures of the committed tables (the full run ends with the same steps).
 run_figure_steps() {
   step "run figures (seed 0)" $py tools/plot.py run "$out/run_seed0" --out "$out/figures"
@@ -96,6 +117,13 @@ if [ "${1:-}" = figures ]; then  # plot.py's figures alone, from the tables as c
   cat "$out/provenance_figures.md"
   exit 0
 fi
+if [ "${1:-}" = toys ]; then  # the toys dataset alone, with its own provenance
+  toys_steps
+  summary_step
+  mv "$prov" "$out/provenance_toys.md"
+  cat "$out/provenance_toys.md"
+  exit 0
+fi
 if [ "${1:-}" = plane ]; then  # the in-plane sweeps alone, with their own provenance
   plane_steps
   summary_step
@@ -104,7 +132,7 @@ if [ "${1:-}" = plane ]; then  # the in-plane sweeps alone, with their own prove
   exit 0
 fi
 # A full run's provenance.md lists them all.
-rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_figures.md"
+rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_figures.md" "$out/provenance_toys.md"
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
 rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput" "$out/ablation_seed_split" "$out/ablation_gap90" \
@@ -158,6 +186,7 @@ step "32 x 32 renderer, paper's azimuth split" "$exe" sweep --split paper-azimut
   --seeds 0:9 --models caps,cnn --jobs 2 --reproducible --quiet --out "$out/synthetic_paper_azimuth"
 plane_steps
 robustness_steps
+toys_steps
 # Throughput: the same 12 cells with 1 and 2 jobs, back to back.
 mkdir -p "$out/throughput"
 for j in 1 2; do

@@ -37,6 +37,8 @@ SWEEPS = [
     ("plane_rotation", "In-plane: rotations never seen"),
     ("plane_scale", "In-plane: scales never seen"),
     ("plane_shear", "In-plane: shears never seen"),
+    ("toys_paper_azimuth", "The toys dataset, the paper's azimuth split (Table 2 on the toys)"),
+    ("toys_paper_elevation", "The toys dataset, the paper's elevation split (Table 2 on the toys)"),
 ]
 TABLE2 = [("azimuth", "seed"), ("azimuth", "paper"), ("elevation", "seed"), ("elevation", "paper")]
 
