@@ -84,6 +84,7 @@ included_suites=(
   Onednn Heap Dropout Rng Stats DenseReference ConvReference PaperCnn Models DrModel
   GradientCheck DrGradientCheck Registry DrRegistry NearestNeighbour DrTraining
   Norb NorbErrors NorbPrep NorbSplits NorbFuzz NorbPlane Dataset PlaneTransform Validation
+  Raster Toys ToysPinned ToyParts
 )
 # Left out of those suites, with the reason:
 excluded=(
