@@ -301,31 +301,31 @@ NorbSet norb_parse_split(std::span<const uint8_t> dat, std::span<const uint8_t> 
   return s;
 }
 
-NorbSet NorbSet::rendered(std::vector<int32_t> labels, std::vector<NorbInfo> info,
-                          std::function<void(int, uint8_t*)> render, std::string name) {
-  if (labels.size() != info.size()) throw std::invalid_argument("NorbSet::rendered: labels and info differ in length");
+NorbSet NorbSet::from_source(std::vector<int32_t> labels, std::vector<NorbInfo> info, std::shared_ptr<Source> src,
+                             std::string name) {
   NorbSet s;
   s.labels_ = std::move(labels);
   s.info_ = std::move(info);
-  auto src = std::make_shared<NorbSet::Source>();
-  src->render = std::move(render);
   s.src_ = std::move(src);
   s.dat_name_ = std::move(name);
   return s;
+}
+
+NorbSet NorbSet::rendered(std::vector<int32_t> labels, std::vector<NorbInfo> info,
+                          std::function<void(int, uint8_t*)> render, std::string name) {
+  if (labels.size() != info.size()) throw std::invalid_argument("NorbSet::rendered: labels and info differ in length");
+  auto src = std::make_shared<NorbSet::Source>();
+  src->render = std::move(render);
+  return from_source(std::move(labels), std::move(info), std::move(src), std::move(name));
 }
 
 NorbSet NorbSet::in_memory(std::vector<int32_t> labels, std::vector<NorbInfo> info, std::vector<uint8_t> pairs,
                            std::string name) {
   if (labels.size() != info.size() || pairs.size() != labels.size() * size_t(kNorbPairBytes))
     throw std::invalid_argument("NorbSet::in_memory: labels, info and pairs differ in length");
-  NorbSet s;
-  s.labels_ = std::move(labels);
-  s.info_ = std::move(info);
   auto src = std::make_shared<NorbSet::Source>();
   src->bytes = std::move(pairs);
-  s.src_ = std::move(src);
-  s.dat_name_ = std::move(name);
-  return s;
+  return from_source(std::move(labels), std::move(info), std::move(src), std::move(name));
 }
 
 NorbData norb_load_dir(const std::string& dir) {

@@ -90,6 +90,8 @@ class NorbSet {
   friend NorbSet norb_load_split(const NorbFiles&);
   friend NorbSet norb_parse_split(std::span<const uint8_t>, std::span<const uint8_t>, std::span<const uint8_t>,
                                   const std::string&);
+  static NorbSet from_source(std::vector<int32_t> labels, std::vector<NorbInfo> info, std::shared_ptr<Source> src,
+                             std::string name);
   std::vector<int32_t> labels_;
   std::vector<NorbInfo> info_;
   std::shared_ptr<const Source> src_;

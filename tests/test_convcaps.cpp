@@ -244,13 +244,8 @@ TEST(ConvCaps, OneForwardPassMatchesAnIndependentNumpyReference) {
         {"logit", c.logit}, {"mean_carry", cfg.em.mean_carry}, {"class_lambda_scale", cfg.class_lambda_scale}};
     std::ofstream(dir / "meta.json") << meta.dump();
     const std::string cmd = VIEWGAP_PYTHON_EXE " " VIEWGAP_SOURCE_DIR "/tests/convcaps_reference.py " + dir.string() + " 2>&1";
-    FILE* pipe = ::popen(cmd.c_str(), "r");
-    ASSERT_NE(pipe, nullptr);
-    std::string out;
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, pipe)) out += buf;
-    const int status = ::pclose(pipe);
-    EXPECT_EQ(status, 0) << out;
+    const test::Captured r = test::capture(cmd);
+    EXPECT_EQ(r.status, 0) << r.out;
     std::filesystem::remove_all(dir);
   }
 }

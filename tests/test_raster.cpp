@@ -20,6 +20,7 @@
 
 #include "data/mesh.h"
 #include "data/raster.h"
+#include "tests/test_util.h"
 
 namespace vg {
 namespace {
@@ -569,13 +570,8 @@ TEST(Raster, MatchesAnIndependentNumpyRayCaster) {
   }
   std::ofstream(dir / "meta.json") << meta.dump();
   const std::string cmd = VIEWGAP_PYTHON_EXE " " VIEWGAP_SOURCE_DIR "/tests/raster_reference.py " + dir.string() + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, pipe)) out += buf;
-  const int status = ::pclose(pipe);
-  EXPECT_EQ(status, 0) << out;
+  const test::Captured r = test::capture(cmd);
+  EXPECT_EQ(r.status, 0) << r.out;
   std::filesystem::remove_all(dir);
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -148,6 +149,22 @@ inline void check_tensor_gradients(ParamSet& p, const std::vector<float>& grad, 
       EXPECT_NEAR((fp - fm) / (2 * hk), g[k], 3e-2 * std::fabs(g[k]) + noise(hk)) << who << T.name << "[" << k << "]";
     }
   }
+}
+
+// A shell command's exit status (as pclose gives it; -1 if it could not
+// start) and its output: how the tests call their numpy references.
+struct Captured {
+  int status = -1;
+  std::string out;
+};
+inline Captured capture(const std::string& cmd) {
+  Captured c;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return c;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, pipe)) c.out += buf;
+  c.status = ::pclose(pipe);
+  return c;
 }
 
 // smallNORB-format files of the rendered shapes in a fresh `dir` (one
