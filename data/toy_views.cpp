@@ -164,11 +164,9 @@ void records(const ToyConfig& cfg, int first, std::vector<int32_t>* labels, std:
           }
 }
 
-}  // namespace
-
-namespace {
 // Each set's own number, so a thread's last view is never another set's.
 std::atomic<uint64_t> g_toy_sets{0};
+
 }  // namespace
 
 NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed) {
@@ -181,9 +179,9 @@ NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed) {
     std::vector<NorbInfo> info;
     records(cfg, k * cfg.instances, &labels, &info);
     const uint64_t set_id = g_toy_sets.fetch_add(1) + 1;
-    auto render = [shelf, cfg, seed, labels, info, set_id](int k, uint8_t* dst) {
-      const NorbInfo& r = info[size_t(k)];
-      const uint64_t view = (uint64_t(labels[size_t(k)]) << 32) | (uint64_t(r.instance) << 16) |
+    auto render = [shelf, cfg, seed, labels, info, set_id](int i, uint8_t* dst) {
+      const NorbInfo& r = info[size_t(i)];
+      const uint64_t view = (uint64_t(labels[size_t(i)]) << 32) | (uint64_t(r.instance) << 16) |
                             (uint64_t(r.elevation) << 8) | uint64_t(r.azimuth);
       // A thread's last view: a view's records differ only in lighting and lie
       // side by side, so a reader walking them in order rasterises each view once.
@@ -192,7 +190,7 @@ NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed) {
         ToyStereo stereo;
       } last;
       if (last.set != set_id || last.view != view) {
-        toy_stereo(shelf->mesh(labels[size_t(k)], r.instance), norb_azimuth_deg(r.azimuth),
+        toy_stereo(shelf->mesh(labels[size_t(i)], r.instance), norb_azimuth_deg(r.azimuth),
                    norb_elevation_deg(r.elevation), cfg, kNorbSide, &last.stereo);
         last.set = set_id, last.view = view;
       }
