@@ -31,8 +31,6 @@ std::string g(double v) {
   return o.str();
 }
 
-std::vector<double> test_magnitudes(const PlaneConfig& p) { return plane_test_magnitudes(p); }
-
 // The axis sweep's positions: neutral to the limit in the factor's steps, as
 // the samples record them (float).
 std::vector<double> axis_values(const DataConfig& cfg) {
@@ -197,7 +195,7 @@ Dataset make(const DataConfig& cfg) {
   d.heldout = empty_split(files->test, channels);
   d.axis_sweep = empty_split(files->test, channels);
   d.circle = empty_split(files->test, channels);
-  const std::vector<double> held = test_magnitudes(p);
+  const std::vector<double> held = plane_test_magnitudes(p);
   const int n = files->test.size(), n_held = int(held.size()), n_axis = int(d.axis_values.size());
   const std::vector<int> held_rank = ranks(cfg.seed, SplitId::HeldOut, n),
                          axis_rank = ranks(cfg.seed, SplitId::ElevationProfile, n);
@@ -247,7 +245,7 @@ std::optional<GeometryProblem> check(const DataConfig& cfg, bool allow_touching_
       return GeometryProblem{GeometryPart::test_overlap,
                              "held-out shifts " + range + ": smallNORB's shifts move the crop by whole pixels",
                              f.test.name};
-    for (double m : test_magnitudes(p))
+    for (double m : plane_test_magnitudes(p))
       if (!whole(m))
         return GeometryProblem{GeometryPart::test_count,
                                std::to_string(p.test_count) + " shifts evenly spaced over " + range + " include " + g(m) +

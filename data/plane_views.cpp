@@ -20,8 +20,6 @@ std::string g(double v) {
   return o.str();
 }
 
-std::vector<double> test_magnitudes(const PlaneConfig& p) { return plane_test_magnitudes(p); }
-
 std::vector<double> axis_values(const DataConfig& cfg) {
   const PlaneFactor& f = factor_of(cfg);
   std::vector<double> v;
@@ -90,7 +88,7 @@ Dataset make(const DataConfig& cfg) {
   d.axis_values = axis_values(cfg);
   d.train = plane_split(cfg, SplitId::Train, {}, cfg.n_per_combo, true);
   d.familiar = plane_split(cfg, SplitId::Familiar, {}, cfg.n_eval_per_combo, true);
-  d.heldout = plane_split(cfg, SplitId::HeldOut, test_magnitudes(*cfg.plane), cfg.n_eval_per_combo, false);
+  d.heldout = plane_split(cfg, SplitId::HeldOut, plane_test_magnitudes(*cfg.plane), cfg.n_eval_per_combo, false);
   d.axis_sweep = plane_split(cfg, SplitId::ElevationProfile, d.axis_values, cfg.n_eval_per_combo, false);
   if (cfg.n_val_per_combo > 0) d.validation = plane_split(cfg, SplitId::Validation, {}, cfg.n_val_per_combo, true);
   // The azimuth circle, unchanged in the plane (on the same canvas): how the views alone generalise.
