@@ -73,9 +73,15 @@ void enable_reproducible() {
 }
 
 // The models' options (models/registry.h) as flags of any command that builds a model.
+// A model's own default (ModelEntry::defaults) is named in the option's help.
 void add_model_flags(CLI::App* app, ModelOptions& opts) {
-  for (const ModelOption& m : model_options())
-    app->add_option(std::string("--") + m.name, opts[m.name], m.help)->capture_default_str();
+  for (const ModelOption& m : model_options()) {
+    std::string help = m.help;
+    for (const ModelEntry& e : model_registry())
+      for (const auto& [name, value] : e.defaults)
+        if (name == std::string(m.name)) help += std::string(" [") + e.name + "'s own default: " + value + "]";
+    app->add_option(std::string("--") + m.name, opts[m.name], help)->capture_default_str();
+  }
 }
 
 // Registers every run flag except those in `skip`, and the model options.
@@ -390,17 +396,19 @@ struct ProfileFlags {
   std::string model = default_models().front(), batch_size = "32", steps = "200", warmup = "20", seed = "0";
   std::string threads = "1", out = "profile.csv", trace;
   ModelOptions options = RunFlags::default_model_options();
+  std::set<std::string> typed;  // the options given on the command line
   bool reproducible = false;
 };
 
 int do_profile(const ProfileFlags& f) {
   ProfileOptions o;
   if (find_model(f.model) == nullptr) throw UsageError("--model", f.model, "unknown model (expected " + model_names() + ")");
-  check_models("--model", f.model, {f.model}, f.options);
+  const ModelOptions given = given_model_options(f.options, f.typed);
+  check_models("--model", f.model, {f.model}, given);
   if (find_model(f.model)->fit_in_one_pass)
     throw UsageError("--model", f.model, "is fit in one pass over the training set: it has no training step to profile");
   o.model = f.model;
-  o.train.model = f.options;
+  o.train.model = given;
   o.batch = int(parse_int("--batch-size", f.batch_size, 1, 4096));
   o.steps = int(parse_int("--steps", f.steps, 1, 1000000));
   o.warmup = int(parse_int("--warmup", f.warmup, 0, 1000000));
@@ -408,7 +416,7 @@ int do_profile(const ProfileFlags& f) {
   const int threads = int(parse_int("--threads", f.threads, 1, 1024));
   if (f.reproducible && threads != 1)
     throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
-  const double need = model_bytes(f.model, f.options, o.batch) + dataset_bytes(DataConfig{}) + kBaseBytes;
+  const double need = model_bytes(f.model, given, o.batch) + dataset_bytes(DataConfig{}) + kBaseBytes;
   if (need > available_bytes()) {
     const char* opt = size_option(f.model);
     throw UsageError(opt ? std::string("--") + opt : "--model", opt ? option_value(f.options, opt) : f.model,
@@ -577,6 +585,7 @@ int cli_main(int argc, char** argv) {
     (void)selected_isa();
     rf.typed = typed_options(run);
     sf.run.typed = typed_options(sweep);
+    pf.typed = typed_options(prof);
     if (run->parsed()) return do_run(rf);
     if (sweep->parsed()) return do_sweep(sf);
     if (prof->parsed()) return do_profile(pf);

@@ -116,7 +116,9 @@ std::string run_fingerprint(const RunResult& r) {
 nlohmann::json model_options_json(const ModelOptions& opts) {
   nlohmann::json j = nlohmann::json::object();
   for (const ModelOption& o : model_options()) {
-    const std::string v = option_value(opts, o.name);
+    const auto it = opts.find(o.name);
+    if (it == opts.end()) continue;
+    const std::string& v = it->second;
     if (o.kind == OptionKind::integer) {
       if (const auto x = parse_whole(v)) { j[o.name] = x.value; continue; }
     } else if (o.kind == OptionKind::real) {
@@ -137,6 +139,7 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"threads", threads},
       {"reproducible", opt.reproducible},
       {"models", opt.models},
+      // The options the user set; what each model ran with is its own "options".
       {"model_options", model_options_json(t.model)},
       {"shapes", opt.data.shapes == ShapeSet::asym ? "asym" : "seed"},
       {"n_per_combo", opt.data.n_per_combo},
@@ -215,6 +218,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
     json per_class;
     for (size_t c = 0; c < m.heldout_per_class.size(); ++c) per_class[class_name(opt.data, int(c))] = m.heldout_per_class[c];
     models.push_back({{"name", m.name},
+                      {"options", model_options_json(model_options_of(m.name, opt.train.model))},
                       {"n_params", m.n_params},
                       {"familiar", m.familiar},
                       {"heldout", m.heldout},

@@ -14,7 +14,10 @@ namespace vg {
 // fingerprint, steps and the stop rule's outcome per model. 3: the held-out
 // axis ("dataset"."axis": name, unit, values, distances; per model
 // "axis_accuracy") replaces "profile_elevations" and "elevation_accuracy".
-inline constexpr int kRunSchemaVersion = 3;
+// 4: "config"."model_options" holds only the options the user set; each
+// model's "options" every option it read, at the value it ran with (a model's
+// own defaults included: models/registry.h, model_options_of).
+inline constexpr int kRunSchemaVersion = 4;
 
 // The CPU's model name (/proc/cpuinfo), or "unknown".
 std::string cpu_model();

@@ -108,11 +108,19 @@ DataShape data_shape(const RunFlags& f, const DataConfig& d) {
   return s;
 }
 
+ModelOptions given_model_options(const ModelOptions& all, const std::set<std::string>& typed) {
+  ModelOptions given;
+  for (const ModelOption& o : model_options())
+    if (const auto it = all.find(o.name); it != all.end() && (typed.count(o.name) > 0 || it->second != o.default_value))
+      given.insert(*it);
+  return given;
+}
+
 void check_models(const std::string& flag, const std::string& value, const std::vector<std::string>& models,
-                  const ModelOptions& opts, const std::set<std::string>& typed, const DataShape& data) {
+                  const ModelOptions& given, const DataShape& data) {
   for (const std::string& m : models) {
     try {
-      check_model(m, opts, data.shape);
+      check_model(m, given, data.shape);
     } catch (const ModelOptionError& e) {
       throw UsageError("--" + e.flag, e.value, e.why);
     } catch (const ShapeError& e) {
@@ -122,26 +130,23 @@ void check_models(const std::string& flag, const std::string& value, const std::
       throw UsageError(flag, value, e.what());
     }
   }
-  for (const ModelOption& o : model_options()) {
-    const std::string v = option_value(opts, o.name);
-    if (v == o.default_value && typed.count(o.name) == 0) continue;
+  for (const auto& [name, v] : given) {
     bool read = false;
     std::string readers, ignored;  // ignored: why the first model that lists it does not act on it
     for (const ModelEntry& e : model_registry())
-      if (std::find_if(e.options.begin(), e.options.end(), [&](const char* n) { return o.name == std::string(n); }) !=
+      if (std::find_if(e.options.begin(), e.options.end(), [&](const char* n) { return name == n; }) !=
           e.options.end()) {
         readers += (readers.empty() ? "" : ", ") + std::string(e.name);
         for (const std::string& m : models) {
           if (find_model(m) != &e) continue;
-          const std::string why = option_ignored(m, o.name, opts);
+          const std::string why = option_ignored(m, name, given);
           read = read || why.empty();
           if (ignored.empty()) ignored = why;
         }
       }
-    if (!read && !ignored.empty()) throw UsageError(std::string("--") + o.name, v, ignored);
+    if (!read && !ignored.empty()) throw UsageError("--" + name, v, ignored);
     if (!read)
-      throw UsageError(std::string("--") + o.name, v,
-                       "no model in " + flag + " '" + value + "' uses it (it applies to " + readers + ")");
+      throw UsageError("--" + name, v, "no model in " + flag + " '" + value + "' uses it (it applies to " + readers + ")");
   }
 }
 
@@ -429,8 +434,8 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
     o.models.push_back(m);
   }
   if (o.models.empty()) throw UsageError("--models", f.models, "no model given");
-  o.train.model = f.model;
-  check_models("--models", f.models, o.models, f.model, f.typed, data_shape(f, o.data));
+  o.train.model = given_model_options(f.model, f.typed);
+  check_models("--models", f.models, o.models, o.train.model, data_shape(f, o.data));
   // Models fit in one pass (nn1) take no training step: the training flags would do nothing.
   if (std::all_of(o.models.begin(), o.models.end(), [](const std::string& m) { return find_model(m)->fit_in_one_pass; }))
     for (const char* name : {"n-epochs", "lr", "batch-size", "stop-at-familiar", "stop-check-every"})

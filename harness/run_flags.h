@@ -94,12 +94,18 @@ struct DataShape {
 // The data shape of a configured `d` under the flags `f`.
 DataShape data_shape(const RunFlags& f, const DataConfig& d);
 
+// The model options the user set: typed, or away from the registry-wide
+// default (as a resumed sweep restores them). The models resolve these against
+// their own defaults (models/registry.h: model_options_of), so an option left
+// unset takes each model's own.
+ModelOptions given_model_options(const ModelOptions& all, const std::set<std::string>& typed);
+
 // Checks `models` (from --models or --model) for images of `data`, and every
-// option they read; an option set (away from its default, or in `typed`) that
-// none of them acts on is an error too (models/registry.h: option_ignored). A
-// model that cannot take the shape blames data.flag, or else `flag`.
+// option they read; an option in `given` that none of them acts on is an
+// error too (models/registry.h: option_ignored). A model that cannot take the
+// shape blames data.flag, or else `flag`.
 void check_models(const std::string& flag, const std::string& value, const std::vector<std::string>& models,
-                  const ModelOptions& opts, const std::set<std::string>& typed = {}, const DataShape& data = {});
+                  const ModelOptions& given, const DataShape& data = {});
 // Every number a flag carries is read by the one rule of models/numbers.h.
 long long parse_int(const std::string& flag, const std::string& v, long long lo, long long hi);
 // `single`: the value is stored as a float, so it must stay nonzero and finite there.

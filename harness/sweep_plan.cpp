@@ -351,6 +351,18 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       run_flags[s.name] = f.run.*(s.field);
   for (const auto& [name, value] : f.run.model)
     if (hashed_option(name, value, plan.models)) run_flags[name] = value;
+  // An option typed at its registry-wide default still overrides a model's own
+  // default (models/registry.h: model_options_of), which its value alone does
+  // not tell: recorded so that --resume and merge restore it (absent where no
+  // model has its own default for it, so every other sweep keeps its hash).
+  nlohmann::json typed_at_default = nlohmann::json::array();
+  for (const ModelOption& o : model_options()) {
+    if (f.run.typed.count(o.name) == 0 || option_value(f.run.model, o.name) != o.default_value) continue;
+    bool own = false;
+    for (const std::string& m : plan.models)
+      for (const auto& [name, value] : find_model(m)->defaults) own = own || o.name == std::string(name);
+    if (own) typed_at_default.push_back(o.name);
+  }
   // The chosen protocol's own only: other sweeps keep their hash; so do its
   // sweeps made before a flag it added since (hashed away from its default only).
   for (const DataFlag& d : protocol.flags)
@@ -371,6 +383,7 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     views.push_back(v);
   }
   plan.run_config["views"] = views;
+  if (!typed_at_default.empty()) plan.config["typed_at_default"] = typed_at_default;
   if (f.run.reproducible) plan.config["reproducible"] = true;  // absent: older sweeps keep their hash
   // A protocol that moves the flags' own held-out set hashes the same flags
   // with --gaps 0 as with --gaps given: the moved sweep says so (absent

@@ -59,6 +59,8 @@ SweepFlags sweep_flags_of(const nlohmann::json& cfg) {
   f.run.reproducible = cfg.value("reproducible", false);
   f.shard = cfg.value("shard", "");
   if (cfg.contains("pair_grid")) f.pair_grid = cfg.at("pair_grid").get<std::vector<std::string>>();
+  if (cfg.contains("typed_at_default"))
+    for (const auto& name : cfg.at("typed_at_default")) f.run.typed.insert(name.get<std::string>());
   return f;
 }
 
@@ -86,7 +88,8 @@ std::vector<std::string> config_differences(const nlohmann::json& theirs, const 
                                                      {"test_width", "--test-width"}, {"grid", "--grid"},
                                                      {"reference", "--reference"}, {"shard", "--shard"},
                                                      {"moves_given_set", "--gaps (the held-out set moved)"},
-                                                     {"reproducible", "--reproducible"}, {"pair_grid", "--pair-grid"}};
+                                                     {"reproducible", "--reproducible"}, {"pair_grid", "--pair-grid"},
+                                                     {"typed_at_default", "model options typed at their defaults"}};
   for (const auto& [key, flag] : own) differ(flag, at(theirs, key), at(ours, key));
   const nlohmann::json tr = at(theirs, "run_flags"), orf = at(ours, "run_flags");
   for (const std::string& k : keys(tr, orf)) differ("--" + k, at(tr, k), at(orf, k));
@@ -118,7 +121,7 @@ SweepFlags resumed_sweep_flags(const SweepFlags& f) {
   out.resume = true;
   out.quiet = f.quiet;
   out.jobs = f.jobs;
-  out.run.typed = f.run.typed;
+  out.run.typed.insert(f.run.typed.begin(), f.run.typed.end());  // beside what the sweep recorded typed
   const std::set<std::string>& typed = f.run.typed;
   auto typed_flag = [&](const char* name) { return typed.count(name) > 0; };
   if (typed_flag("seeds")) out.seeds = f.seeds;

@@ -224,7 +224,7 @@ void ConvCaps::prepare_backward(int B) {
   size_for(B);
   grow_to(scratch_->d_votes, s_.votes(kChunk).v_size());
   grow_to(d_a_, size_t(B) * s_.Ho() * s_.Wo() * s_.Co);
-  const size_t chunks = size_t(B + kChunk - 1) / kChunk;
+  const size_t chunks = reroute() ? 1 : size_t(B + kChunk - 1) / kChunk;
   if (states_.size() < chunks) add_states(chunks - states_.size());
   kept_capacity_ = std::max(kept_capacity_, B);
 }
@@ -268,7 +268,7 @@ void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet&
   size_for(B);  // sizes nothing once a forward of B has run
   poses_ = poses;
   a_in_ = a_logit;
-  const bool keep = B <= kept_capacity_;
+  const bool keep = B <= kept_capacity_;  // the outputs, and (stop-gradient) the routing state per chunk
   kept_ = 0;  // until the last chunk is routed
   const size_t children = size_t(s_.H) * s_.W * s_.Ci, parents = size_t(s_.Ho()) * s_.Wo() * s_.Co;
   float* V = scratch_->votes.data();
@@ -276,7 +276,7 @@ void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet&
   for (int b0 = 0; b0 < B; b0 += kChunk) {
     const int n = std::min(kChunk, B - b0);
     const ConvVotesShape v = s_.votes(n);
-    ConvEmState& st = states_[keep ? size_t(b0 / kChunk) : 0];
+    ConvEmState& st = states_[keep && !reroute() ? size_t(b0 / kChunk) : 0];
     const Lend lend(st, lent_);
     votes_k_.forward(V, poses + b0 * children * kPoseDim, p.value(w), nullptr, v);
     t.mark(0);
@@ -325,10 +325,13 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
     t.mark(0);
     const size_t o = b0 * parents;
     std::fill_n(dV, v.v_size(), 0.f);
-    const Lend lend(states_[size_t(b0 / kChunk)], lent_);
+    ConvEmState& st = states_[reroute() ? 0 : size_t(b0 / kChunk)];
+    const Lend lend(st, lent_);
+    if (reroute())  // the chunk's history, again: it rewrites its mu and a with the same bits
+      conv_em_routing_forward(mu_.data() + o * kPoseDim, a_.data() + o, st, V, a_in_ + b0 * children,
+                              p.value(beta_a), p.value(beta_v), v, cfg_, em_k_);
     conv_em_routing_backward(dV, d_a_logit + b0 * children, p.grad(beta_a), p.grad(beta_v), d_mu + o * kPoseDim,
-                             d_a_.data() + o, V, mu_.data() + o * kPoseDim, a_.data() + o, states_[size_t(b0 / kChunk)],
-                             v, cfg_, em_k_);
+                             d_a_.data() + o, V, mu_.data() + o * kPoseDim, a_.data() + o, st, v, cfg_, em_k_);
     t.mark(1);
     votes_k_.backward(d_poses + b0 * children * kPoseDim, p.grad(w), dV, M, p.value(w), v);
     t.mark(0);
@@ -352,9 +355,10 @@ LayerInfo ConvCaps::votes_info(int B, const char* name) const {
 
 LayerInfo ConvCaps::routing_info(int B, const char* name) const {
   const ConvVotesShape v = s_.votes(B);
+  // The full backward routes each chunk again first (reroute()).
   return {name, conv_em_routing_forward_flops(v, cfg_.iters),
-          cfg_.grad == EmGrad::full ? conv_em_routing_backward_full_flops(v, cfg_.iters)
-                                    : conv_em_routing_backward_flops(v)};
+          reroute() ? conv_em_routing_forward_flops(v, cfg_.iters) + conv_em_routing_backward_full_flops(v, cfg_.iters)
+                    : conv_em_routing_backward_flops(v)};
 }
 
 }  // namespace vg

@@ -173,13 +173,16 @@ struct ConvCapsScratch {
 // per image at the paper's ConvCaps1, so the layer routes the batch kChunk
 // items at a time (routing is per item: no window crosses an image), keeping
 // only one chunk's votes, and recomputes them in backward (a 4x4 product, ~5 %
-// of a training step at the paper's sizes). What backward needs of the
-// routing (the last M-step's weights, or every iteration's state with
-// EmGrad::full) is kept per chunk for the training batch (prepare_backward);
-// an evaluation batch larger than that routes every chunk through the first
-// chunk's state and keeps none. Every element sees the arithmetic of one
-// whole-batch call, in the same order, so results are bit-identical to
-// routing the batch at once.
+// of a training step at the paper's sizes). What the stop-gradient backward
+// needs of the routing (the last M-step's weights) is kept per chunk for the
+// training batch (prepare_backward); an evaluation batch larger than that
+// routes every chunk through the first chunk's state and keeps none. The full
+// backward needs every iteration's state, ~2 MB per image at the paper's
+// ConvCaps1 (64 MB a batch of 32 in both layers, which would take a default
+// run past 100 MB): under EmGrad::full the backward routes each chunk again,
+// keeping its history for that chunk only (one more routing forward a step).
+// Every element sees the arithmetic of one whole-batch call, in the same
+// order, so results are bit-identical to routing the batch at once.
 class ConvCaps {
  public:
   // Batch items routed at once: 1 is also the fastest (the votes stay in cache;
@@ -212,6 +215,7 @@ class ConvCaps {
   // d_poses and d_a_logit (the latter zero under stop-gradient routing).
   // After a forward that kept no routing state (a batch larger than the one
   // prepared) it first routes the batch again, keeping it: the same bits.
+  // Under EmGrad::full it routes each chunk again just before its backward.
   void backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a_logit_out, ParamSet& p, int B,
                 LayerProfiler* prof, const char* votes_name = "votes", const char* routing_name = "em_routing");
   static constexpr float kMaxLogit = 40.f;
@@ -232,7 +236,10 @@ class ConvCaps {
   const float *poses_ = nullptr, *a_in_ = nullptr;  // inputs of the last forward (owned by the layer below)
   std::vector<float> mu_, a_, z_, log_a_, d_a_;
   void add_states(size_t n);
-  std::vector<ConvEmState> states_;  // per chunk of the kept batch; [0] also routes an evaluation's chunks
+  // Kept per chunk (stop-gradient), or the one state every chunk routes in
+  // (EmGrad::full, and an evaluation's chunks).
+  bool reroute() const { return cfg_.grad == EmGrad::full; }
+  std::vector<ConvEmState> states_;
   ConvEmState lent_;                 // only its log R and scratch: lent to the chunk being routed
   int kept_capacity_ = 0;            // items prepare_backward sized states_ for
   int kept_ = 0;                     // the batch whose routing state states_ holds (0: none)

@@ -21,16 +21,19 @@ size_t ConvCapsConfig::param_count() const {
 
 size_t ConvCapsConfig::activation_floats() const {
   // Per image, what a training step holds: each layer's output and its
-  // gradient, the routing state (log R and the M-step weights per vote-pair,
-  // each iteration's and the full backward's scratch with --em-grad full) and,
-  // at the class layer, the votes and their gradient. The convolutional
-  // layers hold the votes of ConvCaps::kChunk images only (ConvCapsScratch, a
-  // few MB whatever the batch), so they are not per image.
+  // gradient, the routing state (log R and the M-step weights per vote-pair;
+  // at the class layer with --em-grad full, each iteration's and the full
+  // backward's scratch) and, at the class layer, the votes and their
+  // gradient. The convolutional layers hold the votes of ConvCaps::kChunk
+  // images only (ConvCapsScratch), and under --em-grad full route each chunk
+  // again in backward, holding its history alone: a few MB whatever the
+  // batch, so not per image.
   const size_t s0 = size_t(conv1_side()) * conv1_side(), s1 = size_t(caps1_side()) * caps1_side(),
                s2 = size_t(caps2_side()) * caps2_side();
-  const size_t per_pair = em.grad == EmGrad::full ? 3 + 2 * size_t(em.iters) : 2;
-  auto routed = [&](size_t windows, size_t I, size_t J, bool votes) {
-    return (votes ? 2 * windows * I * J * kPoseDim : 0) + per_pair * windows * I * J + 4 * windows * J * kPoseDim;
+  const bool full = em.grad == EmGrad::full;
+  auto routed = [&](size_t windows, size_t I, size_t J, bool dense) {
+    const size_t per_pair = !full ? 2 : dense ? 3 + 2 * size_t(em.iters) : 0;
+    return (dense ? 2 * windows * I * J * kPoseDim : 0) + per_pair * windows * I * J + 4 * windows * J * kPoseDim;
   };
   return 4 * s0 * A + 3 * s0 * B * kRow + routed(s1, size_t(K) * K * B, C, false) +
          routed(s2, size_t(K) * K * C, D, false) + routed(1, s2 * D, n_classes, true);

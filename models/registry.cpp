@@ -354,7 +354,11 @@ const std::vector<ModelEntry>& model_registry() {
         "em-class-lambda", "loss", "spread-margin"},
        make_convcaps, convcaps_params, "caps-a", false, convcaps_activations,
        // A small network keeps the check fast; the full backward through 2 iterations as caps's.
-       {{"em-grad", "full"}, {"em-iters", "2"}, {"caps-a", "4"}, {"caps-b", "2"}, {"caps-c", "3"}, {"caps-d", "3"}}},
+       {{"em-grad", "full"}, {"em-iters", "2"}, {"caps-a", "4"}, {"caps-b", "2"}, {"caps-c", "3"}, {"caps-d", "3"}},
+       // The paper's recipe (section 3 and its smallNORB runs): spread loss, the
+       // gradient through every EM iteration, and the lambda schedule of the
+       // official capsule_em code (the paper gives no schedule). docs/models.md.
+       {{"loss", "spread"}, {"em-grad", "full"}, {"em-lambda-schedule", "official"}}},
   };
   return models;
 }
@@ -396,26 +400,40 @@ const char* size_option(const std::string& name) {
   return numbered ? nullptr : e->size_option;
 }
 
+ModelOptions model_options_of(const std::string& name, const ModelOptions& given) {
+  const ModelEntry& e = entry(name);
+  ModelOptions out;
+  for (const char* o : e.options) out[o] = option_value(given, o);
+  for (const auto& [o, v] : e.defaults)
+    if (given.count(o) == 0) out[o] = v;
+  return out;
+}
+
 size_t model_param_count(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
-  return entry(name).param_count(name, opts, shape);
+  return entry(name).param_count(name, model_options_of(name, opts), shape);
 }
 
 size_t model_activation_floats(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
   const ModelEntry& e = entry(name);
-  return e.activation_floats ? e.activation_floats(name, opts, shape) : 0;
+  return e.activation_floats ? e.activation_floats(name, model_options_of(name, opts), shape) : 0;
 }
 
 void check_model(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
   (void)model_param_count(name, opts, shape);
 }
 
-std::string option_ignored(const std::string& name, const std::string& option, const ModelOptions& opts) {
+std::string option_ignored(const std::string& name, const std::string& option, const ModelOptions& given) {
   const ModelEntry& e = entry(name);
   if (e.size_option != nullptr && option == e.size_option && size_option(name) == nullptr)
     return "model '" + name + "' has its size in its name";
-  if (option == "em-lambda" && option_value(opts, "em-lambda-schedule") != "fixed")
-    return "--em-lambda-schedule '" + option_value(opts, "em-lambda-schedule") +
-           "' sets lambda (give the final one as official:FINAL)";
+  const ModelOptions opts = model_options_of(name, given);
+  if (option == "em-lambda" && option_value(opts, "em-lambda-schedule") != "fixed") {
+    const std::string sched = option_value(opts, "em-lambda-schedule");
+    if (given.count("em-lambda-schedule") == 0)
+      return "model '" + name + "' runs --em-lambda-schedule '" + sched +
+             "' by default, which sets lambda (add --em-lambda-schedule fixed, or give the final one as official:FINAL)";
+    return "--em-lambda-schedule '" + sched + "' sets lambda (give the final one as official:FINAL)";
+  }
   if (option == "spread-margin" && option_value(opts, "loss") != "spread")
     return "--loss '" + option_value(opts, "loss") + "' has no margin (it applies with --loss spread)";
   return "";
@@ -423,7 +441,7 @@ std::string option_ignored(const std::string& name, const std::string& option, c
 
 std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch,
                                   const ImageShape& shape) {
-  return entry(name).make(name, opts, shape, max_batch);
+  return entry(name).make(name, model_options_of(name, opts), shape, max_batch);
 }
 
 }  // namespace vg

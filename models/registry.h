@@ -73,6 +73,10 @@ struct ModelEntry {
   // central differences at a step of 1e-3: the registry-wide gradient check
   // (tests/test_models.cpp) builds every model so.
   std::vector<std::pair<const char*, const char*>> exact_gradient_options = {};
+  // The model's own defaults, where the recipe it follows departs from the
+  // registry-wide ones (convcaps trains the paper's way: spread loss, ...). A
+  // value the user gave wins over them: see model_options_of.
+  std::vector<std::pair<const char*, const char*>> defaults = {};
 };
 const std::vector<ModelEntry>& model_registry();
 
@@ -122,7 +126,14 @@ const char* size_option(const std::string& name);
 // on is refused, so the run JSON never records a value that did nothing.
 std::string option_ignored(const std::string& name, const std::string& option, const ModelOptions& opts);
 
-// The value of option `name` in opts, or its default.
+// The value of option `name` in opts, or its registry-wide default.
 std::string option_value(const ModelOptions& opts, const std::string& name);
+
+// Every option model `name` reads, at the value it runs with: `given`'s where
+// it holds one, else the model's own default (ModelEntry::defaults), else the
+// registry-wide one. `given` holds the options the user set, and only those:
+// an entry at the registry-wide default still overrides the model's own.
+// Every function above that takes a model's name and options resolves them so.
+ModelOptions model_options_of(const std::string& name, const ModelOptions& given);
 
 }  // namespace vg

@@ -236,6 +236,43 @@ TEST(CapsLayers, ConvCapsFullBackwardMatchesFiniteDifferences) {
       }
 }
 
+// Under --em-grad full the layer routes one image at a time and routes each
+// again in backward (ConvCaps::reroute): its gradients must be the bits of one
+// whole-batch forward and backward through the kernels, history kept for all.
+TEST(CapsLayers, ConvCapsFullBackwardRoutingAgainEqualsOneWholeBatchCall) {
+  ConvEmConfig cfg;
+  cfg.grad = EmGrad::full;
+  cfg.lambda = 0.5f;
+  ConvLayerCase c({5, 5, 2, 2, 3, 2}, cfg);
+  const std::vector<float> layer = c.gradient();
+  const ConvVotesShape v = c.s.votes(c.B);
+  const ConvVotesKernels& vk = *conv_votes_for(Isa::scalar);
+  const ConvEmRoutingKernels& ek = *conv_em_routing_for(Isa::scalar);
+  ParamSet& p = c.p;
+  const float* M = p.value(c.poses);
+  std::vector<float> V(v.v_size()), dV(v.v_size(), 0.f), mu(size_t(c.B) * v.Ho() * v.Wo() * v.Co * kPoseDim),
+      a(size_t(c.B) * v.Ho() * v.Wo() * v.Co);
+  vk.forward(V.data(), M, p.value(c.layer.w), nullptr, v);
+  ConvEmState st;
+  st.resize(v, cfg);
+  conv_em_routing_forward(mu.data(), a.data(), st, V.data(), p.value(c.a_logit), p.value(c.layer.beta_a),
+                          p.value(c.layer.beta_v), v, cfg, ek);
+  for (size_t k = 0; k < mu.size(); ++k) ASSERT_EQ(mu[k], c.layer.mu()[k]) << k;
+  for (size_t k = 0; k < a.size(); ++k) ASSERT_EQ(a[k], c.layer.a()[k]) << k;
+  // The layer's dz -> da, as ConvCaps::backward takes it.
+  std::vector<float> da(a.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    const float la = c.layer.log_a()[k], one_minus = a[k] <= 0.5f ? 1.f - a[k] : -std::expm1(la);
+    da[k] = std::fabs(c.layer.a_logit()[k]) < ConvCaps::kMaxLogit ? c.c_a[k] / (a[k] * one_minus) : 0.f;
+  }
+  std::vector<float> g(p.grads().size(), 0.f);
+  auto at = [&](int t) { return g.data() + (p.grad(t) - p.grads().data()); };
+  conv_em_routing_backward(dV.data(), at(c.a_logit), at(c.layer.beta_a), at(c.layer.beta_v), c.c_mu.data(), da.data(),
+                           V.data(), mu.data(), a.data(), st, v, cfg, ek);
+  vk.backward(at(c.poses), at(c.layer.w), dV.data(), M, p.value(c.layer.w), v);
+  for (size_t k = 0; k < g.size(); ++k) ASSERT_EQ(layer[k], g[k]) << k;
+}
+
 TEST(CapsLayers, ConvCapsBackwardOverwritesItsGradients) {
   for (EmGrad grad : {EmGrad::stopgrad, EmGrad::full}) {
     ConvEmConfig cfg;

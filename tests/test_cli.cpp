@@ -82,6 +82,9 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"profile --batch-size x", "", "--batch-size 'x'"},
       {"profile --trace /nonexistent-dir/t.json", "", "--trace '/nonexistent-dir/t.json'"},
       {"profile --out /nonexistent-dir/p.csv", "", "--out '/nonexistent-dir/p.csv'"},
+      // convcaps's own default schedule sets lambda: the reason says it is the default.
+      {"run --models convcaps --em-lambda 2", "", "--em-lambda '2': model 'convcaps' runs --em-lambda-schedule 'official' by default"},
+      {"profile --model convcaps --em-lambda 2", "", "--em-lambda '2': model 'convcaps' runs --em-lambda-schedule 'official' by default"},
   };
   for (const BadCase& c : cases) expect_usage_error(c);
 }
@@ -105,8 +108,13 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   EXPECT_NE(o.out.find("chance"), std::string::npos);
   std::ifstream f(json_path);
   const auto j = nlohmann::json::parse(f);
-  EXPECT_EQ(j["schema_version"], 3);
+  EXPECT_EQ(j["schema_version"], 4);
   EXPECT_EQ(j["config"]["n_epochs"], 1);
+  EXPECT_EQ(j["config"]["model_options"], nlohmann::json::object());  // none given
+  EXPECT_EQ(j["models"][0]["options"]["loss"], "xent");
+  EXPECT_EQ(j["models"][0]["options"]["em-iters"], 3);
+  EXPECT_EQ(j["models"][1]["options"], nlohmann::json::object({{"cnn-hidden", 64}}));
+  EXPECT_EQ(j["models"][2]["options"], nlohmann::json::object());
   EXPECT_EQ(j["dataset"]["gap_deg"], 30.0);
   ASSERT_EQ(j["models"].size(), 3u);
   EXPECT_EQ(j["models"][0]["name"], "caps");
@@ -139,6 +147,42 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   int files = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
   EXPECT_EQ(files, 1);
+}
+
+// Each model records every option it read, at the value it ran with: convcaps
+// its own defaults (the paper's recipe), caps the registry-wide ones; the
+// config records only what was given.
+TEST(Cli, EachModelRecordsTheOptionsItRanWith) {
+  const std::string json_path = testing::TempDir() + "viewgap_cli_options." + std::to_string(getpid()) + ".json";
+  const std::string tiny = " --caps-a 4 --caps-b 2 --caps-c 2 --caps-d 2 --em-iters 1";
+  const Outcome o = run("run --n-epochs 1 --n-per-combo 1 --models caps,convcaps --quiet" + tiny + " --out-json " + json_path);
+  ASSERT_EQ(o.code, 0) << o.err;
+  std::ifstream f(json_path);
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["config"]["model_options"],
+            nlohmann::json({{"caps-a", 4}, {"caps-b", 2}, {"caps-c", 2}, {"caps-d", 2}, {"em-iters", 1}}));
+  const auto& caps = j["models"][0]["options"];
+  const auto& conv = j["models"][1]["options"];
+  EXPECT_EQ(caps["loss"], "xent");
+  EXPECT_EQ(caps["em-grad"], "stopgrad");
+  EXPECT_EQ(caps["em-lambda-schedule"], "fixed");
+  EXPECT_EQ(caps.count("caps-a"), 0u);
+  EXPECT_EQ(conv["loss"], "spread");
+  EXPECT_EQ(conv["spread-margin"], "0.2:0.9");
+  EXPECT_EQ(conv["em-grad"], "full");
+  EXPECT_EQ(conv["em-lambda-schedule"], "official");
+  EXPECT_EQ(conv["em-iters"], 1);
+  EXPECT_EQ(conv["caps-a"], 4);
+  // Given, even at the registry-wide value, an option wins over convcaps's own.
+  const Outcome x = run("run --n-epochs 1 --n-per-combo 1 --models convcaps --quiet --loss xent --em-grad stopgrad" + tiny +
+                        " --out-json " + json_path);
+  ASSERT_EQ(x.code, 0) << x.err;
+  std::ifstream g(json_path);
+  const auto k = nlohmann::json::parse(g);
+  EXPECT_EQ(k["models"][0]["options"]["loss"], "xent");
+  EXPECT_EQ(k["models"][0]["options"]["em-grad"], "stopgrad");
+  EXPECT_EQ(k["config"]["model_options"]["loss"], "xent");
+  std::filesystem::remove(json_path);
 }
 
 TEST(Cli, ProfileWritesPerLayerCsvAndTrace) {

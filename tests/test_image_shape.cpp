@@ -135,14 +135,14 @@ TEST(ImageShape, AShapeAModelCannotTakeIsRefusedNamingWhy) {
   // The window's own fault stays --caps-k's: the shape takes a 3 x 3 window, not a 9 x 9.
   EXPECT_THROW(check_model("convcaps", {{"caps-k", "9"}}, ImageShape{1, 40, 5}), ModelOptionError);
   try {
-    check_models("--models", "cnn,cnn-paper", {"cnn", "cnn-paper"}, {}, {}, DataShape{{1, 3, 5}, "--canvas", "3"});
+    check_models("--models", "cnn,cnn-paper", {"cnn", "cnn-paper"}, {}, DataShape{{1, 3, 5}, "--canvas", "3"});
     ADD_FAILURE() << "a 3-pixel canvas was taken";
   } catch (const UsageError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("--canvas '3': model 'cnn-paper' cannot take images of 1 x 3 x 3", 0), 0u)
         << e.what();
   }
   try {
-    check_models("--models", "cnn-paper", {"cnn-paper"}, {}, {}, DataShape{{1, 3, 5}, "", ""});
+    check_models("--models", "cnn-paper", {"cnn-paper"}, {}, DataShape{{1, 3, 5}, "", ""});
     ADD_FAILURE() << "a 3-pixel side was taken";
   } catch (const UsageError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("--models 'cnn-paper': model 'cnn-paper' cannot take", 0), 0u) << e.what();

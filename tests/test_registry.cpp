@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "models/capsnet.h"
+#include "models/convcaps.h"
 #include "models/registry.h"
 
 namespace vg {
@@ -115,6 +116,39 @@ TEST(Registry, OptionsReachTheModel) {
   EXPECT_FLOAT_EQ(dynamic_cast<const CapsNet&>(*c2).config().em.lambda, 0.5f);
   // The CNN keeps softmax cross-entropy whatever --loss says for the capsules.
   EXPECT_EQ(make_model("cnn", {{"loss", "spread"}}, 4)->loss().kind, LossKind::xent);
+}
+
+// convcaps trains the paper's way unless told otherwise (ModelEntry::defaults);
+// an option the user sets wins, even at the registry-wide default, and a model
+// without its own default keeps the registry-wide one.
+TEST(Registry, AModelsOwnDefaultsGiveWayToWhatTheUserSet) {
+  const ModelOptions paper = model_options_of("convcaps", {});
+  EXPECT_EQ(paper.at("loss"), "spread");
+  EXPECT_EQ(paper.at("em-grad"), "full");
+  EXPECT_EQ(paper.at("em-lambda-schedule"), "official");
+  EXPECT_EQ(paper.at("caps-a"), "64");            // none of its own: the registry-wide one
+  EXPECT_EQ(paper.count("cnn-hidden"), 0u);       // only the options it reads
+  const ModelOptions set = model_options_of("convcaps", {{"loss", "xent"}, {"em-grad", "stopgrad"}});
+  EXPECT_EQ(set.at("loss"), "xent");
+  EXPECT_EQ(set.at("em-grad"), "stopgrad");
+  EXPECT_EQ(set.at("em-lambda-schedule"), "official");
+  EXPECT_EQ(model_options_of("caps", {}).at("loss"), "xent");  // the seed's recipe
+  EXPECT_EQ(model_options_of("caps", {}).at("em-grad"), "stopgrad");
+
+  // What reaches the model built from nothing.
+  const auto m = make_model("convcaps", {{"caps-a", "4"}, {"caps-b", "2"}, {"caps-c", "2"}, {"caps-d", "2"}}, 2);
+  const auto& c = dynamic_cast<const ConvCapsNet&>(*m).config();
+  EXPECT_EQ(m->loss().kind, LossKind::spread);
+  EXPECT_EQ(c.em.grad, EmGrad::full);
+  EXPECT_TRUE(c.em.lambda_schedule);
+  EXPECT_FLOAT_EQ(c.em.lambda, 0.01f);
+  const auto x = make_model("convcaps", {{"caps-a", "4"}, {"loss", "xent"}, {"em-lambda-schedule", "fixed"}}, 2);
+  EXPECT_EQ(x->loss().kind, LossKind::xent);
+  EXPECT_FALSE(dynamic_cast<const ConvCapsNet&>(*x).config().em.lambda_schedule);
+  // --em-lambda does nothing under the schedule convcaps runs by default: the reason names the default.
+  EXPECT_NE(option_ignored("convcaps", "em-lambda", {{"em-lambda", "2"}}).find("by default"), std::string::npos);
+  EXPECT_EQ(option_ignored("convcaps", "em-lambda", {{"em-lambda", "2"}, {"em-lambda-schedule", "fixed"}}), "");
+  EXPECT_EQ(option_ignored("caps", "em-lambda", {{"em-lambda", "2"}}), "");
 }
 
 TEST(Registry, BadOptionValuesNameTheFlagAndTheValue) {

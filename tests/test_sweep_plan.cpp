@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "harness/sweep_plan.h"
+#include "harness/sweep_resume.h"
 
 namespace vg {
 namespace {
@@ -49,6 +50,32 @@ TEST(SweepPlan, CellsAreGridPointsTimesGapsTimesSeedsInThatOrder) {
 
 // The hash names a sweep's directory for --resume and merge: a sweep made
 // before must keep it (this is `sweep --seeds 0:1 --gaps 0,60 --n-epochs 2`).
+// An option typed at its registry-wide default still overrides a model's own
+// default, which its value cannot tell: the plan records it (only where a
+// model of the sweep has its own default for it, so other sweeps keep their
+// hash), and the flags a resumed sweep reads back have it typed again.
+TEST(SweepPlan, OptionsTypedAtTheirDefaultAreRecordedWhereAModelHasItsOwn) {
+  SweepFlags f = sweep_flags("0", "0");
+  f.run.models = "caps,convcaps";
+  const SweepPlan untyped = plan_sweep(f);
+  EXPECT_FALSE(untyped.config.contains("typed_at_default"));
+  EXPECT_EQ(untyped.cells.front().opt.train.model.count("loss"), 0u);  // convcaps takes its own
+  f.run.typed.insert("loss");  // --loss xent: the registry-wide value, typed
+  const SweepPlan typed = plan_sweep(f);
+  EXPECT_EQ(typed.config.at("typed_at_default"), nlohmann::json::array({"loss"}));
+  EXPECT_EQ(typed.cells.front().opt.train.model.at("loss"), "xent");
+  EXPECT_NE(config_hash(typed.config), config_hash(untyped.config));
+  SweepFlags back = sweep_flags_of(typed.config);
+  EXPECT_EQ(back.run.typed.count("loss"), 1u);
+  back.jobs = f.jobs;
+  back.out = f.out;
+  EXPECT_EQ(config_hash(plan_sweep(back).config), config_hash(typed.config));
+  EXPECT_EQ(plan_sweep(back).cells.front().opt.train.model.at("loss"), "xent");
+  // No model of the sweep has a default of its own: the value says it all.
+  f.run.models = "caps,cnn";
+  EXPECT_FALSE(plan_sweep(f).config.contains("typed_at_default"));
+}
+
 TEST(SweepPlan, ConfigHashOfAKnownSweepIsUnchanged) {
   SweepFlags f = sweep_flags("0:1", "0,60");
   f.run.n_epochs = "2";

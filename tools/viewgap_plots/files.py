@@ -11,11 +11,11 @@ import numpy as np
 from .style import plt
 
 # The format version each viewgap document kind has (harness/report.h, harness/sweep_store.h).
-SCHEMA_VERSION = {"viewgap-run": 3, "viewgap-sweep": 4, "viewgap-dump": 2}
+SCHEMA_VERSION = {"viewgap-run": 4, "viewgap-sweep": 4, "viewgap-dump": 2}
 # Older versions still read: a version 1 dump is a version 2 one without "reconstructions";
-# a version 2 run has no held-out axis; a version 3 sweep's axis is azimuth, in degrees
-# (sweep_v4 renames its columns).
-ALSO_READS = {"viewgap-dump": (1,), "viewgap-run": (2,), "viewgap-sweep": (3,)}
+# a version 2 run has no held-out axis, a version 3 one no per-model "options" (neither is
+# read here); a version 3 sweep's axis is azimuth, in degrees (sweep_v4 renames its columns).
+ALSO_READS = {"viewgap-dump": (1,), "viewgap-run": (2, 3), "viewgap-sweep": (3,)}
 
 
 class InputError(Exception):
