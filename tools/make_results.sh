@@ -3,19 +3,25 @@
 # results/provenance.md with the machine, the commit and each step's wall time.
 # Every step runs with --reproducible, so the tables come out bit for bit the
 # same on any x86-64 CPU with AVX2+FMA (timings and provenance aside).
-# Usage: bash tools/make_results.sh         (about 35 minutes on 2 cores)
+# Usage: bash tools/make_results.sh         (every part below and the rest: about 2 hours on 2 cores)
 #        bash tools/make_results.sh plane   (only the in-plane sweeps, ~10 minutes;
 #                                            their provenance in results/provenance_plane.md)
 #        bash tools/make_results.sh robustness  (only the pixel-noise sweep, ~1 minute;
 #                                            results/provenance_robustness.md)
 #        bash tools/make_results.sh toys    (only the toys dataset's table and figures,
 #                                            results/provenance_toys.md)
+#        bash tools/make_results.sh convcaps (only the paper's networks on the canonical sweep,
+#                                            results/provenance_convcaps.md; ~1 hour on 2 cores)
 #        bash tools/make_results.sh figures (only plot.py's figures, redrawn from the
 #                                            committed run dumps and sweeps, ~2 minutes;
 #                                            results/provenance_figures.md)
 # Either way its last step writes results/SUMMARY.md (tools/results_summary.py): every
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
+case "${1:-}" in
+  '' | plane | robustness | toys | convcaps | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, toys, convcaps or figures" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
 cmake --preset release >/dev/null
@@ -103,36 +109,36 @@ plane_figure_step() {  # protocol
 summary_step() {
   step "summary of the quoted numbers" $py tools/results_summary.py --results "$out"
 }
-if [ "${1:-}" = robustness ]; then  # the noise sweep alone, with its own provenance
-  robustness_steps
-  summary_step
-  mv "$prov" "$out/provenance_robustness.md"
-  cat "$out/provenance_robustness.md"
-  exit 0
-fi
-if [ "${1:-}" = figures ]; then  # plot.py's figures alone, from the tables as committed
-  run_figure_steps
-  for protocol in translation rotation scale shear translation_canvas40; do plane_figure_step "$protocol"; done
-  mv "$prov" "$out/provenance_figures.md"
-  cat "$out/provenance_figures.md"
-  exit 0
-fi
-if [ "${1:-}" = toys ]; then  # the toys dataset alone, with its own provenance
-  toys_steps
-  summary_step
-  mv "$prov" "$out/provenance_toys.md"
-  cat "$out/provenance_toys.md"
-  exit 0
-fi
-if [ "${1:-}" = plane ]; then  # the in-plane sweeps alone, with their own provenance
-  plane_steps
-  summary_step
-  mv "$prov" "$out/provenance_plane.md"
-  cat "$out/provenance_plane.md"
-  exit 0
-fi
+convcaps_steps() {
+  # The paper's networks (issue 29) on the canonical gap sweep, beside the seed's: each at its
+  # own defaults (convcaps the paper's recipe), paired against the paper's CNN. JOBS=1 gives
+  # the same tables (results do not depend on --jobs).
+  rm -rf "$out/convcaps_canonical" "$out/figures/convcaps"
+  step "paper's networks, canonical sweep" "$exe" sweep --seeds 0:29 --gaps 0,30,60,90,120 --train-azimuths 0:60 \
+    --test-width 60 --models convcaps,cnn-paper,caps,cnn --reference cnn-paper --jobs "${JOBS:-2}" --reproducible \
+    --quiet --out "$out/convcaps_canonical"
+  step "paper's networks, figures" bash -c "mkdir -p $out/figures/convcaps && $py tools/plot.py sweep $out/convcaps_canonical --out $out/figures/convcaps"
+}
+# One part alone, with its own provenance (results/provenance_NAME.md).
+case "${1:-}" in
+  robustness | toys | plane | convcaps)
+    "${1}_steps"
+    summary_step
+    mv "$prov" "$out/provenance_$1.md"
+    cat "$out/provenance_$1.md"
+    exit 0
+    ;;
+  figures)  # plot.py's figures alone, from the tables as committed
+    run_figure_steps
+    for protocol in translation rotation scale shear translation_canvas40; do plane_figure_step "$protocol"; done
+    mv "$prov" "$out/provenance_figures.md"
+    cat "$out/provenance_figures.md"
+    exit 0
+    ;;
+esac
 # A full run's provenance.md lists them all.
-rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_figures.md" "$out/provenance_toys.md"
+rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_figures.md" "$out/provenance_toys.md" \
+  "$out/provenance_convcaps.md"
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
 rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput" "$out/ablation_seed_split" "$out/ablation_gap90" \
@@ -187,6 +193,7 @@ step "32 x 32 renderer, paper's azimuth split" "$exe" sweep --split paper-azimut
 plane_steps
 robustness_steps
 toys_steps
+convcaps_steps
 # Throughput: the same 12 cells with 1 and 2 jobs, back to back.
 mkdir -p "$out/throughput"
 for j in 1 2; do
