@@ -49,8 +49,9 @@ void BM_em_routing_backward(benchmark::State& state, const EmRoutingKernels* k) 
 }
 
 // EM routing with EmGrad::full: the forward that keeps every iteration's
-// state, and the backward through all iterations (the scalar reference on
-// every ISA; compare with BM_em_routing_backward, the stop-gradient one).
+// state, and the backward through all iterations (each ISA's
+// em_backward_full_f32__<isa>, the scalar one the reference; compare with
+// BM_em_routing_backward, the stop-gradient one).
 void BM_em_routing_forward_full(benchmark::State& state, const EmRoutingKernels* k) {
   if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
   const int B = int(state.range(0));

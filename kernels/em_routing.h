@@ -166,10 +166,14 @@ using EmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbeta_a,
   void em_e_step_f32__##isa(EmState& st, const float* V, const float* mu, int B, int I, int J);            \
   void em_backward_f32__##isa(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,                  \
                               const float* da_out, const float* V, const float* mu, const float* a_out,     \
-                              const EmState& st, int B, int I, int J, const EmConfig& cfg);
+                              const EmState& st, int B, int I, int J, const EmConfig& cfg);        \
+  void em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,           \
+                                   const float* dmu, const float* da_out, const float* V, const EmState& st, \
+                                   int B, int I, int J, const EmConfig& cfg);
 VG_EM_KERNELS(scalar)
 // ISA variants (same contracts, J <= 64; only rounding differs from the scalar
-// reference); each exists only in builds for its architecture.
+// reference, except in the full backward, which gives its bits:
+// em_backward_full_simd.h); each exists only in builds for its architecture.
 #if defined(__x86_64__)
 VG_EM_KERNELS(avx2)
 VG_EM_KERNELS(avx512)
@@ -178,9 +182,6 @@ VG_EM_KERNELS(avx512)
 VG_EM_KERNELS(neon)
 #endif
 #undef VG_EM_KERNELS
-void em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
-                                  const float* dmu, const float* da_out, const float* V,
-                                  const EmState& st, int B, int I, int J, const EmConfig& cfg);
 
 // The full backward's per-item M-step piece, which conv_em_routing.h reuses
 // per window (a window's M-step is this M-step, the window as the item).
@@ -253,8 +254,6 @@ struct EmRoutingKernels {
   EmMStepFn m_step;
   EmEStepFn e_step;
   EmBackwardFn backward;
-  // The full backward is the scalar reference for every ISA: see the note at
-  // em_backward_full_f32__scalar for why (measured cost vs the training step).
   EmBackwardFullFn backward_full;
 };
 

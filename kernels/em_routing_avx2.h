@@ -107,6 +107,9 @@ inline F16 zero_unless_gt16(F16 v, F16 x, F16 lo) {
 }
 // The high half's products are summed into the low half's fused.
 inline float dot16(F16 a, F16 b) { return hsum8(_mm256_fmadd_ps(a.lo, b.lo, _mm256_mul_ps(a.hi, b.hi))); }
+// t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
+// order of the scalar full backward's sum16, so its bits.
+inline float pair_sum16(F16 t) { return hsum8(_mm256_add_ps(t.lo, t.hi)); }
 
 // sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2), so
 // sum log x = log(prod m) + e_sum ln2, and prod m < 2^16 cannot overflow

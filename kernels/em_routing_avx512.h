@@ -82,6 +82,15 @@ inline F16 fma16(F16 a, F16 b, F16 acc) { return _mm512_fmadd_ps(a, b, acc); }
 inline F16 max16(F16 x, F16 lo) { return _mm512_max_ps(lo, x); }
 inline F16 zero_unless_gt16(F16 v, F16 x, F16 lo) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), v); }
 inline float dot16(F16 a, F16 b) { return _mm512_reduce_add_ps(_mm512_mul_ps(a, b)); }
+// t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
+// order of the scalar full backward's sum16, so its bits.
+inline float pair_sum16(F16 t) {
+  const __m256 u = _mm256_add_ps(_mm512_castps512_ps256(t), _mm512_extractf32x8_ps(t, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
 
 // sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2)
 // (vgetmantps/vgetexpps), so sum log x = log(prod m) + e_sum ln2, and prod m

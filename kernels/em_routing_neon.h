@@ -51,6 +51,12 @@ inline float hsum16(const F16& x) {
   return vaddvq_f32(vaddq_f32(vaddq_f32(x.q[0], x.q[1]), vaddq_f32(x.q[2], x.q[3])));
 }
 inline float dot16(const F16& a, const F16& b) { return hsum16(mul16(a, b)); }
+// t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
+// order of the scalar full backward's sum16, so its bits.
+inline float pair_sum16(const F16& t) {
+  const float32x4_t u = vaddq_f32(vaddq_f32(t.q[0], t.q[2]), vaddq_f32(t.q[1], t.q[3]));
+  return vpadds_f32(vadd_f32(vget_low_f32(u), vget_high_f32(u)));
+}
 inline float32x4_t and_mask(uint32x4_t m, float32x4_t x) {
   return vreinterpretq_f32_u32(vandq_u32(m, vreinterpretq_u32_f32(x)));
 }

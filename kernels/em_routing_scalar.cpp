@@ -180,15 +180,8 @@ void em_backward_f32__scalar(float* dV, float* dbeta_a, float* dbeta_v, const fl
 // M-step t's backward, then E-step t-1's, which hands M-step t-1 the
 // adjoints of its mu, sigma2 and log a.
 //
-// Why scalar on every ISA (measured on this 2-core AVX-512 machine, batch 32,
-// CPU time): this backward takes ~105 us (BM_em_routing_backward_full, about
-// 13 GFLOP/s: its loops over h are auto-vectorised), the stop-gradient one
-// 2.3 us and the forward routing 42 us, in a training step of ~1.2 ms
-// (`viewgap profile --model caps --threads 1`; primary backward 47 %, Adam
-// 21 %). Full backprop thus adds ~8 % to a step; hand-written AVX2/AVX-512/
-// NEON copies might save 5 % of such a step and 2-3 % of an ablation sweep,
-// not worth three more 150-line kernels kept equal. The forward that fills
-// the history uses each ISA's steps.
+// This is the reference: em_backward_full_simd.h schedules the same
+// operations per upper capsule over pose registers and gives these bits.
 
 EmMStepState em_m_step_state(const EmState& st, int t, int b, int B, int I, int J) {
   const size_t ij = size_t(I) * J, tb = size_t(t) * B + b;
@@ -231,8 +224,8 @@ inline float sum16(const float* t) {
 //     with r_ij = w_ij (S_j + eps) (with eps = 0 the weights sum to 1 by
 //     construction and the mu term is 0);
 //   dlog_a_in_i += sum_j dl_ij.
-// The loops over h are innermost and element-wise, so the compiler vectorises
-// them without reassociating any sum; g's sum over h is pairwise.
+// The loops over h are innermost and element-wise (no sum reassociated);
+// g's sum over h is pairwise, an order a SIMD reduction can keep.
 void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbeta_a, float* dbeta_v,
                              float* g, float* dmu_prev, const float* dmu, const float* dsig, const float* dloga,
                              const float* da, const float* V, const EmMStepState& s,

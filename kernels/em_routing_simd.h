@@ -5,7 +5,9 @@
 //         zero16, load16, store16, bcast16, add16, sub16, mul16, div16,
 //         fma16(a, b, acc) = acc + a b (fused), max16(x, lo) (keeps a NaN x),
 //         zero_unless_gt16(v, x, lo) = v where x > lo else 0,
-//         float dot16(a, b), float sum_log16(x) = sum_h log x_h;
+//         float dot16(a, b), float sum_log16(x) = sum_h log x_h,
+//         float pair_sum16(t) = sum_h t_h in the scalar full backward's
+//         pairwise order (em_backward_full_simd.h);
 //   Vec   one register of the runs of exp and log (8, 16 or 4 floats):
 //         bcastv, addv, subv, mulv, divv, maxv (std::max's), expv, logv, negv, neg_absv = -|x|,
 //         min0v(z) = min(0, z) (keeps a NaN z), if_zerov(c, x, y) = c == 0 ? x : y;

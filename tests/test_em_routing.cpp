@@ -977,11 +977,11 @@ TEST(EmRoutingOptions, VarianceFloorPassesNoGradient) {
 }
 
 // (EmRoutingVariant is instantiated above for every variant.)
-TEST_P(EmRoutingVariant, FullSchemeKeepsTheForwardAndSharesTheScalarBackward) {
+TEST_P(EmRoutingVariant, FullSchemeKeepsTheForwardAndMatchesTheScalarBackwardBitForBit) {
   // Keeping the history changes no number of the forward; its last slot is
-  // the state the stop-gradient backward reads; and the full backward is the
-  // scalar reference on every ISA (see em_backward_full_f32__scalar), so from
-  // one state every variant's full backward gives the same bits.
+  // the state the stop-gradient backward reads; and every variant's full
+  // backward does the scalar reference's float operations in its order
+  // (em_backward_full_simd.h), so from one state it gives the same bits.
   int nv = 0;
   const EmRoutingKernels& k = em_routing_variants(&nv)[GetParam()];
   if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
@@ -1024,6 +1024,59 @@ TEST_P(EmRoutingVariant, FullSchemeKeepsTheForwardAndSharesTheScalarBackward) {
     EXPECT_EQ(gk.dba, gr.dba) << where;
     EXPECT_EQ(gk.dbv, gr.dbv) << where;
   }
+}
+
+TEST_P(EmRoutingVariant, FullBackwardIsTheScalarReferenceBitForBitAtEveryShape) {
+  // The SIMD full backward (em_backward_full_simd.h) against the scalar
+  // reference from one forward's history, for every option set (the official
+  // logit, the mean carry, eps > 0, cost_norm among them), 1 to 4 iterations,
+  // and shapes around its loops: one child or parent, odd I, the class
+  // layer's J = 5, J = 16, J = 32, and batches of 1 and 3. Equality is exact:
+  // the variant rounds every operation the reference rounds, in its order (no
+  // FMA, sums over i in i order, the sum over h in the reference's pairwise
+  // order, exp and expm1 as the reference calls them). The gradients start
+  // nonzero, so the accumulation is compared too.
+  int nv = 0;
+  const EmRoutingKernels& k = em_routing_variants(&nv)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  const EmRoutingKernels& ref = *em_routing_for(Isa::scalar);
+  struct Shape {
+    int B, I, J;
+  };
+  uint64_t tag = 4100;
+  for (const Shape sh : {Shape{1, 1, 1}, Shape{3, 7, 5}, Shape{1, 8, 16}, Shape{2, 9, 16}, Shape{1, 33, 5},
+                         Shape{1, 17, 32}})
+    for (int opt = 0; opt < kOptionSets; ++opt)
+      for (int iters : {1, 2, 4}) {
+        const EmConfig c = option_set(opt, iters, EmGrad::full);
+        const int B = sh.B, ni = sh.I, nj = sh.J;
+        tag += 10;
+        auto V = test::randn(size_t(B) * ni * nj * H, tag);
+        const auto common = test::randn(size_t(B) * nj * H, tag + 1);
+        for (size_t n = 0; n < V.size(); ++n)  // votes that agree loosely, as after some training
+          V[n] = common[n / (size_t(ni) * nj * H) * nj * H + n % (size_t(nj) * H)] + 0.5f * V[n];
+        const auto z = test::randn(size_t(B) * ni, tag + 2), ba = test::randn(nj, tag + 3, 0.3f),
+                   bv = test::randn(nj, tag + 4, 0.3f);
+        std::vector<float> mu(size_t(B) * nj * H), a(size_t(B) * nj);
+        EmState st;
+        st.resize(B, ni, nj, c);
+        em_routing_forward(mu.data(), a.data(), st, V.data(), z.data(), ba.data(), bv.data(), B, ni, nj, c, k);
+        const auto dmu = test::randn(mu.size(), tag + 5), da = test::randn(a.size(), tag + 6);
+        auto grads = [&](const EmRoutingKernels& kk) {
+          Grads g{test::randn(V.size(), tag + 7), test::randn(z.size(), tag + 8), test::randn(nj, tag + 9),
+                  test::randn(nj, tag + 10)};
+          em_routing_backward(g.dV.data(), g.dz.data(), g.dba.data(), g.dbv.data(), dmu.data(), da.data(), V.data(),
+                              mu.data(), a.data(), st, B, ni, nj, c, kk);
+          return g;
+        };
+        const Grads gk = grads(k), gr = grads(ref);
+        const std::string where = std::string(isa_name(k.isa)) + " B=" + std::to_string(B) + " I=" +
+                                  std::to_string(ni) + " J=" + std::to_string(nj) + " " + describe(c);
+        ASSERT_EQ(gk.dV, gr.dV) << where;
+        ASSERT_EQ(gk.dz, gr.dz) << where;
+        ASSERT_EQ(gk.dba, gr.dba) << where;
+        ASSERT_EQ(gk.dbv, gr.dbv) << where;
+      }
 }
 
 }  // namespace
