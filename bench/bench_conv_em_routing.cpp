@@ -64,7 +64,8 @@ void BM_conv_em_routing_backward(benchmark::State& state, const ConvEmRoutingKer
 }
 
 // EmGrad::full: the forward that keeps every iteration's state, and the
-// backward through all of them (the scalar reference on every ISA).
+// backward through all of them (each ISA's conv_em_backward_full_f32__<isa>,
+// the scalar one the reference).
 void BM_conv_em_routing_forward_full(benchmark::State& state, const ConvEmRoutingKernels* k) {
   if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
   Layer l(int(state.range(0)), int(state.range(1)), EmGrad::full);

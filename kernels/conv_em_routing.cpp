@@ -40,10 +40,11 @@ void ConvEmState::reserve_full(const ConvVotesShape& s, int iters) {
 namespace {
 // The kernel list: one line per variant this build has. The M-step and the
 // stop-gradient backward are the dense family's of the same ISA; the E-step is
-// named separately (conv_em_routing_simd.h's for every ISA here).
+// named separately (conv_em_routing_simd.h's for every ISA here), the full
+// backward is this family's of the same ISA.
 #define VG_CEM_ENTRY(isa, e_step)                                                       \
   {Isa::isa, em_m_step_f32__##isa, conv_em_e_step_f32__##e_step, em_backward_f32__##isa, \
-   conv_em_backward_full_f32__scalar}
+   conv_em_backward_full_f32__##isa}
 const ConvEmRoutingKernels kVariants[] = {
     VG_CEM_ENTRY(scalar, scalar),
 #if defined(__x86_64__)

@@ -85,6 +85,12 @@ inline void conv_em_windows_of(int y, int k, int st, int n_out, int* lo, int* hi
   *hi = y / st < n_out - 1 ? y / st : n_out - 1;
 }
 
+// Where child q of window (oy, ox) sits on its item's child grid (H x W x Ci).
+inline size_t conv_em_child_of(const ConvVotesShape& s, int oy, int ox, int q) {
+  const int ci = q % s.Ci, kx = (q / s.Ci) % s.kw(), ky = q / (s.Ci * s.kw());
+  return (size_t(oy * s.step() + ky) * s.W + (ox * s.step() + kx)) * s.Ci + ci;
+}
+
 // E-step: log p_{pqj} = -1/2 sum_h ((V_pqjh - mu_pjh)^2 / sigma2_pjh + log(2 pi sigma2_pjh)),
 //   log R_{pqj} = log p_{pqj} + log a_pj - LSE over the child's parents (norm),
 // reading st.em's sigma2 and log_a_out (of the last M-step), writing st.em.log_r.
@@ -98,13 +104,18 @@ using ConvEmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbet
                                       const ConvEmState& st, const ConvVotesShape& s,
                                       const ConvEmConfig& cfg);
 
-// The E-step of one ISA, conv_em_e_step_f32__<isa> (contract above).
+// The E-step and the full backward of one ISA, conv_em_<kernel>_f32__<isa>
+// (contracts above).
 #define VG_CEM_KERNELS(isa)                                                                             \
   void conv_em_e_step_f32__##isa(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, \
-                                 ConvEmNorm norm);
+                                 ConvEmNorm norm);                                                         \
+  void conv_em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,       \
+                                        const float* dmu, const float* da_out, const float* V,                \
+                                        const ConvEmState& st, const ConvVotesShape& s, const ConvEmConfig& cfg);
 VG_CEM_KERNELS(scalar)
-// ISA variants (same contract; only rounding differs from the scalar
-// reference); each exists only in builds for its architecture.
+// ISA variants (same contracts; only the E-step's rounding differs from the
+// scalar reference, the full backward gives its bits); each exists only in
+// builds for its architecture.
 #if defined(__x86_64__)
 VG_CEM_KERNELS(avx2)
 VG_CEM_KERNELS(avx512)
@@ -113,15 +124,10 @@ VG_CEM_KERNELS(avx512)
 VG_CEM_KERNELS(neon)
 #endif
 #undef VG_CEM_KERNELS
-void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
-                                       const float* dmu, const float* da_out, const float* V,
-                                       const ConvEmState& st, const ConvVotesShape& s, const ConvEmConfig& cfg);
 
 // One variant: the M-step and the stop-gradient backward are the dense
 // family's kernels of the same ISA (a window's M-step is the dense M-step), the
-// E-step is this family's, the full backward the scalar reference on every
-// ISA (not vectorised yet: at ConvCaps1, batch 32, it takes about twice the
-// AVX2 forward's time; bench/bench_conv_em_routing.cpp measures both).
+// E-step and the full backward this family's.
 struct ConvEmRoutingKernels {
   Isa isa;
   EmMStepFn m_step;

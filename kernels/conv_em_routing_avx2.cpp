@@ -1,7 +1,9 @@
-// AVX2 + FMA E-step of EM routing over convolutional windows (built with -mavx2 -mfma):
-// conv_em_routing_simd.h over the primitives of em_routing_avx2.h.
+// AVX2 + FMA E-step and full backward of EM routing over convolutional windows
+// (built with -mavx2 -mfma): conv_em_routing_simd.h and em_backward_full_simd.h
+// over the primitives of em_routing_avx2.h.
 #include "kernels/em_routing_avx2.h"
 #include "kernels/em_routing_simd.h"
+#include "kernels/em_backward_full_simd.h"
 #include "kernels/conv_em_routing_simd.h"
 
 VG_CEM_DEFINE(avx2)

@@ -12,12 +12,6 @@ namespace vg {
 
 namespace {
 
-// Where child q of window (b, oy, ox) sits on its item's child grid (H x W x Ci).
-inline size_t child_of(const ConvVotesShape& s, int oy, int ox, int q) {
-  const int ci = q % s.Ci, kx = (q / s.Ci) % s.kw(), ky = q / (s.Ci * s.kw());
-  return (size_t(oy * s.step() + ky) * s.W + (ox * s.step() + kx)) * s.Ci + ci;
-}
-
 // Index of child (y, x, ci) in window (oy, ox), which must contain it.
 inline int q_of(const ConvVotesShape& s, int y, int x, int ci, int oy, int ox) {
   return ((y - oy * s.step()) * s.kw() + (x - ox * s.step())) * s.Ci + ci;
@@ -130,7 +124,7 @@ void e_step_backward_window(float* dV, float* dmu, float* dsig, float* dloga, co
   std::fill_n(dsig, J * H, 0.f);
   std::fill_n(dloga, J, 0.f);
   for (int q = 0; q < I; ++q) {
-    const size_t c = child_of(sh, oy, ox, q);
+    const size_t c = conv_em_child_of(sh, oy, ox, q);
     for (int j = 0; j < J; ++j)  // the sum runs over every parent the child feeds (per type, official)
       em_e_pair_backward(dV + (size_t(q) * J + j) * H, dmu + j * H, dsig + j * H, dloga + j, dl[q * J + j],
                          log_r_next[q * J + j], per_type ? tsum[c * J + j] : tsum[c], V + (size_t(q) * J + j) * H,
@@ -177,7 +171,7 @@ void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbe
       std::fill_n(tsum, per_type ? children * J : children, 0.f);
       for (int w = 0; w < Pw; ++w)
         for (int q = 0; q < I; ++q) {
-          const size_t c = child_of(s, w / Wo, w % Wo, q);
+          const size_t c = conv_em_child_of(s, w / Wo, w % Wo, q);
           for (int j = 0; j < J; ++j) (per_type ? tsum[c * J + j] : tsum[c]) += dl[w * IJ + q * J + j];
         }
       for (int w = 0; w < Pw; ++w) {
@@ -195,7 +189,7 @@ void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbe
     float* dla_c = tsum;  // H x W x Ci
     std::fill_n(dla_c, children, 0.f);
     for (int w = 0; w < Pw; ++w)
-      for (int q = 0; q < I; ++q) dla_c[child_of(s, w / Wo, w % Wo, q)] += dla[size_t(w) * I + q];
+      for (int q = 0; q < I; ++q) dla_c[conv_em_child_of(s, w / Wo, w % Wo, q)] += dla[size_t(w) * I + q];
     const float* log_a = st.log_a_child.data() + size_t(b) * children;
     for (size_t c = 0; c < children; ++c) da_in_logit[size_t(b) * children + c] += dla_c[c] * -std::expm1(log_a[c]);
   }

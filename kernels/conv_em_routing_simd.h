@@ -1,8 +1,10 @@
-// The E-step of EM routing over convolutional windows, written once over the
-// primitives of kernels/em_routing_simd.h (F16, dot16, sum_log16, exp_n,
-// log_n). An ISA file includes its em_routing_<isa>.h, em_routing_simd.h and
-// then this header, and defines the kernel with VG_CEM_DEFINE(<isa>); the code
-// lands in that file's anonymous namespace, built with its flags.
+// The E-step and the full backward of EM routing over convolutional windows,
+// written once over the primitives of kernels/em_routing_simd.h (F16, dot16,
+// sum_log16, exp_n, log_n) and the per-item pieces of
+// kernels/em_backward_full_simd.h. An ISA file includes its
+// em_routing_<isa>.h, em_routing_simd.h, em_backward_full_simd.h and then this
+// header, and defines the kernels with VG_CEM_DEFINE(<isa>); the code lands in
+// that file's anonymous namespace, built with its flags.
 // The arithmetic is conv_em_e_step_f32__scalar's, batched: pass 1 forms each
 // window's log-likelihoods a pose (16 floats) at a time, pass 2 gathers each
 // child's entries from the windows holding it into one run, whose exps go
@@ -84,14 +86,85 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
       }
 }
 
+// The full backward (conv_em_backward_full_f32__scalar's contract and
+// formulas), one batch item at a time with the windows as the dense pieces'
+// items: after M-step t's backward of every window, each child's sum of dl is
+// gathered over its windows in window order, as the reference does, and each
+// window's E-step t-1 and M-step t-1 backward run capsule by capsule
+// (full_e_and_m_step). Bit for bit the reference's (em_backward_full_simd.h).
+// Scratch at the reference's offsets: dl (Pw x I x J), Rs (I x J, where the
+// reference keeps g), dla (Pw x I), the per-child sums and dcarry.
+inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v, const float* dmu,
+                                    const float* da_out, const float* V, const ConvEmState& st,
+                                    const ConvVotesShape& s, const ConvEmConfig& cfg) {
+  const int T = cfg.iters, Ho = s.Ho(), Wo = s.Wo(), Pw = Ho * Wo, P = s.B * Pw, I = s.I(), J = s.Co;
+  const size_t IJ = size_t(I) * J, children = size_t(s.H) * s.W * s.Ci;
+  const bool per_type = cfg.norm == ConvEmNorm::official;
+  float* dl = st.scratch.data();
+  float* Rs = dl + Pw * IJ;
+  float* dla = Rs + IJ;
+  float* tsum = dla + size_t(Pw) * I + 2 * size_t(Pw) * J * H + size_t(Pw) * J;
+  float* dcarry = tsum + children * J;
+  const EmState& em = st.em;
+  const float* beta_v = em.hist.beta_v.data();
+  for (int b = 0; b < s.B; ++b) {
+    const size_t p0 = size_t(b) * Pw;
+    std::fill_n(dla, size_t(Pw) * I, 0.f);
+    for (int w = 0; w < Pw; ++w) {
+      const size_t p = p0 + w;
+      full_last_m_step(dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, T > 1 ? dcarry + size_t(w) * J * H : nullptr,
+                       dbeta_a, dbeta_v, dmu + p * J * H, da_out + p * J, V + p * IJ * H,
+                       em_m_step_state(em, T - 1, int(p), P, I, J), beta_v, em_lambda(cfg, T - 1), I, J, cfg);
+    }
+    for (int t = T - 1; t > 0; --t) {  // log R^0 is a constant: its adjoint goes nowhere
+      std::fill_n(tsum, per_type ? children * J : children, 0.f);
+      for (int w = 0; w < Pw; ++w)
+        for (int q = 0; q < I; ++q) {
+          const size_t c = conv_em_child_of(s, w / Wo, w % Wo, q);
+          const float* d = dl + w * IJ + size_t(q) * J;
+          if (per_type)
+            for (int j = 0; j < J; ++j) tsum[c * J + j] += d[j];
+          else
+            for (int j = 0; j < J; ++j) tsum[c] += d[j];
+        }
+      for (int w = 0; w < Pw; ++w) {
+        const size_t p = p0 + w;
+        const float* log_r = em_m_step_state(em, t, int(p), P, I, J).log_r;
+        for (int q = 0; q < I; ++q) {
+          const size_t c = conv_em_child_of(s, w / Wo, w % Wo, q);
+          for (int j = 0; j < J; ++j)
+            Rs[size_t(q) * J + j] = full_r_times(log_r[size_t(q) * J + j], per_type ? tsum[c * J + j] : tsum[c]);
+        }
+        full_e_and_m_step(dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, dcarry + size_t(w) * J * H, dbeta_a,
+                          dbeta_v, Rs, V + p * IJ * H, em_m_step_state(em, t - 1, int(p), P, I, J), beta_v,
+                          em_lambda(cfg, t - 1), t == 1, I, J, cfg);
+      }
+    }
+    // d log sigmoid(z) / dz = 1 - sigmoid(z) = -expm1(log a): each child's
+    // windows' adjoints summed in window order, then the logit's.
+    float* dla_c = tsum;  // H x W x Ci
+    std::fill_n(dla_c, children, 0.f);
+    for (int w = 0; w < Pw; ++w)
+      for (int q = 0; q < I; ++q) dla_c[conv_em_child_of(s, w / Wo, w % Wo, q)] += dla[size_t(w) * I + q];
+    const float* log_a = st.log_a_child.data() + size_t(b) * children;
+    for (size_t c = 0; c < children; ++c) da_in_logit[size_t(b) * children + c] += dla_c[c] * -std::expm1(log_a[c]);
+  }
+}
+
 }  // namespace
 }  // namespace vg
 
-// The exported E-step of one ISA: VG_CEM_DEFINE(avx2) in conv_em_routing_avx2.cpp.
+// The exported kernels of one ISA: VG_CEM_DEFINE(avx2) in conv_em_routing_avx2.cpp.
 #define VG_CEM_DEFINE(isa)                                                                                 \
   namespace vg {                                                                                           \
   void conv_em_e_step_f32__##isa(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, \
                                  ConvEmNorm norm) {                                                        \
     conv_e_step_simd(st, V, mu, s, norm);                                                                  \
+  }                                                                                                        \
+  void conv_em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,     \
+                                        const float* dmu, const float* da_out, const float* V,              \
+                                        const ConvEmState& st, const ConvVotesShape& s,                     \
+                                        const ConvEmConfig& cfg) {                                          \
+    conv_backward_full_simd(dV, da_in_logit, dbeta_a, dbeta_v, dmu, da_out, V, st, s, cfg);                \
   }                                                                                                        \
   }

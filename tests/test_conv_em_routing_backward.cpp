@@ -296,8 +296,8 @@ TEST(ConvEmRouting, ForwardAndBackwardAllocateNothingOnceSized) {
 
 // Every variant of the kernel list: both backward schemes on the state of its
 // own forward (the dense family's M-step and stop-gradient backward of its
-// ISA; the full backward is the scalar reference on the variant's history),
-// votes read misaligned in every other case.
+// ISA, this family's E-step and full backward of its ISA), votes read
+// misaligned in every other case.
 class ConvEmRoutingVariantBackward : public ::testing::TestWithParam<int> {};
 
 TEST_P(ConvEmRoutingVariantBackward, BothSchemesMatchFiniteDifferences) {
@@ -327,6 +327,50 @@ TEST_P(ConvEmRoutingVariantBackward, BothSchemesMatchFiniteDifferences) {
       check_stopgrad(Problem(s, sg, tag, k, misalign), tag + 1, where + describe(s, sg));
       check_full(Problem(s, full, tag, k, misalign), tag + 3, where + describe(s, full));
     }
+}
+
+TEST_P(ConvEmRoutingVariantBackward, FullBackwardIsTheScalarReferenceBitForBit) {
+  // The SIMD full backward (conv_em_routing_simd.h over
+  // em_backward_full_simd.h) against the scalar reference from one forward's
+  // history: both E-step normalisations, every option set (the official
+  // logit, the mean carry, eps > 0, cost_norm among them), 1 to 4
+  // iterations, and shapes around its loops: I = K K Ci odd (9, 25) and even
+  // (18), J = 1, 5 (a class layer's), 16, stride 1 and 2, a grid whose last
+  // row and column no window covers, one window, misaligned votes. Equality
+  // is exact: the variant rounds every operation the reference rounds, in its
+  // order (no FMA, sums over children and windows in the reference's order,
+  // the sum over h in its pairwise order, exp and expm1 as it calls them).
+  // The gradients start nonzero, so the accumulation is compared too.
+  int nv = 0;
+  const ConvEmRoutingKernels& k = conv_em_routing_variants(&nv)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  const ConvEmRoutingKernels& ref = *conv_em_routing_for(Isa::scalar);
+  uint64_t tag = 1700;
+  bool misalign = false;
+  for (const ConvVotesShape& s : {ConvVotesShape::conv(2, 5, 5, 1, 5, 3, 1), ConvVotesShape::conv(1, 6, 6, 2, 16, 3, 2),
+                                  ConvVotesShape::conv(1, 5, 5, 1, 1, 5, 1), ConvVotesShape::conv(1, 7, 7, 1, 5, 3, 2)})
+    for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
+      for (int opt = 0; opt < kOptionSets; ++opt)
+        for (int iters : {1, 2, 4}) {
+          misalign = !misalign;
+          tag += 10;
+          const ConvEmConfig c = option_set(opt, iters, EmGrad::full, norm);
+          const Problem pr(s, c, tag, k, misalign);
+          const auto G_mu = test::randn(pr.mu.size(), tag + 1), G_a = test::randn(pr.a.size(), tag + 2);
+          auto grads = [&](const ConvEmRoutingKernels& kk) {
+            std::vector<std::vector<float>> g{test::randn(pr.V.size(), tag + 3), test::randn(pr.z.size(), tag + 4),
+                                              test::randn(s.Co, tag + 5), test::randn(s.Co, tag + 6)};
+            conv_em_routing_backward(g[0].data(), g[1].data(), g[2].data(), g[3].data(), G_mu.data(), G_a.data(),
+                                     pr.vk(), pr.mu.data(), pr.a.data(), pr.st, s, c, kk);
+            return g;
+          };
+          const auto gk = grads(k), gr = grads(ref);
+          const std::string where = std::string(isa_name(k.isa)) + (misalign ? " misaligned " : " ") + describe(s, c);
+          ASSERT_EQ(gk[0], gr[0]) << "dV " << where;
+          ASSERT_EQ(gk[1], gr[1]) << "da_in_logit " << where;
+          ASSERT_EQ(gk[2], gr[2]) << "dbeta_a " << where;
+          ASSERT_EQ(gk[3], gr[3]) << "dbeta_v " << where;
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ConvEmRoutingVariantBackward, ::testing::Range(0, test::variant_count(conv_em_routing_variants)),
