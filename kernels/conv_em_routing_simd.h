@@ -90,9 +90,10 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
 // formulas), one batch item at a time with the windows as the dense pieces'
 // items: after M-step t's backward of every window, each child's sum of dl is
 // gathered over its windows in window order, as the reference does, and each
-// window's E-step t-1 and M-step t-1 backward run capsule by capsule
-// (full_e_and_m_step). Bit for bit the reference's (em_backward_full_simd.h).
-// Scratch at the reference's offsets: dl (Pw x I x J), Rs (I x J, where the
+// window's E-step t-1 and M-step t-1 backward run back to back
+// (full_e_and_m_step), its votes in L2 for the second. Bit for bit the
+// reference's (em_backward_full_simd.h).
+// Scratch at the reference's offsets: dl (Pw x I x J), dp (I x J, where the
 // reference keeps g), dla (Pw x I), the per-child sums and dcarry.
 inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v, const float* dmu,
                                     const float* da_out, const float* V, const ConvEmState& st,
@@ -101,18 +102,19 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
   const size_t IJ = size_t(I) * J, children = size_t(s.H) * s.W * s.Ci;
   const bool per_type = cfg.norm == ConvEmNorm::official;
   float* dl = st.scratch.data();
-  float* Rs = dl + Pw * IJ;
-  float* dla = Rs + IJ;
+  float* dp = dl + Pw * IJ;
+  float* dla = dp + IJ;
   float* tsum = dla + size_t(Pw) * I + 2 * size_t(Pw) * J * H + size_t(Pw) * J;
   float* dcarry = tsum + children * J;
   const EmState& em = st.em;
   const float* beta_v = em.hist.beta_v.data();
+  FullCaps fc;
   for (int b = 0; b < s.B; ++b) {
     const size_t p0 = size_t(b) * Pw;
     std::fill_n(dla, size_t(Pw) * I, 0.f);
     for (int w = 0; w < Pw; ++w) {
       const size_t p = p0 + w;
-      full_last_m_step(dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, T > 1 ? dcarry + size_t(w) * J * H : nullptr,
+      full_last_m_step(fc, dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, T > 1 ? dcarry + size_t(w) * J * H : nullptr,
                        dbeta_a, dbeta_v, dmu + p * J * H, da_out + p * J, V + p * IJ * H,
                        em_m_step_state(em, T - 1, int(p), P, I, J), beta_v, em_lambda(cfg, T - 1), I, J, cfg);
     }
@@ -130,13 +132,14 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
       for (int w = 0; w < Pw; ++w) {
         const size_t p = p0 + w;
         const float* log_r = em_m_step_state(em, t, int(p), P, I, J).log_r;
+        std::fill_n(fc.dloga, J, 0.f);
         for (int q = 0; q < I; ++q) {
-          const size_t c = conv_em_child_of(s, w / Wo, w % Wo, q);
-          for (int j = 0; j < J; ++j)
-            Rs[size_t(q) * J + j] = full_r_times(log_r[size_t(q) * J + j], per_type ? tsum[c * J + j] : tsum[c]);
+          const size_t c = conv_em_child_of(s, w / Wo, w % Wo, q), row = size_t(q) * J;
+          full_dp_row(dp + row, fc.dloga, dl + w * IJ + row, log_r + row, per_type ? tsum + c * J : tsum + c,
+                      per_type ? 1 : 0, J);
         }
-        full_e_and_m_step(dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, dcarry + size_t(w) * J * H, dbeta_a,
-                          dbeta_v, Rs, V + p * IJ * H, em_m_step_state(em, t - 1, int(p), P, I, J), beta_v,
+        full_e_and_m_step(fc, dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, dcarry + size_t(w) * J * H, dbeta_a,
+                          dbeta_v, dp, V + p * IJ * H, em_m_step_state(em, t - 1, int(p), P, I, J), beta_v,
                           em_lambda(cfg, t - 1), t == 1, I, J, cfg);
       }
     }
