@@ -20,7 +20,9 @@
 // pair_sum16 (the reference's pairwise order), the sequential sums and every
 // exp and expm1 as scalar code. The results are the reference's bit for bit
 // on every ISA, which tests/test_em_routing.cpp and
-// tests/test_conv_em_routing_backward.cpp assert.
+// tests/test_conv_em_routing_backward.cpp assert, so the AVX2 and AVX-512
+// paths agree too. FMAs and a vector exp measured about a fifth faster at
+// the ConvCaps shapes (AVX2): not worth giving up those bits.
 #pragma once
 #include <algorithm>
 #include <cmath>

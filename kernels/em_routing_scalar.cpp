@@ -180,8 +180,8 @@ void em_backward_f32__scalar(float* dV, float* dbeta_a, float* dbeta_v, const fl
 // M-step t's backward, then E-step t-1's, which hands M-step t-1 the
 // adjoints of its mu, sigma2 and log a.
 //
-// This is the reference: em_backward_full_simd.h schedules the same
-// operations per upper capsule over pose registers and gives these bits.
+// This is the reference: em_backward_full_simd.h does the same operations
+// over pose registers, in memory order, and gives these bits.
 
 EmMStepState em_m_step_state(const EmState& st, int t, int b, int B, int I, int J) {
   const size_t ij = size_t(I) * J, tb = size_t(t) * B + b;
