@@ -100,6 +100,15 @@ def gap_text(r):
     return f"{r['gap']}{unit} | {r['true_gap']}{unit}"
 
 
+def pair_text(pair, names):
+    """'cnn-paper-convcaps' -> 'cnn-paper − convcaps': summary.csv joins the two models with
+    '-', and a model's name may hold one, so split where both sides are models of the sweep."""
+    for i, c in enumerate(pair):
+        if c == "-" and pair[:i] in names and pair[i + 1:] in names:
+            return f"{pair[:i]} − {pair[i + 1:]}"
+    return pair.replace("-", " − ", 1)
+
+
 def sweep_tables(results, d, rows):
     """The sweep's model rows (familiar, held-out, drop per model) and paired rows."""
     src = f"`{d}/summary.csv`"
@@ -116,12 +125,13 @@ def sweep_tables(results, d, rows):
         first = next(iter(m.values()))
         vals = " | ".join(acc_ci(m[k]) if k in m else "" for k in ("familiar", "heldout", "drop"))
         out.append(f"| {cell(first)}{model} | {first['n']} | {vals} | {src} |")
+    names = {model for (_, _, model) in models}
     out += ["", f"| {g_head}gap | true gap | pair | metric | n | difference (95 % CI) | wins / ties / losses | "
                 f"P(better) | Wilcoxon p | source |",
             f"|{g_rule}---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["kind"] == "paired":
-            out.append(f"| {cell(r)}{r['model'].replace('-', ' − ', 1)} | {r['metric']} | {r['n']} | "
+            out.append(f"| {cell(r)}{pair_text(r['model'], names)} | {r['metric']} | {r['n']} | "
                        f"{diff_ci(r)} | {r['wins']} / {r['ties']} / {r['losses']} | "
                        f"{float(r['prob_improvement']):.2f} | {p_value(r['p_value'])} | {src} |")
     return out
