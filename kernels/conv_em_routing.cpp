@@ -77,6 +77,16 @@ const ConvEmRoutingKernels& conv_em_routing_kernels() {
   return chosen;
 }
 
+void conv_em_input_logit_backward(float* da_in_logit, float* scratch, const float* dla, const float* log_a,
+                                  const ConvVotesShape& s) {
+  const int Wo = s.Wo(), Pw = s.Ho() * Wo, I = s.I();
+  const size_t children = size_t(s.H) * s.W * s.Ci;
+  std::fill_n(scratch, children, 0.f);
+  for (int w = 0; w < Pw; ++w)
+    for (int q = 0; q < I; ++q) scratch[conv_em_child_of(s, w / Wo, w % Wo, q)] += dla[size_t(w) * I + q];
+  for (size_t c = 0; c < children; ++c) da_in_logit[c] += scratch[c] * -std::expm1(log_a[c]);
+}
+
 void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const float* V,
                              const float* a_in_logit, const float* beta_a, const float* beta_v,
                              const ConvVotesShape& s, const ConvEmConfig& cfg, const ConvEmRoutingKernels& k) {

@@ -91,6 +91,14 @@ inline size_t conv_em_child_of(const ConvVotesShape& s, int oy, int ox, int q) {
   return (size_t(oy * s.step() + ky) * s.W + (ox * s.step() + kx)) * s.Ci + ci;
 }
 
+// The full backward's last step for one batch item, shared by every ISA's (it
+// runs once an item, off the hot loops): each child's adjoint of log a summed
+// over the windows holding it, in window order (dla: Ho Wo x I), then through
+// log sigmoid: da_in_logit_c += dla_c (1 - a_c), 1 - a_c = -expm1(log a_c).
+// scratch: H x W x Ci floats.
+void conv_em_input_logit_backward(float* da_in_logit, float* scratch, const float* dla, const float* log_a,
+                                  const ConvVotesShape& s);
+
 // E-step: log p_{pqj} = -1/2 sum_h ((V_pqjh - mu_pjh)^2 / sigma2_pjh + log(2 pi sigma2_pjh)),
 //   log R_{pqj} = log p_{pqj} + log a_pj - LSE over the child's parents (norm),
 // reading st.em's sigma2 and log_a_out (of the last M-step), writing st.em.log_r.

@@ -184,14 +184,8 @@ void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbe
       if (carry)
         for (size_t n = 0; n < size_t(Pw) * J * H; ++n) dm[n] += dcarry[n];
     }
-    // d log sigmoid(z) / dz = 1 - sigmoid(z) = -expm1(log a): each child's
-    // windows' adjoints summed in window order, then the logit's.
-    float* dla_c = tsum;  // H x W x Ci
-    std::fill_n(dla_c, children, 0.f);
-    for (int w = 0; w < Pw; ++w)
-      for (int q = 0; q < I; ++q) dla_c[conv_em_child_of(s, w / Wo, w % Wo, q)] += dla[size_t(w) * I + q];
-    const float* log_a = st.log_a_child.data() + size_t(b) * children;
-    for (size_t c = 0; c < children; ++c) da_in_logit[size_t(b) * children + c] += dla_c[c] * -std::expm1(log_a[c]);
+    conv_em_input_logit_backward(da_in_logit + size_t(b) * children, tsum, dla,
+                                 st.log_a_child.data() + size_t(b) * children, s);
   }
 }
 
