@@ -123,15 +123,9 @@ inline void full_m_head(FullCaps& c, float* dmu_prev, float* dbeta_a, float* dbe
   const EmLogitCoeffs k = em_logit_coeffs(cfg);
   const F16 s2_min = bcast16(cfg.sigma2_min);
   for (int j = 0; j < J; ++j) {
-    const float one_minus_a = s.a[j] <= 0.5f ? 1.f - s.a[j] : -std::expm1(s.log_a[j]);
-    const float dz = ((da ? da[j] * s.a[j] : 0.f) + (dloga ? dloga[j] : 0.f)) * one_minus_a;
-    if (cfg.logit == EmLogit::paper) dbeta_a[j] += lambda * dz;
-    else dbeta_a[j] += k.ka * lambda * dz;
-    const float dcost = -lambda * dz;
     const float S = s.S[j];
-    dbeta_v[j] += k.kv * c_norm * S * dcost;
-    const float dS = c_norm * (k.kv * beta_v[j] + k.kl * s.L[j]) * dcost;
-    const float dL = k.kl * c_norm * S * dcost;
+    const auto [dS, dL] = em_capsule_backward_head(dbeta_a, dbeta_v, da ? da[j] : 0.f, dloga ? dloga[j] : 0.f, s,
+                                                   beta_v[j], lambda, c_norm, k, cfg.logit, j);
     const F16 mu = load16(s.mu + j * H), s2 = load16(s.sigma2 + j * H);
     const F16 dsig_j = dsig ? load16(dsig + j * H) : zero16();
     const F16 ds = zero_unless_gt16(add16(dsig_j, div16(bcast16(dL), s2)), s2, s2_min);

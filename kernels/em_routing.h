@@ -192,6 +192,16 @@ struct EmMStepState {
   const float *mu, *sigma2;            // J x 16
 };
 EmMStepState em_m_step_state(const EmState& st, int t, int b, int B, int I, int J);
+// The head of capsule j's M-step backward, shared by the scalar and every SIMD
+// full backward (compiled once, at the baseline ISA): dz_j = (da_j a_j +
+// dloga_j)(1 - a_j), the betas' gradients added, and the adjoints of S_j and
+// of L_j = sum_h log sigma2_jh returned (formulas at em_m_step_backward_full).
+struct EmCapsuleAdjoints {
+  float dS, dL;
+};
+EmCapsuleAdjoints em_capsule_backward_head(float* dbeta_a, float* dbeta_v, float da, float dloga,
+                                           const EmMStepState& s, float beta_v, float lambda, float c_norm,
+                                           const EmLogitCoeffs& k, EmLogit logit, int j);
 // Backward of M-step t of one item (formulas beside the code in
 // em_routing_scalar.cpp). In: dmu, dsig (J x 16), dloga (J), da (J, or
 // nullptr before the last iteration). Adds into dV (I x J x 16), dlog_a_in

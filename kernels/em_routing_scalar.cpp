@@ -203,6 +203,20 @@ inline float sum16(const float* t) {
 
 }  // namespace
 
+EmCapsuleAdjoints em_capsule_backward_head(float* dbeta_a, float* dbeta_v, float da, float dloga,
+                                           const EmMStepState& s, float beta_v, float lambda, float c_norm,
+                                           const EmLogitCoeffs& k, EmLogit logit, int j) {
+  // 1 - a, from log a where a is close to 1 (where 1 - a would cancel).
+  const float one_minus_a = s.a[j] <= 0.5f ? 1.f - s.a[j] : -std::expm1(s.log_a[j]);
+  const float dz = (da * s.a[j] + dloga) * one_minus_a;
+  if (logit == EmLogit::paper) dbeta_a[j] += lambda * dz;
+  else dbeta_a[j] += k.ka * lambda * dz;
+  const float dcost = -lambda * dz;
+  const float S = s.S[j];
+  dbeta_v[j] += k.kv * c_norm * S * dcost;
+  return {c_norm * (k.kv * beta_v + k.kl * s.L[j]) * dcost, k.kl * c_norm * S * dcost};
+}
+
 // Backward of M-step t of one item. In: dmu (J x 16) and da (J; the upstream
 // gradient for the last iteration, else nullptr), dsig (J x 16, the adjoint of
 // the clamped sigma2) and dloga (J) from E-step t (zero for the last). Adds
@@ -238,16 +252,9 @@ void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbet
   for (int j = 0; j < J; ++j) {
     const float* mu = s.mu + j * H;
     const float* s2 = s.sigma2 + j * H;
-    // 1 - a, from log a where a is close to 1 (where 1 - a would cancel).
-    const float one_minus_a = s.a[j] <= 0.5f ? 1.f - s.a[j] : -std::expm1(s.log_a[j]);
-    const float dz = ((da ? da[j] * s.a[j] : 0.f) + dloga[j]) * one_minus_a;
-    if (cfg.logit == EmLogit::paper) dbeta_a[j] += lambda * dz;
-    else dbeta_a[j] += k.ka * lambda * dz;
-    const float dcost = -lambda * dz;
     const float S = s.S[j];
-    dbeta_v[j] += k.kv * c * S * dcost;
-    const float dS = c * (k.kv * beta_v[j] + k.kl * s.L[j]) * dcost;
-    const float dL = k.kl * c * S * dcost;
+    const auto [dS, dL] = em_capsule_backward_head(dbeta_a, dbeta_v, da ? da[j] : 0.f, dloga[j], s, beta_v[j], lambda,
+                                                   c, k, cfg.logit, j);
     float ds[H], dm[H], centred[H] = {}, t[H];
     for (int h = 0; h < H; ++h) ds[h] = s2[h] > cfg.sigma2_min ? dsig[j * H + h] + dL / s2[h] : 0.f;
     for (int i = 0; i < I; ++i) {  // sum_i w (V - mu): 0 up to rounding when eps = 0
