@@ -38,11 +38,7 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
     }
     for (int q = 0; q < I; ++q) {
       float* lr = em.log_r.data() + (size_t(p) * I + q) * J;
-      const float* v = V + (size_t(p) * I + q) * J * H;
-      for (int j = 0; j < J; ++j) {
-        const F16 d = sub16(load16(v + j * H), load16(mu + (size_t(p) * J + j) * H));
-        lr[j] = -0.5f * dot16(mul16(d, load16(inv_s2 + j * H)), d) + nrm[j];
-      }
+      log_likelihoods(lr, V + (size_t(p) * I + q) * J * H, mu + size_t(p) * J * H, inv_s2, nrm, J);
     }
   }
   // Pass 2, per child: its entries of every window holding it, t[w J + j],
@@ -59,21 +55,25 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
         conv_em_windows_of(x, s.kw(), s.step(), Wo, &xlo, &xhi);
         if (ylo > yhi || xlo > xhi) continue;  // no window holds the child
         const int nw = (yhi - ylo + 1) * (xhi - xlo + 1), n = nw * J;
+        // Calls f(w, row) for the child's row of J entries in each window
+        // holding it, in window order (no division in the walk).
+        const size_t nj = size_t(J);
+        auto windows = [&](int ci, auto f) {
+          for (int oy = ylo, w = 0; oy <= yhi; ++oy)
+            for (int ox = xlo; ox <= xhi; ++ox, ++w) {
+              const size_t p = (size_t(b) * Ho + oy) * Wo + ox;
+              const int q = ((y - oy * s.step()) * s.kw() + (x - ox * s.step())) * s.Ci + ci;
+              f(w, em.log_r.data() + (p * I + q) * nj);
+            }
+        };
         for (int ci = 0; ci < s.Ci; ++ci) {
-          auto row = [&](int w) {  // the child's J entries in its w-th window
-            const int oy = ylo + w / (xhi - xlo + 1), ox = xlo + w % (xhi - xlo + 1);
-            const size_t p = (size_t(b) * Ho + oy) * Wo + ox;
-            const int q = ((y - oy * s.step()) * s.kw() + (x - ox * s.step())) * s.Ci + ci;
-            return em.log_r.data() + (p * I + q) * J;
-          };
-          const size_t nj = size_t(J);
           std::fill_n(mx, J, -INFINITY);
-          for (int w = 0; w < nw; ++w) max_n(mx, row(w), nj);
+          windows(ci, [&](int, const float* r) { max_n(mx, r, nj); });
           if (paper) std::fill_n(mx, J, *std::max_element(mx, mx + J));
-          for (int w = 0; w < nw; ++w) sub_n(t + size_t(w) * J, row(w), mx, nj);
+          windows(ci, [&](int w, const float* r) { sub_n(t + size_t(w) * nj, r, mx, nj); });
           exp_n(t, size_t(n));
           std::fill_n(z, J, 0.f);
-          for (int w = 0; w < nw; ++w) add_n(z, t + size_t(w) * J, nj);
+          for (int w = 0; w < nw; ++w) add_n(z, t + size_t(w) * nj, nj);
           if (paper) {
             float sum = 0.f;
             for (int j = 0; j < J; ++j) sum += z[j];
@@ -81,7 +81,7 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
           }
           log_n(z, nj);
           add_n(z, mx, nj);  // mx + z, as the scalar r -= mx + z adds them
-          for (int w = 0; w < nw; ++w) sub_n(row(w), row(w), z, nj);
+          windows(ci, [&](int, float* r) { sub_n(r, r, z, nj); });
         }
       }
 }

@@ -5,7 +5,8 @@
 //         zero16, load16, store16, bcast16, add16, sub16, mul16, div16,
 //         fma16(a, b, acc) = acc + a b (fused), max16(x, lo) (keeps a NaN x),
 //         zero_unless_gt16(v, x, lo) = v where x > lo else 0,
-//         float dot16(a, b), float sum_log16(x) = sum_h log x_h,
+//         float dot16(a, b), dots16x8(pairs, out) = eight dot16s at once (same bits),
+//         float sum_log16(x) = sum_h log x_h,
 //         float pair_sum16(t) = sum_h t_h in the scalar full backward's
 //         pairwise order (em_backward_full_simd.h);
 //   Vec   one register of the runs of exp and log (8, 16 or 4 floats):
@@ -237,6 +238,29 @@ inline void softmax_rows(float* log_r, float* t, const float* mx, float* lse, in
   }
 }
 
+// One child's log-likelihoods over J upper capsules:
+// lr[j] = -1/2 (v_j - mu_j)^T diag(inv_s2_j) (v_j - mu_j) + norm[j], eight
+// quadratic forms summed at once (dots16x8), the rest one by one; the same bits
+// either way.
+inline void log_likelihoods(float* lr, const float* v, const float* mu, const float* inv_s2, const float* norm, int J) {
+  int j0 = 0;
+  for (; j0 + 8 <= J; j0 += 8) {
+    float q[8];
+    dots16x8(
+        [&](int k, F16& a, F16& b) {
+          const int j = j0 + k;
+          b = sub16(load16(v + j * H), load16(mu + j * H));
+          a = mul16(b, load16(inv_s2 + j * H));
+        },
+        q);
+    for (int k = 0; k < 8; ++k) lr[j0 + k] = -0.5f * q[k] + norm[j0 + k];
+  }
+  for (int j = j0; j < J; ++j) {
+    const F16 d = sub16(load16(v + j * H), load16(mu + j * H));
+    lr[j] = -0.5f * dot16(mul16(d, load16(inv_s2 + j * H)), d) + norm[j];
+  }
+}
+
 // d^2 / sigma2 multiplies by 1 / sigma2, formed once per (b, j).
 inline void e_step_simd(EmState& st, const float* V, const float* mu, int B, int I, int J) {
   const float log_2pi_16 = float(16 * std::log(2.0 * std::numbers::pi));
@@ -255,12 +279,9 @@ inline void e_step_simd(EmState& st, const float* V, const float* mu, int B, int
       for (int i = i0; i < i1; ++i) {
         float* lr = st.log_r.data() + (size_t(b) * I + i) * J;
         const float* v = V + (size_t(b) * I + i) * J * H;
+        log_likelihoods(lr, v, mu + size_t(b) * J * H, inv_s2, norm, J);
         float m = -INFINITY;
-        for (int j = 0; j < J; ++j) {
-          const F16 d = sub16(load16(v + j * H), load16(mu + (size_t(b) * J + j) * H));
-          lr[j] = -0.5f * dot16(mul16(d, load16(inv_s2 + j * H)), d) + norm[j];
-          m = std::max(m, lr[j]);
-        }
+        for (int j = 0; j < J; ++j) m = std::max(m, lr[j]);
         mx[i - i0] = m;
         for (int j = 0; j < J; ++j) t[(i - i0) * J + j] = lr[j] - m;
       }
