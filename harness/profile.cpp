@@ -57,7 +57,7 @@ void run_profile(const ProfileOptions& opt) {
   auto model = make_model(opt.model, opt.train.model, opt.batch, data.train.shape());
   model->init(opt.train.seed);
   AdamConfig ac;
-  ac.lr = opt.train.lr;
+  ac.lr = opt.train.lr_of(opt.model);
   Trainer trainer(*model, ac, opt.batch);
   Recorder rec;
   rec.events.reserve(size_t(opt.steps) * 24);

@@ -135,6 +135,8 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"seed", t.seed},
       {"n_epochs", t.n_epochs},
       {"lr", t.lr},
+      // --model-lr: the models that trained at a rate of their own (each model's "lr" says).
+      {"model_lr", t.model_lr},
       {"batch_size", t.batch_size},
       {"threads", threads},
       {"reproducible", opt.reproducible},
@@ -219,6 +221,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
     for (size_t c = 0; c < m.heldout_per_class.size(); ++c) per_class[class_name(opt.data, int(c))] = m.heldout_per_class[c];
     models.push_back({{"name", m.name},
                       {"options", model_options_json(model_options_of(m.name, opt.train.model))},
+                      {"lr", opt.train.lr_of(m.name)},
                       {"n_params", m.n_params},
                       {"familiar", m.familiar},
                       {"heldout", m.heldout},

@@ -39,6 +39,10 @@ const FlagSpec kRunFlags[] = {
     {"seed", &RunFlags::seed, "Seed of data, initialisation and shuffling"},
     {"n-epochs", &RunFlags::n_epochs, "Training epochs"},
     {"lr", &RunFlags::lr, "Adam learning rate"},
+    {"model-lr", &RunFlags::model_lr,
+     "Learning rates of some models, MODEL=LR[,MODEL=LR...]; the others train at --lr (a model's best rate "
+     "depends on the data: dr needs 1e-3 on the toys)",
+     false},
     {"batch-size", &RunFlags::batch_size, "Training batch size"},
     {"threads", &RunFlags::threads,
      "Cores: the models train concurrently, one per core, and each epoch is evaluated on whichever core is free "
@@ -434,6 +438,25 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
     o.models.push_back(m);
   }
   if (o.models.empty()) throw UsageError("--models", f.models, "no model given");
+  if (!f.model_lr.empty())
+    for (const std::string& entry : split(f.model_lr, ',')) {
+      const size_t eq = entry.find('=');
+      const std::string m = entry.substr(0, eq);
+      if (eq == std::string::npos || m.empty())
+        throw UsageError("--model-lr", f.model_lr, "expected MODEL=LR[,MODEL=LR...], got '" + entry + "'");
+      if (std::find(o.models.begin(), o.models.end(), m) == o.models.end())
+        throw UsageError("--model-lr", f.model_lr, "model '" + m + "' is not among --models '" + f.models + "'");
+      if (find_model(m)->fit_in_one_pass)
+        throw UsageError("--model-lr", f.model_lr, "model '" + m + "' takes no training step (it is fit in one pass)");
+      if (o.train.model_lr.count(m) > 0)
+        throw UsageError("--model-lr", f.model_lr, "model '" + m + "' given twice");
+      const std::string v = entry.substr(eq + 1);
+      try {
+        o.train.model_lr[m] = float(parse_real("--model-lr", v, 0, 10, true, true));
+      } catch (const UsageError&) {
+        throw UsageError("--model-lr", f.model_lr, "learning rate '" + v + "' of '" + m + "' is not a number in (0, 10]");
+      }
+    }
   o.train.model = given_model_options(f.model, f.typed);
   check_models("--models", f.models, o.models, o.train.model, data_shape(f, o.data));
   // Models fit in one pass (nn1) take no training step: the training flags would do nothing.

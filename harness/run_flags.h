@@ -40,6 +40,7 @@ struct RunFlags {
   std::string noise = "0.04";  // DataConfig::noise_std
   std::string models = default_models_flag();
   std::string stop_at_familiar, match_familiar, stop_check_every;  // "": off / after each epoch
+  std::string model_lr;  // "": every model at --lr
   ModelOptions model = default_model_options();  // --cnn-hidden, --em-*, --loss, ...: the models' own
   ModelOptions protocol = default_protocol_flags();  // --train-shift, ...: the protocols' own (data/protocol.h)
   std::string out_json, dump;

@@ -290,7 +290,7 @@ PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, con
   p.model = make_model(name, cfg.model, std::max(cfg.batch_size, kEvalBatch), shape);
   p.model->init(cfg.seed);
   AdamConfig ac;
-  ac.lr = cfg.lr;
+  ac.lr = cfg.lr_of(name);
   p.trainer = std::make_unique<Trainer>(*p.model, ac, cfg.batch_size);
   p.model->prepare_training(cfg.batch_size);
   return p;

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -34,10 +35,16 @@ inline StopRule stop_at_accuracy(double target) {
 }
 
 struct TrainConfig {
+  // The learning rate model `name` trains at.
+  float lr_of(const std::string& name) const {
+    const auto it = model_lr.find(name);
+    return it == model_lr.end() ? lr : it->second;
+  }
   uint64_t seed = 0;
   int n_epochs = 10;
   int batch_size = 32;
   float lr = 2e-3f;
+  std::map<std::string, float> model_lr;  // --model-lr: these models' own rates
   ModelOptions model;  // the models' own options (--cnn-hidden, --em-*, --loss, ...), as typed
   bool circle_every_epoch = false;  // also evaluate the circle split after each epoch
   StopRule stop;                    // empty: all n_epochs

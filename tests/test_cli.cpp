@@ -85,6 +85,12 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       // convcaps's own default schedule sets lambda: the reason says it is the default.
       {"run --models convcaps --em-lambda 2", "", "--em-lambda '2': model 'convcaps' runs --em-lambda-schedule 'official' by default"},
       {"profile --model convcaps --em-lambda 2", "", "--em-lambda '2': model 'convcaps' runs --em-lambda-schedule 'official' by default"},
+      {"run --model-lr dr=1e-3", "", "--model-lr 'dr=1e-3': model 'dr' is not among --models 'caps,cnn'"},
+      {"run --model-lr caps", "", "--model-lr 'caps': expected MODEL=LR[,MODEL=LR...], got 'caps'"},
+      {"run --model-lr caps=0", "", "--model-lr 'caps=0': learning rate '0' of 'caps' is not a number in (0, 10]"},
+      {"run --model-lr caps=1e-3,caps=2e-3", "", "--model-lr 'caps=1e-3,caps=2e-3': model 'caps' given twice"},
+      {"run --models caps,nn1 --model-lr nn1=1e-3", "", "--model-lr 'nn1=1e-3': model 'nn1' takes no training step"},
+      {"sweep --model-lr cnn=x --out /tmp/vg_never", "", "--model-lr 'cnn=x': learning rate 'x' of 'cnn'"},
   };
   for (const BadCase& c : cases) expect_usage_error(c);
 }
@@ -152,6 +158,32 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
 // Each model records every option it read, at the value it ran with: convcaps
 // its own defaults (the paper's recipe), caps the registry-wide ones; the
 // config records only what was given.
+// --model-lr trains the models it names at their own rate and the rest at
+// --lr: each model's numbers are those of a run of it alone at its rate.
+TEST(Cli, ModelLrTrainsEachNamedModelAtItsOwnRate) {
+  const std::string dir = testing::TempDir() + "viewgap_cli_model_lr." + std::to_string(getpid()) + "/";
+  std::filesystem::create_directories(dir);
+  const std::string base = "run --n-epochs 2 --n-per-combo 2 --quiet --out-json " + dir;
+  auto models = [&](const std::string& args, const std::string& name) {
+    const Outcome o = run(base + name + " " + args);
+    EXPECT_EQ(o.code, 0) << args << ": " << o.err;
+    return nlohmann::json::parse(vg::test::slurp(dir + name))["models"];
+  };
+  const auto both = models("--models caps,cnn --model-lr cnn=5e-4", "both.json");
+  const auto caps = models("--models caps", "caps.json");
+  const auto cnn = models("--models cnn --lr 5e-4", "cnn.json");
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0]["lr"], caps[0]["lr"]);
+  EXPECT_FLOAT_EQ(both[1]["lr"].get<float>(), 5e-4f);
+  for (const char* key : {"step_loss", "familiar", "heldout"}) {
+    EXPECT_EQ(both[0][key], caps[0][key]) << key;
+    EXPECT_EQ(both[1][key], cnn[0][key]) << key;
+  }
+  // And not those of the CNN at the default rate: the flag reached it.
+  EXPECT_NE(both[1]["step_loss"], models("--models cnn", "cnn_default.json")[0]["step_loss"]);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, EachModelRecordsTheOptionsItRanWith) {
   const std::string json_path = testing::TempDir() + "viewgap_cli_options." + std::to_string(getpid()) + ".json";
   const std::string tiny = " --caps-a 4 --caps-b 2 --caps-c 2 --caps-d 2 --em-iters 1";
