@@ -451,11 +451,10 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
       if (o.train.model_lr.count(m) > 0)
         throw UsageError("--model-lr", f.model_lr, "model '" + m + "' given twice");
       const std::string v = entry.substr(eq + 1);
-      try {
-        o.train.model_lr[m] = float(parse_real("--model-lr", v, 0, 10, true, true));
-      } catch (const UsageError&) {
-        throw UsageError("--model-lr", f.model_lr, "learning rate '" + v + "' of '" + m + "' is not a number in (0, 10]");
-      }
+      double x = 0;
+      if (const std::string why = real_in(v, 0, 10, true, true, &x); !why.empty())
+        throw UsageError("--model-lr", f.model_lr, "learning rate '" + v + "' of '" + m + "': " + why);
+      o.train.model_lr[m] = float(x);
     }
   o.train.model = given_model_options(f.model, f.typed);
   check_models("--models", f.models, o.models, o.train.model, data_shape(f, o.data));

@@ -87,7 +87,7 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"profile --model convcaps --em-lambda 2", "", "--em-lambda '2': model 'convcaps' runs --em-lambda-schedule 'official' by default"},
       {"run --model-lr dr=1e-3", "", "--model-lr 'dr=1e-3': model 'dr' is not among --models 'caps,cnn'"},
       {"run --model-lr caps", "", "--model-lr 'caps': expected MODEL=LR[,MODEL=LR...], got 'caps'"},
-      {"run --model-lr caps=0", "", "--model-lr 'caps=0': learning rate '0' of 'caps' is not a number in (0, 10]"},
+      {"run --model-lr caps=0", "", "--model-lr 'caps=0': learning rate '0' of 'caps': must be > 0 and <= 10"},
       {"run --model-lr caps=1e-3,caps=2e-3", "", "--model-lr 'caps=1e-3,caps=2e-3': model 'caps' given twice"},
       {"run --models caps,nn1 --model-lr nn1=1e-3", "", "--model-lr 'nn1=1e-3': model 'nn1' takes no training step"},
       {"sweep --model-lr cnn=x --out /tmp/vg_never", "", "--model-lr 'cnn=x': learning rate 'x' of 'cnn'"},
@@ -155,9 +155,6 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   EXPECT_EQ(files, 1);
 }
 
-// Each model records every option it read, at the value it ran with: convcaps
-// its own defaults (the paper's recipe), caps the registry-wide ones; the
-// config records only what was given.
 // --model-lr trains the models it names at their own rate and the rest at
 // --lr: each model's numbers are those of a run of it alone at its rate.
 TEST(Cli, ModelLrTrainsEachNamedModelAtItsOwnRate) {
@@ -173,6 +170,9 @@ TEST(Cli, ModelLrTrainsEachNamedModelAtItsOwnRate) {
   const auto caps = models("--models caps", "caps.json");
   const auto cnn = models("--models cnn --lr 5e-4", "cnn.json");
   ASSERT_EQ(both.size(), 2u);
+  const auto config = nlohmann::json::parse(vg::test::slurp(dir + "both.json"))["config"]["model_lr"];
+  ASSERT_EQ(config.size(), 1u);
+  EXPECT_FLOAT_EQ(config["cnn"].get<float>(), 5e-4f);
   EXPECT_EQ(both[0]["lr"], caps[0]["lr"]);
   EXPECT_FLOAT_EQ(both[1]["lr"].get<float>(), 5e-4f);
   for (const char* key : {"step_loss", "familiar", "heldout"}) {
@@ -184,6 +184,9 @@ TEST(Cli, ModelLrTrainsEachNamedModelAtItsOwnRate) {
   std::filesystem::remove_all(dir);
 }
 
+// Each model records every option it read, at the value it ran with: convcaps
+// its own defaults (the paper's recipe), caps the registry-wide ones; the
+// config records only what was given.
 TEST(Cli, EachModelRecordsTheOptionsItRanWith) {
   const std::string json_path = testing::TempDir() + "viewgap_cli_options." + std::to_string(getpid()) + ".json";
   const std::string tiny = " --caps-a 4 --caps-b 2 --caps-c 2 --caps-d 2 --em-iters 1";

@@ -14,7 +14,7 @@
 #                                            results/provenance_convcaps.md; ~1 hour on 2 cores)
 #        bash tools/make_results.sh convcaps-splits (the paper's networks on the seed's split,
 #                                            30 seeds; results/provenance_convcaps-splits.md;
-#                                            ~1 hour on one core)
+#                                            ~1 hour with JOBS=1)
 #        bash tools/make_results.sh convcaps-table2 (the paper's networks in Table 2, 5 seeds;
 #                                            results/provenance_convcaps-table2.md; ~40 minutes on 2 cores)
 #        bash tools/make_results.sh figures (only plot.py's figures, redrawn from the

@@ -76,6 +76,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--file", default="table2.md", help="the table's file name in OUT")
     args = ap.parse_args()
+    if os.path.basename(args.file) != args.file or not args.file.endswith(".md"):
+        fail(f"--file '{args.file}': expected a file name ending in .md, written in --out")
     sweeps = []
     for s in args.sweep:
         label, eq, d = s.partition("=")
