@@ -82,15 +82,6 @@ inline F16 fma16(F16 a, F16 b, F16 acc) { return _mm512_fmadd_ps(a, b, acc); }
 inline F16 max16(F16 x, F16 lo) { return _mm512_max_ps(lo, x); }
 inline F16 zero_unless_gt16(F16 v, F16 x, F16 lo) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), v); }
 inline float dot16(F16 a, F16 b) { return _mm512_reduce_add_ps(_mm512_mul_ps(a, b)); }
-// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives.
-template <class Pair>
-inline void dots16x8(Pair ab, float* out) {
-  for (int k = 0; k < 8; ++k) {
-    F16 a, b;
-    ab(k, a, b);
-    out[k] = dot16(a, b);
-  }
-}
 // t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
 // order of the scalar full backward's sum16, so its bits.
 inline float pair_sum16(F16 t) {

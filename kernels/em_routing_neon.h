@@ -51,15 +51,6 @@ inline float hsum16(const F16& x) {
   return vaddvq_f32(vaddq_f32(vaddq_f32(x.q[0], x.q[1]), vaddq_f32(x.q[2], x.q[3])));
 }
 inline float dot16(const F16& a, const F16& b) { return hsum16(mul16(a, b)); }
-// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives.
-template <class Pair>
-inline void dots16x8(Pair ab, float* out) {
-  for (int k = 0; k < 8; ++k) {
-    F16 a, b;
-    ab(k, a, b);
-    out[k] = dot16(a, b);
-  }
-}
 // t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
 // order of the scalar full backward's sum16, so its bits.
 inline float pair_sum16(const F16& t) {
