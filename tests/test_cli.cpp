@@ -90,6 +90,7 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"run --model-lr caps=0", "", "--model-lr 'caps=0': learning rate '0' of 'caps': must be > 0 and <= 10"},
       {"run --model-lr caps=1e-3,caps=2e-3", "", "--model-lr 'caps=1e-3,caps=2e-3': model 'caps' given twice"},
       {"run --models caps,nn1 --model-lr nn1=1e-3", "", "--model-lr 'nn1=1e-3': model 'nn1' takes no training step"},
+      {"run --models caps,nn1 --lr 1e-3 --model-lr caps=5e-4", "", "--lr '1e-3': every model that trains has its own rate"},
       {"sweep --model-lr cnn=x --out /tmp/vg_never", "", "--model-lr 'cnn=x': learning rate 'x' of 'cnn'"},
   };
   for (const BadCase& c : cases) expect_usage_error(c);
