@@ -457,10 +457,9 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
       o.train.model_lr[m] = float(x);
     }
   // --lr set while every model that trains has its own rate would do nothing.
-  if (flag_set(f, defaults, "lr") &&
+  if (!o.train.model_lr.empty() && flag_set(f, defaults, "lr") &&
       std::all_of(o.models.begin(), o.models.end(),
-                  [&](const std::string& m) { return find_model(m)->fit_in_one_pass || o.train.model_lr.count(m) > 0; }) &&
-      !o.train.model_lr.empty())
+                  [&](const std::string& m) { return find_model(m)->fit_in_one_pass || o.train.model_lr.count(m) > 0; }))
     throw UsageError("--lr", f.lr, "every model that trains has its own rate in --model-lr '" + f.model_lr + "'");
   o.train.model = given_model_options(f.model, f.typed);
   check_models("--models", f.models, o.models, o.train.model, data_shape(f, o.data));
