@@ -407,6 +407,13 @@ Split make_split(const DataConfig& cfg, SplitId id, const std::vector<double>& a
 // azimuth) is the CLI's job; here gap_deg == 0 reports it.
 std::vector<double> circle_azimuths(const DataConfig& cfg) {
   std::vector<double> az;
+  if (cfg.norb && cfg.norb->split == NorbSplitKind::window) {
+    for (const AngleRange* r : {&cfg.train_azimuths, &cfg.test_azimuths})
+      for (double a : r->values()) az.push_back(a);
+    std::sort(az.begin(), az.end());
+    az.erase(std::unique(az.begin(), az.end()), az.end());
+    return az;
+  }
   const int step = cfg.norb ? int(norb_azimuth_deg(2)) : 10;  // smallNORB: its 18 azimuths
   for (int a = 0; a < 360; a += step) az.push_back(a);
   return az;

@@ -100,10 +100,16 @@ struct Split {
 };
 
 // smallNORB's files instead of the renderer (--data norb:DIR, --split).
-enum class NorbSplitKind { azimuth, elevation, full };
+// `window`: the toys only (--data toys --split window), whose records lie every
+// 10 degrees: training azimuths in --train-azimuths, held out in --test-azimuths
+// (DataConfig::train_azimuths, test_azimuths), which a sweep steps by gap.
+enum class NorbSplitKind { azimuth, elevation, full, window };
 // The names --split and --cameras take, and the JSON records.
 inline const char* norb_split_name(NorbSplitKind k) {
-  return k == NorbSplitKind::azimuth ? "paper-azimuth" : k == NorbSplitKind::elevation ? "paper-elevation" : "full";
+  return k == NorbSplitKind::azimuth     ? "paper-azimuth"
+         : k == NorbSplitKind::elevation ? "paper-elevation"
+         : k == NorbSplitKind::window    ? "window"
+                                         : "full";
 }
 inline const char* norb_cameras_name(NorbCameras c) {
   return c == NorbCameras::both ? "both" : c == NorbCameras::first ? "first" : "second";
@@ -154,7 +160,8 @@ struct DataConfig {
   double noise_std = 0.04;
   ShapeSet shapes = ShapeSet::seed;
   // Set: smallNORB (or files in its format) under one of the paper's splits;
-  // every field above but `seed` is then unused.
+  // every field above but `seed` is then unused (the toys' window split reads
+  // train_azimuths and test_azimuths, on its 10-degree grid).
   std::optional<NorbConfig> norb;
   // Set: a held-out axis of in-plane change (the translation and affine
   // protocols, data/plane_views.h) at the training viewpoints.
@@ -218,7 +225,8 @@ struct Dataset {
 };
 
 // The azimuths of the circle split: every 10 degrees from 0 to 350 (smallNORB:
-// its 18, every 20). The one definition: the dataset renders them, runs and
+// its 18, every 20; the toys' window split: its two windows' azimuths, the
+// only ones it draws). The one definition: the dataset renders them, runs and
 // sweeps report accuracy per entry.
 std::vector<double> circle_azimuths(const DataConfig& cfg);
 // The elevations an elevation extrapolation's axis sweep holds: every 10

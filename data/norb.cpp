@@ -506,4 +506,16 @@ NorbSplit norb_split_full(const std::vector<NorbInfo>& train, const std::vector<
   return split_by(train, test, [](const NorbInfo&) { return true; });
 }
 
+NorbSplit norb_split_window(const std::vector<NorbInfo>& train, const std::vector<NorbInfo>& test,
+                            const std::vector<int>& train_azimuths, const std::vector<int>& heldout_azimuths) {
+  auto in = [](const std::vector<int>& codes, const NorbInfo& r) {
+    return std::find(codes.begin(), codes.end(), r.azimuth) != codes.end();
+  };
+  NorbSplit s = split_by(train, test, [&](const NorbInfo& r) { return in(train_azimuths, r); });
+  s.novel.clear();
+  for (int i = 0; i < int(test.size()); ++i)
+    if (in(heldout_azimuths, test[size_t(i)])) s.novel.push_back(i);
+  return s;
+}
+
 }  // namespace vg

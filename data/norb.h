@@ -206,5 +206,10 @@ NorbSplit norb_split_azimuth(const std::vector<NorbInfo>& train, const std::vect
 NorbSplit norb_split_elevation(const std::vector<NorbInfo>& train, const std::vector<NorbInfo>& test);
 // Every viewpoint: the whole training set, the whole test set as familiar.
 NorbSplit norb_split_full(const std::vector<NorbInfo>& train, const std::vector<NorbInfo>& test);
+// Two windows of azimuth codes (the toys' window split): train on the training
+// set's records at `train_azimuths`, all elevations; familiar: the test set's
+// there; novel: the test set's at `heldout_azimuths` (a code in both is in both).
+NorbSplit norb_split_window(const std::vector<NorbInfo>& train, const std::vector<NorbInfo>& test,
+                            const std::vector<int>& train_azimuths, const std::vector<int>& heldout_azimuths);
 
 }  // namespace vg

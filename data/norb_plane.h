@@ -49,8 +49,9 @@ const Protocol& norb_plane_protocol_of(const DataConfig& cfg);
 // The smallNORB protocols' shared flag handling (data/protocol_norb.cpp): the
 // directory of --data norb:DIR, the cameras and jitter, and the refusal of
 // every flag the files replace (the rendering's) or cannot serve (a
-// validation split, --dump). FlagError names the first bad flag.
-NorbConfig configure_norb_source(const FlagSource& flags, DataConfig* cfg);
+// validation split, --dump). FlagError names the first bad flag. `window`: the
+// toys' window split, which reads --train-azimuths and --test-azimuths itself.
+NorbConfig configure_norb_source(const FlagSource& flags, DataConfig* cfg, bool window = false);
 
 // The in-plane protocols on smallNORB's files, each a registry line
 // (data/protocol.cpp), defined beside its synthetic twin.

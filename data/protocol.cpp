@@ -21,6 +21,7 @@ const std::vector<Protocol>& protocol_registry() {
       toys_protocol(NorbSplitKind::azimuth),
       toys_protocol(NorbSplitKind::elevation),
       toys_protocol(NorbSplitKind::full),
+      toys_window_protocol(),
       translation_protocol(),
       rotation_protocol(),
       scale_protocol(),
@@ -138,7 +139,8 @@ const Protocol& protocol_of(const DataConfig& cfg) {
     if (matches_preset(p, cfg)) return p;
   if (cfg.plane && cfg.norb) return norb_plane_protocol_of(cfg);
   const bool toys = cfg.norb && cfg.norb->toys;
-  const char* name = cfg.plane ? cfg.plane->factor->protocol : cfg.norb ? (cfg.norb->split == NorbSplitKind::azimuth     ? (toys ? "toys-paper-azimuth" : "norb-paper-azimuth")
+  const char* name = cfg.plane ? cfg.plane->factor->protocol : cfg.norb ? (cfg.norb->split == NorbSplitKind::window ? "toys-azimuth-window"
+                                 : cfg.norb->split == NorbSplitKind::azimuth     ? (toys ? "toys-paper-azimuth" : "norb-paper-azimuth")
                                  : cfg.norb->split == NorbSplitKind::elevation ? (toys ? "toys-paper-elevation" : "norb-paper-elevation")
                                                                                : (toys ? "toys-full" : "norb-full"))
                      : cfg.test_elevations.count > 0 ? "elevation-extrapolation"

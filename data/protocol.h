@@ -205,6 +205,7 @@ Protocol paper_azimuth_protocol();            // protocol_synthetic.cpp
 Protocol paper_elevation_protocol();          // protocol_synthetic.cpp
 Protocol norb_protocol(NorbSplitKind kind);   // protocol_norb.cpp
 Protocol toys_protocol(NorbSplitKind kind);   // protocol_norb.cpp: the same on the toys (--data toys)
+Protocol toys_window_protocol();              // protocol_toys_window.cpp: a swept azimuth window on the toys
 // The records of a smallNORB-format source: the files in nc.dir, or the toys
 // drawn from `seed` (the run's: the toys' pixel noise is the data's own).
 NorbData open_norb(const NorbConfig& nc, uint64_t seed);

@@ -12,16 +12,12 @@
 
 namespace vg {
 
-NorbSplit norb_split_of(const NorbData& d, NorbSplitKind kind, const std::string& dir) {
-  const std::vector<NorbInfo>&tr = d.train.info(), &te = d.test.info();
-  NorbSplit s = kind == NorbSplitKind::azimuth     ? norb_split_azimuth(tr, te)
-                : kind == NorbSplitKind::elevation ? norb_split_elevation(tr, te)
-                                                   : norb_split_full(tr, te);
-  // An empty set would be scored 0.000 as if measured: refused instead.
+namespace {
+
+// An empty set would be scored 0.000 as if measured: refused instead.
+// `views`: the split's training views, as the message says them.
+NorbSplit checked(NorbSplit s, NorbSplitKind kind, const std::string& dir, const std::string& views) {
   const std::string split = dir + ": --split " + norb_split_name(kind) + ": ";
-  const char* views = kind == NorbSplitKind::azimuth     ? " (azimuths 300..40 deg)"
-                      : kind == NorbSplitKind::elevation ? " (elevations 30..40 deg)"
-                                                         : "";
   if (s.train.empty())
     throw NorbError(split + "no training image lies at the split's training viewpoints" + views + ": the training set is empty");
   if (s.familiar.empty())
@@ -29,6 +25,39 @@ NorbSplit norb_split_of(const NorbData& d, NorbSplitKind kind, const std::string
   if (s.novel.empty() && kind != NorbSplitKind::full)
     throw NorbError(split + "every test image lies at the split's training viewpoints" + views + ": the held-out set is empty");
   return s;
+}
+
+// The azimuth codes (10 deg each) of a window on the toys' 10-degree grid.
+std::vector<int> azimuth_codes(const AngleRange& r) {
+  std::vector<int> codes;
+  for (double a : r.values()) codes.push_back(int(std::lround(a / norb_azimuth_deg(1))) % 36);
+  return codes;
+}
+
+// The split of records `d` that cfg names: a paper split's, or the window split's from its windows.
+NorbSplit split_of(const NorbData& d, const DataConfig& cfg) {
+  const NorbConfig& nc = *cfg.norb;
+  if (nc.split != NorbSplitKind::window) return norb_split_of(d, nc.split, nc.dir);
+  std::ostringstream views;
+  views << " (azimuths " << cfg.train_azimuths.from << ".." << cfg.train_azimuths.to << " deg, held out "
+        << cfg.test_azimuths.from << ".." << cfg.test_azimuths.to << ")";
+  return checked(norb_split_window(d.train.info(), d.test.info(), azimuth_codes(cfg.train_azimuths),
+                                   azimuth_codes(cfg.test_azimuths)),
+                 nc.split, nc.dir, views.str());
+}
+
+}  // namespace
+
+NorbSplit norb_split_of(const NorbData& d, NorbSplitKind kind, const std::string& dir) {
+  if (kind == NorbSplitKind::window) throw std::logic_error("norb_split_of: the window split needs its windows (split_of)");
+  const std::vector<NorbInfo>&tr = d.train.info(), &te = d.test.info();
+  NorbSplit s = kind == NorbSplitKind::azimuth     ? norb_split_azimuth(tr, te)
+                : kind == NorbSplitKind::elevation ? norb_split_elevation(tr, te)
+                                                   : norb_split_full(tr, te);
+  return checked(std::move(s), kind, dir,
+                 kind == NorbSplitKind::azimuth     ? " (azimuths 300..40 deg)"
+                 : kind == NorbSplitKind::elevation ? " (elevations 30..40 deg)"
+                                                    : "");
 }
 
 std::vector<double> norb_angles(const NorbSet& set, const std::vector<int>& idx, bool elevation) {
@@ -100,7 +129,7 @@ NorbSet in_memory(const NorbSet& set, const std::vector<int>& idx) {
 Dataset make_norb_dataset(const DataConfig& cfg) {
   const NorbConfig& nc = *cfg.norb;
   const auto files = std::make_shared<const NorbData>(open_norb(nc, cfg.seed));
-  const NorbSplit sp = norb_split_of(*files, nc.split, nc.dir);
+  const NorbSplit sp = split_of(*files, cfg);
   Dataset d;
   d.views_from_test = true;
   d.train = norb_crops(files->train, sp.train, nc.prep);
@@ -126,7 +155,7 @@ Dataset make_norb_dataset(const DataConfig& cfg) {
   // training views (the toys only; configure refuses the rules for files).
   if (cfg.n_val_per_combo > 0 && files->validation.size() > 0) {
     const NorbData v{files->validation, files->validation, {}};
-    d.validation = norb_crops(files->validation, norb_split_of(v, nc.split, nc.dir).familiar, nc.prep);
+    d.validation = norb_crops(files->validation, split_of(v, cfg).familiar, nc.prep);
   }
   const std::vector<int>& heldout = d.heldout_is_familiar ? sp.familiar : sp.novel;
   d.train_az = norb_angles(files->train, sp.train, false);
@@ -208,7 +237,7 @@ nlohmann::json norb_source_json(const NorbConfig& nc) {
             {"projection", t.perspective ? "perspective" : "orthographic"}}}};
 }
 
-NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d) {
+NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d, bool window) {
   const std::string data = f.value("data");
   NorbConfig c;
   if (data == kToysSource) {
@@ -219,8 +248,10 @@ NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d) {
     if (c.dir.empty()) throw FlagError("data", data, "expected norb:DIR (the directory of smallNORB's six files)");
   }
   for (const char* name : kSyntheticFlags)
-    if (f.changed(name))
-      throw FlagError(name, f.value(name), "applies to --data synthetic only (smallNORB's viewpoints come from --split)");
+    if (f.changed(name) && !(window && (name == std::string("train-azimuths") || name == std::string("test-azimuths"))))
+      throw FlagError(name, f.value(name),
+                      window ? "applies to --data synthetic only (the window split takes every 10 degrees of --train-azimuths and --test-azimuths)"
+                             : "applies to --data synthetic only (smallNORB's viewpoints come from --split)");
   // The rendered data's fields keep their flags' defaults (unused: the run
   // JSON records the files' views, norb_views).
   d->train_azimuths = f.range("train-azimuths", "n-train-views");
@@ -342,7 +373,7 @@ nlohmann::json source_json(const DataConfig& cfg) {
 RecordedViews norb_views(const DataConfig& cfg) {
   const NorbConfig& n = *cfg.norb;
   const NorbData files = open_norb(n, cfg.seed);
-  const NorbSplit s = norb_split_of(files, n.split, n.dir);
+  const NorbSplit s = split_of(files, cfg);
   const std::vector<int>& heldout = n.split == NorbSplitKind::full ? s.familiar : s.novel;
   RecordedViews v{view_list(norb_angles(files.train, s.train, false), true),
                   view_list(norb_angles(files.test, heldout, false), true),
@@ -362,9 +393,9 @@ Protocol norb_protocol(NorbSplitKind kind) {
                                                         : "norb-full",
              .source = "norb:",
              .split = norb_split_name(kind),
-             .axis = kind == NorbSplitKind::azimuth     ? HeldOutAxis{"azimuth", "deg"}
-                     : kind == NorbSplitKind::elevation ? HeldOutAxis{"elevation", "deg"}
-                                                        : HeldOutAxis{"none", "deg"}};
+             .axis = kind == NorbSplitKind::elevation ? HeldOutAxis{"elevation", "deg"}
+                     : kind == NorbSplitKind::full      ? HeldOutAxis{"none", "deg"}
+                                                        : HeldOutAxis{"azimuth", "deg"}};
   if (kind == NorbSplitKind::azimuth) p.default_for = always;  // --split's default with --data norb
   p.configure = kind == NorbSplitKind::azimuth     ? configure_norb<NorbSplitKind::azimuth>
                 : kind == NorbSplitKind::elevation ? configure_norb<NorbSplitKind::elevation>
@@ -376,9 +407,9 @@ Protocol norb_protocol(NorbSplitKind kind) {
   p.too_big = too_big;
   p.make = make_norb_dataset;
   p.axis_values = kind == NorbSplitKind::elevation ? profile_elevations : circle_azimuths;
-  p.distance = kind == NorbSplitKind::azimuth     ? azimuth_distance
-               : kind == NorbSplitKind::elevation ? elevation_distance
-                                                  : no_distance;
+  p.distance = kind == NorbSplitKind::elevation ? elevation_distance
+               : kind == NorbSplitKind::full      ? no_distance
+                                                  : azimuth_distance;
   p.sweep_gap = split_gap;
   p.describe = describe;
   p.source_json = source_json;
@@ -394,6 +425,7 @@ Protocol toys_protocol(NorbSplitKind kind) {
   Protocol p = norb_protocol(kind);
   p.name = kind == NorbSplitKind::azimuth     ? "toys-paper-azimuth"
            : kind == NorbSplitKind::elevation ? "toys-paper-elevation"
+           : kind == NorbSplitKind::window    ? "toys-azimuth-window"
                                               : "toys-full";
   p.source = kToysSource;
   for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection}) {

@@ -63,6 +63,8 @@ void check(const ToyConfig& c) {
     throw std::invalid_argument("toys: " + std::to_string(c.lightings) + " lightings (1..6)");
   if (!(c.stereo_deg >= 0 && c.stereo_deg <= 20))
     throw std::invalid_argument("toys: a stereo baseline of " + std::to_string(c.stereo_deg) + " deg (0..20)");
+  if (c.azimuth_step != 1 && c.azimuth_step != 2)
+    throw std::invalid_argument("toys: an azimuth step of " + std::to_string(c.azimuth_step) + " codes (1 or 2)");
 }
 
 }  // namespace
@@ -157,7 +159,7 @@ void records(const ToyConfig& cfg, int first, std::vector<int32_t>* labels, std:
   for (int c = 0; c < kToyCategories; ++c)
     for (int i = first; i < first + cfg.instances; ++i)
       for (int e = 0; e < kNorbElevations; ++e)
-        for (int a = 0; a <= kNorbAzimuthMax; a += 2)
+        for (int a = 0; a < 36; a += cfg.azimuth_step)  // azimuth codes: 10 deg each
           for (int l = 0; l < cfg.lightings; ++l) {
             labels->push_back(c);
             info->push_back(NorbInfo{i, e, a, l});
@@ -211,6 +213,7 @@ NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed) {
 }
 
 NorbExportSplit render_toy_split(const ToyConfig& cfg, uint64_t seed, NorbPart part) {
+  if (cfg.azimuth_step != 2) throw std::invalid_argument("toys: smallNORB's files hold its 18 azimuths (azimuth step 2)");
   const NorbData d = toy_norb_data(cfg, seed);
   const NorbSet& set = part == NorbPart::training ? d.train : d.test;
   NorbExportSplit s;

@@ -43,6 +43,10 @@ struct ToyConfig {
   int lightings = kToyLightings;  // the first L of the six
   double stereo_deg = kToyStereoDeg;  // 0: both cameras at one place
   bool perspective = true;            // else orthographic, the same width at the toy's centre
+  // The records' azimuths, in smallNORB's azimuth codes (10 deg each): 2 gives
+  // its 18 (0, 20, .., 340; what export-norb writes), 1 every 10 degrees (the
+  // window split's grid). A record's pixels do not depend on it.
+  int azimuth_step = 2;
 };
 
 // The camera of a record's view, before the stereo pair's baseline moves it.
@@ -84,8 +88,8 @@ void toy_shade_pair(const ToyStereo& s, int lighting, float* out);
 void toy_clean_pair(const Mesh& mesh, double azimuth_deg, double elevation_deg, int lighting, const ToyConfig& cfg,
                     int side, float* out);
 
-// smallNORB's records of the toys: the training toys (0..N-1), the test toys
-// (N..2N-1) and, as `validation`, toys of neither (2N..3N-1, for the stopping
+// smallNORB's records of the toys (at cfg.azimuth_step's azimuths): the
+// training toys (0..N-1), the test toys (N..2N-1) and, as `validation`, toys of neither (2N..3N-1, for the stopping
 // rules' familiar validation set, which no test toy may steer), each set's
 // (class, instance, elevation, azimuth, lighting) in the NYU files' order, every pair drawn when read:
 // toy_clean_pair at 96 x 96 plus noise from the stream (seed, Noise, the

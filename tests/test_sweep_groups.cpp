@@ -24,19 +24,25 @@ RunOptions small_run(const Protocol& p, const std::string& models = "caps,cnn,nn
   for (const auto& [flag, value] : p.chosen_by) *run_flag(f, flag) = value;
   f.models = models;
   f.n_epochs = "2";
-  f.n_per_combo = "1";
-  f.n_eval_per_combo = "1";
+  if (f.data == "toys") {  // the toys at their smallest
+    *run_flag(f, "toy-instances") = "1";
+    *run_flag(f, "toy-lightings") = "1";
+  } else {
+    f.n_per_combo = "1";
+    f.n_eval_per_combo = "1";
+  }
   int threads = 1;
   RunOptions o = validate_run(f, &threads);
   o.train.seed = 3;
   return o;
 }
 
-// The protocols whose held-out set a sweep moves.
+// The protocols whose held-out set a sweep moves (the rendered shapes' and the toys').
 std::vector<const Protocol*> swept_protocols() {
   std::vector<const Protocol*> out;
   for (const Protocol& p : protocol_registry())
-    if (p.at_distance != nullptr && std::string(p.source) == "synthetic") out.push_back(&p);
+    if (p.at_distance != nullptr && (std::string(p.source) == "synthetic" || std::string(p.source) == "toys"))
+      out.push_back(&p);
   return out;
 }
 
@@ -117,7 +123,12 @@ TEST(SweepGroups, RunExperimentsGivesEachConfigurationItsOwnRunsBits) {
       opts.back().data = p->at_distance(base.data, d, 60);
     }
     RunOptions apart = opts[1];  // another training set: trained on its own
-    apart.data.elevations.to -= 10;
+    if (apart.data.norb) {       // the toys' window: one azimuth fewer (their elevations are the records')
+      apart.data.train_azimuths.to -= 10;
+      --apart.data.train_azimuths.count;
+    } else {
+      apart.data.elevations.to -= 10;
+    }
     opts.insert(opts.begin() + 2, apart);
     int trainings = 0;
     const std::vector<RunResult> together = run_experiments(opts, &trainings);

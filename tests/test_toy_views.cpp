@@ -3,6 +3,7 @@
 // records' keys, and the export read back through smallNORB's reader.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -91,6 +92,61 @@ TEST(ToyViews, ARecordsPixelsDoNotDependOnWhatElseTheSetHolds) {
     }
   }
   EXPECT_GE(compared, 8);
+}
+
+// The window split's records lie every 10 degrees; those at smallNORB's 18
+// azimuths are the paper splits' records, byte for byte.
+TEST(ToyViews, ARecordsPixelsDoNotDependOnTheAzimuthGrid) {
+  const NorbData coarse = toy_norb_data({.instances = 1, .lightings = 1}, 4);
+  const NorbData fine = toy_norb_data({.instances = 1, .lightings = 1, .azimuth_step = 1}, 4);
+  ASSERT_EQ(fine.test.size(), 2 * coarse.test.size());
+  std::vector<uint8_t> x(kNorbPairBytes), y(kNorbPairBytes);
+  int compared = 0;
+  for (int j = 0; j < fine.test.size(); j += 7) {
+    const NorbInfo q = fine.test.info()[size_t(j)];
+    if (q.azimuth % 2) continue;
+    // The coarse set's index of the same record: one toy a class, ordered (class, elevation, azimuth).
+    const int i = (fine.test.labels()[size_t(j)] * kNorbElevations + q.elevation) * 18 + q.azimuth / 2;
+    const NorbInfo r = coarse.test.info()[size_t(i)];
+    ASSERT_TRUE(r.instance == q.instance && r.elevation == q.elevation && r.azimuth == q.azimuth) << j;
+    coarse.test.read_pair(i, x.data());
+    fine.test.read_pair(j, y.data());
+    EXPECT_EQ(x, y) << "record " << j;
+    ++compared;
+  }
+  EXPECT_GE(compared, 20);
+}
+
+// --split window: the training toys at the training window's azimuths (every
+// 10 degrees, across 0 here), the test toys there as familiar and at the
+// held-out window's as novel; every elevation, and the circle is the two windows.
+TEST(ToyViews, TheWindowSplitHoldsEachWindowsViewsOfItsOwnToys) {
+  const NorbData d = toy_norb_data({.instances = 2, .lightings = 1, .azimuth_step = 1}, 0);
+  const std::vector<int> train_codes = {32, 33, 34, 35, 0, 1, 2}, heldout_codes = {6, 7, 8, 9};
+  const NorbSplit s = norb_split_window(d.train.info(), d.test.info(), train_codes, heldout_codes);
+  auto has = [](const std::vector<int>& codes, int a) { return std::find(codes.begin(), codes.end(), a) != codes.end(); };
+  const size_t per_azimuth = 5 * 2 * kNorbElevations;
+  EXPECT_EQ(s.train.size(), train_codes.size() * per_azimuth);
+  EXPECT_EQ(s.familiar.size(), train_codes.size() * per_azimuth);
+  EXPECT_EQ(s.novel.size(), heldout_codes.size() * per_azimuth);
+  for (int i : s.train) EXPECT_TRUE(has(train_codes, d.train.info()[size_t(i)].azimuth));
+  for (int i : s.familiar) EXPECT_TRUE(has(train_codes, d.test.info()[size_t(i)].azimuth));
+  for (int i : s.novel) EXPECT_TRUE(has(heldout_codes, d.test.info()[size_t(i)].azimuth));
+  for (int i : s.train) EXPECT_LT(d.train.info()[size_t(i)].instance, 2);  // the training toys
+  for (int i : s.novel) EXPECT_GE(d.test.info()[size_t(i)].instance, 2);   // the test toys
+
+  // Through the command line: the run JSON records the windows it ran.
+  const std::string json = testing::TempDir() + "viewgap_toys_window." + std::to_string(getpid()) + ".json";
+  const Outcome o = run("run --data toys --split window --toy-instances 2 --toy-lightings 1 --train-azimuths 320:380"
+                        " --test-azimuths 60:90 --models nn1 --quiet --out-json " + json);
+  ASSERT_EQ(o.code, 0) << o.err;
+  const auto j = nlohmann::json::parse(test::slurp(json));
+  EXPECT_EQ(j["dataset"]["sizes"]["train"], 7 * per_azimuth) << j["dataset"]["sizes"];
+  EXPECT_EQ(j["dataset"]["sizes"]["heldout"], 4 * per_azimuth);
+  EXPECT_EQ(j["dataset"]["circle_azimuths"], nlohmann::json({0, 10, 20, 60, 70, 80, 90, 320, 330, 340, 350}));
+  EXPECT_EQ(j["dataset"]["gap_deg"], 40);
+  EXPECT_EQ(j["dataset"]["axis"]["protocol"], "toys-azimuth-window");
+  std::filesystem::remove(json);
 }
 
 TEST(ToyViews, TrainingAndTestToysAreTheirOwnInstances) {
@@ -212,6 +268,10 @@ TEST(ToyViews, BadConfigurationsAreRefused) {
   EXPECT_THROW(toy_norb_data({.stereo_deg = -1}, 0), std::invalid_argument);
   EXPECT_THROW(toy_norb_data({.stereo_deg = NAN}, 0), std::invalid_argument);
   EXPECT_THROW(toy_light(6, toy_camera(0, 30, true)), std::invalid_argument);
+  EXPECT_THROW(toy_norb_data({.azimuth_step = 3}, 0), std::invalid_argument);
+  // smallNORB's files hold its 18 azimuths only.
+  EXPECT_THROW(render_toy_split({.instances = 1, .lightings = 1, .azimuth_step = 1}, 0, NorbPart::training),
+               std::invalid_argument);
 }
 
 // ---- Through the binary: the export read back, and --data toys.
@@ -283,6 +343,15 @@ TEST(ToyViews, BadFlagsAreOneLineNamingTheFlag) {
       {"run --toy-instances 3", "--toy-instances '3'"},
       {"run --data toys --split norb-translation", "--split 'norb-translation'"},
       {"run --data toys --train-azimuths 0:40", "--train-azimuths '0:40'"},
+      // The window split: windows on the 10-degree grid, apart, under 360; its sweep's gaps and width on the grid.
+      {"run --data toys --split window --train-azimuths 0:55", "--train-azimuths '0:55'"},
+      {"run --data toys --split window --test-azimuths 200:360", "--test-azimuths '200:360'"},
+      {"run --data toys --split window --test-azimuths 100:200", "--test-azimuths '100:200'"},
+      {"run --data toys --split window --n-test-views 3", "--n-test-views '3'"},
+      {"run --data norb:/tmp --split window", "--split 'window'"},
+      {"sweep --data toys --split window --gaps 0,15 --out /tmp/never", "--gaps '0,15'"},
+      {"sweep --data toys --split window --test-width 45 --out /tmp/never", "--test-width '45'"},
+      {"sweep --data toys --split window --test-azimuths 200:260 --out /tmp/never", "--test-azimuths '200:260'"},
       {"export-norb /tmp/never --shapes toy", "--shapes 'toy'"},
       {"run --data toys --standardize yes", "--standardize 'yes'"},
       {"run --split translation --standardize on", "--standardize 'on'"},
