@@ -10,6 +10,8 @@
 #                                            results/provenance_robustness.md)
 #        bash tools/make_results.sh toys    (only the toys dataset's table and figures,
 #                                            results/provenance_toys.md)
+#        bash tools/make_results.sh toys-gaps (only the toys' gap sweep and its figures,
+#                                            results/provenance_toys-gaps.md; ~30 minutes on 2 cores)
 #        bash tools/make_results.sh convcaps (only the paper's networks on the canonical sweep,
 #                                            results/provenance_convcaps.md; ~1 hour on 2 cores)
 #        bash tools/make_results.sh convcaps-splits (the paper's networks on the seed's split,
@@ -24,8 +26,8 @@
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
 case "${1:-}" in
-  '' | plane | robustness | toys | convcaps | convcaps-splits | convcaps-table2 | figures) ;;
-  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, toys, convcaps, convcaps-splits, convcaps-table2 or figures" >&2
+  '' | plane | robustness | toys | toys-gaps | convcaps | convcaps-splits | convcaps-table2 | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, toys, toys-gaps, convcaps, convcaps-splits, convcaps-table2 or figures" >&2
      exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
@@ -104,6 +106,16 @@ toys_steps() {
   step "toys table" $py tools/toys_table.py --sweep "azimuth=$out/toys_paper_azimuth" \
     --sweep "elevation=$out/toys_paper_elevation" --out "$out/toys"
 }
+toys_gaps_steps() {
+  # The canonical gap sweep's geometry on the toys (--split window): the training toys at
+  # 0:60 every 10 degrees, the test toys in a 60-degree window `gap` degrees on; each seed
+  # trains once and is evaluated at every gap. Fixed epochs, as the canonical sweep.
+  rm -rf "$out/toys_window" "$out/figures/toys_window"
+  step "toys, gap sweep" "$exe" sweep --data toys --split window --seeds 0:9 --gaps 0,30,60,90,120 \
+    --train-azimuths 0:60 --test-width 60 --n-epochs 15 --models caps,cnn,nn1 --reference cnn \
+    --standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet --out "$out/toys_window"
+  step "toys gap sweep, figures" bash -c "mkdir -p $out/figures/toys_window && $py tools/plot.py sweep $out/toys_window --out $out/figures/toys_window"
+}
 # plot.py's figures of the committed tables (the full run ends with the same steps).
 run_figure_steps() {
   step "run figures (seed 0)" $py tools/plot.py run "$out/run_seed0" --out "$out/figures"
@@ -149,7 +161,7 @@ convcaps_table2_steps() {
 }
 # One part alone, with its own provenance (results/provenance_NAME.md).
 case "${1:-}" in
-  robustness | toys | plane | convcaps | convcaps-splits | convcaps-table2)
+  robustness | toys | toys-gaps | plane | convcaps | convcaps-splits | convcaps-table2)
     "${1//-/_}_steps"
     summary_step
     mv "$prov" "$out/provenance_$1.md"
@@ -166,6 +178,7 @@ case "${1:-}" in
 esac
 # A full run's provenance.md lists them all.
 rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_figures.md" "$out/provenance_toys.md" \
+  "$out/provenance_toys-gaps.md" \
   "$out/provenance_convcaps.md" "$out/provenance_convcaps-splits.md" "$out/provenance_convcaps-table2.md"
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
@@ -221,6 +234,7 @@ step "32 x 32 renderer, paper's azimuth split" "$exe" sweep --split paper-azimut
 plane_steps
 robustness_steps
 toys_steps
+toys_gaps_steps
 convcaps_steps
 convcaps_splits_steps
 convcaps_table2_steps

@@ -39,6 +39,7 @@ SWEEPS = [
     ("plane_shear", "In-plane: shears never seen"),
     ("toys_paper_azimuth", "The toys dataset, the paper's azimuth split (Table 2 on the toys)"),
     ("toys_paper_elevation", "The toys dataset, the paper's elevation split (Table 2 on the toys)"),
+    ("toys_window", "The toys dataset across gaps (train 0:60, a 60° window `gap` degrees on)"),
 ]
 TABLE2 = [("azimuth", "seed"), ("azimuth", "paper"), ("elevation", "seed"), ("elevation", "paper")]
 
