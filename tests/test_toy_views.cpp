@@ -345,7 +345,8 @@ TEST(ToyViews, BadFlagsAreOneLineNamingTheFlag) {
       {"run --data toys --train-azimuths 0:40", "--train-azimuths '0:40'"},
       // The window split: windows on the 10-degree grid, apart, under 360; its sweep's gaps and width on the grid.
       {"run --data toys --split window --train-azimuths 0:55", "--train-azimuths '0:55'"},
-      {"run --data toys --split window --test-azimuths 200:360", "--test-azimuths '200:360'"},
+      {"run --data toys --split window --train-azimuths 0:360", "--train-azimuths '0:360'"},
+      {"run --data toys --split window --test-azimuths 200:360", "--test-azimuths '200:360'"},  // 360 is 0, a training view
       {"run --data toys --split window --test-azimuths 100:200", "--test-azimuths '100:200'"},
       {"run --data toys --split window --n-test-views 3", "--n-test-views '3'"},
       {"run --data norb:/tmp --split window", "--split 'window'"},
