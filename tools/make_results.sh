@@ -11,7 +11,7 @@
 #        bash tools/make_results.sh toys    (only the toys dataset's table and figures,
 #                                            results/provenance_toys.md)
 #        bash tools/make_results.sh toys-gaps (only the toys' gap sweep and its figures,
-#                                            results/provenance_toys-gaps.md; ~13 minutes on 2 cores)
+#                                            results/provenance_toys-gaps.md; ~40 minutes on 2 cores)
 #        bash tools/make_results.sh convcaps (only the paper's networks on the canonical sweep,
 #                                            results/provenance_convcaps.md; ~1 hour on 2 cores)
 #        bash tools/make_results.sh convcaps-splits (the paper's networks on the seed's split,
@@ -111,7 +111,7 @@ toys_gaps_steps() {
   # 0:60 every 10 degrees, the test toys in a 60-degree window `gap` degrees on; each seed
   # trains once and is evaluated at every gap. Fixed epochs, as the canonical sweep.
   rm -rf "$out/toys_window" "$out/figures/toys_window"
-  step "toys, gap sweep" "$exe" sweep --data toys --split window --seeds 0:9 --gaps 0,30,60,90,120 \
+  step "toys, gap sweep" "$exe" sweep --data toys --split window --seeds 0:29 --gaps 0,30,60,90,120 \
     --train-azimuths 0:60 --test-width 60 --n-epochs 15 --models caps,cnn,nn1 --reference cnn \
     --standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet --out "$out/toys_window"
   step "toys gap sweep, figures" bash -c "mkdir -p $out/figures/toys_window && $py tools/plot.py sweep $out/toys_window --out $out/figures/toys_window"
