@@ -31,6 +31,7 @@
 #include "harness/report.h"
 #include "harness/run_flags.h"
 #include "harness/profile.h"
+#include "harness/sweep_merge.h"
 #include "harness/sweep_resume.h"
 #include "harness/sweep_runner.h"
 #include "harness/sweep_store.h"
@@ -334,9 +335,10 @@ int do_export_norb(const ExportFlags& f) {
   return 0;
 }
 
-// viewgap merge DIR... --out DIR: the shards' configuration, read from the
-// first one's meta.json, becomes the sweep's flags again (the same parser and
-// plan as `sweep`), so the merge checks every shard against that plan.
+// viewgap merge DIR... --out DIR: the parts' configuration, read from their
+// meta.json, becomes the sweep's flags again (the same parser and plan as
+// `sweep`), so the merge checks every part against that plan
+// (harness/sweep_merge.h).
 struct MergeFlags {
   std::vector<std::string> dirs;
   std::string out;
@@ -347,47 +349,15 @@ int do_merge(const MergeFlags& m) {
   const auto t0 = std::chrono::steady_clock::now();
   for (const std::string& d : m.dirs)
     if (d.empty()) throw UsageError("DIR", d, "empty directory name");
-  const std::string& first = m.dirs.front();
-  nlohmann::json cfg;
-  try {
-    std::string text;
-    if (!read_input_file(first + "/meta.json", &text)) throw std::runtime_error("no meta.json");
-    cfg = nlohmann::json::parse(text).at("config");
-  } catch (const std::exception& e) {
-    throw std::invalid_argument("'" + first + "': not a sweep directory (" + e.what() + ")");
-  }
-  SweepFlags f;
-  try {
-    if (!cfg.contains("shard")) throw std::runtime_error("made without --shard K/N");
-    f = sweep_flags_of(cfg);
-    f.shard.clear();  // the merged sweep is the whole
-  } catch (const std::exception& e) {
-    throw std::invalid_argument("'" + first + "': not a shard of a sweep this viewgap can merge (" + e.what() + ")");
-  }
   std::error_code ec;
   if (std::filesystem::exists(m.out + "/meta.json", ec) && !m.force)
     throw UsageError("--out", m.out, "holds a sweep already; add --force to replace its tables with the merge");
-  f.out = m.out;
-  f.resume = m.force;  // lets prepare_sweep_dir accept a sweep of this configuration
-  f.quiet = true;
-  // The sweep's own flags, read back: a refusal names the shard, as merge has none of them.
-  SweepPlan plan;
-  try {
-    plan = plan_sweep(f);
-  } catch (const std::exception& e) {
-    throw std::invalid_argument("'" + first + "': a sweep this viewgap cannot plan again (" + e.what() + ")");
-  }
-  // Every shard is checked before --out is made or locked: a refused merge leaves nothing behind.
-  MergedShards shards;
-  try {
-    shards = read_shards(plan, m.dirs);
-  } catch (const std::runtime_error& e) {
-    throw std::invalid_argument(e.what());  // names the shard directory at fault
-  }
-  const std::unique_ptr<DirLock> lock = lock_out(plan);
-  const SweepOutcome r = write_merged(plan, std::move(shards), t0);
-  std::printf("%d cells merged from %zu shards (%d failed); results in %s\n", int(plan.cells.size()), m.dirs.size(),
-              r.failed, m.out.c_str());
+  // Every part is checked before --out is made or locked: a refused merge leaves nothing behind.
+  SweepMerge merge = read_sweep_merge(m.dirs, m.out, m.force);
+  const std::unique_ptr<DirLock> lock = lock_out(merge.plan);
+  const SweepOutcome r = write_merged(merge.plan, std::move(merge.parts), t0);
+  std::printf("%d cells merged from %zu %s (%d failed); results in %s\n", int(merge.plan.cells.size()), m.dirs.size(),
+              merge.by_seeds ? "sweeps" : "shards", r.failed, m.out.c_str());
   flush_stdout();
   return 0;
 }
@@ -529,8 +499,8 @@ int cli_main(int argc, char** argv) {
   sweep->add_flag("--reproducible", sf.run.reproducible, repro_help);
   sf.run.train_az = sweep_run_defaults().train_az;
   MergeFlags mf;
-  CLI::App* merge = app.add_subcommand("merge", "Merge the shards of a sweep (sweep --shard K/N) into the tables of the whole");
-  merge->add_option("DIR", mf.dirs, "The shard directories, every K of 0..N-1 once")->required();
+  CLI::App* merge = app.add_subcommand("merge", "Merge the shards of a sweep (sweep --shard K/N), or sweeps of disjoint --seeds, into the tables of the whole");
+  merge->add_option("DIR", mf.dirs, "The shard directories, every K of 0..N-1 once; or whole sweeps of one configuration but for their seeds")->required();
   merge->add_option("--out", mf.out, "Output directory")->required();
   merge->add_flag("--force", mf.force, "Replace the tables of a sweep of the same configuration in --out");
   ExportFlags ef;

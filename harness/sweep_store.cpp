@@ -440,24 +440,31 @@ int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int to
   });
 }
 
+nlohmann::json read_sweep_meta(const std::string& d) {
+  nlohmann::json meta;
+  try {
+    std::string text;
+    if (!read_input_file(d + "/meta.json", &text)) throw std::runtime_error("no meta.json");
+    meta = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("'" + d + "': not a sweep directory (" + e.what() + ")");
+  }
+  if (!meta.is_object() || meta.value("kind", "") != "viewgap-sweep" || !meta.contains("config") ||
+      !meta["config"].is_object())
+    throw std::runtime_error("'" + d + "': not a viewgap sweep");
+  if (const int v = meta.value("schema_version", 0); v != kSweepSchemaVersion)
+    throw std::runtime_error("'" + d + "': a sweep of format version " + std::to_string(v) +
+                             "; this viewgap merges version " + std::to_string(kSweepSchemaVersion) +
+                             " (rerun the shards with this viewgap into new directories)");
+  return meta;
+}
+
 MergedShards read_shards(const SweepPlan& plan, const std::vector<std::string>& dirs) {
   MergedShards out;
   std::map<int, std::pair<std::string, nlohmann::json>> by_k;  // K -> (directory, its wall_time_s)
   int n_shards = 0;
   for (const std::string& d : dirs) {
-    nlohmann::json meta;
-    try {
-      std::string text;
-      if (!read_input_file(d + "/meta.json", &text)) throw std::runtime_error("no meta.json");
-      meta = nlohmann::json::parse(text);
-    } catch (const std::exception& e) {
-      throw std::runtime_error("'" + d + "': not a sweep directory (" + e.what() + ")");
-    }
-    if (!meta.is_object() || meta.value("kind", "") != "viewgap-sweep") throw std::runtime_error("'" + d + "': not a viewgap sweep");
-    if (const int v = meta.value("schema_version", 0); v != kSweepSchemaVersion)
-      throw std::runtime_error("'" + d + "': a sweep of format version " + std::to_string(v) +
-                               "; this viewgap merges version " + std::to_string(kSweepSchemaVersion) +
-                               " (rerun the shards with this viewgap into new directories)");
+    const nlohmann::json meta = read_sweep_meta(d);
     nlohmann::json cfg = meta["config"];
     const std::string shard = cfg.value("shard", "");
     cfg.erase("shard");

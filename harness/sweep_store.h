@@ -103,6 +103,10 @@ struct CellRow {
   std::string axis{}, unit{};  // the held-out axis (SweepCell::axis, unit)
 };
 
+// The meta.json of the sweep in directory `d`, checked to be a viewgap
+// sweep's of this format version; throws std::runtime_error naming `d`.
+nlohmann::json read_sweep_meta(const std::string& d);
+
 // The shards of a sweep, read and checked; nothing is written.
 struct MergedShards {
   std::vector<CellRow> rows;           // every cell's, as read_finished gives them

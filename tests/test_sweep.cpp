@@ -314,7 +314,8 @@ TEST(Sweep, ShardsMergeIntoTheTablesOfTheUnshardedSweep) {
   refused(base + "/s0 " + base + "/s1 " + base + "/s2" + out, "shards missing: 3/4 (3 of 4 given)");
   refused(base + "/s2 " + base + "/s0" + out, "shards missing: 1/4, 3/4 (2 of 4 given)");
   refused(base + "/s0 " + base + "/s0 " + base + "/s1 " + base + "/s2" + out, "given twice");
-  refused(full + out, "not a shard");
+  refused(full + out, "nothing to merge it with");
+  refused(full + " " + base + "/s0" + out, "merge shards with shards");
   refused(base + "/nowhere" + out, "not a sweep directory");
   refused(out, "DIR is required");
   // A shard with a cell lost (its last rows cut) must be resumed first.
@@ -327,6 +328,48 @@ TEST(Sweep, ShardsMergeIntoTheTablesOfTheUnshardedSweep) {
   refused(other + " " + base + "/s1 " + base + "/s2 " + base + "/s3" + out, "a shard of another sweep configuration");
   // A refused merge leaves nothing behind: no --out, no sweep.lock.
   EXPECT_FALSE(std::filesystem::exists(out.substr(7))) << out;
+}
+
+// Whole sweeps of one configuration and disjoint seeds merge into the tables
+// of the sweep of all their seeds (timing aside), whichever order they are
+// given in, and the merge is a sweep like any other (its --resume finds
+// nothing to run). Seeds in two sweeps, another configuration and an
+// unfinished sweep are refused, naming the directory.
+TEST(Sweep, SweepsOfDisjointSeedsMergeIntoTheSweepOfAllTheirSeeds) {
+  const std::string base = fresh_dir("seed_merge"), full = base + "/full", merged = base + "/merged";
+  const std::string flags = " --gaps 0,30 --n-epochs 1 --n-per-combo 1 --quiet";
+  ASSERT_EQ(run("sweep --out " + full + " --seeds 0:3" + flags + " --jobs 2").code, 0);
+  ASSERT_EQ(run("sweep --out " + base + "/a --seeds 0,2" + flags).code, 0);
+  ASSERT_EQ(run("sweep --out " + base + "/b --seeds 3" + flags).code, 0);
+  ASSERT_EQ(run("sweep --out " + base + "/c --seeds 1" + flags).code, 0);
+  const Outcome m = run("merge " + base + "/b " + base + "/a " + base + "/c --out " + merged);
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_NE(m.out.find("8 cells merged from 3 sweeps"), std::string::npos) << m.out;
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv"})
+    EXPECT_EQ(slurp(merged + "/" + f), slurp(full + "/" + f)) << f;
+  EXPECT_EQ(without_seconds(slurp(merged + "/cells.csv")), without_seconds(slurp(full + "/cells.csv")));
+  const auto meta = nlohmann::json::parse(slurp(merged + "/meta.json"));
+  EXPECT_EQ(meta["config_hash"], nlohmann::json::parse(slurp(full + "/meta.json"))["config_hash"]);
+  const Outcome resumed = run("sweep --out " + merged + " --resume --quiet");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("(0 run now, 8 resumed, 0 failed)"), std::string::npos) << resumed.out;
+
+  auto refused = [&](const std::string& args, const std::string& mention) {
+    const Outcome o = run("merge " + args);
+    EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
+    EXPECT_EQ(lines(o.err), 1) << o.err;
+    EXPECT_NE(o.err.find(mention), std::string::npos) << o.err;
+  };
+  const std::string out = " --out " + base + "/bad";
+  refused(base + "/a " + full + out, "'" + full + "': seed 0 is also in '" + base + "/a'");
+  ASSERT_EQ(run("sweep --out " + base + "/lr --seeds 5" + flags + " --lr 1e-3").code, 0);
+  refused(base + "/a " + base + "/lr" + out, "'" + base + "/lr': a sweep of another configuration than '" + base +
+                                                  "/a' (--lr is '2e-3' there, '1e-3' here)");
+  const std::string cells = slurp(base + "/c/cells.csv");
+  std::ofstream(base + "/c/cells.csv", std::ios::trunc) << cells.substr(0, cells.find('\n') + 1);
+  refused(base + "/a " + base + "/c" + out, "'" + base + "/c': has 0 of its 2 cells finished (rerun it with --resume)");
+  EXPECT_FALSE(std::filesystem::exists(base + "/bad"));
+  std::filesystem::remove_all(base);
 }
 
 // The merged meta.json times the sweep by its shards (the merge's own time
