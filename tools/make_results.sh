@@ -3,13 +3,16 @@
 # results/provenance.md with the machine, the commit and each step's wall time.
 # Every step runs with --reproducible, so the tables come out bit for bit the
 # same on any x86-64 CPU with AVX2+FMA (timings and provenance aside).
-# Usage: bash tools/make_results.sh         (every part below and the rest: about 3 1/2 hours on 2 cores)
+# Usage: bash tools/make_results.sh         (every part below but toys-seeds, and the rest: about 5 1/4 hours on 2 cores)
 #        bash tools/make_results.sh plane   (only the in-plane sweeps, ~10 minutes;
 #                                            their provenance in results/provenance_plane.md)
 #        bash tools/make_results.sh robustness  (only the pixel-noise sweep, ~1 minute;
 #                                            results/provenance_robustness.md)
-#        bash tools/make_results.sh toys    (only the toys dataset's table and figures,
-#                                            results/provenance_toys.md)
+#        bash tools/make_results.sh toys    (only the toys dataset's table and figures, 30 seeds,
+#                                            results/provenance_toys.md; ~2 1/2 hours on 2 cores)
+#        bash tools/make_results.sh toys-seeds (the toys' table sweeps grown from 10 seeds to 30,
+#                                            merged; PROTOCOLS=azimuth for one; ~50 minutes a protocol;
+#                                            results/provenance_toys-seeds.md)
 #        bash tools/make_results.sh toys-gaps (only the toys' gap sweep and its figures,
 #                                            results/provenance_toys-gaps.md; ~40 minutes on 2 cores)
 #        bash tools/make_results.sh convcaps (only the paper's networks on the canonical sweep,
@@ -26,8 +29,8 @@
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
 case "${1:-}" in
-  '' | plane | robustness | toys | toys-gaps | convcaps | convcaps-splits | convcaps-table2 | figures) ;;
-  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, toys, toys-gaps, convcaps, convcaps-splits, convcaps-table2 or figures" >&2
+  '' | plane | robustness | toys | toys-seeds | toys-gaps | convcaps | convcaps-splits | convcaps-table2 | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, toys, toys-seeds, toys-gaps, convcaps, convcaps-splits, convcaps-table2 or figures" >&2
      exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
@@ -97,14 +100,46 @@ toys_steps() {
   step "toys export" "$exe" export-norb "$dir" --shapes toys --quiet
   step "toys figures" $py tools/plot.py norb "$dir" --out "$out/toys/figures"
   rm -rf "$dir"
-  local prep=(--standardize on --brightness 0.25 --contrast 0.8)
   for protocol in azimuth elevation; do
-    step "toys, $protocol" "$exe" sweep --data toys --split paper-$protocol --seeds 0:9 --n-epochs 15 \
-      --models caps,cnn,dr,nn1,linear --model-lr dr=1e-3 --reference cnn --match-familiar cnn "${prep[@]}" \
-      --jobs 2 --reproducible --quiet --out "$out/toys_paper_$protocol"
+    step "toys, $protocol" "$exe" sweep $(toys_table2_flags "$protocol") --seeds 0:29 --out "$out/toys_paper_$protocol"
   done
+  toys_table_step
+}
+toys_table2_flags() {  # protocol: the flags of the toys' Table 2 sweeps, less --seeds and --out
+  echo "--data toys --split paper-$1 --n-epochs 15 --models caps,cnn,dr,nn1,linear --model-lr dr=1e-3" \
+    "--reference cnn --match-familiar cnn --standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet"
+}
+toys_table_step() {
   step "toys table" $py tools/toys_table.py --sweep "azimuth=$out/toys_paper_azimuth" \
     --sweep "elevation=$out/toys_paper_elevation" --out "$out/toys"
+}
+toys_seeds_steps() {
+  # Grows the toys' Table 2 sweeps from seeds 0:9 (what toys_steps ran before it
+  # ran 30) to 0:29 without rerunning those ten: seeds 10:29 are swept on their
+  # own in build/toys-parts (rerunning this resumes them), then merged with the
+  # first ten (viewgap merge: the 30-seed sweep's tables, bit for bit).
+  # PROTOCOLS picks the protocols (default: azimuth elevation); one already at
+  # 30 seeds is left as it is.
+  local parts=build/toys-parts protocol
+  mkdir -p "$parts"
+  for protocol in ${PROTOCOLS:-azimuth elevation}; do
+    local dir=$out/toys_paper_$protocol part=$parts/${protocol}_10-29 seeds
+    seeds=$($py -c 'import json, sys; print(json.load(open(sys.argv[1]))["config"]["seeds"])' "$dir/meta.json")
+    case "$seeds" in
+      "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]") ;;
+      "[$(seq -s ', ' 0 29)]") echo "$dir: at 30 seeds already"; continue ;;
+      *) echo "make_results.sh toys-seeds: $dir holds seeds $seeds, expected 0:9 or 0:29" >&2; exit 1 ;;
+    esac
+    local resume=()
+    [ -f "$part/meta.json" ] && resume=(--resume)
+    step "toys, $protocol, seeds 10:29" "$exe" sweep $(toys_table2_flags "$protocol") --seeds 10:29 --out "$part" "${resume[@]}"
+    # Merged beside, then put in place: a failure leaves the 10-seed sweep where it was.
+    rm -rf "$parts/${protocol}_merged" "$parts/${protocol}_0-9"
+    step "toys, $protocol, seeds 0:9 and 10:29 merged" "$exe" merge "$dir" "$part" --out "$parts/${protocol}_merged"
+    mv "$dir" "$parts/${protocol}_0-9"
+    mv "$parts/${protocol}_merged" "$dir"
+  done
+  toys_table_step
 }
 toys_gaps_steps() {
   # The canonical gap sweep's geometry on the toys (--split window): the training toys at
@@ -161,7 +196,7 @@ convcaps_table2_steps() {
 }
 # One part alone, with its own provenance (results/provenance_NAME.md).
 case "${1:-}" in
-  robustness | toys | toys-gaps | plane | convcaps | convcaps-splits | convcaps-table2)
+  robustness | toys | toys-seeds | toys-gaps | plane | convcaps | convcaps-splits | convcaps-table2)
     "${1//-/_}_steps"
     summary_step
     mv "$prov" "$out/provenance_$1.md"
@@ -178,7 +213,7 @@ case "${1:-}" in
 esac
 # A full run's provenance.md lists them all.
 rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_figures.md" "$out/provenance_toys.md" \
-  "$out/provenance_toys-gaps.md" \
+  "$out/provenance_toys-gaps.md" "$out/provenance_toys-seeds.md" \
   "$out/provenance_convcaps.md" "$out/provenance_convcaps-splits.md" "$out/provenance_convcaps-table2.md"
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
