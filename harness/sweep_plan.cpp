@@ -23,11 +23,17 @@ const char* const kOptionsHashedAlways[] = {
     "cnn-hidden", "em-iters", "em-lambda", "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm",
     "em-grad",    "loss",     "spread-margin", "dr-iters", "recon-weight", "dr-grad"};
 
+// Options added to a model that sweeps already ran: hashed only when set, so
+// those sweeps (their default is the value they ran with) keep their hash.
+const char* const kOptionsHashedWhenSet[] = {"dr-init-std"};
+
 bool hashed_option(const std::string& name, const std::string& value, const std::vector<std::string>& models) {
   for (const char* n : kOptionsHashedAlways)
     if (name == n) return true;
   for (const ModelOption& o : model_options())
     if (name == o.name && value != o.default_value) return true;
+  for (const char* n : kOptionsHashedWhenSet)
+    if (name == n) return false;
   for (const std::string& m : models)
     if (const ModelEntry* e = find_model(m))
       for (const char* n : e->options)

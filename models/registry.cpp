@@ -37,6 +37,9 @@ const std::vector<ModelOption>& model_options() {
        "Dropout rate of cnn-paper's hidden layer (inverted; a mask per step from the seed; off at evaluation), 0 <= rate < 1"},
       {"dr-grad", OptionKind::choice, "full",
        "full (backpropagate through every routing iteration) or stopgrad (dr's coupling coefficients constant)"},
+      {"dr-init-std", OptionKind::real, "0.5",
+       "dr: standard deviation of the routing weights W_ij at initialisation (> 0; Sabour et al.'s official code: 0.1, "
+       "which starts the class capsules short, where the squash is steep)"},
       {"caps-a", OptionKind::integer, "64", "convcaps: conv1's channels A (the paper's small model 64, large 32)"},
       {"caps-b", OptionKind::integer, "8", "convcaps: primary capsule types B"},
       {"caps-c", OptionKind::integer, "16", "convcaps: ConvCaps1 capsule types C (at most 64)"},
@@ -296,6 +299,7 @@ DrConfig dr_config(const std::string& name, const ModelOptions& opts, const Imag
   if (c.recon_weight == 0.f && real(opts, "recon-weight", 0, 1e6, false) != 0)
     throw ModelOptionError("recon-weight", w, "too small for a float (use 0 for no decoder)");
   c.grad = choice(opts, "dr-grad", {"full", "stopgrad"}) == "full" ? DrGrad::full : DrGrad::stopgrad;
+  c.route_init_std = float(real(opts, "dr-init-std", 0, 100, true));
   c.in_channels = shape.channels;
   c.image_side = shape.side;
   c.n_classes = shape.classes;
@@ -343,7 +347,7 @@ const std::vector<ModelEntry>& model_registry() {
        {"dropout"}, make_cnn_paper, cnn_paper_params, nullptr, false, cnn_paper_activations},
       {"nn1", "1-nearest-neighbour on raw pixels (no training): a yardstick", {}, make_nn1, nn1_params, nullptr, true},
       {"linear", "softmax regression on raw pixels (1024 -> 5 at 32 x 32): a yardstick", {}, make_linear, linear_params},
-      {"dr", "vector capsules with dynamic routing and a reconstruction decoder (Sabour et al. 2017)", {"dr-iters", "recon-weight", "dr-grad"}, make_dr, dr_params,
+      {"dr", "vector capsules with dynamic routing and a reconstruction decoder (Sabour et al. 2017)", {"dr-iters", "recon-weight", "dr-grad", "dr-init-std"}, make_dr, dr_params,
        nullptr, false, nullptr, {{"dr-grad", "full"}}},
       {"convcaps",
        "the paper's capsule network (Hinton, Sabour & Frosst 2018): conv1 5x5/2 A, 1x1 primary capsules B, "

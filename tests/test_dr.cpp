@@ -13,6 +13,7 @@
 #include "data/dataset.h"
 #include "harness/train.h"
 #include "kernels/dr_routing.h"
+#include "kernels/rng.h"
 #include "models/dr.h"
 #include "models/registry.h"
 #include "tests/test_util.h"
@@ -385,6 +386,35 @@ TEST(DrModel, ParameterCountsWithinTwentyPercentOfTheEmModel) {
   EXPECT_EQ(model_param_count("dr", {{"recon-weight", "0"}}), bare);
 }
 
+// --dr-init-std reaches the routing weights (their sample standard deviation
+// within 3 %: its standard error over 10,240 weights is 0.7 %), and sets where
+// the class capsules start on the squash: at 0.5 long (its flat part, where a
+// capsule pushed to length ~1 for every input gets ~1e-3 of the gradient it had,
+// docs/toys.md), at the official code's 0.1 short. |s| scales with the weights,
+// so the length |s|^2 / (1 + |s|^2) falls by over 4x for any |s| < 2.8.
+TEST(DrModel, RoutingWeightsStartAtTheOptionsStandardDeviation) {
+  const int B = 8;
+  std::vector<float> images(size_t(B) * 1024);
+  Stream rng(7, Purpose::Noise, 0, 0);
+  rng.fill_normal(images.data(), images.size(), 1.f);  // standardised images' scale
+  double mean_len[2];
+  for (int k = 0; k < 2; ++k) {
+    const char* std_text = k == 0 ? "0.5" : "0.1";
+    auto model = make_model("dr", {{"dr-init-std", std_text}, {"recon-weight", "0"}}, B);
+    model->init(3);
+    auto& dr = dynamic_cast<DrNet&>(*model);
+    const float* w = dr.params().value(dr.route_w);
+    const size_t n = dr.params().tensor(dr.route_w).size;
+    double s2 = 0;
+    for (size_t i = 0; i < n; ++i) s2 += double(w[i]) * w[i];
+    EXPECT_NEAR(std::sqrt(s2 / double(n)), std::atof(std_text), 0.03 * std::atof(std_text)) << std_text;
+    const float* len = model->forward(images.data(), B);
+    mean_len[k] = std::accumulate(len, len + B * 5, 0.0) / (B * 5);
+  }
+  EXPECT_GT(mean_len[0], 0.5);
+  EXPECT_LT(mean_len[1], 0.25 * mean_len[0]);
+}
+
 TEST(DrModel, DecoderMasksByTheTrueClassInTrainingAndThePredictedOneInEvaluation) {
   const int B = 6;
   std::vector<int> y;
@@ -560,6 +590,8 @@ TEST(DrRegistry, BadOptionValuesAreOneLineErrors) {
   EXPECT_EQ(why({{"recon-weight", "inf"}}).rfind("--recon-weight 'inf': ", 0), 0u);
   EXPECT_EQ(why({{"recon-weight", "nan"}}).rfind("--recon-weight 'nan': ", 0), 0u);
   EXPECT_EQ(why({{"dr-grad", "half"}}).rfind("--dr-grad 'half': ", 0), 0u);
+  for (const char* v : {"0", "-0.1", "nan", "inf", "x"})
+    EXPECT_EQ(why({{"dr-init-std", v}}).rfind(std::string("--dr-init-std '") + v + "': ", 0), 0u) << v;
   EXPECT_EQ(why({{"dr-iters", "2"}, {"recon-weight", "0"}, {"dr-grad", "stopgrad"}}), "");
   for (const std::string& e : {why({{"dr-iters", "0"}}), why({{"dr-grad", "x"}})})
     EXPECT_EQ(e.find('\n'), std::string::npos);

@@ -102,6 +102,20 @@ TEST(SweepPlan, ANewModelsOptionIsHashedOnlyWhereItMatters) {
   EXPECT_NE(config_hash(plan_sweep(f).config), config_hash(with));
 }
 
+// An option added to a model sweeps already ran (dr's --dr-init-std) is
+// hashed only when set: the sweeps of dr keep their hash and --resume.
+TEST(SweepPlan, AnOptionAddedToARunModelIsHashedOnlyWhenSet) {
+  SweepFlags f = sweep_flags("0:1", "0,60");
+  f.run.models = "caps,dr";
+  const nlohmann::json before = plan_sweep(f).config;
+  EXPECT_FALSE(before.at("run_flags").contains("dr-init-std"));
+  f.run.model["dr-init-std"] = "0.1";
+  const nlohmann::json set = plan_sweep(f).config;
+  ASSERT_TRUE(set.at("run_flags").contains("dr-init-std"));
+  EXPECT_EQ(set.at("run_flags").at("dr-init-std"), "0.1");
+  EXPECT_NE(config_hash(set), config_hash(before));
+}
+
 // An elevation extrapolation's gaps move its held-out band (60:80, 20 wide)
 // beyond the training band (10:50); --gaps 0 and --gaps given differ in hash.
 TEST(SweepPlan, ElevationGapsMoveTheHeldOutBand) {
