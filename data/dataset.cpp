@@ -372,8 +372,7 @@ NorbExportSplit render_norb_split(const NorbExportConfig& cfg, NorbPart part) {
         rng.fill_normal(noise.data(), kNorbPairBytes, float(kNorbExportNoise));
         const float gain = 255.f * (0.5f + 0.1f * float(light));
         uint8_t* dst = s.dat.data() + kNorbPairsHeader + size_t(i) * kNorbPairBytes;
-        for (int p = 0; p < kNorbPairBytes; ++p)
-          dst[p] = uint8_t(std::clamp(std::lround(clean[size_t(p)] * gain + noise[size_t(p)]), 0l, 255l));
+        grey_bytes(clean.data(), gain, noise.data(), kNorbPairBytes, dst);
       }
     }
   }

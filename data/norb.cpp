@@ -381,6 +381,22 @@ void norb_write_split(const NorbFiles& files, std::span<const uint8_t> pairs, st
 
 // ---- Preprocessing.
 
+// After the clamp to [-1, 256], int(c) truncates exactly, c - int(c) is exact
+// (a float's fraction needs no more bits than it has), and rounding half away
+// adds one where that fraction is >= 0.5; below zero both forms give <= 0,
+// which the last clamp makes 0.
+uint8_t grey_byte(float v) {
+  const float c = std::min(std::max(v, -1.f), 256.f);
+  const int t = int(c);
+  const int r = t + int(c - float(t) >= 0.5f);
+  return uint8_t(std::min(std::max(r, 0), 255));
+}
+
+void grey_bytes(const float* __restrict clean, float gain, const float* __restrict noise, int n,
+                uint8_t* __restrict dst) {
+  for (int p = 0; p < n; ++p) dst[p] = grey_byte(clean[p] * gain + noise[p]);
+}
+
 void norb_downsample(const uint8_t* src, float* dst) {
   for (int r = 0; r < kNorbHalfSide; ++r) {
     const uint8_t* a = src + 2 * r * kNorbSide;

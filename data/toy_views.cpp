@@ -203,8 +203,7 @@ NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed) {
       // count of lightings, draws the same pixels for the same record.
       Stream rng(seed, Purpose::Noise, 0x70790000ull + uint64_t(r.lighting), view);
       rng.fill_normal(noise.data(), size_t(kNorbPairBytes), float(kToyNoise));
-      for (int p = 0; p < kNorbPairBytes; ++p)
-        dst[p] = uint8_t(std::clamp(std::lround(clean[size_t(p)] * 255.f + noise[size_t(p)]), 0l, 255l));
+      grey_bytes(clean.data(), 255.f, noise.data(), kNorbPairBytes, dst);
     };
     *sets[k].first = NorbSet::rendered(std::move(labels), std::move(info), std::move(render),
                                        std::string("toys-") + sets[k].second);

@@ -150,6 +150,35 @@ void expect_error(const std::string& msg, const std::string& file, const std::st
 
 // ---- Round trips.
 
+// grey_byte is the byte the writers always stored, uint8_t(clamp(lround(v),
+// 0, 255)): on a fine grid over the bytes' range and beyond, at and beside
+// every half (where rounding half away from zero and the clamps decide), and on
+// random floats of any size lround is defined for (|v| < 2^63).
+TEST(Norb, GreyByteIsLroundClampedToAByte) {
+  const auto reference = [](float v) { return uint8_t(std::clamp(std::lround(v), 0l, 255l)); };
+  int checked = 0;
+  const auto check = [&](float v) {
+    ASSERT_EQ(int(grey_byte(v)), int(reference(v))) << "v = " << v;
+    ++checked;
+  };
+  for (int k = -300 * 1024; k <= 300 * 1024; ++k) check(float(k) / 1024.f);
+  for (int n = -3; n <= 260; ++n) {
+    float up = float(n) + 0.5f, down = up;
+    for (int ulp = 0; ulp < 16; ++ulp) {
+      check(up), check(down);
+      up = std::nextafter(up, INFINITY), down = std::nextafter(down, -INFINITY);
+    }
+  }
+  Stream rng(0, Purpose::Noise, 0x6279, 0);
+  for (int k = 0; k < 100000; ++k) {
+    const float mag = std::ldexp(1.f, int(rng.uniform() * 60) - 20);
+    check(float((rng.uniform() * 2 - 1) * mag));
+  }
+  for (float v : {0.f, -0.f, 0.49999997f, 0.5f, 254.5f, 255.49998f, 255.5f, -0.5f, -1.5f, 1e18f, -1e18f})
+    check(v);
+  EXPECT_GT(checked, 700000);
+}
+
 TEST(Norb, WrittenFilesHaveTheNyuLayout) {
   const Encoded e = encode(make_split(3));
   const uint8_t dat_head[] = {0x55, 0x4C, 0x3D, 0x1E, 4, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 96, 0, 0, 0, 96, 0, 0, 0};
