@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "data/grey_bytes.h"
 #include "kernels/rng.h"
 
 namespace vg {

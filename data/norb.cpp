@@ -13,6 +13,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "data/grey_bytes.h"
+
 namespace vg {
 
 namespace {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "data/dataset.h"
+#include "data/grey_bytes.h"
 #include "data/toys.h"
 #include "kernels/rng.h"
 

@@ -1,6 +1,7 @@
 // smallNORB reader (data/norb.h): round trips, every validation error, the
 // preprocessing, the paper's splits, and a deterministic mutation fuzz test.
 #include "data/norb.h"
+#include "data/grey_bytes.h"
 #include "tests/test_util.h"
 
 #include <dlfcn.h>
