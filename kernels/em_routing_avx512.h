@@ -82,6 +82,36 @@ inline F16 fma16(F16 a, F16 b, F16 acc) { return _mm512_fmadd_ps(a, b, acc); }
 inline F16 max16(F16 x, F16 lo) { return _mm512_max_ps(lo, x); }
 inline F16 zero_unless_gt16(F16 v, F16 x, F16 lo) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), v); }
 inline float dot16(F16 a, F16 b) { return _mm512_reduce_add_ps(_mm512_mul_ps(a, b)); }
+// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit:
+// the 8 products are summed transposed, each lane taking
+// _mm512_reduce_add_ps's additions (halves of 8, of 4, then lanes 0+2 and
+// 1+3, then 0+1), ~1 shuffle and add a dot where the reduction costs 8.
+#define VG_HAS_DOTS16X8 1
+template <class Pair>
+inline void dots16x8(Pair ab, float* out) {
+  __m512 t[8];
+  for (int k = 0; k < 8; ++k) {
+    F16 a, b;
+    ab(k, a, b);
+    t[k] = _mm512_mul_ps(a, b);
+  }
+  __m512 u[4];  // [u_2k | u_2k+1], u_k[i] = t_k[i] + t_k[i + 8]
+  for (int k = 0; k < 4; ++k)
+    u[k] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * k], t[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(t[2 * k], t[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  __m512 v[2];  // [v_4k | v_4k+1 | v_4k+2 | v_4k+3], v_k[i] = u_k[i] + u_k[i + 4]
+  for (int k = 0; k < 2; ++k)
+    v[k] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  // 128-bit lane j: [v_j[0] + v_j[2], v_j[1] + v_j[3], the same of v_j+4].
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // Lane j: dot j at its element 0, dot j + 4 at element 1.
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(w, w, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  _mm256_storeu_ps(out, _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r)));
+}
 // t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
 // order of the scalar full backward's sum16, so its bits.
 inline float pair_sum16(F16 t) {

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "kernels/em_dots.h"
 #include "kernels/em_routing.h"
 
 namespace vg {
@@ -358,5 +359,11 @@ inline void backward_simd(float* dV, float* dbeta_a, float* dbeta_v, const float
                               const float* da_out, const float* V, const float* mu, const float* a_out,       \
                               const EmState& st, int B, int I, int J, const EmConfig& cfg) {                  \
     backward_simd(dV, dbeta_a, dbeta_v, dmu, da_out, V, mu, a_out, st, B, I, J, cfg);                         \
+  }                                                                                                           \
+  void em_dots16x8_f32__##isa(const float* a, const float* b, float* out, bool transposed) {                  \
+    if (transposed)                                                                                           \
+      dots16x8([&](int k, F16& x, F16& y) { x = load16(a + 16 * k), y = load16(b + 16 * k); }, out);         \
+    else                                                                                                      \
+      for (int k = 0; k < 8; ++k) out[k] = dot16(load16(a + 16 * k), load16(b + 16 * k));                    \
   }                                                                                                           \
   }

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <numbers>
 #include <string>
 
+#include "kernels/em_dots.h"
 #include "kernels/em_routing.h"
 #include "tests/test_util.h"
 
@@ -503,6 +505,37 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, EmRoutingVariant, ::testing::Range(0, test::variant_count(em_routing_variants)),
                          test::variant_names(em_routing_variants));
+
+// The E-step sums eight parents' quadratic forms at once (dots16x8) and the
+// rest one by one (dot16): each ISA's two must give the same bits, or a
+// routing's result would depend on where a parent falls. Inputs of mixed
+// scales and signs, so the sums round at every level of the tree.
+TEST(EmRouting, EightDotsAtOnceGiveEachIsasOwnDotsBits) {
+  using Dots = void (*)(const float*, const float*, float*, bool);
+  std::vector<std::pair<Isa, Dots>> isas;
+#if defined(__x86_64__)
+  isas = {{Isa::avx2, em_dots16x8_f32__avx2}, {Isa::avx512, em_dots16x8_f32__avx512}};
+#endif
+#if defined(__aarch64__)
+  isas = {{Isa::neon, em_dots16x8_f32__neon}};
+#endif
+  int ran = 0;
+  for (const auto& [isa, dots] : isas) {
+    if (!isa_supported(isa)) continue;
+    ++ran;
+    for (uint64_t trial = 0; trial < 200; ++trial) {
+      std::vector<float> a = test::randn(128, 2 * trial), b = test::randn(128, 2 * trial + 1);
+      for (int k = 0; k < 128; ++k) a[size_t(k)] *= std::ldexp(1.f, (k * 7 + int(trial)) % 13 - 6);
+      float one[8], eight[8];
+      dots(a.data(), b.data(), one, false);
+      dots(a.data(), b.data(), eight, true);
+      for (int k = 0; k < 8; ++k)
+        ASSERT_EQ(std::bit_cast<uint32_t>(eight[k]), std::bit_cast<uint32_t>(one[k]))
+            << isa_name(isa) << " trial " << trial << " dot " << k << ": " << eight[k] << " against " << one[k];
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no SIMD variant of this build runs on this CPU";
+}
 
 }  // namespace
 }  // namespace vg

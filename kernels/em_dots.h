@@ -1,0 +1,22 @@
+// The E-step's quadratic forms eight at a time (dots16x8 in each ISA's
+// em_routing_<isa>.h), exported per ISA so that a test can hold the
+// transposed sum to the ISA's own dot16, bit for bit: the E-step uses one or
+// the other by position (eight parents at a time, the rest one by one), and
+// a routing's bits must not depend on which.
+#pragma once
+
+namespace vg {
+
+// out[k] = dot16(a + 16 k, b + 16 k) for k < 8: transposed (dots16x8) or one
+// by one (dot16). Call only where isa_supported(the ISA).
+#define VG_EM_DOTS(isa) void em_dots16x8_f32__##isa(const float* a, const float* b, float* out, bool transposed);
+#if defined(__x86_64__)
+VG_EM_DOTS(avx2)
+VG_EM_DOTS(avx512)
+#endif
+#if defined(__aarch64__)
+VG_EM_DOTS(neon)
+#endif
+#undef VG_EM_DOTS
+
+}  // namespace vg
