@@ -114,7 +114,6 @@ inline float pair_sum16(F16 t) { return hsum8(_mm256_add_ps(t.lo, t.hi)); }
 // the 8 registers are summed transposed, each lane taking hsum8's additions
 // (halves, then lanes 0+2 and 1+3, then 0+1), so ~1 shuffle and add a dot
 // where hsum8 costs 6.
-#define VG_HAS_DOTS16X8 1
 template <class Pair>
 inline void dots16x8(Pair ab, float* out) {
   __m256 t[8];

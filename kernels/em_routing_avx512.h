@@ -86,7 +86,6 @@ inline float dot16(F16 a, F16 b) { return _mm512_reduce_add_ps(_mm512_mul_ps(a, 
 // the 8 products are summed transposed, each lane taking
 // _mm512_reduce_add_ps's additions (halves of 8, of 4, then lanes 0+2 and
 // 1+3, then 0+1), ~1 shuffle and add a dot where the reduction costs 8.
-#define VG_HAS_DOTS16X8 1
 template <class Pair>
 inline void dots16x8(Pair ab, float* out) {
   __m512 t[8];

@@ -51,6 +51,21 @@ inline float hsum16(const F16& x) {
   return vaddvq_f32(vaddq_f32(vaddq_f32(x.q[0], x.q[1]), vaddq_f32(x.q[2], x.q[3])));
 }
 inline float dot16(const F16& a, const F16& b) { return hsum16(mul16(a, b)); }
+// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit:
+// each product's quarters summed as hsum16 sums them, then four dots' lanes
+// at once by pairwise adds, vaddvq_f32's order ((0 + 1) + (2 + 3)).
+template <class Pair>
+inline void dots16x8(Pair ab, float* out) {
+  float32x4_t s[8];
+  for (int k = 0; k < 8; ++k) {
+    F16 a, b;
+    ab(k, a, b);
+    const F16 t = mul16(a, b);
+    s[k] = vaddq_f32(vaddq_f32(t.q[0], t.q[1]), vaddq_f32(t.q[2], t.q[3]));
+  }
+  for (int k = 0; k < 8; k += 4)
+    vst1q_f32(out + k, vpaddq_f32(vpaddq_f32(s[k], s[k + 1]), vpaddq_f32(s[k + 2], s[k + 3])));
+}
 // t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
 // order of the scalar full backward's sum16, so its bits.
 inline float pair_sum16(const F16& t) {

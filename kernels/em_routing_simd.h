@@ -5,8 +5,8 @@
 //         zero16, load16, store16, bcast16, add16, sub16, mul16, div16,
 //         fma16(a, b, acc) = acc + a b (fused), max16(x, lo) (keeps a NaN x),
 //         zero_unless_gt16(v, x, lo) = v where x > lo else 0,
-//         float dot16(a, b), optionally dots16x8(pairs, out) = eight dot16s at once
-//         (same bits; VG_HAS_DOTS16X8, else this header's loop),
+//         float dot16(a, b), dots16x8(pairs, out) = eight dot16s at once, summed
+//         transposed with dot16's additions (the same bits: kernels/em_dots.h),
 //         float sum_log16(x) = sum_h log x_h,
 //         float pair_sum16(t) = sum_h t_h in the scalar full backward's
 //         pairwise order (em_backward_full_simd.h);
@@ -239,19 +239,6 @@ inline void softmax_rows(float* log_r, float* t, const float* mx, float* lse, in
     for (int j = 0; j < J; ++j) log_r[r * J + j] -= l;
   }
 }
-
-#ifndef VG_HAS_DOTS16X8
-// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives: one by one,
-// where the ISA's header has no transposed version (AVX-512, NEON).
-template <class Pair>
-inline void dots16x8(Pair ab, float* out) {
-  for (int k = 0; k < 8; ++k) {
-    F16 a, b;
-    ab(k, a, b);
-    out[k] = dot16(a, b);
-  }
-}
-#endif
 
 // One child's log-likelihoods over J upper capsules:
 // lr[j] = -1/2 (v_j - mu_j)^T diag(inv_s2_j) (v_j - mu_j) + norm[j], eight
