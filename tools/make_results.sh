@@ -3,7 +3,7 @@
 # results/provenance.md with the machine, the commit and each step's wall time.
 # Every step runs with --reproducible, so the tables come out bit for bit the
 # same on any x86-64 CPU with AVX2+FMA (timings and provenance aside).
-# Usage: bash tools/make_results.sh         (every part below but toys-seeds, and the rest: about 5 1/4 hours on 2 cores)
+# Usage: bash tools/make_results.sh         (every part below but toys-seeds, and the rest: about 6 hours on 2 cores)
 #        bash tools/make_results.sh plane   (only the in-plane sweeps, ~10 minutes;
 #                                            their provenance in results/provenance_plane.md)
 #        bash tools/make_results.sh robustness  (only the pixel-noise sweep, ~1 minute;
@@ -14,6 +14,9 @@
 #                                            merged; PROTOCOLS=azimuth for one; about an hour a protocol;
 #                                            results/provenance_toys-seeds.md, or with PROTOCOLS=P
 #                                            results/provenance_toys-seeds-P.md)
+#        bash tools/make_results.sh toys-dr (dr at the official code's initialisation,
+#                                            --dr-init-std 0.1, beside the CNN on the toys' Table 2,
+#                                            30 seeds; results/provenance_toys-dr.md; ~45 minutes)
 #        bash tools/make_results.sh toys-gaps (only the toys' gap sweep and its figures,
 #                                            results/provenance_toys-gaps.md; ~40 minutes on 2 cores)
 #        bash tools/make_results.sh convcaps (only the paper's networks on the canonical sweep,
@@ -30,8 +33,8 @@
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
 case "${1:-}" in
-  '' | plane | robustness | toys | toys-seeds | toys-gaps | convcaps | convcaps-splits | convcaps-table2 | figures) ;;
-  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, toys, toys-seeds, toys-gaps, convcaps, convcaps-splits, convcaps-table2 or figures" >&2
+  '' | plane | robustness | toys | toys-seeds | toys-dr | toys-gaps | convcaps | convcaps-splits | convcaps-table2 | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, toys, toys-seeds, toys-dr, toys-gaps, convcaps, convcaps-splits, convcaps-table2 or figures" >&2
      exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
@@ -106,13 +109,30 @@ toys_steps() {
   done
   toys_table_step
 }
-toys_table2_flags() {  # protocol: the flags of the toys' Table 2 sweeps, less --seeds and --out
-  echo "--data toys --split paper-$1 --n-epochs 15 --models caps,cnn,dr,nn1,linear --model-lr dr=1e-3" \
+toys_table2_flags() {  # protocol [models]: the flags of the toys' Table 2 sweeps, less --seeds and --out
+  echo "--data toys --split paper-$1 --n-epochs 15 --models ${2:-caps,cnn,dr,nn1,linear} --model-lr dr=1e-3" \
     "--reference cnn --match-familiar cnn --standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet"
 }
-toys_table_step() {
+toys_table_step() {  # the sections of the dr sweeps where toys-dr has made them
+  local dr=() protocol
+  for protocol in azimuth elevation; do
+    [ -f "$out/toys_paper_${protocol}_dr01/summary.csv" ] &&
+      dr+=(--sweep "$protocol, dr at --dr-init-std 0.1=$out/toys_paper_${protocol}_dr01")
+  done
   step "toys table" $py tools/toys_table.py --sweep "azimuth=$out/toys_paper_azimuth" \
-    --sweep "elevation=$out/toys_paper_elevation" --out "$out/toys"
+    --sweep "elevation=$out/toys_paper_elevation" "${dr[@]}" --out "$out/toys"
+}
+toys_dr_steps() {
+  # dr collapses on some seeds from its default start (docs/toys.md#why-dr-collapses); the
+  # official code's initialisation, --dr-init-std 0.1, avoids it. Here dr at 0.1 beside the
+  # CNN, with the table's flags otherwise, so the cnn rows are the table's bit for bit.
+  local protocol
+  for protocol in azimuth elevation; do
+    rm -rf "$out/toys_paper_${protocol}_dr01"
+    step "toys, $protocol, dr at --dr-init-std 0.1" "$exe" sweep $(toys_table2_flags "$protocol" cnn,dr) \
+      --dr-init-std 0.1 --seeds 0:29 --out "$out/toys_paper_${protocol}_dr01"
+  done
+  toys_table_step
 }
 toys_seeds_steps() {
   # Grows the toys' Table 2 sweeps from seeds 0:9 (what toys_steps ran before it
@@ -197,7 +217,7 @@ convcaps_table2_steps() {
 }
 # One part alone, with its own provenance (results/provenance_NAME.md).
 case "${1:-}" in
-  robustness | toys | toys-seeds | toys-gaps | plane | convcaps | convcaps-splits | convcaps-table2)
+  robustness | toys | toys-seeds | toys-dr | toys-gaps | plane | convcaps | convcaps-splits | convcaps-table2)
     "${1//-/_}_steps"
     summary_step
     # toys-seeds run for some protocols keeps the record of the run for the others.
@@ -217,7 +237,7 @@ case "${1:-}" in
 esac
 # A full run's provenance.md lists them all.
 rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_figures.md" "$out/provenance_toys.md" \
-  "$out/provenance_toys-gaps.md" "$out"/provenance_toys-seeds*.md \
+  "$out/provenance_toys-gaps.md" "$out"/provenance_toys-seeds*.md "$out/provenance_toys-dr.md" \
   "$out/provenance_convcaps.md" "$out/provenance_convcaps-splits.md" "$out/provenance_convcaps-table2.md"
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
@@ -273,6 +293,7 @@ step "32 x 32 renderer, paper's azimuth split" "$exe" sweep --split paper-azimut
 plane_steps
 robustness_steps
 toys_steps
+toys_dr_steps
 toys_gaps_steps
 convcaps_steps
 convcaps_splits_steps

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The paper's Table 2 on the toys dataset (docs/toys.md): familiar and novel error of every
 model, with 95 % bootstrap CIs over seeds, and each model's novel-error difference from the
-CNN's, paired by seed, for the azimuth and the elevation protocol.
+reference's (the CNN), paired by seed, for the azimuth and the elevation protocol.
 
   toys_table.py --sweep "azimuth=results/toys_paper_azimuth" \
                 --sweep "elevation=results/toys_paper_elevation" --out results/toys
 
-Each DIR is a `viewgap sweep --data toys --split paper-PROTOCOL --reference cnn ...`
-(tools/make_results.sh toys). Writes OUT/table.md. Errors are one line, exit 2.
+Each DIR is a `viewgap sweep --data toys --split paper-PROTOCOL --reference REF ...`
+(tools/make_results.sh toys), a section of the table under the name before the =; the
+reference is the sweep's own (its paired rows). Writes OUT/table.md. Errors are one line,
+exit 2.
 """
 import argparse
 import csv
@@ -69,9 +71,9 @@ def main():
              "or `toys-seeds` grows from 10 seeds to 30 (commands and machines in "
              "`results/provenance_toys.md` and `results/provenance_toys-seeds-PROTOCOL.md`). Error = 1 − accuracy; "
              "familiar: the test toys at the training views, novel: at the held-out views; mean "
-             "[95 % bootstrap CI] over seeds. Δ novel: the model's novel error minus the CNN's, "
-             "paired by seed (negative: fewer errors than the CNN), with the model's wins/ties/losses "
-             "in accuracy.", ""]
+             "[95 % bootstrap CI] over seeds. Δ novel: the model's novel error minus the reference's "
+             "(the sweep's `--reference`), paired by seed (negative: fewer errors than the reference), "
+             "with the model's wins/ties/losses in accuracy.", ""]
     for spec in a.sweep:
         if "=" not in spec:
             fail(f"--sweep '{spec}': expected PROTOCOL=DIR")
@@ -79,11 +81,16 @@ def main():
         rows = read_summary(d)
         models = [m for (k, m, metric) in rows if k == "model" and metric == "familiar"]
         n = rows[("model", models[0], "familiar")]["n"]
+        # The reference: the model every other one is paired with.
+        refs = [r for r in models if all(("paired", f"{r}-{m}", "heldout") in rows for m in models if m != r)]
+        if len(refs) != 1:
+            fail(f"{d}: no one model is paired with every other (a sweep with --reference?)")
+        ref = refs[0]
         lines += [f"## {protocol} ({n} seeds; `{d}`)", "",
-                  "| model | familiar error | novel error | Δ novel vs cnn |", "|---|---|---|---|"]
+                  f"| model | familiar error | novel error | Δ novel vs {ref} |", "|---|---|---|---|"]
         for m in models:
             fam, nov = rows[("model", m, "familiar")], rows[("model", m, "heldout")]
-            pair = rows.get(("paired", f"cnn-{m}", "heldout"))
+            pair = rows.get(("paired", f"{ref}-{m}", "heldout"))
             lines.append(f"| {m} | {error_cell(fam)} | {error_cell(nov)} | "
                          f"{diff_cell(pair) if pair else '—'} |")
         lines.append("")
