@@ -81,11 +81,23 @@ inline F16 fma16(F16 a, F16 b, F16 acc) { return _mm512_fmadd_ps(a, b, acc); }
 // vmaxps returns its second operand when either is NaN: a NaN x stays.
 inline F16 max16(F16 x, F16 lo) { return _mm512_max_ps(lo, x); }
 inline F16 zero_unless_gt16(F16 v, F16 x, F16 lo) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), v); }
-inline float dot16(F16 a, F16 b) { return _mm512_reduce_add_ps(_mm512_mul_ps(a, b)); }
+// t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
+// order of the scalar full backward's sum16, so its bits.
+inline float pair_sum16(F16 t) {
+  const __m256 u = _mm256_add_ps(_mm512_castps512_ps256(t), _mm512_extractf32x8_ps(t, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+// The products summed in pair_sum16's order, which is also GCC's
+// _mm512_reduce_add_ps's, written out so that no compiler's reduction order
+// decides the bits dots16x8 must match.
+inline float dot16(F16 a, F16 b) { return pair_sum16(_mm512_mul_ps(a, b)); }
 // out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit:
-// the 8 products are summed transposed, each lane taking
-// _mm512_reduce_add_ps's additions (halves of 8, of 4, then lanes 0+2 and
-// 1+3, then 0+1), ~1 shuffle and add a dot where the reduction costs 8.
+// the 8 products are summed transposed, each lane taking dot16's additions
+// (halves of 8, of 4, then lanes 0+2 and 1+3, then 0+1), ~1 shuffle and add
+// a dot where one reduction costs 8.
 template <class Pair>
 inline void dots16x8(Pair ab, float* out) {
   __m512 t[8];
@@ -110,15 +122,6 @@ inline void dots16x8(Pair ab, float* out) {
                                  _mm512_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
   _mm256_storeu_ps(out, _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r)));
-}
-// t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
-// order of the scalar full backward's sum16, so its bits.
-inline float pair_sum16(F16 t) {
-  const __m256 u = _mm256_add_ps(_mm512_castps512_ps256(t), _mm512_extractf32x8_ps(t, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 // sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2)
