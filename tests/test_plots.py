@@ -452,6 +452,40 @@ class PlotTest(unittest.TestCase):
                 self.assert_error(plot("sweep", d, "--out", out), needle)
         self.assert_error(plot("sweep", self.path("absent"), "--out", out), "not a directory")
 
+    def test_toys_table_pairs_each_section_with_its_own_reference(self):
+        """tools/toys_table.py: a section's Δ column is against the model every other one is
+        paired with (hyphenated names too); a sweep with no such model is one line, exit 2."""
+        header = "kind,model,metric,n,mean,ci_lo,ci_hi,wins,ties,losses\n"
+        rows = {"paper": header + "model,convcaps,familiar,5,0.8,0.7,0.9,,,\n"
+                                  "model,convcaps,heldout,5,0.6,0.5,0.7,,,\n"
+                                  "model,cnn-paper,familiar,5,0.9,0.85,0.95,,,\n"
+                                  "model,cnn-paper,heldout,5,0.65,0.6,0.7,,,\n"
+                                  "paired,cnn-paper-convcaps,heldout,5,0.05,0.01,0.09,4,0,1\n",
+                "unpaired": header + "model,caps,familiar,5,0.8,0.7,0.9,,,\n"
+                                     "model,caps,heldout,5,0.6,0.5,0.7,,,\n"
+                                     "model,cnn,familiar,5,0.9,0.85,0.95,,,\n"
+                                     "model,cnn,heldout,5,0.65,0.6,0.7,,,\n"}
+        for name, text in rows.items():
+            os.makedirs(self.path(name))
+            with open(self.path(name, "summary.csv"), "w") as f:
+                f.write(text)
+        table = os.path.join(ROOT, "tools", "toys_table.py")
+        r = subprocess.run([sys.executable, table, "--sweep", "azimuth=" + self.path("paper"), "--out", self.path("t")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.path("t", "table.md")) as f:
+            md = f.read()
+        self.assertIn("| model | familiar error | novel error | Δ novel vs cnn-paper |", md)
+        # convcaps: error 1 - accuracy with its CI turned round; the CNN's wins are its losses.
+        self.assertIn("| convcaps | 0.200 [0.100, 0.300] | 0.400 [0.300, 0.500] | +0.050 [+0.010, +0.090], 1/0/4 |", md)
+        self.assertIn("| cnn-paper | 0.100 [0.050, 0.150] | 0.350 [0.300, 0.400] | — |", md)
+        r = subprocess.run([sys.executable, table, "--sweep", "azimuth=" + self.path("unpaired"), "--out", self.path("u")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("no one model is paired with every other", r.stderr)
+        self.assertFalse(os.path.exists(self.path("u", "table.md")))
+
     def test_argument_errors_are_one_line(self):
         for args, needle in ((["run"], "the following arguments are required: input"),
                              ([], "the following arguments are required"),
