@@ -16,7 +16,7 @@
 #                                            results/provenance_toys-seeds-P.md)
 #        bash tools/make_results.sh toys-dr (dr at the official code's initialisation,
 #                                            --dr-init-std 0.1, beside the CNN on the toys' Table 2,
-#                                            30 seeds; results/provenance_toys-dr.md; ~45 minutes)
+#                                            30 seeds; results/provenance_toys-dr.md; about an hour)
 #        bash tools/make_results.sh toys-gaps (only the toys' gap sweep and its figures,
 #                                            results/provenance_toys-gaps.md; ~40 minutes on 2 cores)
 #        bash tools/make_results.sh convcaps (only the paper's networks on the canonical sweep,
