@@ -99,6 +99,11 @@ excluded=(
   "ConvEmRouting.StopGradientBackwardMatchesFiniteDifferencesOfTheFrozenMStep"
   "AllVariants/ConvEmRoutingVariantBackward.BothSchemesMatchFiniteDifferences/scalar.*"
   "EmRoutingOptions.FullBackwardMatchesFiniteDifferencesThrough1To3Iterations"  # the same, dense
+  # The seed's caps through 1-3 full EM iterations against finite differences
+  # (1.6 s native, 234 s emulated alone, past ctest's 600 s on a loaded machine):
+  # the NEON dense backward it runs is held bit for bit to the scalar one here
+  # (EmRoutingVariant.FullBackwardIsTheScalarReferenceBitForBitAtEveryShape/neon).
+  "GradientCheck.CapsNetFullBackpropThrough1To3IterationsMatchesFiniteDifferences"
   # Whole models and training runs over kernels tested here one by one (minutes
   # each emulated, measured on a loaded machine): the paper CNN's finite
   # differences with dropout (490 s; its conv and pool layers' tests run here),
