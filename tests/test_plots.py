@@ -8,6 +8,7 @@ Runs on the outputs of a tiny real `viewgap run` (and `run --dump`, `sweep`, whe
 binary has them), and on the fixtures in tools/fixtures/ otherwise. The binary is
 $VIEWGAP_EXE, or build/release/viewgap; the real-run tests are skipped without it.
 """
+import csv
 import json
 import os
 import shutil
@@ -485,6 +486,47 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
         self.assertIn("no one model is paired with every other", r.stderr)
         self.assertFalse(os.path.exists(self.path("u", "table.md")))
+
+    def test_table2_shows_the_seeds_only_where_rows_differ(self):
+        """tools/table2.py: sweeps of one seed count say it once in the text; a protocol grown to
+        more seeds than another gives both tables a seeds column, each row its own count."""
+        res = os.path.join(ROOT, "results")
+        table = os.path.join(ROOT, "tools", "table2.py")
+        five = self.path("five")
+        shutil.copytree(os.path.join(res, "table2_azimuth_convcaps"), five)
+        # The same sweep's rows as if it had run 30 seeds: only n changes.
+        with open(os.path.join(five, "summary.csv")) as f:
+            rows = list(csv.DictReader(f))
+        thirty = self.path("thirty")
+        shutil.copytree(five, thirty)
+        with open(os.path.join(thirty, "summary.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows({**r, "n": "30"} for r in rows)
+        for name, sweeps, header, cells in (
+                ("uniform", ["azimuth/convcaps=" + five, "elevation/convcaps=" + five],
+                 "| protocol | shapes | model | familiar error (95 % CI) | novel error (95 % CI) | steps |\n", "5 seeds per row;"),
+                ("mixed", ["azimuth/convcaps=" + thirty, "elevation/convcaps=" + five],
+                 "| protocol | shapes | model | familiar error (95 % CI) | novel error (95 % CI) | steps | seeds |\n",
+                 "The seeds per row are in the last column;")):
+            with self.subTest(name):
+                args = [sys.executable, table, "--out", self.path(name), "--file", "t.md"]
+                for s in sweeps:
+                    args += ["--sweep", s]
+                os.makedirs(self.path(name))
+                r = subprocess.run(args, capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                with open(self.path(name, "t.md")) as f:
+                    md = f.read()
+                self.assertIn(header, md)
+                self.assertIn(cells, md)
+                lines = [l for l in md.splitlines() if l.startswith("| azimuth | seed | convcaps |")]
+                self.assertEqual(len(lines), 2, md)  # the error row and the paired row
+                for l in lines:
+                    self.assertEqual(l.endswith(" | 30 |"), name == "mixed", l)
+                el = [l for l in md.splitlines() if l.startswith("| elevation | seed | convcaps |")]
+                for l in el:
+                    self.assertEqual(l.endswith(" | 5 |"), name == "mixed", l)
 
     def test_argument_errors_are_one_line(self):
         for args, needle in ((["run"], "the following arguments are required: input"),

@@ -26,6 +26,13 @@
 #                                            ~1 hour with JOBS=1)
 #        bash tools/make_results.sh convcaps-table2 (the paper's networks in Table 2, 5 seeds;
 #                                            results/provenance_convcaps-table2.md; ~40 minutes on 2 cores)
+#        bash tools/make_results.sh convcaps-table2-seeds (the paper's networks' Table 2 grown
+#                                            from 5 seeds to 30, merged; PROTOCOLS=azimuth for one;
+#                                            ~1 1/2 hours a protocol on 2 cores;
+#                                            results/provenance_convcaps-table2-seeds[-P].md)
+#        bash tools/make_results.sh convcaps-norb (the paper's networks on the smallNORB-format
+#                                            export, the paper's azimuth split, 5 seeds;
+#                                            results/provenance_convcaps-norb.md; ~1 hour on 2 cores)
 #        bash tools/make_results.sh figures (only plot.py's figures, redrawn from the
 #                                            committed run dumps and sweeps, ~2 minutes;
 #                                            results/provenance_figures.md)
@@ -33,8 +40,8 @@
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
 case "${1:-}" in
-  '' | plane | robustness | toys | toys-seeds | toys-dr | toys-gaps | convcaps | convcaps-splits | convcaps-table2 | figures) ;;
-  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, toys, toys-seeds, toys-dr, toys-gaps, convcaps, convcaps-splits, convcaps-table2 or figures" >&2
+  '' | plane | robustness | toys | toys-seeds | toys-dr | toys-gaps | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, toys, toys-seeds, toys-dr, toys-gaps, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb or figures" >&2
      exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
@@ -134,31 +141,36 @@ toys_dr_steps() {
   done
   toys_table_step
 }
-toys_seeds_steps() {
-  # Grows the toys' Table 2 sweeps from seeds 0:9 (what toys_steps ran before it
-  # ran 30) to 0:29 without rerunning those ten: seeds 10:29 are swept on their
-  # own in build/toys-parts (rerunning this resumes them), then merged with the
-  # first ten (viewgap merge: the 30-seed sweep's tables, bit for bit).
-  # PROTOCOLS picks the protocols (default: azimuth elevation); one already at
-  # 30 seeds is left as it is.
-  local parts=build/toys-parts protocol
+grow_seeds() {  # label dir n parts sweep-flags...: DIR's sweep from seeds 0:N-1 to 0:29
+  # Seeds N:29 are swept on their own in PARTS (rerunning this resumes them), then
+  # merged with the first N (viewgap merge: the 30-seed sweep's tables, bit for bit),
+  # so the seeds already run are not run again. A sweep at 30 seeds is left as it is.
+  local label=$1 dir=$2 n=$3 parts=$4 seeds
+  shift 4
+  local name=$(basename "$dir")
+  local part=$parts/${name}_$n-29 first=$parts/${name}_0-$((n - 1)) merged=$parts/${name}_merged
   mkdir -p "$parts"
+  seeds=$($py -c 'import json, sys; print(json.load(open(sys.argv[1]))["config"]["seeds"])' "$dir/meta.json")
+  case "$seeds" in
+    "[$(seq -s ', ' 0 $((n - 1)))]") ;;
+    "[$(seq -s ', ' 0 29)]") echo "$dir: at 30 seeds already"; return ;;
+    *) echo "make_results.sh: $dir holds seeds $seeds, expected 0:$((n - 1)) or 0:29" >&2; exit 1 ;;
+  esac
+  local resume=()
+  [ -f "$part/meta.json" ] && resume=(--resume)
+  step "$label, seeds $n:29" "$exe" sweep "$@" --seeds $n:29 --out "$part" "${resume[@]}"
+  # Merged beside, then put in place: a failure leaves the shorter sweep where it was.
+  rm -rf "$merged" "$first"
+  step "$label, seeds 0:$((n - 1)) and $n:29 merged" "$exe" merge "$dir" "$part" --out "$merged"
+  mv "$dir" "$first"
+  mv "$merged" "$dir"
+}
+toys_seeds_steps() {
+  # Grows the toys' Table 2 sweeps from seeds 0:9 (what toys_steps ran before it ran 30)
+  # to 0:29. PROTOCOLS picks the protocols (default: azimuth elevation).
+  local protocol
   for protocol in ${PROTOCOLS:-azimuth elevation}; do
-    local dir=$out/toys_paper_$protocol part=$parts/${protocol}_10-29 seeds
-    seeds=$($py -c 'import json, sys; print(json.load(open(sys.argv[1]))["config"]["seeds"])' "$dir/meta.json")
-    case "$seeds" in
-      "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]") ;;
-      "[$(seq -s ', ' 0 29)]") echo "$dir: at 30 seeds already"; continue ;;
-      *) echo "make_results.sh toys-seeds: $dir holds seeds $seeds, expected 0:9 or 0:29" >&2; exit 1 ;;
-    esac
-    local resume=()
-    [ -f "$part/meta.json" ] && resume=(--resume)
-    step "toys, $protocol, seeds 10:29" "$exe" sweep $(toys_table2_flags "$protocol") --seeds 10:29 --out "$part" "${resume[@]}"
-    # Merged beside, then put in place: a failure leaves the 10-seed sweep where it was.
-    rm -rf "$parts/${protocol}_merged" "$parts/${protocol}_0-9"
-    step "toys, $protocol, seeds 0:9 and 10:29 merged" "$exe" merge "$dir" "$part" --out "$parts/${protocol}_merged"
-    mv "$dir" "$parts/${protocol}_0-9"
-    mv "$parts/${protocol}_merged" "$dir"
+    grow_seeds "toys, $protocol" "$out/toys_paper_$protocol" 10 build/toys-parts $(toys_table2_flags "$protocol")
   done
   toys_table_step
 }
@@ -208,21 +220,50 @@ convcaps_table2_steps() {
   # passes over 2,700 views every 10 steps).
   rm -rf "$out/table2_azimuth_convcaps" "$out/table2_elevation_convcaps"
   for protocol in azimuth elevation; do
-    step "table 2, $protocol, the paper's networks" "$exe" sweep --split paper-$protocol --gaps given --seeds 0:4 \
-      --models convcaps,cnn-paper --reference convcaps --match-familiar cnn-paper --stop-check-every 10 \
-      --grid shapes=seed,asym --jobs "${JOBS:-2}" --reproducible --quiet --out "$out/table2_${protocol}_convcaps"
+    step "table 2, $protocol, the paper's networks" "$exe" sweep $(convcaps_table2_flags "$protocol") --seeds 0:4 \
+      --out "$out/table2_${protocol}_convcaps"
   done
+  convcaps_table2_table_step
+}
+convcaps_table2_flags() {  # protocol: the flags of the paper's networks' Table 2 sweeps, less --seeds and --out
+  echo "--split paper-$1 --gaps given --models convcaps,cnn-paper --reference convcaps --match-familiar cnn-paper" \
+    "--stop-check-every 10 --grid shapes=seed,asym --jobs ${JOBS:-2} --reproducible --quiet"
+}
+convcaps_table2_table_step() {
   step "table 2, the paper's networks" $py tools/table2.py --out "$out" --file table2_convcaps.md \
     --sweep "azimuth/convcaps=$out/table2_azimuth_convcaps" --sweep "elevation/convcaps=$out/table2_elevation_convcaps"
 }
+convcaps_table2_seeds_steps() {
+  # Grows the paper's networks' Table 2 from seeds 0:4 to 0:29 (about 1,050 s of 2 cores
+  # for azimuth's 5 seeds and 1,370 s for elevation's). PROTOCOLS picks the protocols.
+  local protocol
+  for protocol in ${PROTOCOLS:-azimuth elevation}; do
+    grow_seeds "table 2, $protocol, the paper's networks" "$out/table2_${protocol}_convcaps" 5 build/convcaps-parts \
+      $(convcaps_table2_flags "$protocol")
+  done
+  convcaps_table2_table_step
+}
+convcaps_norb_steps() {
+  # The paper's networks (issue 29) on the smallNORB-format export of the asym shapes, as the
+  # seed's caps and cnn run in results/norb_paper_azimuth: the paper's azimuth split, every
+  # model its full epochs (smallNORB's files hold no validation toys to match on). 5 seeds:
+  # a convcaps cell trains on 8,100 stereo pairs an epoch.
+  local dir=build/norb-export-convcaps
+  rm -rf "$dir" "$out/norb_paper_azimuth_convcaps"
+  step "smallNORB-format export" "$exe" export-norb "$dir/asym" --shapes asym --quiet
+  step "smallNORB-format data, paper's azimuth split, the paper's networks" "$exe" sweep --data "norb:$dir/asym" \
+    --split paper-azimuth --seeds 0:4 --models convcaps,cnn-paper --reference cnn-paper --jobs "${JOBS:-2}" \
+    --reproducible --quiet --out "$out/norb_paper_azimuth_convcaps"
+  rm -rf "$dir"
+}
 # One part alone, with its own provenance (results/provenance_NAME.md).
 case "${1:-}" in
-  robustness | toys | toys-seeds | toys-dr | toys-gaps | plane | convcaps | convcaps-splits | convcaps-table2)
+  robustness | toys | toys-seeds | toys-dr | toys-gaps | plane | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb)
     "${1//-/_}_steps"
     summary_step
     # toys-seeds run for some protocols keeps the record of the run for the others.
     name=$1
-    [ "$1" = toys-seeds ] && [ -n "${PROTOCOLS:-}" ] && name=$1-$(echo $PROTOCOLS | tr ' ' -)
+    case "$1" in toys-seeds | convcaps-table2-seeds) [ -n "${PROTOCOLS:-}" ] && name=$1-$(echo $PROTOCOLS | tr ' ' -) ;; esac
     mv "$prov" "$out/provenance_$name.md"
     cat "$out/provenance_$name.md"
     exit 0
@@ -238,7 +279,8 @@ esac
 # A full run's provenance.md lists them all.
 rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_figures.md" "$out/provenance_toys.md" \
   "$out/provenance_toys-gaps.md" "$out"/provenance_toys-seeds*.md "$out/provenance_toys-dr.md" \
-  "$out/provenance_convcaps.md" "$out/provenance_convcaps-splits.md" "$out/provenance_convcaps-table2.md"
+  "$out/provenance_convcaps.md" "$out/provenance_convcaps-splits.md" "$out/provenance_convcaps-table2.md" \
+  "$out"/provenance_convcaps-table2-seeds*.md "$out/provenance_convcaps-norb.md"
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
 rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput" "$out/ablation_seed_split" "$out/ablation_gap90" \
@@ -298,6 +340,7 @@ toys_gaps_steps
 convcaps_steps
 convcaps_splits_steps
 convcaps_table2_steps
+convcaps_norb_steps
 # Throughput: the same 12 cells with 1 and 2 jobs, back to back.
 mkdir -p "$out/throughput"
 for j in 1 2; do

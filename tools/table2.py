@@ -90,7 +90,7 @@ def main():
            "|---|---|---|---|---|---|"]
     paired = ["| protocol | shapes | capsules | caps − CNN novel error (95 % CI) | relative to the CNN's | caps better / tie / worse | Wilcoxon p |",
               "|---|---|---|---|---|---|---|"]
-    n_seeds = None
+    n_seeds = set()
     configs = set()
     for protocol, config, d, rows, steps in sweeps:
         configs.add(config)
@@ -105,8 +105,9 @@ def main():
                 fam, nov = rows.get((shapes, "model", m, "familiar")), rows.get((shapes, "model", m, "heldout"))
                 if fam is None or nov is None:
                     fail(f"{d}: no {m} rows for shapes={shapes}")
-                n_seeds = n_seeds or fam["n"]
-                out.append(f"| {protocol} | {shapes} | {name} | {err(fam)} | {err(nov)} | {steps.get((shapes, m), 0):.0f} |")
+                n_seeds.add(int(fam["n"]))
+                out.append(f"| {protocol} | {shapes} | {name} | {err(fam)} | {err(nov)} | {steps.get((shapes, m), 0):.0f} |"
+                           f" {fam['n']} |")
             p = rows.get((shapes, "paired", f"{caps}-{cnn_model}", "heldout"))
             cnn = rows.get((shapes, "model", cnn_model, "heldout"))
             if p is None or cnn is None:
@@ -114,16 +115,26 @@ def main():
             d_err, lo, hi = -float(p["mean"]), -float(p["ci_hi"]), -float(p["ci_lo"])
             rel = d_err / (1 - float(cnn["mean"])) if float(cnn["mean"]) < 1 else float("nan")
             paired.append(f"| {protocol} | {shapes} | {config} | {d_err:+.3f} [{lo:+.3f}, {hi:+.3f}] | {rel:+.0%} | "
-                          f"{p['wins']} / {p['ties']} / {p['losses']} | {float(p['p_value']):.2g} |")
+                          f"{p['wins']} / {p['ties']} / {p['losses']} | {float(p['p_value']):.2g} | {p['n']} |")
+    # One seed count for every row goes in the text; sweeps grown to more seeds
+    # one protocol at a time keep a column.
+    if len(n_seeds) == 1:
+        out = out[:2] + [r[:r.rstrip(" |").rfind("|") + 1] for r in out[2:]]
+        paired = paired[:2] + [r[:r.rstrip(" |").rfind("|") + 1] for r in paired[2:]]
+        seeds_text = f"{n_seeds.pop()} seeds per row"
+    else:
+        out[0], out[1] = out[0] + " seeds |", out[1] + "---|"
+        paired[0], paired[1] = paired[0] + " seeds |", paired[1] + "---|"
+        seeds_text = "The seeds per row are in the last column"
     if configs == {"convcaps"}:
-        intro = (f"{n_seeds} seeds per row; both networks train on the same data per seed. The paper's CNN "
+        intro = (f"{seeds_text}; both networks train on the same data per seed. The paper's CNN "
                  f"(`cnn-paper`) trains its full 10 epochs; the paper's capsule network (`convcaps`, at its own "
                  f"defaults: spread loss, full backpropagation through EM, the official λ schedule) stops at the "
                  f"first check (every 10 steps) where its accuracy on a familiar *validation* split reaches the "
                  f"CNN's final one (`--match-familiar cnn-paper`), as the paper matched its networks. The seed's "
                  f"models and the trivial baselines on the same splits are in `table2.md`.")
     else:
-        intro = (f"{n_seeds} seeds per row; every model trains on the same data per seed. The CNN trains its full "
+        intro = (f"{seeds_text}; every model trains on the same data per seed. The CNN trains its full "
                  f"10 epochs; the capsule model stops at the first check (every 10 steps) where its accuracy on a "
                  f"familiar *validation* split reaches the CNN's final one (`--match-familiar cnn`); nn1 and linear "
                  f"are the trivial baselines. `seed`: the seed's capsule model; `paper`: full backpropagation "
