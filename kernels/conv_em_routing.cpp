@@ -13,9 +13,12 @@ int windows(const ConvVotesShape& s) { return s.B * s.Ho() * s.Wo(); }
 // Full backward scratch per batch item, in conv_em_backward_full_f32__scalar's
 // order: dl (Pw I J), g (I J), dla (Pw I), dmu and dsigma2 (Pw J 16), dlog a
 // (Pw J), the per-child sums (H W Ci J), the mean carry's dmu (Pw J 16).
-// The most windows holding one child, times J: the SIMD E-steps' run.
+// The SIMD E-steps' scratch for one batch item (conv_em_routing_simd.h): per
+// child a row of maxima and one of sums (H W Ci x J each), one window's exps
+// (I x J), and per child its log-sum, padded to whole vectors of 16.
 size_t e_buf_size(const ConvVotesShape& s) {
-  return size_t((s.kh() - 1) / s.step() + 1) * ((s.kw() - 1) / s.step() + 1) * s.Co;
+  const size_t children = size_t(s.H) * s.W * s.Ci;
+  return 2 * children * s.Co + size_t(s.I()) * s.Co + (children + 15) / 16 * 16;
 }
 
 size_t full_scratch(const ConvVotesShape& s) {

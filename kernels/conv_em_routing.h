@@ -64,7 +64,7 @@ struct ConvEmState {
   // flag works as in em_routing.h (one M-step, no E-step: tests only).
   EmState em;
   std::vector<float> log_a_child;  // B x H x W x Ci   log sigmoid of the input logits
-  std::vector<float> e_buf;        // the SIMD E-steps' run of one child's entries (windows x J)
+  std::vector<float> e_buf;        // the SIMD E-steps' per-child rows of one batch item
   // Full backward scratch, per batch item (see conv_em_backward_full_f32__scalar).
   mutable std::vector<float> scratch;
 

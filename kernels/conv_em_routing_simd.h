@@ -6,9 +6,9 @@
 // header, and defines the kernels with VG_CEM_DEFINE(<isa>); the code lands in
 // that file's anonymous namespace, built with its flags.
 // The arithmetic is conv_em_e_step_f32__scalar's, batched: pass 1 forms each
-// window's log-likelihoods a pose (16 floats) at a time, pass 2 gathers each
-// child's entries from the windows holding it into one run, whose exps go
-// through the vector exp. What rounds differently from the scalar reference
+// window's log-likelihoods a pose (16 floats) at a time, pass 2 normalises
+// each child's entries over the windows holding it, streaming the windows and
+// scattering into per-child rows. What rounds differently from the scalar reference
 // (FMAs, the horizontal sums, sum_log16, the vector exp and log) is bounded in
 // tests/test_conv_em_routing.cpp.
 #pragma once
@@ -41,49 +41,75 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
       log_likelihoods(lr, V + (size_t(p) * I + q) * J * H, mu + size_t(p) * J * H, inv_s2, nrm, J);
     }
   }
-  // Pass 2, per child: its entries of every window holding it, t[w J + j],
-  // shifted by their max (over all, or per type j in the official mode),
-  // exponentiated as one run, summed, and the log-sum-exp subtracted.
+  // Pass 2, one batch item at a time: for each child, t = exp(lr - max) over
+  // its entries in every window holding it (the max over all of them, or per
+  // type j in the official mode), z = the sum of t in window order (summed
+  // over j too in the paper mode), then lr -= max + log z. The windows stream
+  // in order and scatter into per-child rows (mx, z), so the exps, logs and
+  // row operations run on long runs of whole vectors, and each child's sums
+  // keep the scalar reference's window order. For J a multiple of the vector
+  // width this gives the bits of a per-child gather (tests: ConvEmRouting*).
   const bool paper = norm == ConvEmNorm::paper;
-  float* t = st.e_buf.data();
-  float mx[64], z[64];
-  for (int b = 0; b < s.B; ++b)
-    for (int y = 0; y < s.H; ++y)
-      for (int x = 0; x < s.W; ++x) {
-        int ylo, yhi, xlo, xhi;
-        conv_em_windows_of(y, s.kh(), s.step(), Ho, &ylo, &yhi);
-        conv_em_windows_of(x, s.kw(), s.step(), Wo, &xlo, &xhi);
-        if (ylo > yhi || xlo > xhi) continue;  // no window holds the child
-        const int nw = (yhi - ylo + 1) * (xhi - xlo + 1), n = nw * J;
-        // Calls f(w, row) for the child's row of J entries in each window
-        // holding it, in window order (no division in the walk).
-        const size_t nj = size_t(J);
-        auto windows = [&](int ci, auto f) {
-          for (int oy = ylo, w = 0; oy <= yhi; ++oy)
-            for (int ox = xlo; ox <= xhi; ++ox, ++w) {
-              const size_t p = (size_t(b) * Ho + oy) * Wo + ox;
-              const int q = ((y - oy * s.step()) * s.kw() + (x - ox * s.step())) * s.Ci + ci;
-              f(w, em.log_r.data() + (p * I + q) * nj);
-            }
-        };
-        for (int ci = 0; ci < s.Ci; ++ci) {
-          std::fill_n(mx, J, -INFINITY);
-          windows(ci, [&](int, const float* r) { max_n(mx, r, nj); });
-          if (paper) std::fill_n(mx, J, *std::max_element(mx, mx + J));
-          windows(ci, [&](int w, const float* r) { sub_n(t + size_t(w) * nj, r, mx, nj); });
-          exp_n(t, size_t(n));
-          std::fill_n(z, J, 0.f);
-          for (int w = 0; w < nw; ++w) add_n(z, t + size_t(w) * nj, nj);
-          if (paper) {
-            float sum = 0.f;
-            for (int j = 0; j < J; ++j) sum += z[j];
-            std::fill_n(z, J, sum);
-          }
-          log_n(z, nj);
-          add_n(z, mx, nj);  // mx + z, as the scalar r -= mx + z adds them
-          windows(ci, [&](int, float* r) { sub_n(r, r, z, nj); });
-        }
+  const int Pw = Ho * Wo;
+  const size_t nj = size_t(J), IJ = size_t(I) * J, children = size_t(s.H) * s.W * s.Ci;
+  float* mx = st.e_buf.data();    // children x J
+  float* z = mx + children * nj;  // children x J
+  float* t = z + children * nj;   // I x J: one window's exps
+  float* lz = t + IJ;             // children, padded to 16: the paper mode's log z, then max + log z
+  const size_t padded = (children + 15) / 16 * 16;  // e_buf_size's
+  // f(q, c) for each child q of window w: c, its place on the item's child
+  // grid (conv_em_child_of, walked without a division).
+  auto window_rows = [&](int w, auto f) {
+    const int oy = w / Wo, ox = w % Wo;
+    for (int ky = 0, q = 0; ky < s.kh(); ++ky)
+      for (int kx = 0; kx < s.kw(); ++kx) {
+        const size_t c0 = (size_t(oy * s.step() + ky) * s.W + (ox * s.step() + kx)) * s.Ci;
+        for (int ci = 0; ci < s.Ci; ++ci, ++q) f(q, c0 + ci);
       }
+  };
+  alignas(64) float row[64];
+  for (int b = 0; b < s.B; ++b) {
+    float* lr = em.log_r.data() + size_t(b) * Pw * IJ;
+    std::fill_n(mx, children * nj, -INFINITY);
+    for (int w = 0; w < Pw; ++w)
+      window_rows(w, [&](int q, size_t c) { max_n(mx + c * nj, lr + w * IJ + q * nj, nj); });
+    if (paper)
+      for (size_t c = 0; c < children; ++c) {  // a max is exact in any order
+        float* m = mx + c * nj;
+        std::fill_n(m, nj, *std::max_element(m, m + nj));
+      }
+    std::fill_n(z, children * nj, 0.f);
+    for (int w = 0; w < Pw; ++w) {
+      const float* r = lr + w * IJ;
+      window_rows(w, [&](int q, size_t c) { sub_n(t + q * nj, r + q * nj, mx + c * nj, nj); });
+      exp_n(t, IJ);
+      window_rows(w, [&](int q, size_t c) { add_n(z + c * nj, t + q * nj, nj); });
+    }
+    if (paper) {
+      for (size_t c = 0; c < children; ++c) {
+        float sum = 0.f;
+        for (size_t j = 0; j < nj; ++j) sum += z[c * nj + j];
+        lz[c] = sum;
+      }
+      std::fill(lz + children, lz + padded, 1.f);
+      log_n(lz, padded);  // whole vectors: each lane is the one log the gather took of J copies
+      for (size_t c = 0; c < children; ++c) lz[c] += mx[c * nj];
+    } else {
+      log_n(z, children * nj);
+      add_n(z, mx, children * nj);  // mx + z, as the scalar r -= mx + z adds them
+    }
+    for (int w = 0; w < Pw; ++w) {
+      float* r = lr + w * IJ;
+      window_rows(w, [&](int q, size_t c) {
+        if (paper) {
+          std::fill_n(row, nj, lz[c]);
+          sub_n(r + q * nj, r + q * nj, row, nj);
+        } else {
+          sub_n(r + q * nj, r + q * nj, z + c * nj, nj);
+        }
+      });
+    }
+  }
 }
 
 // The full backward (conv_em_backward_full_f32__scalar's contract and
