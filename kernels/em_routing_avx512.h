@@ -172,7 +172,7 @@ inline void for_runs(size_t n, VecFn vec, ScalarFn) {
   if (k < n) vec(k, Masked{__mmask16((1u << (n - k)) - 1)});
 }
 
-constexpr int kMomentJ = 8;  // eight independent FMA chains: two FMAs a cycle at a latency of 4
+constexpr int kMomentJ = 4;  // four independent FMA chains
 
 }  // namespace
 }  // namespace vg
