@@ -58,7 +58,7 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
   float* lz = t + IJ;             // children, padded to 16: the paper mode's log z, then max + log z
   const size_t padded = (children + 15) / 16 * 16;  // e_buf_size's
   // f(q, c) for each child q of window w: c, its place on the item's child
-  // grid (conv_em_child_of, walked without a division).
+  // grid (conv_em_child_of, walked with one division a window).
   auto window_rows = [&](int w, auto f) {
     const int oy = w / Wo, ox = w % Wo;
     for (int ky = 0, q = 0; ky < s.kh(); ++ky)
