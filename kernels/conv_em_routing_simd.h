@@ -55,7 +55,7 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
   float* mx = st.e_buf.data();    // children x J
   float* z = mx + children * nj;  // children x J
   float* t = z + children * nj;   // I x J: one window's exps
-  float* lz = t + IJ;             // children, padded to 16: the paper mode's log z, then max + log z
+  float* lz = t + IJ;             // children, padded to 16: the paper mode's one log z per child
   const size_t padded = (children + 15) / 16 * 16;  // e_buf_size's
   // f(q, c) for each child q of window w: c, its place on the item's child
   // grid (conv_em_child_of, walked with one division a window).
@@ -67,7 +67,6 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
         for (int ci = 0; ci < s.Ci; ++ci, ++q) f(q, c0 + ci);
       }
   };
-  alignas(64) float row[64];
   for (int b = 0; b < s.B; ++b) {
     float* lr = em.log_r.data() + size_t(b) * Pw * IJ;
     std::fill_n(mx, children * nj, -INFINITY);
@@ -93,21 +92,14 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
       }
       std::fill(lz + children, lz + padded, 1.f);
       log_n(lz, padded);  // whole vectors: each lane is the one log the gather took of J copies
-      for (size_t c = 0; c < children; ++c) lz[c] += mx[c * nj];
+      for (size_t c = 0; c < children; ++c) std::fill_n(z + c * nj, nj, lz[c] + mx[c * nj]);
     } else {
       log_n(z, children * nj);
       add_n(z, mx, children * nj);  // mx + z, as the scalar r -= mx + z adds them
     }
     for (int w = 0; w < Pw; ++w) {
       float* r = lr + w * IJ;
-      window_rows(w, [&](int q, size_t c) {
-        if (paper) {
-          std::fill_n(row, nj, lz[c]);
-          sub_n(r + q * nj, r + q * nj, row, nj);
-        } else {
-          sub_n(r + q * nj, r + q * nj, z + c * nj, nj);
-        }
-      });
+      window_rows(w, [&](int q, size_t c) { sub_n(r + q * nj, r + q * nj, z + c * nj, nj); });
     }
   }
 }

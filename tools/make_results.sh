@@ -28,11 +28,12 @@
 #                                            results/provenance_convcaps-table2.md; ~40 minutes on 2 cores)
 #        bash tools/make_results.sh convcaps-table2-seeds (the paper's networks' Table 2 grown
 #                                            from 5 seeds to 30, merged; PROTOCOLS=azimuth for one;
-#                                            ~1 1/2 hours a protocol on 2 cores;
+#                                            ~1 1/2-2 hours a protocol on 2 cores;
 #                                            results/provenance_convcaps-table2-seeds[-P].md)
 #        bash tools/make_results.sh convcaps-norb (the paper's networks on the smallNORB-format
 #                                            export, the paper's azimuth split, 5 seeds;
-#                                            results/provenance_convcaps-norb.md; ~1 hour on 2 cores)
+#                                            results/provenance_convcaps-norb.md; ~2 hours on 2 cores,
+#                                            estimated from an epoch's time: not yet run)
 #        bash tools/make_results.sh figures (only plot.py's figures, redrawn from the
 #                                            committed run dumps and sweeps, ~2 minutes;
 #                                            results/provenance_figures.md)
@@ -261,7 +262,7 @@ case "${1:-}" in
   robustness | toys | toys-seeds | toys-dr | toys-gaps | plane | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb)
     "${1//-/_}_steps"
     summary_step
-    # toys-seeds run for some protocols keeps the record of the run for the others.
+    # A *-seeds run for some protocols keeps the record of the run for the others.
     name=$1
     case "$1" in toys-seeds | convcaps-table2-seeds) [ -n "${PROTOCOLS:-}" ] && name=$1-$(echo $PROTOCOLS | tr ' ' -) ;; esac
     mv "$prov" "$out/provenance_$name.md"
