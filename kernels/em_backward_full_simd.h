@@ -51,16 +51,9 @@ struct FullCaps {
 // dloga_j += dp_ij, the adjoint of M-step t-1's log a_j, summed over i in order.
 inline void full_dp_row(float* dp, float* dloga, const float* dl, const float* log_r, const float* sum, int ds,
                         int J) {
-  alignas(64) float r[64];
-  for (int j = 0; j < J; ++j) r[j] = log_r[j] < -104.f ? 0.f : std::exp(log_r[j]);
-  int j = 0;
-  for (; j + H <= J; j += H) {
-    const F16 d = sub16(load16(dl + j), mul16(load16(r + j), ds ? load16(sum + j) : bcast16(sum[0])));
-    store16(dp + j, d);
-    store16(dloga + j, add16(load16(dloga + j), d));
-  }
-  for (; j < J; ++j) {
-    const float d = dl[j] - r[j] * sum[j * ds];
+  for (int j = 0; j < J; ++j) {
+    const float lr = log_r[j];
+    const float d = dl[j] - (lr < -104.f ? 0.f : std::exp(lr)) * sum[j * ds];
     dp[j] = d;
     dloga[j] += d;
   }
@@ -165,45 +158,21 @@ inline void full_m_head(FullCaps& c, float* dmu_prev, float* dbeta_a, float* dbe
 // full_dp_row before this overwrites it.
 inline void full_m_pass(float* dv, float* dl, float* dla, FullCaps& c, const float* v, const EmMStepState& s,
                         int I, int J) {
-  static_assert(2 * kFullRows == 8, "a full block of two capsules is pair_sums16x8's eight sums");
   const size_t stride = size_t(J) * H;
-  // Capsule j's mu, dm' and ds, loaded once: dv's stores may alias them as far as the compiler knows.
-  struct Cap {
-    F16 mu, dm, ds;
-  };
-  const auto cap = [&](int j) { return Cap{load16(s.mu + j * H), load16(c.dm + j * H), load16(c.ds + j * H)}; };
-  // The pair (i, j): dV's update, and the pose whose pair sum is g_ij.
-  const auto pose = [&](int i, int j, const Cap& k) {
-    const size_t at = i * stride + j * H;
-    const F16 d = sub16(load16(v + at), k.mu);
-    store16(dv + at, add16(load16(dv + at), mul16(bcast16(s.w[size_t(i) * J + j]), add16(k.dm, mul16(add16(k.ds, k.ds), d)))));
-    return mul16(d, add16(k.dm, mul16(d, k.ds)));
-  };
   for (int i0 = 0; i0 < I; i0 += kFullRows) {
     const int i1 = std::min(I, i0 + kFullRows);
-    int j = 0;
-    if (i1 - i0 == kFullRows)  // capsules j, j + 1 of a full block: their 8 sums at once, transposed
-      for (; j + 2 <= J; j += 2) {
-        const Cap k2[2] = {cap(j), cap(j + 1)};
-        alignas(32) float g[8];
-        pair_sums16x8([&](int k) { return pose(i0 + k % kFullRows, j + k / kFullRows, k2[k / kFullRows]); }, g);
-        for (int jj = 0; jj < 2; ++jj) {
-          float g_mean = c.g_mean[j + jj];
-          for (int r = 0; r < kFullRows; ++r) {
-            const size_t ij = size_t(i0 + r) * J + j + jj;
-            dl[ij] = g[jj * kFullRows + r];
-            g_mean += s.w[ij] * dl[ij];
-          }
-          c.g_mean[j + jj] = g_mean;
-        }
-      }
-    for (; j < J; ++j) {
-      const Cap k = cap(j);
+    for (int j = 0; j < J; ++j) {
+      const F16 mu = load16(s.mu + j * H), dm = load16(c.dm + j * H), ds = load16(c.ds + j * H);
+      const F16 ds2 = add16(ds, ds);  // 2 ds, exact
       float g_mean = c.g_mean[j];
       for (int i = i0; i < i1; ++i) {
-        const size_t ij = size_t(i) * J + j;
-        dl[ij] = pair_sum16(pose(i, j, k));
-        g_mean += s.w[ij] * dl[ij];
+        const size_t at = i * stride + j * H, ij = size_t(i) * J + j;
+        const float wi = s.w[ij];
+        const F16 d = sub16(load16(v + at), mu);
+        store16(dv + at, add16(load16(dv + at), mul16(bcast16(wi), add16(dm, mul16(ds2, d)))));
+        const float gi = pair_sum16(mul16(d, add16(dm, mul16(d, ds))));
+        dl[ij] = gi;
+        g_mean += wi * gi;
       }
       c.g_mean[j] = g_mean;
     }

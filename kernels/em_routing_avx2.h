@@ -110,48 +110,30 @@ inline float dot16(F16 a, F16 b) { return hsum8(_mm256_fmadd_ps(a.lo, b.lo, _mm2
 // t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
 // order of the scalar full backward's sum16, so its bits.
 inline float pair_sum16(F16 t) { return hsum8(_mm256_add_ps(t.lo, t.hi)); }
-// out[k] = hsum8(t_k) for the 8 registers gen(k) gives, bit for bit: the 8
-// are summed transposed, each lane taking hsum8's additions (halves, then
-// lanes 0+2 and 1+3, then 0+1), so ~1 shuffle and add a sum where hsum8
-// costs 6.
-template <class Gen>
-inline void hsums8x8(Gen gen, float* out) {
+// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit:
+// the 8 registers are summed transposed, each lane taking hsum8's additions
+// (halves, then lanes 0+2 and 1+3, then 0+1), so ~1 shuffle and add a dot
+// where hsum8 costs 6.
+template <class Pair>
+inline void dots16x8(Pair ab, float* out) {
   __m256 t[8];
-#pragma GCC unroll 8  // gen(k) with k a constant: its indexing folds away
-  for (int k = 0; k < 8; ++k) t[k] = gen(k);
+  for (int k = 0; k < 8; ++k) {
+    F16 a, b;
+    ab(k, a, b);
+    t[k] = _mm256_fmadd_ps(a.lo, b.lo, _mm256_mul_ps(a.hi, b.hi));
+  }
   __m256 u[4];  // [u_2k | u_2k+1], u_k[i] = t_k[i] + t_k[i + 4]
   for (int k = 0; k < 4; ++k)
     u[k] = _mm256_add_ps(_mm256_permute2f128_ps(t[2 * k], t[2 * k + 1], 0x20),
                          _mm256_permute2f128_ps(t[2 * k], t[2 * k + 1], 0x31));
-  __m256 w[2];  // per 128-bit half: [v0, v1] of two sums, v0 = u[0] + u[2], v1 = u[1] + u[3]
+  __m256 w[2];  // per 128-bit half: [v0, v1] of two dots, v0 = u[0] + u[2], v1 = u[1] + u[3]
   for (int k = 0; k < 2; ++k)
     w[k] = _mm256_add_ps(_mm256_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                          _mm256_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  // v0 + v1: sums 0, 2, 4, 6 in the low half, 1, 3, 5, 7 in the high one.
+  // v0 + v1: dots 0, 2, 4, 6 in the low half, 1, 3, 5, 7 in the high one.
   const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
   _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-}
-// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit.
-template <class Pair>
-inline void dots16x8(Pair ab, float* out) {
-  hsums8x8(
-      [&](int k) {
-        F16 a, b;
-        ab(k, a, b);
-        return _mm256_fmadd_ps(a.lo, b.lo, _mm256_mul_ps(a.hi, b.hi));
-      },
-      out);
-}
-// out[k] = pair_sum16(t_k) for the 8 poses gen(k) gives, bit for bit.
-template <class Gen>
-inline void pair_sums16x8(Gen gen, float* out) {
-  hsums8x8(
-      [&](int k) {
-        const F16 t = gen(k);
-        return _mm256_add_ps(t.lo, t.hi);
-      },
-      out);
 }
 
 // sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2), so

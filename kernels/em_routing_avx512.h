@@ -94,15 +94,18 @@ inline float pair_sum16(F16 t) {
 // _mm512_reduce_add_ps's, written out so that no compiler's reduction order
 // decides the bits dots16x8 must match.
 inline float dot16(F16 a, F16 b) { return pair_sum16(_mm512_mul_ps(a, b)); }
-// out[k] = pair_sum16(t_k) for the 8 registers gen(k) gives, bit for bit: the
-// 8 are summed transposed, each lane taking pair_sum16's additions (halves of
-// 8, of 4, then lanes 0+2 and 1+3, then 0+1), ~1 shuffle and add a sum where
-// one reduction costs 8.
-template <class Gen>
-inline void pair_sums16x8(Gen gen, float* out) {
+// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit:
+// the 8 products are summed transposed, each lane taking dot16's additions
+// (halves of 8, of 4, then lanes 0+2 and 1+3, then 0+1), ~1 shuffle and add
+// a dot where one reduction costs 8.
+template <class Pair>
+inline void dots16x8(Pair ab, float* out) {
   __m512 t[8];
-#pragma GCC unroll 8  // gen(k) with k a constant: its indexing folds away
-  for (int k = 0; k < 8; ++k) t[k] = gen(k);
+  for (int k = 0; k < 8; ++k) {
+    F16 a, b;
+    ab(k, a, b);
+    t[k] = _mm512_mul_ps(a, b);
+  }
   __m512 u[4];  // [u_2k | u_2k+1], u_k[i] = t_k[i] + t_k[i + 8]
   for (int k = 0; k < 4; ++k)
     u[k] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * k], t[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
@@ -114,22 +117,11 @@ inline void pair_sums16x8(Gen gen, float* out) {
   // 128-bit lane j: [v_j[0] + v_j[2], v_j[1] + v_j[3], the same of v_j+4].
   const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0)),
                                  _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  // Lane j: sum j at its element 0, sum j + 4 at element 1.
+  // Lane j: dot j at its element 0, dot j + 4 at element 1.
   const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(w, w, _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm512_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
   _mm256_storeu_ps(out, _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r)));
-}
-// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit.
-template <class Pair>
-inline void dots16x8(Pair ab, float* out) {
-  pair_sums16x8(
-      [&](int k) {
-        F16 a, b;
-        ab(k, a, b);
-        return _mm512_mul_ps(a, b);
-      },
-      out);
 }
 
 // sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2)

@@ -72,24 +72,6 @@ inline float pair_sum16(const F16& t) {
   const float32x4_t u = vaddq_f32(vaddq_f32(t.q[0], t.q[2]), vaddq_f32(t.q[1], t.q[3]));
   return vpadds_f32(vadd_f32(vget_low_f32(u), vget_high_f32(u)));
 }
-// out[k] = pair_sum16(t_k) for the 8 poses gen(k) gives, bit for bit: each
-// quarter sum u as pair_sum16 forms it; then, two u's (a, b) at a time,
-// [a0 + a2, a1 + a3, b0 + b2, b1 + b3], and a pairwise add of two such
-// finishes four sums.
-template <class Gen>
-inline void pair_sums16x8(Gen gen, float* out) {
-  float32x4_t h[4];
-#pragma GCC unroll 8  // gen(k) with k a constant: its indexing folds away
-  for (int k = 0; k < 8; k += 2) {
-    const F16 a = gen(k), b = gen(k + 1);
-    const float32x4_t ua = vaddq_f32(vaddq_f32(a.q[0], a.q[2]), vaddq_f32(a.q[1], a.q[3]));
-    const float32x4_t ub = vaddq_f32(vaddq_f32(b.q[0], b.q[2]), vaddq_f32(b.q[1], b.q[3]));
-    h[k / 2] = vaddq_f32(vcombine_f32(vget_low_f32(ua), vget_low_f32(ub)),
-                         vcombine_f32(vget_high_f32(ua), vget_high_f32(ub)));
-  }
-  vst1q_f32(out, vpaddq_f32(h[0], h[1]));
-  vst1q_f32(out + 4, vpaddq_f32(h[2], h[3]));
-}
 inline float32x4_t and_mask(uint32x4_t m, float32x4_t x) {
   return vreinterpretq_f32_u32(vandq_u32(m, vreinterpretq_u32_f32(x)));
 }
