@@ -492,17 +492,16 @@ class PlotTest(unittest.TestCase):
         more seeds than another gives both tables a seeds column, each row its own count."""
         res = os.path.join(ROOT, "results")
         table = os.path.join(ROOT, "tools", "table2.py")
-        five = self.path("five")
-        shutil.copytree(os.path.join(res, "table2_azimuth_convcaps"), five)
-        # The same sweep's rows as if it had run 30 seeds: only n changes.
-        with open(os.path.join(five, "summary.csv")) as f:
+        # The committed sweep's rows as if it had run 5 seeds and 30: only n changes.
+        with open(os.path.join(res, "table2_azimuth_convcaps", "summary.csv")) as f:
             rows = list(csv.DictReader(f))
-        thirty = self.path("thirty")
-        shutil.copytree(five, thirty)
-        with open(os.path.join(thirty, "summary.csv"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows({**r, "n": "30"} for r in rows)
+        five, thirty = self.path("five"), self.path("thirty")
+        for d, n in ((five, "5"), (thirty, "30")):
+            shutil.copytree(os.path.join(res, "table2_azimuth_convcaps"), d)
+            with open(os.path.join(d, "summary.csv"), "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows({**r, "n": n} for r in rows)
         for name, sweeps, header, cells in (
                 ("uniform", ["azimuth/convcaps=" + five, "elevation/convcaps=" + five],
                  "| protocol | shapes | model | familiar error (95 % CI) | novel error (95 % CI) | steps |\n", "5 seeds per row;"),
