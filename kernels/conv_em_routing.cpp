@@ -42,12 +42,13 @@ void ConvEmState::reserve_full(const ConvVotesShape& s, int iters) {
 
 namespace {
 // The kernel list: one line per variant this build has. The M-step and the
-// stop-gradient backward are the dense family's of the same ISA; the E-step is
-// named separately (conv_em_routing_simd.h's for every ISA here), the full
-// backward is this family's of the same ISA.
+// stop-gradient backward are the dense family's of the same ISA; the E-step and
+// the iteration that fuses it with the M-step are named separately
+// (conv_em_routing_simd.h's for every ISA here), the full backward is this
+// family's of the same ISA.
 #define VG_CEM_ENTRY(isa, e_step)                                                       \
-  {Isa::isa, em_m_step_f32__##isa, conv_em_e_step_f32__##e_step, em_backward_f32__##isa, \
-   conv_em_backward_full_f32__##isa}
+  {Isa::isa, em_m_step_f32__##isa, conv_em_e_step_f32__##e_step, conv_em_m_e_step_f32__##e_step, \
+   em_backward_f32__##isa, conv_em_backward_full_f32__##isa}
 const ConvEmRoutingKernels kVariants[] = {
     VG_CEM_ENTRY(scalar, scalar),
 #if defined(__x86_64__)
@@ -146,8 +147,8 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
       if (it == 0) std::fill_n(em.mu_prev.begin(), njh, 0.f);
       else std::copy_n(mu, njh, em.mu_prev.begin());
     }
-    k.m_step(mu, a_out, em, V, beta_a, beta_v, P, I, J, em_step_config(cfg, it));
-    if (keep) {
+    k.m_e_step(mu, a_out, st, V, beta_a, beta_v, s, em_step_config(cfg, it), it + 1 < cfg.iters, cfg.norm);
+    if (keep) {  // the M-step's outputs, which the E-step only reads
       std::copy_n(em.w.begin(), nij, h.w.begin() + it * nij);
       std::copy_n(em.sum_ra.begin(), nj, h.sum_ra.begin() + it * nj);
       std::copy_n(mu, njh, h.mu.begin() + it * njh);
@@ -156,7 +157,6 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
       std::copy_n(a_out, nj, h.a.begin() + it * nj);
       std::copy_n(em.log_a_out.begin(), nj, h.log_a.begin() + it * nj);
     }
-    if (it + 1 < cfg.iters) k.e_step(st, V, mu, s, cfg.norm);
   }
 }
 

@@ -107,6 +107,13 @@ using ConvEmEStepFn = void (*)(ConvEmState& st, const float* V, const float* mu,
 // Full backward through every iteration (cfg as given to the forward, which
 // must have had cfg.grad == full); adds into dV, da_in_logit (B x H x W x Ci),
 // dbeta_a, dbeta_v. Formulas beside the code in conv_em_routing_scalar.cpp.
+// One routing iteration: the M-step (with cfg, em_step_config's of that
+// iteration) and, when e_step, the E-step; the SIMD variants form each
+// window's log-likelihoods right after its M-step. The same outputs as the
+// separate steps, bit for bit.
+using ConvEmMEStepFn = void (*)(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
+                                const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
+                                ConvEmNorm norm);
 using ConvEmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
                                       const float* dmu, const float* da_out, const float* V,
                                       const ConvEmState& st, const ConvVotesShape& s,
@@ -117,6 +124,9 @@ using ConvEmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbet
 #define VG_CEM_KERNELS(isa)                                                                             \
   void conv_em_e_step_f32__##isa(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, \
                                  ConvEmNorm norm);                                                         \
+  void conv_em_m_e_step_f32__##isa(float* mu, float* a_out, ConvEmState& st, const float* V,                \
+                                   const float* beta_a, const float* beta_v, const ConvVotesShape& s,      \
+                                   const EmConfig& cfg, bool e_step, ConvEmNorm norm);                     \
   void conv_em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,       \
                                         const float* dmu, const float* da_out, const float* V,                \
                                         const ConvEmState& st, const ConvVotesShape& s, const ConvEmConfig& cfg);
@@ -140,6 +150,7 @@ struct ConvEmRoutingKernels {
   Isa isa;
   EmMStepFn m_step;
   ConvEmEStepFn e_step;
+  ConvEmMEStepFn m_e_step;
   EmBackwardFn backward;
   ConvEmBackwardFullFn backward_full;
 };

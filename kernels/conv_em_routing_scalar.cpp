@@ -87,6 +87,14 @@ void conv_em_e_step_f32__scalar(ConvEmState& st, const float* V, const float* mu
       }
 }
 
+// The reference iteration: the M-step over every window, then the E-step.
+void conv_em_m_e_step_f32__scalar(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
+                                  const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
+                                  ConvEmNorm norm) {
+  em_m_step_f32__scalar(mu, a_out, st.em, V, beta_a, beta_v, s.B * s.Ho() * s.Wo(), s.I(), s.Co, cfg);
+  if (e_step) conv_em_e_step_f32__scalar(st, V, mu, s, norm);
+}
+
 // ---------------------------------------------------------------------------
 // Full backward (EmGrad::full): reverse mode through every iteration, nothing
 // detached. The forward of iteration t, with l_pqj = log R^t_pqj + log a_c(p,q):

@@ -21,15 +21,15 @@
 namespace vg {
 namespace {
 
-inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s,
-                             ConvEmNorm norm) {
-  const int Ho = s.Ho(), Wo = s.Wo(), I = s.I(), J = s.Co, P = s.B * Ho * Wo;
+// Pass 1, windows p0 <= p < p1: lp_pqj = -1/2 (V - mu)^T diag(1 / sigma2) (V - mu) + norm_pj.
+inline void conv_e_likelihoods(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, int p0,
+                               int p1) {
+  const int I = s.I(), J = s.Co;
   const float log_2pi_16 = float(16 * std::log(2.0 * std::numbers::pi));
   EmState& em = st.em;
-  // Pass 1: lp_pqj = -1/2 (V - mu)^T diag(1 / sigma2) (V - mu) + norm_pj.
   alignas(64) float inv_s2[64 * H];
   float nrm[64];
-  for (int p = 0; p < P; ++p) {
+  for (int p = p0; p < p1; ++p) {
     for (int j = 0; j < J; ++j) {
       const size_t pj = size_t(p) * J + j;
       const F16 x = load16(em.sigma2.data() + pj * H);
@@ -41,6 +41,11 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
       log_likelihoods(lr, V + (size_t(p) * I + q) * J * H, mu + size_t(p) * J * H, inv_s2, nrm, J);
     }
   }
+}
+
+inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNorm norm) {
+  const int Ho = s.Ho(), Wo = s.Wo(), I = s.I(), J = s.Co;
+  EmState& em = st.em;
   // Pass 2, one batch item at a time: for each child, t = exp(lr - max) over
   // its entries in every window holding it (the max over all of them, or per
   // type j in the official mode), z = the sum of t in window order (summed
@@ -102,6 +107,33 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
       window_rows(w, [&](int q, size_t c) { sub_n(r + q * nj, r + q * nj, z + c * nj, nj); });
     }
   }
+}
+
+inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s,
+                             ConvEmNorm norm) {
+  conv_e_likelihoods(st, V, mu, s, 0, s.B * s.Ho() * s.Wo());
+  conv_e_normalise(st, s, norm);
+}
+
+// One routing iteration: the M-step and, when e_step, the E-step. Each
+// window's log-likelihoods are formed right after its M-step, while its votes
+// (74 KB a window at the paper's ConvCaps1) are in L2: an image's votes (2.65
+// MB) exceed L2, and a separate pass would fetch them from L3 again
+// (docs/performance.md). Every window's arithmetic is the separate steps', in
+// the same order; the M-step's activations then run a window's J at a time,
+// the same bits as one run over every window when J fills whole registers (a
+// run's leftovers round differently on AVX2 and NEON), else the windows go
+// together, as separate steps.
+inline void conv_m_e_step_simd(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
+                               const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
+                               ConvEmNorm norm) {
+  const int P = s.B * s.Ho() * s.Wo(), I = s.I(), J = s.Co;
+  const int chunk = J % int(sizeof(Vec) / sizeof(float)) == 0 ? 1 : P;
+  for (int p0 = 0; p0 < P; p0 += chunk) {
+    m_step_items(mu, a_out, st.em, V, beta_a, beta_v, p0, p0 + chunk, I, J, cfg);
+    if (e_step) conv_e_likelihoods(st, V, mu, s, p0, p0 + chunk);
+  }
+  if (e_step) conv_e_normalise(st, s, norm);
 }
 
 // The full backward (conv_em_backward_full_f32__scalar's contract and
@@ -175,6 +207,11 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
   void conv_em_e_step_f32__##isa(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, \
                                  ConvEmNorm norm) {                                                        \
     conv_e_step_simd(st, V, mu, s, norm);                                                                  \
+  }                                                                                                        \
+  void conv_em_m_e_step_f32__##isa(float* mu, float* a_out, ConvEmState& st, const float* V,                \
+                                   const float* beta_a, const float* beta_v, const ConvVotesShape& s,      \
+                                   const EmConfig& cfg, bool e_step, ConvEmNorm norm) {                    \
+    conv_m_e_step_simd(mu, a_out, st, V, beta_a, beta_v, s, cfg, e_step, norm);                           \
   }                                                                                                        \
   void conv_em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,     \
                                         const float* dmu, const float* da_out, const float* V,              \

@@ -182,8 +182,9 @@ inline void moments(float* mu, float* s2, float* lsum, const float* v, const flo
   }
 }
 
-inline void m_step_simd(float* mu, float* a_out, EmState& st, const float* V, const float* beta_a,
-                        const float* beta_v, int B, int I, int J, const EmConfig& cfg) {
+// The M-step of items b0 <= b < b1 (every array indexed as for the whole batch).
+inline void m_step_items(float* mu, float* a_out, EmState& st, const float* V, const float* beta_a,
+                         const float* beta_v, int b0, int b1, int I, int J, const EmConfig& cfg) {
   const F16 s2_min = bcast16(cfg.sigma2_min);
   const size_t n = size_t(I) * J;
   const bool carry = cfg.mean_carry != 0.f;
@@ -191,7 +192,7 @@ inline void m_step_simd(float* mu, float* a_out, EmState& st, const float* V, co
   EmConfig official;
   official.logit = EmLogit::official;
   const float kv_official = em_logit_coeffs(official).kv;
-  for (int b = 0; b < B; ++b) {
+  for (int b = b0; b < b1; ++b) {
     float* w = st.w.data() + size_t(b) * n;  // w[i*J + j]
     const float* log_r = st.log_r.data() + size_t(b) * n;
     const float* log_a = st.log_a_in.data() + size_t(b) * I;
@@ -216,7 +217,12 @@ inline void m_step_simd(float* mu, float* a_out, EmState& st, const float* V, co
       z[j] = logit(lsum[j], S[j], beta_a[j], beta_v[j], I, cfg, kv_official);
     }
   }
-  activations(a_out, st.log_a_out.data(), size_t(B) * J);
+  activations(a_out + size_t(b0) * J, st.log_a_out.data() + size_t(b0) * J, size_t(b1 - b0) * J);
+}
+
+inline void m_step_simd(float* mu, float* a_out, EmState& st, const float* V, const float* beta_a,
+                        const float* beta_v, int B, int I, int J, const EmConfig& cfg) {
+  m_step_items(mu, a_out, st, V, beta_a, beta_v, 0, B, I, J, cfg);
 }
 
 // Rows i of the E-step's softmax per exp/log batch (bounded stack use).

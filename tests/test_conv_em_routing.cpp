@@ -357,6 +357,51 @@ TEST_P(ConvEmRoutingVariant, EveryStepMatchesTheNaiveReference) {
       }
 }
 
+// The kernels whose separate M-step and E-step stand in for a variant's fused
+// iteration (a function pointer cannot capture them).
+const ConvEmRoutingKernels* g_separate = nullptr;
+void separate_steps(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
+                    const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step, ConvEmNorm norm) {
+  g_separate->m_step(mu, a_out, st.em, V, beta_a, beta_v, s.B * s.Ho() * s.Wo(), s.I(), s.Co, cfg);
+  if (e_step) g_separate->e_step(st, V, mu, s, norm);
+}
+
+TEST_P(ConvEmRoutingVariant, TheFusedIterationIsTheSeparateStepsBitForBit) {
+  // m_e_step forms each window's log-likelihoods right after its M-step (a
+  // window at a time where J fills whole registers, all windows at once
+  // otherwise): the routing and every iteration's history must be those of
+  // the M-step over every window followed by the E-step. J = 8, 16 and 32 take
+  // the window-at-a-time path on every ISA with 8-lane or narrower runs, 16
+  // and 32 on AVX-512 too; 12 and 17 the other.
+  int nv = 0;
+  const ConvEmRoutingKernels& k = conv_em_routing_variants(&nv)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  g_separate = &k;
+  ConvEmRoutingKernels separate = k;
+  separate.m_e_step = separate_steps;
+  uint64_t tag = 7000;
+  for (const ConvVotesShape& s : {ConvVotesShape::conv(2, 5, 5, 2, 8, 3, 2), ConvVotesShape::conv(1, 6, 6, 2, 12, 3, 1),
+                                  ConvVotesShape::conv(2, 6, 6, 1, 16, 3, 1), ConvVotesShape::conv(1, 5, 5, 1, 17, 3, 2),
+                                  ConvVotesShape::conv(1, 5, 5, 1, 32, 3, 1)})
+    for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
+      for (int opt = 0; opt < kOptionSets; ++opt) {
+        const ConvEmConfig c = option_set(opt, 3, EmGrad::full, norm);
+        Problem fused(s, c, tag += 10, k);
+        Problem apart(s, c, tag, separate);
+        const std::string where = std::string(isa_name(k.isa)) + " " + describe(s, c);
+        ASSERT_EQ(fused.mu, apart.mu) << where;
+        ASSERT_EQ(fused.a, apart.a) << where;
+        ASSERT_EQ(fused.st.em.log_r, apart.st.em.log_r) << where;
+        const auto &hf = fused.st.em.hist, &ha = apart.st.em.hist;
+        ASSERT_EQ(hf.log_r, ha.log_r) << where;
+        ASSERT_EQ(hf.w, ha.w) << where;
+        ASSERT_EQ(hf.mu, ha.mu) << where;
+        ASSERT_EQ(hf.sigma2, ha.sigma2) << where;
+        ASSERT_EQ(hf.a, ha.a) << where;
+        ASSERT_EQ(hf.log_a, ha.log_a) << where;
+      }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllVariants, ConvEmRoutingVariant, ::testing::Range(0, test::variant_count(conv_em_routing_variants)),
                          test::variant_names(conv_em_routing_variants));
 
