@@ -104,9 +104,6 @@ void conv_em_input_logit_backward(float* da_in_logit, float* scratch, const floa
 // reading st.em's sigma2 and log_a_out (of the last M-step), writing st.em.log_r.
 using ConvEmEStepFn = void (*)(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s,
                                ConvEmNorm norm);
-// Full backward through every iteration (cfg as given to the forward, which
-// must have had cfg.grad == full); adds into dV, da_in_logit (B x H x W x Ci),
-// dbeta_a, dbeta_v. Formulas beside the code in conv_em_routing_scalar.cpp.
 // One routing iteration: the M-step (with cfg, em_step_config's of that
 // iteration) and, when e_step, the E-step; the SIMD variants form each
 // window's log-likelihoods right after its M-step. The same outputs as the
@@ -114,13 +111,16 @@ using ConvEmEStepFn = void (*)(ConvEmState& st, const float* V, const float* mu,
 using ConvEmMEStepFn = void (*)(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
                                 const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
                                 ConvEmNorm norm);
+// Full backward through every iteration (cfg as given to the forward, which
+// must have had cfg.grad == full); adds into dV, da_in_logit (B x H x W x Ci),
+// dbeta_a, dbeta_v. Formulas beside the code in conv_em_routing_scalar.cpp.
 using ConvEmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
                                       const float* dmu, const float* da_out, const float* V,
                                       const ConvEmState& st, const ConvVotesShape& s,
                                       const ConvEmConfig& cfg);
 
-// The E-step and the full backward of one ISA, conv_em_<kernel>_f32__<isa>
-// (contracts above).
+// The E-step, the fused iteration and the full backward of one ISA,
+// conv_em_<kernel>_f32__<isa> (contracts above).
 #define VG_CEM_KERNELS(isa)                                                                             \
   void conv_em_e_step_f32__##isa(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, \
                                  ConvEmNorm norm);                                                         \
