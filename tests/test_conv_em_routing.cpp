@@ -1,7 +1,8 @@
 // EM routing over convolutional windows, forward: every M-step and E-step of
 // the routing against the naive double reference (tests/conv_em_reference.h),
-// the normalisation's invariants, the windows each child feeds, and equality
-// with the dense routing for one window.
+// the normalisation's invariants, the windows each child feeds, equality with
+// the dense routing for one window, and the fused iteration against the
+// separate steps.
 // Rounding bounds are first order in u = FLT_EPSILON / 2: a float sum of n
 // terms is within gamma_n sum |terms| of the exact one; each step is checked
 // from the kernel's own float inputs, so no bound carries earlier errors.
@@ -370,9 +371,9 @@ TEST_P(ConvEmRoutingVariant, TheFusedIterationIsTheSeparateStepsBitForBit) {
   // m_e_step forms each window's log-likelihoods right after its M-step (a
   // window at a time where J fills whole registers, all windows at once
   // otherwise): the routing and every iteration's history must be those of
-  // the M-step over every window followed by the E-step. J = 8, 16 and 32 take
-  // the window-at-a-time path on every ISA with 8-lane or narrower runs, 16
-  // and 32 on AVX-512 too; 12 and 17 the other.
+  // the M-step over every window followed by the E-step. J = 8, 16 and 32 go
+  // a window at a time on AVX2 and NEON (16 and 32 on AVX-512 too), 12 on NEON
+  // only, 17 on none.
   int nv = 0;
   const ConvEmRoutingKernels& k = conv_em_routing_variants(&nv)[GetParam()];
   if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
