@@ -93,8 +93,10 @@ void conv_em_input_logit_backward(float* da_in_logit, float* scratch, const floa
 
 void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const float* V,
                              const float* a_in_logit, const float* beta_a, const float* beta_v,
-                             const ConvVotesShape& s, const ConvEmConfig& cfg, const ConvEmRoutingKernels& k) {
+                             const ConvVotesShape& s, const ConvEmConfig& cfg, const ConvEmRoutingKernels& k,
+                             ConvEmAssignments log_r) {
   if (!s.valid()) throw std::invalid_argument("conv_em_routing: invalid shape");
+  if (log_r.record && log_r.replay) throw std::invalid_argument("conv_em_routing: a record or a replay, not both");
   if (s.Co > 64) throw std::invalid_argument("conv_em_routing: at most 64 parent types");
   if (cfg.iters < 1) throw std::invalid_argument("conv_em_routing: at least one iteration");
   const int Ho = s.Ho(), Wo = s.Wo(), P = windows(s), I = s.I(), J = s.Co;
@@ -142,12 +144,15 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
   }
   auto& h = em.hist;
   for (int it = 0; it < cfg.iters; ++it) {
+    if (log_r.replay && it > 0) std::copy_n(log_r.replay + (it - 1) * nij, nij, em.log_r.begin());
     if (keep) std::copy_n(em.log_r.begin(), nij, h.log_r.begin() + it * nij);
     if (carry) {  // the mean carried from the last iteration: 0 before the first
       if (it == 0) std::fill_n(em.mu_prev.begin(), njh, 0.f);
       else std::copy_n(mu, njh, em.mu_prev.begin());
     }
-    k.m_e_step(mu, a_out, st, V, beta_a, beta_v, s, em_step_config(cfg, it), it + 1 < cfg.iters, cfg.norm);
+    const bool e_step = it + 1 < cfg.iters;
+    k.m_e_step(mu, a_out, st, V, beta_a, beta_v, s, em_step_config(cfg, it), e_step && !log_r.replay, cfg.norm);
+    if (log_r.record && e_step) std::copy_n(em.log_r.begin(), nij, log_r.record + it * nij);
     if (keep) {  // the M-step's outputs, which the E-step only reads
       std::copy_n(em.w.begin(), nij, h.w.begin() + it * nij);
       std::copy_n(em.sum_ra.begin(), nj, h.sum_ra.begin() + it * nj);

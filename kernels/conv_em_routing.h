@@ -173,14 +173,30 @@ inline double conv_em_routing_backward_full_flops(const ConvVotesShape& s, int i
   return em_routing_backward_full_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co, iters);
 }
 
+// What the E-steps of one routing left: the log R that M-steps 1 .. iters-1
+// read, (iters - 1) x P x I x J floats, P = B Ho Wo. A forward given `record`
+// writes it; a forward given `replay` (a record of a forward of the same
+// inputs) reads it instead of running its E-steps, so it runs the M-steps
+// alone and gives the recorded forward's mu, a_out and history bit for bit:
+// the M-step's outputs depend only on log R, V, the betas and the carried mean.
+struct ConvEmAssignments {
+  float* record = nullptr;
+  const float* replay = nullptr;
+  static size_t floats(const ConvVotesShape& s, int iters) {
+    return size_t(iters - 1) * s.B * s.Ho() * s.Wo() * s.I() * s.Co;
+  }
+};
+
 // The whole routing: initial R (see above), then cfg.iters M-steps with an
 // E-step between consecutive ones; iteration t uses em_lambda(cfg, t). With
 // cfg.grad == full every iteration's state is kept for the full backward.
-// Throws std::invalid_argument for an invalid shape, Co > 64 or iters < 1.
+// Throws std::invalid_argument for an invalid shape, Co > 64, iters < 1 or
+// both a record and a replay.
 void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const float* V,
                              const float* a_in_logit, const float* beta_a, const float* beta_v,
                              const ConvVotesShape& s, const ConvEmConfig& cfg,
-                             const ConvEmRoutingKernels& k = conv_em_routing_kernels());
+                             const ConvEmRoutingKernels& k = conv_em_routing_kernels(),
+                             ConvEmAssignments log_r = {});
 // Accumulates into dV, dbeta_a, dbeta_v and, with EmGrad::full, da_in_logit
 // (B x H x W x Ci; required then). EmGrad::stopgrad: the last M-step with R,
 // S = sum R a and the mu inside sigma2 detached, per window exactly the dense

@@ -26,13 +26,13 @@ size_t ConvCapsConfig::activation_floats() const {
   // backward's scratch) and, at the class layer, the votes and their
   // gradient. The convolutional layers hold the votes of ConvCaps::kChunk
   // images only (ConvCapsScratch), and under --em-grad full route each chunk
-  // again in backward, holding its history alone: a few MB whatever the
-  // batch, so not per image.
+  // again in backward, holding its history alone (a few MB whatever the
+  // batch, so not per image) and, per image, the log R of its E-steps.
   const size_t s0 = size_t(conv1_side()) * conv1_side(), s1 = size_t(caps1_side()) * caps1_side(),
                s2 = size_t(caps2_side()) * caps2_side();
   const bool full = em.grad == EmGrad::full;
   auto routed = [&](size_t windows, size_t I, size_t J, bool dense) {
-    const size_t per_pair = !full ? 2 : dense ? 3 + 2 * size_t(em.iters) : 0;
+    const size_t per_pair = !full ? 2 : dense ? 3 + 2 * size_t(em.iters) : size_t(em.iters) - 1;
     return (dense ? 2 * windows * I * J * kPoseDim : 0) + per_pair * windows * I * J + 4 * windows * J * kPoseDim;
   };
   return 4 * s0 * A + 3 * s0 * B * kRow + routed(s1, size_t(K) * K * B, C, false) +

@@ -1,8 +1,8 @@
 // EM routing over convolutional windows, forward: every M-step and E-step of
 // the routing against the naive double reference (tests/conv_em_reference.h),
 // the normalisation's invariants, the windows each child feeds, equality with
-// the dense routing for one window, and the fused iteration against the
-// separate steps.
+// the dense routing for one window, the fused iteration against the
+// separate steps, and a replay of the E-steps against the routing.
 // Rounding bounds are first order in u = FLT_EPSILON / 2: a float sum of n
 // terms is within gamma_n sum |terms| of the exact one; each step is checked
 // from the kernel's own float inputs, so no bound carries earlier errors.
@@ -401,6 +401,65 @@ TEST_P(ConvEmRoutingVariant, TheFusedIterationIsTheSeparateStepsBitForBit) {
         ASSERT_EQ(hf.a, ha.a) << where;
         ASSERT_EQ(hf.log_a, ha.log_a) << where;
       }
+}
+
+TEST_P(ConvEmRoutingVariant, AReplayOfTheEStepsIsTheRoutingBitForBit) {
+  // A forward that replays a record of the E-steps' log R runs the M-steps
+  // alone (the backward's second routing): its outputs and every iteration's
+  // history must be the recorded forward's, under every option set, with 1 to
+  // 4 iterations; and the replay must read the record (a changed record
+  // changes the routing), not route again.
+  int nv = 0;
+  const ConvEmRoutingKernels& k = conv_em_routing_variants(&nv)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  uint64_t tag = 7500;
+  for (const ConvVotesShape& s : {ConvVotesShape::conv(2, 5, 5, 2, 8, 3, 2), ConvVotesShape::conv(1, 5, 5, 1, 17, 3, 1)})
+    for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
+      for (int opt = 0; opt < kOptionSets; ++opt)
+        for (int iters = 1; iters <= 4; ++iters) {
+          const ConvEmConfig c = option_set(opt, iters, EmGrad::full, norm);
+          Problem pr(s, c, tag += 10, k);
+          const std::string where = std::string(isa_name(k.isa)) + " " + describe(s, c);
+          std::vector<float> rec(ConvEmAssignments::floats(s, iters), NAN);
+          ConvEmAssignments record;
+          record.record = rec.data();
+          conv_em_routing_forward(pr.mu.data(), pr.a.data(), pr.st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s,
+                                  c, k, record);
+          const EmState::History want = pr.st.em.hist;
+          const std::vector<float> mu = pr.mu, a = pr.a;
+          for (float x : rec) ASSERT_FALSE(std::isnan(x)) << where << ": the record has a gap";
+          ConvEmState st;
+          st.resize(s, c);
+          std::vector<float> mu2(mu.size()), a2(a.size());
+          ConvEmAssignments replay;
+          replay.replay = rec.data();
+          conv_em_routing_forward(mu2.data(), a2.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c, k,
+                                  replay);
+          ASSERT_EQ(mu2, mu) << where;
+          ASSERT_EQ(a2, a) << where;
+          const auto& h = st.em.hist;
+          ASSERT_EQ(h.log_r, want.log_r) << where;
+          ASSERT_EQ(h.w, want.w) << where;
+          ASSERT_EQ(h.sum_ra, want.sum_ra) << where;
+          ASSERT_EQ(h.mu, want.mu) << where;
+          ASSERT_EQ(h.sigma2, want.sigma2) << where;
+          ASSERT_EQ(h.log_s2_sum, want.log_s2_sum) << where;
+          ASSERT_EQ(h.a, want.a) << where;
+          ASSERT_EQ(h.log_a, want.log_a) << where;
+          if (iters == 1) continue;
+          for (size_t n = 0; n < rec.size(); n += 3) rec[n] -= 1.f;
+          conv_em_routing_forward(mu2.data(), a2.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c, k,
+                                  replay);
+          ASSERT_NE(mu2, mu) << where << ": the replay did not read its record";
+        }
+  ConvEmAssignments both;
+  std::vector<float> rec(ConvEmAssignments::floats(ConvVotesShape::conv(1, 5, 5, 1, 8, 3, 1), 3));
+  both.record = rec.data();
+  both.replay = rec.data();
+  Problem pr(ConvVotesShape::conv(1, 5, 5, 1, 8, 3, 1), option_set(0, 3, EmGrad::full, ConvEmNorm::paper), 7990, k);
+  EXPECT_THROW(conv_em_routing_forward(pr.mu.data(), pr.a.data(), pr.st, pr.vk(), pr.z.data(), pr.ba.data(),
+                                       pr.bv.data(), pr.s, pr.cfg, k, both),
+               std::invalid_argument);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, ConvEmRoutingVariant, ::testing::Range(0, test::variant_count(conv_em_routing_variants)),
