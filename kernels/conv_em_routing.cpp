@@ -41,13 +41,13 @@ void ConvEmState::reserve_full(const ConvVotesShape& s, int iters) {
 }
 
 namespace {
-// The kernel list: one line per variant this build has. The M-step and the
-// stop-gradient backward are the dense family's of the same ISA; the E-step and
+// The kernel list: one line per variant this build has. The M-step, its
+// weights and the stop-gradient backward are the dense family's of the same ISA; the E-step and
 // the iteration that fuses it with the M-step are named separately
 // (conv_em_routing_simd.h's for every ISA here), the full backward is this
 // family's of the same ISA.
 #define VG_CEM_ENTRY(isa, e_step)                                                       \
-  {Isa::isa, em_m_step_f32__##isa, conv_em_e_step_f32__##e_step, conv_em_m_e_step_f32__##e_step, \
+  {Isa::isa, em_m_step_f32__##isa, em_m_weights_f32__##isa, conv_em_e_step_f32__##e_step, conv_em_m_e_step_f32__##e_step, \
    em_backward_f32__##isa, conv_em_backward_full_f32__##isa}
 const ConvEmRoutingKernels kVariants[] = {
     VG_CEM_ENTRY(scalar, scalar),
@@ -94,9 +94,11 @@ void conv_em_input_logit_backward(float* da_in_logit, float* scratch, const floa
 void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const float* V,
                              const float* a_in_logit, const float* beta_a, const float* beta_v,
                              const ConvVotesShape& s, const ConvEmConfig& cfg, const ConvEmRoutingKernels& k,
-                             ConvEmAssignments log_r) {
+                             ConvEmRecord rec) {
   if (!s.valid()) throw std::invalid_argument("conv_em_routing: invalid shape");
-  if (log_r.record && log_r.replay) throw std::invalid_argument("conv_em_routing: a record or a replay, not both");
+  if (rec.record && rec.replay) throw std::invalid_argument("conv_em_routing: a record or a replay, not both");
+  if ((rec.record || rec.replay) && cfg.grad != EmGrad::full)
+    throw std::invalid_argument("conv_em_routing: a record or a replay is of EmGrad::full's history");
   if (s.Co > 64) throw std::invalid_argument("conv_em_routing: at most 64 parent types");
   if (cfg.iters < 1) throw std::invalid_argument("conv_em_routing: at least one iteration");
   const int Ho = s.Ho(), Wo = s.Wo(), P = windows(s), I = s.I(), J = s.Co;
@@ -143,16 +145,36 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
     std::copy_n(beta_v, J, em.hist.beta_v.begin());
   }
   auto& h = em.hist;
+  const size_t T = size_t(cfg.iters);
+  // The record's blocks (ConvEmRecord): log R of M-steps 1.., then per M-step
+  // mu, sigma2, sum log sigma2, a, log a.
+  struct Block {
+    std::vector<float>& hist;
+    size_t n, from;  // per iteration; the first iteration recorded
+  };
+  const Block blocks[] = {{h.log_r, nij, 1},  {h.mu, njh, 0}, {h.sigma2, njh, 0},
+                          {h.log_s2_sum, nj, 0}, {h.a, nj, 0}, {h.log_a, nj, 0}};
+  if (rec.replay) {
+    const float* r = rec.replay;
+    std::copy_n(em.log_r.begin(), nij, h.log_r.begin());  // log R^0, the start above
+    for (const Block& b : blocks) {
+      std::copy_n(r, (T - b.from) * b.n, b.hist.begin() + b.from * b.n);
+      r += (T - b.from) * b.n;
+    }
+    for (size_t t = 0; t < T; ++t)
+      k.m_weights(h.w.data() + t * nij, h.sum_ra.data() + t * nj, h.log_r.data() + t * nij, em.log_a_in.data(), P, I,
+                  J, cfg.eps);
+    std::copy_n(h.mu.begin() + (T - 1) * njh, njh, mu);
+    std::copy_n(h.a.begin() + (T - 1) * nj, nj, a_out);
+    return;
+  }
   for (int it = 0; it < cfg.iters; ++it) {
-    if (log_r.replay && it > 0) std::copy_n(log_r.replay + (it - 1) * nij, nij, em.log_r.begin());
     if (keep) std::copy_n(em.log_r.begin(), nij, h.log_r.begin() + it * nij);
     if (carry) {  // the mean carried from the last iteration: 0 before the first
       if (it == 0) std::fill_n(em.mu_prev.begin(), njh, 0.f);
       else std::copy_n(mu, njh, em.mu_prev.begin());
     }
-    const bool e_step = it + 1 < cfg.iters;
-    k.m_e_step(mu, a_out, st, V, beta_a, beta_v, s, em_step_config(cfg, it), e_step && !log_r.replay, cfg.norm);
-    if (log_r.record && e_step) std::copy_n(em.log_r.begin(), nij, log_r.record + it * nij);
+    k.m_e_step(mu, a_out, st, V, beta_a, beta_v, s, em_step_config(cfg, it), it + 1 < cfg.iters, cfg.norm);
     if (keep) {  // the M-step's outputs, which the E-step only reads
       std::copy_n(em.w.begin(), nij, h.w.begin() + it * nij);
       std::copy_n(em.sum_ra.begin(), nj, h.sum_ra.begin() + it * nj);
@@ -162,6 +184,10 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
       std::copy_n(a_out, nj, h.a.begin() + it * nj);
       std::copy_n(em.log_a_out.begin(), nj, h.log_a.begin() + it * nj);
     }
+  }
+  if (rec.record) {
+    float* r = rec.record;
+    for (const Block& b : blocks) r = std::copy_n(b.hist.begin() + b.from * b.n, (T - b.from) * b.n, r);
   }
 }
 

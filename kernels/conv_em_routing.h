@@ -143,12 +143,13 @@ VG_CEM_KERNELS(neon)
 #endif
 #undef VG_CEM_KERNELS
 
-// One variant: the M-step and the stop-gradient backward are the dense
-// family's kernels of the same ISA (a window's M-step is the dense M-step), the
+// One variant: the M-step, its weights and the stop-gradient backward are the
+// dense family's kernels of the same ISA (a window's M-step is the dense M-step), the
 // E-step and the full backward this family's.
 struct ConvEmRoutingKernels {
   Isa isa;
   EmMStepFn m_step;
+  EmMWeightsFn m_weights;
   ConvEmEStepFn e_step;
   ConvEmMEStepFn m_e_step;
   EmBackwardFn backward;
@@ -166,6 +167,10 @@ const ConvEmRoutingKernels& conv_em_routing_kernels();
 inline double conv_em_routing_forward_flops(const ConvVotesShape& s, int iters) {
   return em_routing_forward_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co, iters);
 }
+// A replay (ConvEmRecord): each iteration's weights, 3 per (window, child, type).
+inline double conv_em_routing_replay_flops(const ConvVotesShape& s, int iters) {
+  return 3.0 * iters * s.B * s.Ho() * s.Wo() * s.I() * s.Co;
+}
 inline double conv_em_routing_backward_flops(const ConvVotesShape& s) {
   return em_routing_backward_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co);
 }
@@ -173,30 +178,34 @@ inline double conv_em_routing_backward_full_flops(const ConvVotesShape& s, int i
   return em_routing_backward_full_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co, iters);
 }
 
-// What the E-steps of one routing left: the log R that M-steps 1 .. iters-1
-// read, (iters - 1) x P x I x J floats, P = B Ho Wo. A forward given `record`
-// writes it; a forward given `replay` (a record of a forward of the same
-// inputs) reads it instead of running its E-steps, so it runs the M-steps
-// alone and gives the recorded forward's mu, a_out and history bit for bit:
-// the M-step's outputs depend only on log R, V, the betas and the carried mean.
-struct ConvEmAssignments {
+// What the full backward's history is rebuilt from without the votes: the
+// log R that M-steps 1 .. iters-1 read (M-step 0's is the constant start),
+// then every M-step's mu, sigma2 (clamped), sum_h log sigma2, a and log a,
+// each block t-major: (iters - 1) P I J + iters P J (2 x 16 + 3) floats, P =
+// B Ho Wo. The M-step weights w and S, the history's largest part with log R,
+// are formed again from log R by the M-step's own arithmetic (m_weights).
+// A forward with cfg.grad == full given `record` writes one; a forward given
+// `replay`, the record of a forward of the same inputs and configuration,
+// routes nothing: it reads no vote and leaves mu, a_out and the history as
+// that forward did, bit for bit (the rest of st.em is not restored).
+struct ConvEmRecord {
   float* record = nullptr;
   const float* replay = nullptr;
   static size_t floats(const ConvVotesShape& s, int iters) {
-    return size_t(iters - 1) * s.B * s.Ho() * s.Wo() * s.I() * s.Co;
+    const size_t P = size_t(s.B) * s.Ho() * s.Wo(), J = s.Co;
+    return size_t(iters - 1) * P * s.I() * J + size_t(iters) * P * J * (2 * kPoseDim + 3);
   }
 };
 
 // The whole routing: initial R (see above), then cfg.iters M-steps with an
 // E-step between consecutive ones; iteration t uses em_lambda(cfg, t). With
 // cfg.grad == full every iteration's state is kept for the full backward.
-// Throws std::invalid_argument for an invalid shape, Co > 64, iters < 1 or
-// both a record and a replay.
+// Throws std::invalid_argument for an invalid shape, Co > 64, iters < 1, both
+// a record and a replay, or either without cfg.grad == full.
 void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const float* V,
                              const float* a_in_logit, const float* beta_a, const float* beta_v,
                              const ConvVotesShape& s, const ConvEmConfig& cfg,
-                             const ConvEmRoutingKernels& k = conv_em_routing_kernels(),
-                             ConvEmAssignments log_r = {});
+                             const ConvEmRoutingKernels& k = conv_em_routing_kernels(), ConvEmRecord rec = {});
 // Accumulates into dV, dbeta_a, dbeta_v and, with EmGrad::full, da_in_logit
 // (B x H x W x Ci; required then). EmGrad::stopgrad: the last M-step with R,
 // S = sum R a and the mu inside sigma2 detached, per window exactly the dense

@@ -133,6 +133,12 @@ struct EmState {
 using EmMStepFn = void (*)(float* mu, float* a_out, EmState& st, const float* V,
                            const float* beta_a, const float* beta_v, int B, int I, int J,
                            const EmConfig& cfg);
+// The M-step's first part alone: w (B x I x J) and S (B x J) from log R (B x
+// I x J) and the items' log a (B x I), as the M-step of the same ISA forms them
+// (the same bits), so a routing's history can be rebuilt from its log R
+// without the votes.
+using EmMWeightsFn = void (*)(float* w, float* S, const float* log_r, const float* log_a, int B, int I, int J,
+                              float eps);
 // E-step: log p_ij = -1/2 sum_h ((V_ijh - mu_jh)^2 / sigma2_jh + log(2 pi sigma2_jh));
 //   R_ij = softmax_j(log p_ij + log a_j), computed shifted by its max, kept as log R.
 using EmEStepFn = void (*)(EmState& st, const float* V, const float* mu, int B, int I, int J);
@@ -163,6 +169,8 @@ using EmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbeta_a,
 #define VG_EM_KERNELS(isa)                                                                                \
   void em_m_step_f32__##isa(float* mu, float* a_out, EmState& st, const float* V, const float* beta_a,     \
                             const float* beta_v, int B, int I, int J, const EmConfig& cfg);                 \
+  void em_m_weights_f32__##isa(float* w, float* S, const float* log_r, const float* log_a, int B, int I, int J, \
+                               float eps);                                                                 \
   void em_e_step_f32__##isa(EmState& st, const float* V, const float* mu, int B, int I, int J);            \
   void em_backward_f32__##isa(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,                  \
                               const float* da_out, const float* V, const float* mu, const float* a_out,     \
@@ -262,6 +270,7 @@ inline double em_routing_backward_full_flops(int B, int I, int J, int iters) {
 struct EmRoutingKernels {
   Isa isa;
   EmMStepFn m_step;
+  EmMWeightsFn m_weights;
   EmEStepFn e_step;
   EmBackwardFn backward;
   EmBackwardFullFn backward_full;

@@ -10,7 +10,39 @@ namespace vg {
 namespace {
 // log(sigmoid(z)) without overflow or log(0).
 inline float log_sigmoid(float z) { return std::min(z, 0.f) - std::log1p(std::exp(-std::fabs(z))); }
+
+// Upper capsule j's weights w_ij (w[i*J + j]) and S_j = sum_i R_ij a_i.
+float weights_of(float* w, const float* log_r, const float* log_a, int I, int J, int j, float eps) {
+  if (eps == 0.f) {
+    // Normalise in the log domain: the largest term is exp(0) = 1, so the
+    // denominator is >= 1 even when every R a underflows.
+    float m = -INFINITY;
+    for (int i = 0; i < I; ++i) m = std::max(m, log_r[i * J + j] + log_a[i]);
+    float z = 0.f;
+    for (int i = 0; i < I; ++i) {
+      w[i * J + j] = std::exp(log_r[i * J + j] + log_a[i] - m);
+      z += w[i * J + j];
+    }
+    for (int i = 0; i < I; ++i) w[i * J + j] /= z;
+    return std::exp(m) * z;
+  }
+  // The seed's form: R a / (sum R a + eps), shrunk toward 0 when sum R a ~ eps.
+  float S = 0.f;
+  for (int i = 0; i < I; ++i) {
+    w[i * J + j] = std::exp(log_r[i * J + j] + log_a[i]);
+    S += w[i * J + j];
+  }
+  for (int i = 0; i < I; ++i) w[i * J + j] /= (S + eps);
+  return S;
+}
 }  // namespace
+
+void em_m_weights_f32__scalar(float* w, float* S, const float* log_r, const float* log_a, int B, int I, int J,
+                              float eps) {
+  const size_t n = size_t(I) * J;
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < J; ++j) S[size_t(b) * J + j] = weights_of(w + b * n, log_r + b * n, log_a + size_t(b) * I, I, J, j, eps);
+}
 
 void em_m_step_f32__scalar(float* mu, float* a_out, EmState& st, const float* V,
                            const float* beta_a, const float* beta_v, int B, int I, int J,
@@ -26,30 +58,7 @@ void em_m_step_f32__scalar(float* mu, float* a_out, EmState& st, const float* V,
       float* w = st.w.data() + size_t(b) * I * J;  // w[i*J + j]
       const float* log_r = st.log_r.data() + size_t(b) * I * J;
       const float* log_a = st.log_a_in.data() + size_t(b) * I;
-      float S;
-      if (st.frozen) {
-        S = st.sum_ra[size_t(b) * J + j];
-      } else if (cfg.eps == 0.f) {
-        // Normalise in the log domain: the largest term is exp(0) = 1, so the
-        // denominator is >= 1 even when every R a underflows.
-        float m = -INFINITY;
-        for (int i = 0; i < I; ++i) m = std::max(m, log_r[i * J + j] + log_a[i]);
-        float z = 0.f;
-        for (int i = 0; i < I; ++i) {
-          w[i * J + j] = std::exp(log_r[i * J + j] + log_a[i] - m);
-          z += w[i * J + j];
-        }
-        for (int i = 0; i < I; ++i) w[i * J + j] /= z;
-        S = std::exp(m) * z;
-      } else {
-        // The seed's form: R a / (sum R a + eps), shrunk toward 0 when sum R a ~ eps.
-        S = 0.f;
-        for (int i = 0; i < I; ++i) {
-          w[i * J + j] = std::exp(log_r[i * J + j] + log_a[i]);
-          S += w[i * J + j];
-        }
-        for (int i = 0; i < I; ++i) w[i * J + j] /= (S + cfg.eps);
-      }
+      const float S = st.frozen ? st.sum_ra[size_t(b) * J + j] : weights_of(w, log_r, log_a, I, J, j, cfg.eps);
       st.sum_ra[size_t(b) * J + j] = S;
 
       float* m_j = mu + (size_t(b) * J + j) * H;

@@ -345,6 +345,11 @@ inline void backward_simd(float* dV, float* dbeta_a, float* dbeta_v, const float
                             const float* beta_v, int B, int I, int J, const EmConfig& cfg) {                  \
     m_step_simd(mu, a_out, st, V, beta_a, beta_v, B, I, J, cfg);                                              \
   }                                                                                                           \
+  void em_m_weights_f32__##isa(float* w, float* S, const float* log_r, const float* log_a, int B, int I, int J, \
+                               float eps) {                                                                 \
+    const size_t n = size_t(I) * J;                                                                           \
+    for (int b = 0; b < B; ++b) m_step_weights(w + b * n, S + size_t(b) * J, log_r + b * n, log_a + size_t(b) * I, I, J, eps); \
+  }                                                                                                           \
   void em_e_step_f32__##isa(EmState& st, const float* V, const float* mu, int B, int I, int J) {              \
     e_step_simd(st, V, mu, B, I, J);                                                                          \
   }                                                                                                           \

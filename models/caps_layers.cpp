@@ -226,7 +226,7 @@ void ConvCaps::prepare_backward(int B) {
   grow_to(d_a_, size_t(B) * s_.Ho() * s_.Wo() * s_.Co);
   const size_t chunks = reroute() ? 1 : size_t(B + kChunk - 1) / kChunk;
   if (states_.size() < chunks) add_states(chunks - states_.size());
-  if (reroute()) grow_to(log_r_kept_, size_t(B) * ConvEmAssignments::floats(s_.votes(1), cfg_.iters));
+  if (reroute()) grow_to(record_, size_t(B) * ConvEmRecord::floats(s_.votes(1), cfg_.iters));
   kept_capacity_ = std::max(kept_capacity_, B);
 }
 
@@ -282,8 +282,8 @@ void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet&
     votes_k_.forward(V, poses + b0 * children * kPoseDim, p.value(w), nullptr, v);
     t.mark(0);
     const size_t o = b0 * parents;
-    ConvEmAssignments rec;  // under EmGrad::full, what the backward's routing replays
-    if (keep && reroute()) rec.record = log_r_kept_.data() + b0 * ConvEmAssignments::floats(s_.votes(1), cfg_.iters);
+    ConvEmRecord rec;  // under EmGrad::full, what the backward's history is rebuilt from
+    if (keep && reroute()) rec.record = record_.data() + b0 * ConvEmRecord::floats(s_.votes(1), cfg_.iters);
     conv_em_routing_forward(mu_.data() + o * kPoseDim, a_.data() + o, st, V, a_logit + b0 * children,
                             p.value(beta_a), p.value(beta_v), v, cfg_, em_k_, rec);
     // logit(a) = log a - log(1 - a); the routing's last M-step left log a.
@@ -330,9 +330,9 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
     std::fill_n(dV, v.v_size(), 0.f);
     ConvEmState& st = states_[reroute() ? 0 : size_t(b0 / kChunk)];
     const Lend lend(st, lent_);
-    if (reroute()) {  // the chunk's history, again, its E-steps replayed: mu and a get the same bits
-      ConvEmAssignments rec;
-      rec.replay = log_r_kept_.data() + b0 * ConvEmAssignments::floats(s_.votes(1), cfg_.iters);
+    if (reroute()) {  // the chunk's history, rebuilt from the forward's record: mu and a get the same bits
+      ConvEmRecord rec;
+      rec.replay = record_.data() + b0 * ConvEmRecord::floats(s_.votes(1), cfg_.iters);
       conv_em_routing_forward(mu_.data() + o * kPoseDim, a_.data() + o, st, V, a_in_ + b0 * children,
                               p.value(beta_a), p.value(beta_v), v, cfg_, em_k_, rec);
     }
@@ -347,7 +347,7 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
 
 size_t ConvCaps::buffer_bytes() const {
   size_t n = (mu_.capacity() + a_.capacity() + z_.capacity() + log_a_.capacity() + d_a_.capacity() +
-              log_r_kept_.capacity()) * sizeof(float);
+              record_.capacity()) * sizeof(float);
   if (scratch_ == &own_) n += (own_.votes.capacity() + own_.d_votes.capacity()) * sizeof(float);
   for (const ConvEmState& st : states_) n += st.bytes();
   n += (lent_.em.log_r.capacity() + lent_.scratch.capacity()) * sizeof(float);
@@ -362,10 +362,10 @@ LayerInfo ConvCaps::votes_info(int B, const char* name) const {
 
 LayerInfo ConvCaps::routing_info(int B, const char* name) const {
   const ConvVotesShape v = s_.votes(B);
-  // The full backward routes each chunk again first (reroute()), its M-steps
-  // alone (the E-steps replayed): iters one-iteration forwards.
+  // The full backward first rebuilds each chunk's history from the forward's
+  // record (reroute()).
   return {name, conv_em_routing_forward_flops(v, cfg_.iters),
-          reroute() ? cfg_.iters * conv_em_routing_forward_flops(v, 1) + conv_em_routing_backward_full_flops(v, cfg_.iters)
+          reroute() ? conv_em_routing_replay_flops(v, cfg_.iters) + conv_em_routing_backward_full_flops(v, cfg_.iters)
                     : conv_em_routing_backward_flops(v)};
 }
 

@@ -180,10 +180,12 @@ struct ConvCapsScratch {
 // backward needs every iteration's state, ~2 MB per image at the paper's
 // ConvCaps1 (64 MB a batch of 32 in both layers, which would take a default
 // run past 100 MB): under EmGrad::full the backward routes each chunk again,
-// keeping its history for that chunk only. The forward keeps what its E-steps
-// left for the whole batch (ConvEmAssignments: 0.33 MB an image at ConvCaps1,
-// 20 MB a batch of 32 in both layers), so that second routing runs its
-// M-steps alone, about half a routing forward.
+// keeping its history for that chunk only. That routing is a replay: the
+// forward keeps a record of each item's routing (ConvEmRecord: its log R,
+// moments and activations, ~1 MB an image in both layers at the paper's
+// sizes, 31 MB a batch of 32), from which the history is rebuilt without
+// reading the votes (the M-step weights formed again), a small part of a
+// routing forward.
 // Every element sees the arithmetic of one whole-batch call, in the same
 // order, so results are bit-identical to routing the batch at once.
 class ConvCaps {
@@ -218,8 +220,8 @@ class ConvCaps {
   // d_poses and d_a_logit (the latter zero under stop-gradient routing).
   // After a forward that kept no routing state (a batch larger than the one
   // prepared) it first routes the batch again, keeping it: the same bits.
-  // Under EmGrad::full it routes each chunk again just before its backward,
-  // replaying the forward's E-steps.
+  // Under EmGrad::full it rebuilds each chunk's routing history from the
+  // forward's record just before the chunk's backward.
   void backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a_logit_out, ParamSet& p, int B,
                 LayerProfiler* prof, const char* votes_name = "votes", const char* routing_name = "em_routing");
   static constexpr float kMaxLogit = 40.f;
@@ -245,7 +247,7 @@ class ConvCaps {
   bool reroute() const { return cfg_.grad == EmGrad::full; }
   std::vector<ConvEmState> states_;
   ConvEmState lent_;                 // only its log R and scratch: lent to the chunk being routed
-  std::vector<float> log_r_kept_;    // EmGrad::full: the E-steps' log R of the kept batch, per item
+  std::vector<float> record_;        // EmGrad::full: the kept batch's ConvEmRecord, item by item
   int kept_capacity_ = 0;            // items prepare_backward sized states_ for
   int kept_ = 0;                     // the batch whose routing state states_ holds (0: none)
 };

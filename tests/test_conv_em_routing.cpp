@@ -2,7 +2,7 @@
 // the routing against the naive double reference (tests/conv_em_reference.h),
 // the normalisation's invariants, the windows each child feeds, equality with
 // the dense routing for one window, the fused iteration against the
-// separate steps, and a replay of the E-steps against the routing.
+// separate steps, and a replay of a routing's record against the routing.
 // Rounding bounds are first order in u = FLT_EPSILON / 2: a float sum of n
 // terms is within gamma_n sum |terms| of the exact one; each step is checked
 // from the kernel's own float inputs, so no bound carries earlier errors.
@@ -403,12 +403,12 @@ TEST_P(ConvEmRoutingVariant, TheFusedIterationIsTheSeparateStepsBitForBit) {
       }
 }
 
-TEST_P(ConvEmRoutingVariant, AReplayOfTheEStepsIsTheRoutingBitForBit) {
-  // A forward that replays a record of the E-steps' log R runs the M-steps
-  // alone (the backward's second routing): its outputs and every iteration's
-  // history must be the recorded forward's, under every option set, with 1 to
-  // 4 iterations; and the replay must read the record (a changed record
-  // changes the routing), not route again.
+TEST_P(ConvEmRoutingVariant, AReplayRebuildsTheRoutingBitForBitWithoutTheVotes) {
+  // A forward that replays the record of a forward (the backward's history,
+  // ConvEmRecord) forms only the M-step weights again: its outputs and every
+  // iteration's history must be the recorded forward's under every option
+  // set, with 1 to 4 iterations, though its votes are all NaN; and it must
+  // use the record (a changed log R changes the rebuilt weights).
   int nv = 0;
   const ConvEmRoutingKernels& k = conv_em_routing_variants(&nv)[GetParam()];
   if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
@@ -420,24 +420,26 @@ TEST_P(ConvEmRoutingVariant, AReplayOfTheEStepsIsTheRoutingBitForBit) {
           const ConvEmConfig c = option_set(opt, iters, EmGrad::full, norm);
           Problem pr(s, c, tag += 10, k);
           const std::string where = std::string(isa_name(k.isa)) + " " + describe(s, c);
-          std::vector<float> rec(ConvEmAssignments::floats(s, iters), NAN);
-          ConvEmAssignments record;
+          std::vector<float> rec(ConvEmRecord::floats(s, iters), NAN);
+          ConvEmRecord record;
           record.record = rec.data();
           conv_em_routing_forward(pr.mu.data(), pr.a.data(), pr.st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s,
                                   c, k, record);
           const EmState::History want = pr.st.em.hist;
-          const std::vector<float> mu = pr.mu, a = pr.a;
           for (float x : rec) ASSERT_FALSE(std::isnan(x)) << where << ": the record has a gap";
           ConvEmState st;
           st.resize(s, c);
-          std::vector<float> mu2(mu.size()), a2(a.size());
-          ConvEmAssignments replay;
+          const std::vector<float> no_votes(s.v_size(), NAN);
+          std::vector<float> mu(pr.mu.size()), a(pr.a.size());
+          ConvEmRecord replay;
           replay.replay = rec.data();
-          conv_em_routing_forward(mu2.data(), a2.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c, k,
-                                  replay);
-          ASSERT_EQ(mu2, mu) << where;
-          ASSERT_EQ(a2, a) << where;
+          conv_em_routing_forward(mu.data(), a.data(), st, no_votes.data(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c,
+                                  k, replay);
+          ASSERT_EQ(mu, pr.mu) << where;
+          ASSERT_EQ(a, pr.a) << where;
           const auto& h = st.em.hist;
+          ASSERT_EQ(h.iters, want.iters) << where;
+          ASSERT_EQ(h.B, want.B) << where;
           ASSERT_EQ(h.log_r, want.log_r) << where;
           ASSERT_EQ(h.w, want.w) << where;
           ASSERT_EQ(h.sum_ra, want.sum_ra) << where;
@@ -446,19 +448,27 @@ TEST_P(ConvEmRoutingVariant, AReplayOfTheEStepsIsTheRoutingBitForBit) {
           ASSERT_EQ(h.log_s2_sum, want.log_s2_sum) << where;
           ASSERT_EQ(h.a, want.a) << where;
           ASSERT_EQ(h.log_a, want.log_a) << where;
+          ASSERT_EQ(h.beta_v, want.beta_v) << where;
+          ASSERT_EQ(st.log_a_child, pr.st.log_a_child) << where;
           if (iters == 1) continue;
-          for (size_t n = 0; n < rec.size(); n += 3) rec[n] -= 1.f;
-          conv_em_routing_forward(mu2.data(), a2.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c, k,
-                                  replay);
-          ASSERT_NE(mu2, mu) << where << ": the replay did not read its record";
+          for (size_t n = 0; n < size_t(s.B) * s.Ho() * s.Wo() * s.I() * s.Co; n += 3) rec[n] -= 1.f;
+          conv_em_routing_forward(mu.data(), a.data(), st, no_votes.data(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c,
+                                  k, replay);
+          ASSERT_NE(st.em.hist.w, want.w) << where << ": the replay did not read its record";
         }
-  ConvEmAssignments both;
-  std::vector<float> rec(ConvEmAssignments::floats(ConvVotesShape::conv(1, 5, 5, 1, 8, 3, 1), 3));
+  const ConvVotesShape s = ConvVotesShape::conv(1, 5, 5, 1, 8, 3, 1);
+  std::vector<float> rec(ConvEmRecord::floats(s, 3));
+  ConvEmRecord both;
   both.record = rec.data();
   both.replay = rec.data();
-  Problem pr(ConvVotesShape::conv(1, 5, 5, 1, 8, 3, 1), option_set(0, 3, EmGrad::full, ConvEmNorm::paper), 7990, k);
+  Problem pr(s, option_set(0, 3, EmGrad::full, ConvEmNorm::paper), 7990, k);
   EXPECT_THROW(conv_em_routing_forward(pr.mu.data(), pr.a.data(), pr.st, pr.vk(), pr.z.data(), pr.ba.data(),
-                                       pr.bv.data(), pr.s, pr.cfg, k, both),
+                                       pr.bv.data(), s, pr.cfg, k, both),
+               std::invalid_argument);
+  ConvEmRecord record;
+  record.record = rec.data();
+  EXPECT_THROW(conv_em_routing_forward(pr.mu.data(), pr.a.data(), pr.st, pr.vk(), pr.z.data(), pr.ba.data(),
+                                       pr.bv.data(), s, option_set(0, 3, EmGrad::stopgrad, ConvEmNorm::paper), k, record),
                std::invalid_argument);
 }
 

@@ -374,6 +374,12 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
       std::vector<float> mr(mu0.size()), mv(mu0.size()), ar(a0.size()), av(a0.size());
       ref.m_step(mr.data(), ar.data(), sr, Vk, beta_a.data(), beta_v.data(), B, I, J, cfg);
       k.m_step(mv.data(), av.data(), sv, Vk, beta_a.data(), beta_v.data(), B, I, J, cfg);
+      if (!c.frozen) {  // the weights alone (a replay's) are this ISA's M-step's, bit for bit
+        std::vector<float> w(sv.w.size(), NAN), S(sv.sum_ra.size(), NAN);
+        k.m_weights(w.data(), S.data(), st0.log_r.data(), st0.log_a_in.data(), B, I, J, cfg.eps);
+        ASSERT_EQ(w, sv.w) << "m_weights " << where;
+        ASSERT_EQ(S, sv.sum_ra) << "m_weights " << where;
+      }
       const double kw = c.frozen ? 0.0 : 2.0 * I + 8;
       for (size_t n = 0; n < sr.w.size(); ++n)
         ASSERT_NEAR(sv.w[n], sr.w[n], kw * eps * std::fabs(sr.w[n])) << "w " << where;
