@@ -146,24 +146,25 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
   }
   auto& h = em.hist;
   const size_t T = size_t(cfg.iters);
-  // The record's blocks (ConvEmRecord): log R of M-steps 1.., then per M-step
-  // mu, sigma2, sum log sigma2, a, log a.
-  struct Block {
-    std::vector<float>& hist;
-    size_t n, from;  // per iteration; the first iteration recorded
-  };
-  const Block blocks[] = {{h.log_r, nij, 1},  {h.mu, njh, 0}, {h.sigma2, njh, 0},
-                          {h.log_s2_sum, nj, 0}, {h.a, nj, 0}, {h.log_a, nj, 0}};
+  // The record (ConvEmRecord): every M-step's outputs, block by block.
+  const std::pair<std::vector<float>*, size_t> blocks[] = {{&h.mu, njh}, {&h.sigma2, njh}, {&h.log_s2_sum, nj},
+                                                           {&h.a, nj},   {&h.log_a, nj}};
   if (rec.replay) {
     const float* r = rec.replay;
-    std::copy_n(em.log_r.begin(), nij, h.log_r.begin());  // log R^0, the start above
-    for (const Block& b : blocks) {
-      std::copy_n(r, (T - b.from) * b.n, b.hist.begin() + b.from * b.n);
-      r += (T - b.from) * b.n;
+    for (const auto& [hist, n] : blocks) {
+      std::copy_n(r, T * n, hist->begin());
+      r += T * n;
     }
-    for (size_t t = 0; t < T; ++t)
+    for (size_t t = 0; t < T; ++t) {
+      // log R^t (the start above, or E-step t-1's), then M-step t's weights.
+      std::copy_n(em.log_r.begin(), nij, h.log_r.begin() + t * nij);
       k.m_weights(h.w.data() + t * nij, h.sum_ra.data() + t * nj, h.log_r.data() + t * nij, em.log_a_in.data(), P, I,
                   J, cfg.eps);
+      if (t + 1 == T) break;
+      std::copy_n(h.sigma2.begin() + t * njh, njh, em.sigma2.begin());  // what E-step t reads of M-step t
+      std::copy_n(h.log_a.begin() + t * nj, nj, em.log_a_out.begin());
+      k.e_step(st, V, h.mu.data() + t * njh, s, cfg.norm);
+    }
     std::copy_n(h.mu.begin() + (T - 1) * njh, njh, mu);
     std::copy_n(h.a.begin() + (T - 1) * nj, nj, a_out);
     return;
@@ -187,7 +188,7 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
   }
   if (rec.record) {
     float* r = rec.record;
-    for (const Block& b : blocks) r = std::copy_n(b.hist.begin() + b.from * b.n, (T - b.from) * b.n, r);
+    for (const auto& [hist, n] : blocks) r = std::copy_n(hist->begin(), T * n, r);
   }
 }
 

@@ -167,9 +167,11 @@ const ConvEmRoutingKernels& conv_em_routing_kernels();
 inline double conv_em_routing_forward_flops(const ConvVotesShape& s, int iters) {
   return em_routing_forward_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co, iters);
 }
-// A replay (ConvEmRecord): each iteration's weights, 3 per (window, child, type).
+// A replay (ConvEmRecord): each iteration's weights, 3 per (window, child,
+// type), and the E-steps.
 inline double conv_em_routing_replay_flops(const ConvVotesShape& s, int iters) {
-  return 3.0 * iters * s.B * s.Ho() * s.Wo() * s.I() * s.Co;
+  return 3.0 * iters * s.B * s.Ho() * s.Wo() * s.I() * s.Co + conv_em_routing_forward_flops(s, iters) -
+         iters * conv_em_routing_forward_flops(s, 1);
 }
 inline double conv_em_routing_backward_flops(const ConvVotesShape& s) {
   return em_routing_backward_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co);
@@ -178,22 +180,22 @@ inline double conv_em_routing_backward_full_flops(const ConvVotesShape& s, int i
   return em_routing_backward_full_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co, iters);
 }
 
-// What the full backward's history is rebuilt from without the votes: the
-// log R that M-steps 1 .. iters-1 read (M-step 0's is the constant start),
-// then every M-step's mu, sigma2 (clamped), sum_h log sigma2, a and log a,
-// each block t-major: (iters - 1) P I J + iters P J (2 x 16 + 3) floats, P =
-// B Ho Wo. The M-step weights w and S, the history's largest part with log R,
-// are formed again from log R by the M-step's own arithmetic (m_weights).
+// What the full backward's history is rebuilt from: every M-step's outputs,
+// mu, sigma2 (clamped), sum_h log sigma2, a and log a, each block t-major,
+// iters P J (2 x 16 + 3) floats (P = B Ho Wo), a twentieth of the history at
+// the paper's ConvCaps1. The rest, log R and the M-step weights w and S, are
+// formed again by the routing's own arithmetic: each iteration's weights
+// (m_weights) from its log R, and the next log R by the E-step from the
+// recorded moments, so no M-step runs.
 // A forward with cfg.grad == full given `record` writes one; a forward given
 // `replay`, the record of a forward of the same inputs and configuration,
-// routes nothing: it reads no vote and leaves mu, a_out and the history as
-// that forward did, bit for bit (the rest of st.em is not restored).
+// leaves mu, a_out and the history as that forward did, bit for bit (the rest
+// of st.em is not restored).
 struct ConvEmRecord {
   float* record = nullptr;
   const float* replay = nullptr;
   static size_t floats(const ConvVotesShape& s, int iters) {
-    const size_t P = size_t(s.B) * s.Ho() * s.Wo(), J = s.Co;
-    return size_t(iters - 1) * P * s.I() * J + size_t(iters) * P * J * (2 * kPoseDim + 3);
+    return size_t(iters) * s.B * s.Ho() * s.Wo() * s.Co * (2 * kPoseDim + 3);
   }
 };
 

@@ -28,12 +28,12 @@ size_t ConvCapsConfig::activation_floats() const {
   // images only (ConvCapsScratch), and under --em-grad full route each chunk
   // again in backward, holding its history alone (a few MB whatever the
   // batch, so not per image), rebuilt from a record kept per image
-  // (ConvEmRecord: log R of all but the first iteration, and the moments).
+  // (ConvEmRecord: every M-step's outputs).
   const size_t s0 = size_t(conv1_side()) * conv1_side(), s1 = size_t(caps1_side()) * caps1_side(),
                s2 = size_t(caps2_side()) * caps2_side();
   const bool full = em.grad == EmGrad::full;
   auto routed = [&](size_t windows, size_t I, size_t J, bool dense) {
-    const size_t per_pair = !full ? 2 : dense ? 3 + 2 * size_t(em.iters) : size_t(em.iters) - 1;
+    const size_t per_pair = !full ? 2 : dense ? 3 + 2 * size_t(em.iters) : 0;
     const size_t record = full && !dense ? size_t(em.iters) * windows * J * (2 * kPoseDim + 3) : 0;
     return (dense ? 2 * windows * I * J * kPoseDim : 0) + per_pair * windows * I * J + 4 * windows * J * kPoseDim + record;
   };

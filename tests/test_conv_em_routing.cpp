@@ -403,12 +403,12 @@ TEST_P(ConvEmRoutingVariant, TheFusedIterationIsTheSeparateStepsBitForBit) {
       }
 }
 
-TEST_P(ConvEmRoutingVariant, AReplayRebuildsTheRoutingBitForBitWithoutTheVotes) {
+TEST_P(ConvEmRoutingVariant, AReplayRebuildsTheRoutingBitForBit) {
   // A forward that replays the record of a forward (the backward's history,
-  // ConvEmRecord) forms only the M-step weights again: its outputs and every
-  // iteration's history must be the recorded forward's under every option
-  // set, with 1 to 4 iterations, though its votes are all NaN; and it must
-  // use the record (a changed log R changes the rebuilt weights).
+  // ConvEmRecord) runs no M-step: its outputs and every iteration's history
+  // must be the recorded forward's under every option set, with 1 to 4
+  // iterations, read from the record, the E-steps and the weights; and it
+  // must use the record (a changed mean changes the rebuilt log R).
   int nv = 0;
   const ConvEmRoutingKernels& k = conv_em_routing_variants(&nv)[GetParam()];
   if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
@@ -429,12 +429,11 @@ TEST_P(ConvEmRoutingVariant, AReplayRebuildsTheRoutingBitForBitWithoutTheVotes) 
           for (float x : rec) ASSERT_FALSE(std::isnan(x)) << where << ": the record has a gap";
           ConvEmState st;
           st.resize(s, c);
-          const std::vector<float> no_votes(s.v_size(), NAN);
           std::vector<float> mu(pr.mu.size()), a(pr.a.size());
           ConvEmRecord replay;
           replay.replay = rec.data();
-          conv_em_routing_forward(mu.data(), a.data(), st, no_votes.data(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c,
-                                  k, replay);
+          conv_em_routing_forward(mu.data(), a.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c, k,
+                                  replay);
           ASSERT_EQ(mu, pr.mu) << where;
           ASSERT_EQ(a, pr.a) << where;
           const auto& h = st.em.hist;
@@ -451,10 +450,10 @@ TEST_P(ConvEmRoutingVariant, AReplayRebuildsTheRoutingBitForBitWithoutTheVotes) 
           ASSERT_EQ(h.beta_v, want.beta_v) << where;
           ASSERT_EQ(st.log_a_child, pr.st.log_a_child) << where;
           if (iters == 1) continue;
-          for (size_t n = 0; n < size_t(s.B) * s.Ho() * s.Wo() * s.I() * s.Co; n += 3) rec[n] -= 1.f;
-          conv_em_routing_forward(mu.data(), a.data(), st, no_votes.data(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c,
-                                  k, replay);
-          ASSERT_NE(st.em.hist.w, want.w) << where << ": the replay did not read its record";
+          for (size_t n = 0; n < pr.mu.size(); n += 3) rec[n] += 0.5f;  // M-step 0's mu
+          conv_em_routing_forward(mu.data(), a.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c, k,
+                                  replay);
+          ASSERT_NE(st.em.hist.log_r, want.log_r) << where << ": the replay did not read its record";
         }
   const ConvVotesShape s = ConvVotesShape::conv(1, 5, 5, 1, 8, 3, 1);
   std::vector<float> rec(ConvEmRecord::floats(s, 3));
