@@ -182,7 +182,7 @@ inline double conv_em_routing_backward_full_flops(const ConvVotesShape& s, int i
 
 // What the full backward's history is rebuilt from: every M-step's outputs,
 // mu, sigma2 (clamped), sum_h log sigma2, a and log a, each block t-major,
-// iters P J (2 x 16 + 3) floats (P = B Ho Wo), a twentieth of the history at
+// iters P J (2 x 16 + 3) floats (P = B Ho Wo), a fifth of the history at
 // the paper's ConvCaps1. The rest, log R and the M-step weights w and S, are
 // formed again by the routing's own arithmetic: each iteration's weights
 // (m_weights) from its log R, and the next log R by the E-step from the
