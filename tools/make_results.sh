@@ -33,7 +33,8 @@
 #        bash tools/make_results.sh convcaps-norb (the paper's networks on the smallNORB-format
 #                                            export, the paper's azimuth split, 5 seeds;
 #                                            results/provenance_convcaps-norb.md; ~2 hours on 2 cores,
-#                                            estimated from an epoch's time: not yet run)
+#                                            estimated from an epoch's time; rerunning it resumes the
+#                                            sweep in build/convcaps-parts)
 #        bash tools/make_results.sh figures (only plot.py's figures, redrawn from the
 #                                            committed run dumps and sweeps, ~2 minutes;
 #                                            results/provenance_figures.md)
@@ -249,12 +250,20 @@ convcaps_norb_steps() {
   # seed's caps and cnn run in results/norb_paper_azimuth: the paper's azimuth split, every
   # model its full epochs (smallNORB's files hold no validation toys to match on). 5 seeds:
   # a convcaps cell trains on 8,100 stereo pairs an epoch.
-  local dir=build/norb-export-convcaps
-  rm -rf "$dir" "$out/norb_paper_azimuth_convcaps"
-  step "smallNORB-format export" "$exe" export-norb "$dir/asym" --shapes asym --quiet
+  # Its hours may span sessions: the sweep runs in build/ and rerunning this resumes it (the
+  # export is kept until the sweep is whole); results/ gets it only when it is complete.
+  local dir=build/norb-export-convcaps part=build/convcaps-parts/norb_paper_azimuth_convcaps
+  mkdir -p build/convcaps-parts
+  [ -f "$dir/asym/.complete" ] ||
+    { rm -rf "$dir" "$part" && step "smallNORB-format export" "$exe" export-norb "$dir/asym" --shapes asym --quiet &&
+      touch "$dir/asym/.complete"; }
+  local resume=()
+  [ -f "$part/meta.json" ] && resume=(--resume)
   step "smallNORB-format data, paper's azimuth split, the paper's networks" "$exe" sweep --data "norb:$dir/asym" \
     --split paper-azimuth --seeds 0:4 --models convcaps,cnn-paper --reference cnn-paper --jobs "${JOBS:-2}" \
-    --reproducible --quiet --out "$out/norb_paper_azimuth_convcaps"
+    --reproducible --quiet --out "$part" "${resume[@]}"
+  rm -rf "$out/norb_paper_azimuth_convcaps"
+  mv "$part" "$out/norb_paper_azimuth_convcaps"
   rm -rf "$dir"
 }
 # One part alone, with its own provenance (results/provenance_NAME.md).
