@@ -32,9 +32,9 @@
 #                                            results/provenance_convcaps-table2-seeds[-P].md)
 #        bash tools/make_results.sh convcaps-norb (the paper's networks on the smallNORB-format
 #                                            export, the paper's azimuth split, 5 seeds;
-#                                            results/provenance_convcaps-norb.md; ~2 hours on 2 cores,
-#                                            estimated from an epoch's time; rerunning it resumes the
-#                                            sweep in build/convcaps-parts)
+#                                            results/provenance_convcaps-norb.md; over 2 hours on 2
+#                                            cores: two cells at once took over 45 minutes; rerunning
+#                                            it resumes the sweep in build/convcaps-parts)
 #        bash tools/make_results.sh figures (only plot.py's figures, redrawn from the
 #                                            committed run dumps and sweeps, ~2 minutes;
 #                                            results/provenance_figures.md)
