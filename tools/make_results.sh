@@ -254,9 +254,12 @@ convcaps_norb_steps() {
   # export is kept until the sweep is whole); results/ gets it only when it is complete.
   local dir=build/norb-export-convcaps part=build/convcaps-parts/norb_paper_azimuth_convcaps
   mkdir -p build/convcaps-parts
-  [ -f "$dir/asym/.complete" ] ||
-    { rm -rf "$dir" "$part" && step "smallNORB-format export" "$exe" export-norb "$dir/asym" --shapes asym --quiet &&
-      touch "$dir/asym/.complete"; }
+  # An if, not an && list: inside a list set -e is off, and a failed export would be marked whole.
+  if [ ! -f "$dir/asym/.complete" ]; then
+    rm -rf "$dir" "$part"
+    step "smallNORB-format export" "$exe" export-norb "$dir/asym" --shapes asym --quiet
+    touch "$dir/asym/.complete"
+  fi
   local resume=()
   [ -f "$part/meta.json" ] && resume=(--resume)
   step "smallNORB-format data, paper's azimuth split, the paper's networks" "$exe" sweep --data "norb:$dir/asym" \
