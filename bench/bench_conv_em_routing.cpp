@@ -34,8 +34,8 @@ struct Layer {
     dmu = randn(mu.size(), 8), da = randn(a.size(), 9);
     st.resize(s, cfg);
   }
-  void forward(const ConvEmRoutingKernels& k) {
-    conv_em_routing_forward(mu.data(), a.data(), st, V.data(), z.data(), ba.data(), bv.data(), s, cfg, k);
+  void forward(const ConvEmRoutingKernels& k, ConvEmRecord rec = {}) {
+    conv_em_routing_forward(mu.data(), a.data(), st, V.data(), z.data(), ba.data(), bv.data(), s, cfg, k, rec);
   }
   void backward(const ConvEmRoutingKernels& k) {
     conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), dmu.data(), da.data(), V.data(), mu.data(),
@@ -95,6 +95,41 @@ void BM_conv_em_routing_backward_full(benchmark::State& state, const ConvEmRouti
   state.SetItemsProcessed(state.iterations() * l.s.B);
 }
 
+// What the full backward runs first in the model (ConvCaps::backward): the
+// routing's history rebuilt from a record of the forward (ConvEmRecord).
+void BM_conv_em_routing_replay(benchmark::State& state, const ConvEmRoutingKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  Layer l(int(state.range(0)), int(state.range(1)), EmGrad::full);
+  std::vector<float> record(ConvEmRecord::floats(l.s, l.cfg.iters, l.cfg.norm));
+  ConvEmRecord rec;
+  rec.record = record.data();
+  l.forward(*k, rec);
+  rec = {};
+  rec.replay = record.data();
+  for (auto _ : state) {
+    l.forward(*k, rec);
+    benchmark::DoNotOptimize(l.mu.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(conv_em_routing_replay_flops(l.s, l.cfg.iters),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * l.s.B);
+}
+
+// One E-step (its likelihoods, then the per-child normalisation) on the
+// routed state: a forward runs iters - 1 of them, a replay as many.
+void BM_conv_em_e_step(benchmark::State& state, const ConvEmRoutingKernels* k) {
+  if (!isa_supported(k->isa)) return state.SkipWithError("ISA not supported on this CPU");
+  Layer l(int(state.range(0)), int(state.range(1)), EmGrad::stopgrad);
+  l.forward(*k);
+  for (auto _ : state) {
+    k->e_step(l.st, l.V.data(), l.mu.data(), l.s, l.cfg.norm, nullptr);
+    benchmark::DoNotOptimize(l.st.em.log_r.data());
+  }
+  state.counters["FLOPS"] = benchmark::Counter(conv_em_routing_forward_flops(l.s, 2) - 2 * conv_em_routing_forward_flops(l.s, 1),
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  state.SetItemsProcessed(state.iterations() * l.s.B);
+}
+
 // One registration per variant in the kernel list; layer 1 = ConvCaps1, 2 = ConvCaps2.
 const int registered = [] {
   int n = 0;
@@ -112,6 +147,8 @@ const int registered = [] {
                                       &ck[v]));
     args(benchmark::RegisterBenchmark(("BM_conv_em_routing_backward_full/" + isa).c_str(), BM_conv_em_routing_backward_full,
                                       &ck[v]));
+    args(benchmark::RegisterBenchmark(("BM_conv_em_routing_replay/" + isa).c_str(), BM_conv_em_routing_replay, &ck[v]));
+    args(benchmark::RegisterBenchmark(("BM_conv_em_e_step/" + isa).c_str(), BM_conv_em_e_step, &ck[v]));
   }
   return n;
 }();

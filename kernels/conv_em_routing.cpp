@@ -42,13 +42,15 @@ void ConvEmState::reserve_full(const ConvVotesShape& s, int iters) {
 
 namespace {
 // The kernel list: one line per variant this build has. The M-step, its
-// weights and the stop-gradient backward are the dense family's of the same ISA; the E-step and
+// weights, the likelihoods and the stop-gradient backward are the dense
+// family's of the same ISA; the E-step and
 // the iteration that fuses it with the M-step are named separately
 // (conv_em_routing_simd.h's for every ISA here), the full backward is this
 // family's of the same ISA.
 #define VG_CEM_ENTRY(isa, e_step)                                                       \
-  {Isa::isa, em_m_step_f32__##isa, em_m_weights_f32__##isa, conv_em_e_step_f32__##e_step, conv_em_m_e_step_f32__##e_step, \
-   em_backward_f32__##isa, conv_em_backward_full_f32__##isa}
+  {Isa::isa, em_m_step_f32__##isa, em_m_weights_f32__##isa, em_likelihoods_f32__##isa,           \
+   conv_em_e_step_f32__##e_step, conv_em_m_e_step_f32__##e_step, em_backward_f32__##isa,           \
+   conv_em_backward_full_f32__##isa}
 const ConvEmRoutingKernels kVariants[] = {
     VG_CEM_ENTRY(scalar, scalar),
 #if defined(__x86_64__)
@@ -90,6 +92,47 @@ void conv_em_input_logit_backward(float* da_in_logit, float* scratch, const floa
     for (int q = 0; q < I; ++q) scratch[conv_em_child_of(s, w / Wo, w % Wo, q)] += dla[size_t(w) * I + q];
   for (size_t c = 0; c < children; ++c) da_in_logit[c] += scratch[c] * -std::expm1(log_a[c]);
 }
+
+namespace {
+// A replay's history (ConvEmRecord), the recorded moments already in em.hist:
+// window by window, every iteration's log R (the initial one from em.log_r,
+// then E-step t-1's as the likelihoods less each child's recorded LSE, the
+// subtraction the E-step made) and its weights. A window's votes (74 KB at the
+// paper's ConvCaps1) stay in cache over its iterations, where whole-batch
+// E-steps streamed every window's votes once an iteration.
+void replay_windows(EmState& em, const float* V, const float* lse, const ConvVotesShape& s, const ConvEmConfig& cfg,
+                    const ConvEmRoutingKernels& k) {
+  const int Ho = s.Ho(), Wo = s.Wo(), Pw = Ho * Wo, P = windows(s), I = s.I(), J = s.Co;
+  const size_t IJ = size_t(I) * J, nij = size_t(P) * IJ, nj = size_t(P) * J, njh = nj * kPoseDim;
+  const size_t children = size_t(s.H) * s.W * s.Ci, nl = ConvEmRecord::lse_floats(s, cfg.norm);
+  const bool per_type = cfg.norm == ConvEmNorm::official;
+  auto& h = em.hist;
+  for (int p = 0; p < P; ++p) {
+    const int b = p / Pw, oy = p % Pw / Wo, ox = p % Wo;
+    for (int t = 0; t < cfg.iters; ++t) {
+      float* lr = h.log_r.data() + t * nij + p * IJ;
+      if (t == 0) {
+        std::copy_n(em.log_r.begin() + std::ptrdiff_t(p * IJ), IJ, lr);
+      } else {
+        const size_t pj = size_t(p) * J, prev = size_t(t - 1);
+        k.likelihoods(lr, V + p * IJ * kPoseDim, h.mu.data() + prev * njh + pj * kPoseDim,
+                      h.sigma2.data() + prev * njh + pj * kPoseDim, h.log_a.data() + prev * nj + pj, 1, I, J);
+        const float* l = lse + prev * nl + b * children * (per_type ? J : 1);
+        for (int q = 0; q < I; ++q) {
+          const size_t c = conv_em_child_of(s, oy, ox, q);
+          float* r = lr + size_t(q) * J;
+          if (per_type)
+            for (int j = 0; j < J; ++j) r[j] -= l[c * J + j];
+          else
+            for (int j = 0; j < J; ++j) r[j] -= l[c];
+        }
+      }
+      k.m_weights(h.w.data() + t * nij + p * IJ, h.sum_ra.data() + t * nj + size_t(p) * J, lr,
+                  em.log_a_in.data() + size_t(p) * I, 1, I, J, cfg.eps);
+    }
+  }
+}
+}  // namespace
 
 void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const float* V,
                              const float* a_in_logit, const float* beta_a, const float* beta_v,
@@ -137,58 +180,50 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
             }
           }
   const size_t nij = size_t(P) * I * J, nj = size_t(P) * J, njh = nj * kPoseDim;
-  const bool keep = cfg.grad == EmGrad::full;
-  if (keep) {
-    st.reserve_full(s, cfg.iters);
-    em.hist.iters = cfg.iters;
-    em.hist.B = P;
-    std::copy_n(beta_v, J, em.hist.beta_v.begin());
-  }
+  const size_t T = size_t(cfg.iters), nl = ConvEmRecord::lse_floats(s, cfg.norm);
   auto& h = em.hist;
-  const size_t T = size_t(cfg.iters);
-  // The record (ConvEmRecord): every M-step's outputs, block by block.
-  const std::pair<std::vector<float>*, size_t> blocks[] = {{&h.mu, njh}, {&h.sigma2, njh}, {&h.log_s2_sum, nj},
-                                                           {&h.a, nj},   {&h.log_a, nj}};
+  // The record (ConvEmRecord): each M-step output's block (T x its floats
+  // an iteration), in this order, then the E-steps' LSEs.
+  std::vector<float>* const kept[] = {&h.mu, &h.sigma2, &h.log_s2_sum, &h.a, &h.log_a};
+  const size_t per_iter[] = {njh, njh, nj, nj, nj};
+  // A recorded forward keeps no history: its replay rebuilds it.
+  const bool keep = cfg.grad == EmGrad::full && !rec.record;
+  if (keep || rec.replay) {
+    st.reserve_full(s, cfg.iters);
+    h.iters = cfg.iters;
+    h.B = P;
+    std::copy_n(beta_v, J, h.beta_v.begin());
+  }
   if (rec.replay) {
     const float* r = rec.replay;
-    for (const auto& [hist, n] : blocks) {
-      std::copy_n(r, T * n, hist->begin());
-      r += T * n;
+    for (int n = 0; n < 5; ++n) {
+      std::copy_n(r, T * per_iter[n], kept[n]->begin());
+      r += T * per_iter[n];
     }
-    for (size_t t = 0; t < T; ++t) {
-      // log R^t (the start above, or E-step t-1's), then M-step t's weights.
-      std::copy_n(em.log_r.begin(), nij, h.log_r.begin() + t * nij);
-      k.m_weights(h.w.data() + t * nij, h.sum_ra.data() + t * nj, h.log_r.data() + t * nij, em.log_a_in.data(), P, I,
-                  J, cfg.eps);
-      if (t + 1 == T) break;
-      std::copy_n(h.sigma2.begin() + t * njh, njh, em.sigma2.begin());  // what E-step t reads of M-step t
-      std::copy_n(h.log_a.begin() + t * nj, nj, em.log_a_out.begin());
-      k.e_step(st, V, h.mu.data() + t * njh, s, cfg.norm);
-    }
+    replay_windows(em, V, r, s, cfg, k);
     std::copy_n(h.mu.begin() + (T - 1) * njh, njh, mu);
     std::copy_n(h.a.begin() + (T - 1) * nj, nj, a_out);
     return;
   }
+  float* lse = rec.record ? rec.record + T * (2 * njh + 3 * nj) : nullptr;  // E-step t's at lse + t nl
   for (int it = 0; it < cfg.iters; ++it) {
     if (keep) std::copy_n(em.log_r.begin(), nij, h.log_r.begin() + it * nij);
     if (carry) {  // the mean carried from the last iteration: 0 before the first
       if (it == 0) std::fill_n(em.mu_prev.begin(), njh, 0.f);
       else std::copy_n(mu, njh, em.mu_prev.begin());
     }
-    k.m_e_step(mu, a_out, st, V, beta_a, beta_v, s, em_step_config(cfg, it), it + 1 < cfg.iters, cfg.norm);
-    if (keep) {  // the M-step's outputs, which the E-step only reads
+    k.m_e_step(mu, a_out, st, V, beta_a, beta_v, s, em_step_config(cfg, it), it + 1 < cfg.iters, cfg.norm,
+               lse ? lse + it * nl : nullptr);
+    // The M-step's outputs, which the E-step only reads.
+    const float* const outputs[] = {mu, em.sigma2.data(), em.log_s2_sum.data(), a_out, em.log_a_out.data()};
+    if (keep) {
       std::copy_n(em.w.begin(), nij, h.w.begin() + it * nij);
       std::copy_n(em.sum_ra.begin(), nj, h.sum_ra.begin() + it * nj);
-      std::copy_n(mu, njh, h.mu.begin() + it * njh);
-      std::copy_n(em.sigma2.begin(), njh, h.sigma2.begin() + it * njh);
-      std::copy_n(em.log_s2_sum.begin(), nj, h.log_s2_sum.begin() + it * nj);
-      std::copy_n(a_out, nj, h.a.begin() + it * nj);
-      std::copy_n(em.log_a_out.begin(), nj, h.log_a.begin() + it * nj);
+      for (int n = 0; n < 5; ++n) std::copy_n(outputs[n], per_iter[n], kept[n]->begin() + it * per_iter[n]);
     }
-  }
-  if (rec.record) {
-    float* r = rec.record;
-    for (const auto& [hist, n] : blocks) r = std::copy_n(hist->begin(), T * n, r);
+    if (rec.record)
+      for (size_t n = 0, at = 0; n < 5; at += T * per_iter[n], ++n)
+        std::copy_n(outputs[n], per_iter[n], rec.record + at + it * per_iter[n]);
   }
 }
 

@@ -102,15 +102,19 @@ void conv_em_input_logit_backward(float* da_in_logit, float* scratch, const floa
 // E-step: log p_{pqj} = -1/2 sum_h ((V_pqjh - mu_pjh)^2 / sigma2_pjh + log(2 pi sigma2_pjh)),
 //   log R_{pqj} = log p_{pqj} + log a_pj - LSE over the child's parents (norm),
 // reading st.em's sigma2 and log_a_out (of the last M-step), writing st.em.log_r.
+// The first part is the dense family's likelihoods (em_likelihoods_f32__<isa>,
+// the same bits). lse_out, unless nullptr, gets each child's LSE, the float
+// its entries lose: B x H x W x Ci (paper) or B x H x W x Ci x J (official;
+// -inf for a child no window covers).
 using ConvEmEStepFn = void (*)(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s,
-                               ConvEmNorm norm);
+                               ConvEmNorm norm, float* lse_out);
 // One routing iteration: the M-step (with cfg, em_step_config's of that
 // iteration) and, when e_step, the E-step; the SIMD variants form each
 // window's log-likelihoods right after its M-step. The same outputs as the
 // separate steps, bit for bit.
 using ConvEmMEStepFn = void (*)(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
                                 const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
-                                ConvEmNorm norm);
+                                ConvEmNorm norm, float* lse_out);
 // Full backward through every iteration (cfg as given to the forward, which
 // must have had cfg.grad == full); adds into dV, da_in_logit (B x H x W x Ci),
 // dbeta_a, dbeta_v. Formulas beside the code in conv_em_routing_scalar.cpp.
@@ -123,10 +127,10 @@ using ConvEmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbet
 // conv_em_<kernel>_f32__<isa> (contracts above).
 #define VG_CEM_KERNELS(isa)                                                                             \
   void conv_em_e_step_f32__##isa(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, \
-                                 ConvEmNorm norm);                                                         \
+                                 ConvEmNorm norm, float* lse_out);                                         \
   void conv_em_m_e_step_f32__##isa(float* mu, float* a_out, ConvEmState& st, const float* V,                \
                                    const float* beta_a, const float* beta_v, const ConvVotesShape& s,      \
-                                   const EmConfig& cfg, bool e_step, ConvEmNorm norm);                     \
+                                   const EmConfig& cfg, bool e_step, ConvEmNorm norm, float* lse_out);     \
   void conv_em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,       \
                                         const float* dmu, const float* da_out, const float* V,                \
                                         const ConvEmState& st, const ConvVotesShape& s, const ConvEmConfig& cfg);
@@ -143,13 +147,14 @@ VG_CEM_KERNELS(neon)
 #endif
 #undef VG_CEM_KERNELS
 
-// One variant: the M-step, its weights and the stop-gradient backward are the
-// dense family's kernels of the same ISA (a window's M-step is the dense M-step), the
-// E-step and the full backward this family's.
+// One variant: the M-step, its weights, the likelihoods and the stop-gradient
+// backward are the dense family's kernels of the same ISA (a window's M-step
+// is the dense M-step), the E-step and the full backward this family's.
 struct ConvEmRoutingKernels {
   Isa isa;
   EmMStepFn m_step;
   EmMWeightsFn m_weights;
+  EmLikelihoodsFn likelihoods;
   ConvEmEStepFn e_step;
   ConvEmMEStepFn m_e_step;
   EmBackwardFn backward;
@@ -168,10 +173,11 @@ inline double conv_em_routing_forward_flops(const ConvVotesShape& s, int iters) 
   return em_routing_forward_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co, iters);
 }
 // A replay (ConvEmRecord): each iteration's weights, 3 per (window, child,
-// type), and the E-steps.
+// type), and each E-step's likelihoods less their child's LSE, 3 per pose
+// element and 3 per (window, child, type).
 inline double conv_em_routing_replay_flops(const ConvVotesShape& s, int iters) {
-  return 3.0 * iters * s.B * s.Ho() * s.Wo() * s.I() * s.Co + conv_em_routing_forward_flops(s, iters) -
-         iters * conv_em_routing_forward_flops(s, 1);
+  const double pairs = double(s.B) * s.Ho() * s.Wo() * s.I() * s.Co;
+  return 3.0 * iters * pairs + (iters - 1) * pairs * (3.0 * kPoseDim + 3);
 }
 inline double conv_em_routing_backward_flops(const ConvVotesShape& s) {
   return em_routing_backward_flops(s.B * s.Ho() * s.Wo(), s.I(), s.Co);
@@ -182,20 +188,27 @@ inline double conv_em_routing_backward_full_flops(const ConvVotesShape& s, int i
 
 // What the full backward's history is rebuilt from: every M-step's outputs,
 // mu, sigma2 (clamped), sum_h log sigma2, a and log a, each block t-major,
-// iters P J (2 x 16 + 3) floats (P = B Ho Wo), a fifth of the history at
-// the paper's ConvCaps1. The rest, log R and the M-step weights w and S, are
-// formed again by the routing's own arithmetic: each iteration's weights
-// (m_weights) from its log R, and the next log R by the E-step from the
-// recorded moments, so no M-step runs.
-// A forward with cfg.grad == full given `record` writes one; a forward given
-// `replay`, the record of a forward of the same inputs and configuration,
-// leaves mu, a_out and the history as that forward did, bit for bit (the rest
-// of st.em is not restored).
+// iters P J (2 x 16 + 3) floats (P = B Ho Wo), then every E-step's per-child
+// LSE (lse_out above), iters - 1 blocks of B H W Ci [x J]: a fifth of the
+// history at the paper's ConvCaps1. The rest is formed again by the routing's
+// own arithmetic, a window at a time while its votes are in cache: each log R
+// after the first as the likelihoods (from the recorded moments) less their
+// child's recorded LSE, each iteration's weights (m_weights) from its log R.
+// No M-step runs, and no E-step's normalisation.
+// A forward with cfg.grad == full given `record` writes one and keeps no
+// history; a forward given `replay`, the record of a forward of the same
+// inputs and configuration, leaves mu, a_out and the history as a forward
+// without a record would have, bit for bit (the rest of st.em is not
+// restored).
 struct ConvEmRecord {
   float* record = nullptr;
   const float* replay = nullptr;
-  static size_t floats(const ConvVotesShape& s, int iters) {
-    return size_t(iters) * s.B * s.Ho() * s.Wo() * s.Co * (2 * kPoseDim + 3);
+  // Floats of one LSE block (one E-step's).
+  static size_t lse_floats(const ConvVotesShape& s, ConvEmNorm norm) {
+    return size_t(s.B) * s.H * s.W * s.Ci * (norm == ConvEmNorm::paper ? 1 : s.Co);
+  }
+  static size_t floats(const ConvVotesShape& s, int iters, ConvEmNorm norm) {
+    return size_t(iters) * s.B * s.Ho() * s.Wo() * s.Co * (2 * kPoseDim + 3) + size_t(iters - 1) * lse_floats(s, norm);
   }
 };
 

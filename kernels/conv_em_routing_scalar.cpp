@@ -19,8 +19,8 @@ inline int q_of(const ConvVotesShape& s, int y, int x, int ci, int oy, int ox) {
 
 }  // namespace
 
-// The E-step in two passes. Pass 1, per window p and type j (the dense
-// E-step's arithmetic, in its order):
+// The E-step in two passes. Pass 1, per window p and type j, the dense
+// E-step's likelihoods (em_likelihoods_f32__scalar):
 //   lp_pqj = -1/2 sum_h (V_pqjh - mu_pjh)^2 / sigma2_pjh + norm_pj,
 //   norm_pj = -1/2 sum_h (log sigma2_pjh + log 2 pi) + log a_pj.
 // Pass 2, per child c, over N(c) = every (p, j) with window p containing c
@@ -29,33 +29,10 @@ inline int q_of(const ConvVotesShape& s, int y, int x, int ci, int oy, int ox) {
 // Each log R is written once, by its child: no two children share an entry, so
 // the passes could run in parallel over windows and over children alike.
 void conv_em_e_step_f32__scalar(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s,
-                                ConvEmNorm norm) {
-  constexpr int H = kPoseDim;
-  const int Ho = s.Ho(), Wo = s.Wo(), I = s.I(), J = s.Co, P = s.B * Ho * Wo;
-  const float log_2pi = float(std::log(2.0 * std::numbers::pi));
+                                ConvEmNorm norm, float* lse_out) {
+  const int Ho = s.Ho(), Wo = s.Wo(), I = s.I(), J = s.Co;
   EmState& em = st.em;
-  for (int p = 0; p < P; ++p) {
-    float nrm[64];
-    for (int j = 0; j < J; ++j) {
-      float sum = 0.f;
-      for (int h = 0; h < H; ++h) sum += std::log(em.sigma2[(size_t(p) * J + j) * H + h]) + log_2pi;
-      nrm[j] = -0.5f * sum + em.log_a_out[size_t(p) * J + j];
-    }
-    for (int q = 0; q < I; ++q) {
-      float* lr = em.log_r.data() + (size_t(p) * I + q) * J;
-      for (int j = 0; j < J; ++j) {
-        const float* v = V + ((size_t(p) * I + q) * J + j) * H;
-        const float* m = mu + (size_t(p) * J + j) * H;
-        const float* s2 = em.sigma2.data() + (size_t(p) * J + j) * H;
-        float qf = 0.f;
-        for (int h = 0; h < H; ++h) {
-          const float d = v[h] - m[h];
-          qf += d * d / s2[h];
-        }
-        lr[j] = -0.5f * qf + nrm[j];
-      }
-    }
-  }
+  em_likelihoods_f32__scalar(em.log_r.data(), V, mu, em.sigma2.data(), em.log_a_out.data(), s.B * Ho * Wo, I, J);
   // Types normalised together: all J (paper) or one at a time (official).
   const int group = norm == ConvEmNorm::paper ? J : 1;
   for (int b = 0; b < s.B; ++b)
@@ -83,6 +60,7 @@ void conv_em_e_step_f32__scalar(ConvEmState& st, const float* V, const float* mu
             for (int oy = ylo; oy <= yhi; ++oy)
               for (int ox = xlo; ox <= xhi; ++ox)
                 for (int j = 0; j < group; ++j) row(oy, ox)[j] -= lse;
+            if (lse_out) lse_out[(((size_t(b) * s.H + y) * s.W + x) * s.Ci + ci) * (J / group) + j0] = lse;
           }
       }
 }
@@ -90,9 +68,9 @@ void conv_em_e_step_f32__scalar(ConvEmState& st, const float* V, const float* mu
 // The reference iteration: the M-step over every window, then the E-step.
 void conv_em_m_e_step_f32__scalar(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
                                   const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
-                                  ConvEmNorm norm) {
+                                  ConvEmNorm norm, float* lse_out) {
   em_m_step_f32__scalar(mu, a_out, st.em, V, beta_a, beta_v, s.B * s.Ho() * s.Wo(), s.I(), s.Co, cfg);
-  if (e_step) conv_em_e_step_f32__scalar(st, V, mu, s, norm);
+  if (e_step) conv_em_e_step_f32__scalar(st, V, mu, s, norm, lse_out);
 }
 
 // ---------------------------------------------------------------------------

@@ -14,36 +14,21 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 #include "kernels/conv_em_routing.h"
 
 namespace vg {
 namespace {
 
-// Pass 1, windows p0 <= p < p1: lp_pqj = -1/2 (V - mu)^T diag(1 / sigma2) (V - mu) + norm_pj.
+// Pass 1, windows p0 <= p < p1: lp_pqj = -1/2 (V - mu)^T diag(1 / sigma2) (V - mu) + norm_pj
+// (em_likelihoods_f32__<isa>'s arithmetic).
 inline void conv_e_likelihoods(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, int p0,
                                int p1) {
-  const int I = s.I(), J = s.Co;
-  const float log_2pi_16 = float(16 * std::log(2.0 * std::numbers::pi));
   EmState& em = st.em;
-  alignas(64) float inv_s2[64 * H];
-  float nrm[64];
-  for (int p = p0; p < p1; ++p) {
-    for (int j = 0; j < J; ++j) {
-      const size_t pj = size_t(p) * J + j;
-      const F16 x = load16(em.sigma2.data() + pj * H);
-      nrm[j] = -0.5f * (sum_log16(x) + log_2pi_16) + em.log_a_out[pj];
-      store16(inv_s2 + j * H, div16(bcast16(1.f), x));
-    }
-    for (int q = 0; q < I; ++q) {
-      float* lr = em.log_r.data() + (size_t(p) * I + q) * J;
-      log_likelihoods(lr, V + (size_t(p) * I + q) * J * H, mu + size_t(p) * J * H, inv_s2, nrm, J);
-    }
-  }
+  likelihood_items(em.log_r.data(), V, mu, em.sigma2.data(), em.log_a_out.data(), p0, p1, s.I(), s.Co);
 }
 
-inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNorm norm) {
+inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNorm norm, float* lse_out) {
   const int Ho = s.Ho(), Wo = s.Wo(), I = s.I(), J = s.Co;
   EmState& em = st.em;
   // Pass 2, one batch item at a time: for each child, t = exp(lr - max) over
@@ -54,6 +39,8 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
   // row operations run on long runs of whole vectors, and each child's sums
   // keep the scalar reference's window order. For J a multiple of the vector
   // width this gives the bits of a per-child gather (tests: ConvEmRouting*).
+  // lse_out, where given, gets each child's max + log z (paper: one a child,
+  // official: J), what the child's entries lost.
   const bool paper = norm == ConvEmNorm::paper;
   const int Pw = Ho * Wo;
   const size_t nj = size_t(J), IJ = size_t(I) * J, children = size_t(s.H) * s.W * s.Ci;
@@ -98,9 +85,12 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
       std::fill(lz + children, lz + padded, 1.f);
       log_n(lz, padded);  // whole vectors: each lane is the one log the gather took of J copies
       for (size_t c = 0; c < children; ++c) std::fill_n(z + c * nj, nj, lz[c] + mx[c * nj]);
+      if (lse_out)
+        for (size_t c = 0; c < children; ++c) lse_out[b * children + c] = z[c * nj];
     } else {
       log_n(z, children * nj);
       add_n(z, mx, children * nj);  // mx + z, as the scalar r -= mx + z adds them
+      if (lse_out) std::copy_n(z, children * nj, lse_out + b * children * nj);
     }
     for (int w = 0; w < Pw; ++w) {
       float* r = lr + w * IJ;
@@ -110,9 +100,9 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
 }
 
 inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s,
-                             ConvEmNorm norm) {
+                             ConvEmNorm norm, float* lse_out) {
   conv_e_likelihoods(st, V, mu, s, 0, s.B * s.Ho() * s.Wo());
-  conv_e_normalise(st, s, norm);
+  conv_e_normalise(st, s, norm, lse_out);
 }
 
 // One routing iteration: the M-step and, when e_step, the E-step. Each
@@ -127,14 +117,14 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
 // together, as separate steps.
 inline void conv_m_e_step_simd(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
                                const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
-                               ConvEmNorm norm) {
+                               ConvEmNorm norm, float* lse_out) {
   const int P = s.B * s.Ho() * s.Wo(), I = s.I(), J = s.Co;
   const int chunk = J % int(sizeof(Vec) / sizeof(float)) == 0 ? 1 : P;
   for (int p0 = 0; p0 < P; p0 += chunk) {
     m_step_items(mu, a_out, st.em, V, beta_a, beta_v, p0, p0 + chunk, I, J, cfg);
     if (e_step) conv_e_likelihoods(st, V, mu, s, p0, p0 + chunk);
   }
-  if (e_step) conv_e_normalise(st, s, norm);
+  if (e_step) conv_e_normalise(st, s, norm, lse_out);
 }
 
 // The full backward (conv_em_backward_full_f32__scalar's contract and
@@ -206,13 +196,13 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
 #define VG_CEM_DEFINE(isa)                                                                                 \
   namespace vg {                                                                                           \
   void conv_em_e_step_f32__##isa(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, \
-                                 ConvEmNorm norm) {                                                        \
-    conv_e_step_simd(st, V, mu, s, norm);                                                                  \
+                                 ConvEmNorm norm, float* lse_out) {                                        \
+    conv_e_step_simd(st, V, mu, s, norm, lse_out);                                                         \
   }                                                                                                        \
   void conv_em_m_e_step_f32__##isa(float* mu, float* a_out, ConvEmState& st, const float* V,                \
                                    const float* beta_a, const float* beta_v, const ConvVotesShape& s,      \
-                                   const EmConfig& cfg, bool e_step, ConvEmNorm norm) {                    \
-    conv_m_e_step_simd(mu, a_out, st, V, beta_a, beta_v, s, cfg, e_step, norm);                           \
+                                   const EmConfig& cfg, bool e_step, ConvEmNorm norm, float* lse_out) {    \
+    conv_m_e_step_simd(mu, a_out, st, V, beta_a, beta_v, s, cfg, e_step, norm, lse_out);                  \
   }                                                                                                        \
   void conv_em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,     \
                                         const float* dmu, const float* da_out, const float* V,              \

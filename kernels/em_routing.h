@@ -142,6 +142,13 @@ using EmMWeightsFn = void (*)(float* w, float* S, const float* log_r, const floa
 // E-step: log p_ij = -1/2 sum_h ((V_ijh - mu_jh)^2 / sigma2_jh + log(2 pi sigma2_jh));
 //   R_ij = softmax_j(log p_ij + log a_j), computed shifted by its max, kept as log R.
 using EmEStepFn = void (*)(EmState& st, const float* V, const float* mu, int B, int I, int J);
+// The E-step's first part alone: lr_bij = log p_bij + log a_bj (B x I x J)
+// from the votes and an M-step's mu, sigma2 and log a (B x J [x 16]), as the
+// E-steps of the same ISA form them before they normalise (the same bits; the
+// convolutional E-step's too), so a routing's log R can be rebuilt from its
+// moments and its normalisers.
+using EmLikelihoodsFn = void (*)(float* lr, const float* V, const float* mu, const float* sigma2,
+                                 const float* log_a_out, int B, int I, int J);
 // Stop-gradient backward: the last M-step with R, S and the mu inside sigma2
 // detached (c = 1/I with cost_norm, else 1; ka, kv, kl: em_logit_coeffs):
 //   dV_ijh += w_ij (dmu_jh + 2 dsigma2_jh (V_ijh - mu_jh)),
@@ -172,6 +179,8 @@ using EmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbeta_a,
   void em_m_weights_f32__##isa(float* w, float* S, const float* log_r, const float* log_a, int B, int I, int J, \
                                float eps);                                                                 \
   void em_e_step_f32__##isa(EmState& st, const float* V, const float* mu, int B, int I, int J);            \
+  void em_likelihoods_f32__##isa(float* lr, const float* V, const float* mu, const float* sigma2,           \
+                                 const float* log_a_out, int B, int I, int J);                              \
   void em_backward_f32__##isa(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,                  \
                               const float* da_out, const float* V, const float* mu, const float* a_out,     \
                               const EmState& st, int B, int I, int J, const EmConfig& cfg);        \
@@ -272,6 +281,7 @@ struct EmRoutingKernels {
   EmMStepFn m_step;
   EmMWeightsFn m_weights;
   EmEStepFn e_step;
+  EmLikelihoodsFn likelihoods;
   EmBackwardFn backward;
   EmBackwardFullFn backward_full;
 };

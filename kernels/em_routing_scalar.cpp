@@ -95,7 +95,8 @@ void em_m_step_f32__scalar(float* mu, float* a_out, EmState& st, const float* V,
     }
 }
 
-void em_e_step_f32__scalar(EmState& st, const float* V, const float* mu, int B, int I, int J) {
+void em_likelihoods_f32__scalar(float* lr, const float* V, const float* mu, const float* sigma2,
+                                const float* log_a_out, int B, int I, int J) {
   constexpr int H = kPoseDim;
   const float log_2pi = float(std::log(2.0 * std::numbers::pi));
   for (int b = 0; b < B; ++b) {
@@ -103,29 +104,34 @@ void em_e_step_f32__scalar(EmState& st, const float* V, const float* mu, int B, 
     float norm[64];
     for (int j = 0; j < J; ++j) {
       float s = 0.f;
-      for (int h = 0; h < H; ++h) s += std::log(st.sigma2[(size_t(b) * J + j) * H + h]) + log_2pi;
-      norm[j] = -0.5f * s + st.log_a_out[size_t(b) * J + j];
+      for (int h = 0; h < H; ++h) s += std::log(sigma2[(size_t(b) * J + j) * H + h]) + log_2pi;
+      norm[j] = -0.5f * s + log_a_out[size_t(b) * J + j];
     }
-    for (int i = 0; i < I; ++i) {
-      float* lr = st.log_r.data() + (size_t(b) * I + i) * J;
-      float mx = -INFINITY;
+    for (int i = 0; i < I; ++i)
       for (int j = 0; j < J; ++j) {
         const float* v = V + ((size_t(b) * I + i) * J + j) * H;
         const float* m = mu + (size_t(b) * J + j) * H;
-        const float* s2 = st.sigma2.data() + (size_t(b) * J + j) * H;
+        const float* s2 = sigma2 + (size_t(b) * J + j) * H;
         float q = 0.f;
         for (int h = 0; h < H; ++h) {
           const float d = v[h] - m[h];
           q += d * d / s2[h];
         }
-        lr[j] = -0.5f * q + norm[j];
-        mx = std::max(mx, lr[j]);
+        lr[(size_t(b) * I + i) * J + j] = -0.5f * q + norm[j];
       }
-      float z = 0.f;
-      for (int j = 0; j < J; ++j) z += std::exp(lr[j] - mx);
-      const float lse = mx + std::log(z);
-      for (int j = 0; j < J; ++j) lr[j] -= lse;
-    }
+  }
+}
+
+void em_e_step_f32__scalar(EmState& st, const float* V, const float* mu, int B, int I, int J) {
+  em_likelihoods_f32__scalar(st.log_r.data(), V, mu, st.sigma2.data(), st.log_a_out.data(), B, I, J);
+  for (size_t r = 0; r < size_t(B) * I; ++r) {  // each child's softmax over its parents
+    float* lr = st.log_r.data() + r * J;
+    float mx = -INFINITY;
+    for (int j = 0; j < J; ++j) mx = std::max(mx, lr[j]);
+    float z = 0.f;
+    for (int j = 0; j < J; ++j) z += std::exp(lr[j] - mx);
+    const float lse = mx + std::log(z);
+    for (int j = 0; j < J; ++j) lr[j] -= lse;
   }
 }
 

@@ -269,19 +269,37 @@ inline void log_likelihoods(float* lr, const float* v, const float* mu, const fl
   }
 }
 
-// d^2 / sigma2 multiplies by 1 / sigma2, formed once per (b, j).
-inline void e_step_simd(EmState& st, const float* V, const float* mu, int B, int I, int J) {
+// One item's terms of its log-likelihoods, per parent j: 1 / sigma2 (d^2 /
+// sigma2 multiplies by it) and norm_j = -1/2 sum_h log(2 pi sigma2_jh) + log a_j.
+inline void likelihood_terms(float* inv_s2, float* norm, const float* sigma2, const float* log_a_out, int J) {
   const float log_2pi_16 = float(16 * std::log(2.0 * std::numbers::pi));
+  for (int j = 0; j < J; ++j) {
+    const F16 x = load16(sigma2 + size_t(j) * H);
+    norm[j] = -0.5f * (sum_log16(x) + log_2pi_16) + log_a_out[j];
+    store16(inv_s2 + j * H, div16(bcast16(1.f), x));
+  }
+}
+
+// lr of items b0 <= b < b1 (em_likelihoods_f32__<isa>; the E-steps' first part).
+inline void likelihood_items(float* lr, const float* V, const float* mu, const float* sigma2, const float* log_a_out,
+                             int b0, int b1, int I, int J) {
+  alignas(64) float inv_s2[64 * H];
+  float norm[64];
+  for (int b = b0; b < b1; ++b) {
+    likelihood_terms(inv_s2, norm, sigma2 + size_t(b) * J * H, log_a_out + size_t(b) * J, J);
+    for (int i = 0; i < I; ++i) {
+      const size_t row = (size_t(b) * I + i) * J;
+      log_likelihoods(lr + row, V + row * H, mu + size_t(b) * J * H, inv_s2, norm, J);
+    }
+  }
+}
+
+inline void e_step_simd(EmState& st, const float* V, const float* mu, int B, int I, int J) {
   alignas(64) float inv_s2[64 * H];
   float norm[64], t[kRowBuf], mx[kRowBuf], lse[kRowBuf];
   const int rows = std::max(1, kRowBuf / J);  // rows i per exp batch
   for (int b = 0; b < B; ++b) {
-    for (int j = 0; j < J; ++j) {
-      const size_t bj = size_t(b) * J + j;
-      const F16 x = load16(st.sigma2.data() + bj * H);
-      norm[j] = -0.5f * (sum_log16(x) + log_2pi_16) + st.log_a_out[bj];
-      store16(inv_s2 + j * H, div16(bcast16(1.f), x));
-    }
+    likelihood_terms(inv_s2, norm, st.sigma2.data() + size_t(b) * J * H, st.log_a_out.data() + size_t(b) * J, J);
     for (int i0 = 0; i0 < I; i0 += rows) {
       const int i1 = std::min(I, i0 + rows);
       for (int i = i0; i < i1; ++i) {
@@ -352,6 +370,10 @@ inline void backward_simd(float* dV, float* dbeta_a, float* dbeta_v, const float
   }                                                                                                           \
   void em_e_step_f32__##isa(EmState& st, const float* V, const float* mu, int B, int I, int J) {              \
     e_step_simd(st, V, mu, B, I, J);                                                                          \
+  }                                                                                                           \
+  void em_likelihoods_f32__##isa(float* lr, const float* V, const float* mu, const float* sigma2,             \
+                                 const float* log_a_out, int B, int I, int J) {                               \
+    likelihood_items(lr, V, mu, sigma2, log_a_out, 0, B, I, J);                                               \
   }                                                                                                           \
   void em_backward_f32__##isa(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,                    \
                               const float* da_out, const float* V, const float* mu, const float* a_out,       \

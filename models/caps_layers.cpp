@@ -226,7 +226,7 @@ void ConvCaps::prepare_backward(int B) {
   grow_to(d_a_, size_t(B) * s_.Ho() * s_.Wo() * s_.Co);
   const size_t chunks = reroute() ? 1 : size_t(B + kChunk - 1) / kChunk;
   if (states_.size() < chunks) add_states(chunks - states_.size());
-  if (reroute()) grow_to(record_, size_t(B) * ConvEmRecord::floats(s_.votes(1), cfg_.iters));
+  if (reroute()) grow_to(record_, size_t(B) * ConvEmRecord::floats(s_.votes(1), cfg_.iters, cfg_.norm));
   kept_capacity_ = std::max(kept_capacity_, B);
 }
 
@@ -273,6 +273,10 @@ void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet&
   kept_ = 0;  // until the last chunk is routed
   const size_t children = size_t(s_.H) * s_.W * s_.Ci, parents = size_t(s_.Ho()) * s_.Wo() * s_.Co;
   float* V = scratch_->votes.data();
+  // A batch no backward follows routes without keeping anything for one (the
+  // gradient scheme changes no arithmetic of the forward).
+  ConvEmConfig cfg = cfg_;
+  if (!keep) cfg.grad = EmGrad::stopgrad;
   PartTimes t(prof);
   for (int b0 = 0; b0 < B; b0 += kChunk) {
     const int n = std::min(kChunk, B - b0);
@@ -283,9 +287,9 @@ void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet&
     t.mark(0);
     const size_t o = b0 * parents;
     ConvEmRecord rec;  // under EmGrad::full, what the backward's history is rebuilt from
-    if (keep && reroute()) rec.record = record_.data() + b0 * ConvEmRecord::floats(s_.votes(1), cfg_.iters);
+    if (keep && reroute()) rec.record = record_.data() + b0 * ConvEmRecord::floats(s_.votes(1), cfg_.iters, cfg_.norm);
     conv_em_routing_forward(mu_.data() + o * kPoseDim, a_.data() + o, st, V, a_logit + b0 * children,
-                            p.value(beta_a), p.value(beta_v), v, cfg_, em_k_, rec);
+                            p.value(beta_a), p.value(beta_v), v, cfg, em_k_, rec);
     // logit(a) = log a - log(1 - a); the routing's last M-step left log a.
     std::copy_n(st.em.log_a_out.begin(), n * parents, log_a_.begin() + std::ptrdiff_t(o));
     for (size_t k = o; k < o + n * parents; ++k) {
@@ -332,7 +336,7 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
     const Lend lend(st, lent_);
     if (reroute()) {  // the chunk's history, rebuilt from the forward's record: mu and a get the same bits
       ConvEmRecord rec;
-      rec.replay = record_.data() + b0 * ConvEmRecord::floats(s_.votes(1), cfg_.iters);
+      rec.replay = record_.data() + b0 * ConvEmRecord::floats(s_.votes(1), cfg_.iters, cfg_.norm);
       conv_em_routing_forward(mu_.data() + o * kPoseDim, a_.data() + o, st, V, a_in_ + b0 * children,
                               p.value(beta_a), p.value(beta_v), v, cfg_, em_k_, rec);
     }

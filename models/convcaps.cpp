@@ -28,17 +28,21 @@ size_t ConvCapsConfig::activation_floats() const {
   // images only (ConvCapsScratch), and under --em-grad full route each chunk
   // again in backward, holding its history alone (a few MB whatever the
   // batch, so not per image), rebuilt from a record kept per image
-  // (ConvEmRecord: every M-step's outputs).
+  // (ConvEmRecord: every M-step's outputs and every E-step's per-child LSE).
   const size_t s0 = size_t(conv1_side()) * conv1_side(), s1 = size_t(caps1_side()) * caps1_side(),
                s2 = size_t(caps2_side()) * caps2_side();
   const bool full = em.grad == EmGrad::full;
-  auto routed = [&](size_t windows, size_t I, size_t J, bool dense) {
+  auto routed = [&](size_t windows, size_t I, size_t J, bool dense, size_t record) {
     const size_t per_pair = !full ? 2 : dense ? 3 + 2 * size_t(em.iters) : 0;
-    const size_t record = full && !dense ? size_t(em.iters) * windows * J * (2 * kPoseDim + 3) : 0;
-    return (dense ? 2 * windows * I * J * kPoseDim : 0) + per_pair * windows * I * J + 4 * windows * J * kPoseDim + record;
+    return (dense ? 2 * windows * I * J * kPoseDim : 0) + per_pair * windows * I * J + 4 * windows * J * kPoseDim +
+           (full ? record : 0);
   };
-  return 4 * s0 * A + 3 * s0 * B * kRow + routed(s1, size_t(K) * K * B, C, false) +
-         routed(s2, size_t(K) * K * C, D, false) + routed(1, s2 * D, n_classes, true);
+  auto record = [&](int side, int Ci, int Co, int stride) {
+    return ConvEmRecord::floats(ConvVotesShape::conv(1, side, side, Ci, Co, K, stride), em.iters, em.norm);
+  };
+  return 4 * s0 * A + 3 * s0 * B * kRow + routed(s1, size_t(K) * K * B, C, false, record(conv1_side(), B, C, 2)) +
+         routed(s2, size_t(K) * K * C, D, false, record(caps1_side(), C, D, 1)) +
+         routed(1, s2 * D, n_classes, true, 0);
 }
 
 std::vector<float> ConvCapsNet::class_coords(const ConvCapsConfig& c) {

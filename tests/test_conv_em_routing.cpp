@@ -362,9 +362,10 @@ TEST_P(ConvEmRoutingVariant, EveryStepMatchesTheNaiveReference) {
 // iteration (a function pointer cannot capture them).
 const ConvEmRoutingKernels* g_separate = nullptr;
 void separate_steps(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
-                    const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step, ConvEmNorm norm) {
+                    const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step, ConvEmNorm norm,
+                    float* lse_out) {
   g_separate->m_step(mu, a_out, st.em, V, beta_a, beta_v, s.B * s.Ho() * s.Wo(), s.I(), s.Co, cfg);
-  if (e_step) g_separate->e_step(st, V, mu, s, norm);
+  if (e_step) g_separate->e_step(st, V, mu, s, norm, lse_out);
 }
 
 TEST_P(ConvEmRoutingVariant, TheFusedIterationIsTheSeparateStepsBitForBit) {
@@ -406,34 +407,45 @@ TEST_P(ConvEmRoutingVariant, TheFusedIterationIsTheSeparateStepsBitForBit) {
 TEST_P(ConvEmRoutingVariant, AReplayRebuildsTheRoutingBitForBit) {
   // A forward that replays the record of a forward (the backward's history,
   // ConvEmRecord) runs no M-step: its outputs and every iteration's history
-  // must be the recorded forward's under every option set, with 1 to 4
-  // iterations, read from the record, the E-steps and the weights; and it
-  // must use the record (a changed mean changes the rebuilt log R).
+  // must be those of a forward without a record under every option set, with 1 to 4
+  // iterations, read from the record, the likelihoods and the weights (the
+  // variant's M-step and E-steps removed), with a child no window covers
+  // (6 x 6 at stride 2); and it must use the record (a changed mean, or a
+  // changed LSE, changes the rebuilt log R).
   int nv = 0;
   const ConvEmRoutingKernels& k = conv_em_routing_variants(&nv)[GetParam()];
   if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
   uint64_t tag = 7500;
-  for (const ConvVotesShape& s : {ConvVotesShape::conv(2, 5, 5, 2, 8, 3, 2), ConvVotesShape::conv(1, 5, 5, 1, 17, 3, 1)})
+  ConvEmRoutingKernels replayer = k;
+  replayer.m_step = nullptr;
+  replayer.e_step = nullptr;
+  replayer.m_e_step = nullptr;
+  for (const ConvVotesShape& s : {ConvVotesShape::conv(2, 5, 5, 2, 8, 3, 2), ConvVotesShape::conv(1, 5, 5, 1, 17, 3, 1),
+                                  ConvVotesShape::conv(1, 6, 6, 2, 16, 3, 2)})
     for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
       for (int opt = 0; opt < kOptionSets; ++opt)
         for (int iters = 1; iters <= 4; ++iters) {
           const ConvEmConfig c = option_set(opt, iters, EmGrad::full, norm);
           Problem pr(s, c, tag += 10, k);
           const std::string where = std::string(isa_name(k.isa)) + " " + describe(s, c);
-          std::vector<float> rec(ConvEmRecord::floats(s, iters), NAN);
+          const EmState::History want = pr.st.em.hist;  // of a forward without a record
+          const std::vector<float> mu0 = pr.mu, a0 = pr.a;
+          std::vector<float> rec(ConvEmRecord::floats(s, iters, norm), NAN);
           ConvEmRecord record;
           record.record = rec.data();
           conv_em_routing_forward(pr.mu.data(), pr.a.data(), pr.st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s,
                                   c, k, record);
-          const EmState::History want = pr.st.em.hist;
+          ASSERT_EQ(pr.mu, mu0) << where;
+          ASSERT_EQ(pr.a, a0) << where;
+          ASSERT_EQ(pr.st.em.hist.iters, 0) << where << ": a recorded forward keeps no history";
           for (float x : rec) ASSERT_FALSE(std::isnan(x)) << where << ": the record has a gap";
           ConvEmState st;
           st.resize(s, c);
           std::vector<float> mu(pr.mu.size()), a(pr.a.size());
           ConvEmRecord replay;
           replay.replay = rec.data();
-          conv_em_routing_forward(mu.data(), a.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c, k,
-                                  replay);
+          conv_em_routing_forward(mu.data(), a.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c,
+                                  replayer, replay);
           ASSERT_EQ(mu, pr.mu) << where;
           ASSERT_EQ(a, pr.a) << where;
           const auto& h = st.em.hist;
@@ -450,13 +462,20 @@ TEST_P(ConvEmRoutingVariant, AReplayRebuildsTheRoutingBitForBit) {
           ASSERT_EQ(h.beta_v, want.beta_v) << where;
           ASSERT_EQ(st.log_a_child, pr.st.log_a_child) << where;
           if (iters == 1) continue;
+          const std::vector<float> kept = rec;
           for (size_t n = 0; n < pr.mu.size(); n += 3) rec[n] += 0.5f;  // M-step 0's mu
-          conv_em_routing_forward(mu.data(), a.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c, k,
-                                  replay);
-          ASSERT_NE(st.em.hist.log_r, want.log_r) << where << ": the replay did not read its record";
+          conv_em_routing_forward(mu.data(), a.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c,
+                                  replayer, replay);
+          ASSERT_NE(st.em.hist.log_r, want.log_r) << where << ": the replay did not read its moments";
+          rec = kept;
+          replay.replay = rec.data();
+          rec[rec.size() - ConvEmRecord::lse_floats(s, norm)] += 0.5f;  // the last E-step's LSE of child 0
+          conv_em_routing_forward(mu.data(), a.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), s, c,
+                                  replayer, replay);
+          ASSERT_NE(st.em.hist.log_r, want.log_r) << where << ": the replay did not read its LSEs";
         }
   const ConvVotesShape s = ConvVotesShape::conv(1, 5, 5, 1, 8, 3, 1);
-  std::vector<float> rec(ConvEmRecord::floats(s, 3));
+  std::vector<float> rec(ConvEmRecord::floats(s, 3, ConvEmNorm::paper));
   ConvEmRecord both;
   both.record = rec.data();
   both.replay = rec.data();

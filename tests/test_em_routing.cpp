@@ -435,6 +435,10 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
       EmState sr = st0, sv = st0;
       ref.e_step(sr, Vk, mu0.data(), B, I, J);
       k.e_step(sv, Vk, mu0.data(), B, I, J);
+      // The likelihoods alone (a replay's): lr = -q/2 + norm_j, before the softmax.
+      std::vector<float> lr_ref(st0.log_r.size(), NAN), lr(st0.log_r.size(), NAN);
+      ref.likelihoods(lr_ref.data(), Vk, mu0.data(), st0.sigma2.data(), st0.log_a_out.data(), B, I, J);
+      k.likelihoods(lr.data(), Vk, mu0.data(), st0.sigma2.data(), st0.log_a_out.data(), B, I, J);
       const double log_2pi = std::log(2.0 * std::numbers::pi);
       for (int b = 0; b < B; ++b) {
         std::vector<double> tol_norm(J);
@@ -460,6 +464,8 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
             // 16 terms of 3 roundings each, summed: 38 eps q each side.
             e[j] = 0.5 * 38 * eps * q + tol_norm[j] + 4 * eps * 0.5 * q;
             e_max = std::max(e_max, e[j]);
+            const size_t n = (size_t(b) * I + i) * J + j;
+            ASSERT_NEAR(lr[n], lr_ref[n], e[j] + 2 * eps * std::fabs(lr_ref[n])) << "likelihoods " << where;
           }
           for (int j = 0; j < J; ++j) lse = std::max(lse, std::fabs(double(sr.log_r[(size_t(b) * I + i) * J + j])));
           for (int j = 0; j < J; ++j) {
