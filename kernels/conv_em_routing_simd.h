@@ -161,15 +161,13 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
     }
     for (int t = T - 1; t > 0; --t) {  // log R^0 is a constant: its adjoint goes nowhere
       std::fill_n(tsum, per_type ? children * J : children, 0.f);
-      for (int w = 0; w < Pw; ++w)
-        for (int q = 0; q < I; ++q) {
-          const size_t c = conv_em_child_of(s, w / Wo, w % Wo, q);
-          const float* d = dl + w * IJ + size_t(q) * J;
-          if (per_type)
-            for (int j = 0; j < J; ++j) tsum[c * J + j] += d[j];
-          else
-            for (int j = 0; j < J; ++j) tsum[c] += d[j];
-        }
+      for (int w = 0; w < Pw; ++w) {
+        const auto child = [&](int q) { return conv_em_child_of(s, w / Wo, w % Wo, q); };
+        if (per_type)
+          for (int q = 0; q < I; ++q) add_n(tsum + child(q) * J, dl + w * IJ + size_t(q) * J, size_t(J));
+        else  // a window's children are distinct
+          add_row_sums(tsum, child, dl + w * IJ, I, J);
+      }
       for (int w = 0; w < Pw; ++w) {
         const size_t p = p0 + w;
         const float* log_r = em_m_step_state(em, t, int(p), P, I, J).log_r;

@@ -18,11 +18,12 @@
 // Each float operation is the reference's, on the same operands in the same
 // order: no FMAs, each sum over i in i order, the sum over h of g through
 // pair_sum16 (the reference's pairwise order), the sequential sums and every
-// exp and expm1 as scalar code. The results are the reference's bit for bit
-// on every ISA, which tests/test_em_routing.cpp and
+// expm1 as scalar code, each exp exp_portable's (em_routing.h), whose vector
+// form gives its bits. The results are the reference's bit for bit on every
+// ISA, which tests/test_em_routing.cpp and
 // tests/test_conv_em_routing_backward.cpp assert, so the AVX2 and AVX-512
-// paths agree too. FMAs and a vector exp measured about a fifth faster at
-// the ConvCaps shapes (AVX2): not worth giving up those bits.
+// paths agree too. FMAs measured about a fifth faster at the ConvCaps shapes
+// (AVX2, with a vector exp): not worth giving up those bits.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -44,19 +45,44 @@ struct FullCaps {
   float dloga[64], g_mean[64], D[64], leak[64], dS[64];
 };
 
+// acc[at(r)] += sum_j x_rj for rows r < rows of x (rows x J), each row's sum in
+// j order, as the reference's loop adds them: a sequential sum is a chain of
+// dependent adds (4 cycles each), so eight rows' chains run side by side; the
+// rows' places at(r) must differ.
+template <class At>
+inline void add_row_sums(float* acc, At at, const float* x, int rows, int J) {
+  int r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    float s[8];
+    for (int k = 0; k < 8; ++k) s[k] = acc[at(r + k)];
+    for (int j = 0; j < J; ++j)
+      for (int k = 0; k < 8; ++k) s[k] += x[size_t(r + k) * J + j];
+    for (int k = 0; k < 8; ++k) acc[at(r + k)] = s[k];
+  }
+  for (; r < rows; ++r)
+    for (int j = 0; j < J; ++j) acc[at(r)] += x[size_t(r) * J + j];
+}
+
 // E-step t-1's log-softmax backward for child i's row (em_e_pair_backward's
 // first line): dp_ij = dl_ij - R^t_ij s_j, with s_j the adjoint's sum over the
 // parents child i feeds (sum[j ds]: one sum, ds = 0, or one per type, ds = 1)
-// and R = exp(log R) (0 below -104, where exp underflows, as there); and
-// dloga_j += dp_ij, the adjoint of M-step t-1's log a_j, summed over i in order.
+// and R = exp_portable(log R), as there; and dloga_j += dp_ij, the adjoint of
+// M-step t-1's log a_j, summed over i in order.
 inline void full_dp_row(float* dp, float* dloga, const float* dl, const float* log_r, const float* sum, int ds,
                         int J) {
-  for (int j = 0; j < J; ++j) {
-    const float lr = log_r[j];
-    const float d = dl[j] - (lr < -104.f ? 0.f : std::exp(lr)) * sum[j * ds];
-    dp[j] = d;
-    dloga[j] += d;
-  }
+  const Vec one_sum = bcastv(sum[0]);
+  for_runs(
+      size_t(J),
+      [&](size_t k, auto l) {
+        const Vec d = subv(l.load(dl + k), mulv(exp_portablev(l.load(log_r + k)), ds ? l.load(sum + k) : one_sum));
+        l.store(dp + k, d);
+        l.store(dloga + k, addv(l.load(dloga + k), d));
+      },
+      [&](size_t k) {
+        const float d = dl[k] - exp_portable(log_r[k]) * sum[k * ds];
+        dp[k] = d;
+        dloga[k] += d;
+      });
 }
 
 // The rest of E-step t-1's backward of one item (em_e_pair_backward's loop
@@ -159,20 +185,29 @@ inline void full_m_head(FullCaps& c, float* dmu_prev, float* dbeta_a, float* dbe
 inline void full_m_pass(float* dv, float* dl, float* dla, FullCaps& c, const float* v, const EmMStepState& s,
                         int I, int J) {
   const size_t stride = size_t(J) * H;
-  for (int i0 = 0; i0 < I; i0 += kFullRows) {
-    const int i1 = std::min(I, i0 + kFullRows);
+  constexpr int kRows = 8;  // rows whose g are summed at once (pair_sums16x8)
+  for (int i0 = 0; i0 < I; i0 += kRows) {
+    const int i1 = std::min(I, i0 + kRows);
     for (int j = 0; j < J; ++j) {
       const F16 mu = load16(s.mu + j * H), dm = load16(c.dm + j * H), ds = load16(c.ds + j * H);
       const F16 ds2 = add16(ds, ds);  // 2 ds, exact
-      float g_mean = c.g_mean[j];
+      F16 t[kRows];
+      float g[kRows];
       for (int i = i0; i < i1; ++i) {
-        const size_t at = i * stride + j * H, ij = size_t(i) * J + j;
-        const float wi = s.w[ij];
+        const size_t at = i * stride + j * H;
+        const float wi = s.w[size_t(i) * J + j];
         const F16 d = sub16(load16(v + at), mu);
         store16(dv + at, add16(load16(dv + at), mul16(bcast16(wi), add16(dm, mul16(ds2, d)))));
-        const float gi = pair_sum16(mul16(d, add16(dm, mul16(d, ds))));
-        dl[ij] = gi;
-        g_mean += wi * gi;
+        t[i - i0] = mul16(d, add16(dm, mul16(d, ds)));
+      }
+      if (i1 - i0 == kRows) pair_sums16x8(t, g);
+      else
+        for (int k = 0; k < i1 - i0; ++k) g[k] = pair_sum16(t[k]);
+      float g_mean = c.g_mean[j];
+      for (int i = i0; i < i1; ++i) {
+        const size_t ij = size_t(i) * J + j;
+        dl[ij] = g[i - i0];
+        g_mean += s.w[ij] * g[i - i0];
       }
       c.g_mean[j] = g_mean;
     }
@@ -183,8 +218,7 @@ inline void full_m_pass(float* dv, float* dl, float* dla, FullCaps& c, const flo
       const float wi = s.w[ij];
       dl[ij] = wi * (dl[ij] - c.g_mean[j] + c.leak[j]) + wi * c.D[j] * c.dS[j];
     }
-  for (int i = 0; i < I; ++i)  // dlog a_in_i += sum_j dl_ij, j in order
-    for (int j = 0; j < J; ++j) dla[i] += dl[size_t(i) * J + j];
+  add_row_sums(dla, [](int i) { return i; }, dl, I, J);  // dlog a_in_i += sum_j dl_ij, j in order
 }
 
 // The last iteration's M-step backward of one item: dmu, da (J x 16, J) the

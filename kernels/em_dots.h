@@ -9,7 +9,11 @@ namespace vg {
 
 // out[k] = dot16(a + 16 k, b + 16 k) for k < 8: transposed (dots16x8) or one
 // by one (dot16). Call only where isa_supported(the ISA).
-#define VG_EM_DOTS(isa) void em_dots16x8_f32__##isa(const float* a, const float* b, float* out, bool transposed);
+// And out[k] = pair_sum16(t + 16 k), the full backward's sums of 16 (also
+// eight at a time there), transposed (pair_sums16x8) or one by one.
+#define VG_EM_DOTS(isa)                                                                          \
+  void em_dots16x8_f32__##isa(const float* a, const float* b, float* out, bool transposed); \
+  void em_pair_sums16x8_f32__##isa(const float* t, float* out, bool transposed);
 #if defined(__x86_64__)
 VG_EM_DOTS(avx2)
 VG_EM_DOTS(avx512)

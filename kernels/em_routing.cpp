@@ -74,6 +74,7 @@ namespace {
 // The kernel list: one line per variant this build has.
 #define VG_EM_ENTRY(isa)                                                                    \
   {Isa::isa, em_m_step_f32__##isa, em_m_weights_f32__##isa, em_e_step_f32__##isa, em_likelihoods_f32__##isa, \
+   em_exp_portable_f32__##isa, \
    em_backward_f32__##isa, em_backward_full_f32__##isa}
 const EmRoutingKernels kVariants[] = {
     VG_EM_ENTRY(scalar),

@@ -6,7 +6,10 @@
 //   beta_a, beta_v  J         per upper capsule
 //   mu       B x J x 16       upper poses;   a_out  B x J  upper activations
 #pragma once
+#include <bit>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/isa.h"
@@ -142,6 +145,8 @@ using EmMWeightsFn = void (*)(float* w, float* S, const float* log_r, const floa
 // E-step: log p_ij = -1/2 sum_h ((V_ijh - mu_jh)^2 / sigma2_jh + log(2 pi sigma2_jh));
 //   R_ij = softmax_j(log p_ij + log a_j), computed shifted by its max, kept as log R.
 using EmEStepFn = void (*)(EmState& st, const float* V, const float* mu, int B, int I, int J);
+// x = exp_portable(x), n floats (the vector form's own test and benchmark).
+using EmExpFn = void (*)(float* x, size_t n);
 // The E-step's first part alone: lr_bij = log p_bij + log a_bj (B x I x J)
 // from the votes and an M-step's mu, sigma2 and log a (B x J [x 16]), as the
 // E-steps of the same ISA form them before they normalise (the same bits; the
@@ -181,6 +186,7 @@ using EmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbeta_a,
   void em_e_step_f32__##isa(EmState& st, const float* V, const float* mu, int B, int I, int J);            \
   void em_likelihoods_f32__##isa(float* lr, const float* V, const float* mu, const float* sigma2,           \
                                  const float* log_a_out, int B, int I, int J);                              \
+  void em_exp_portable_f32__##isa(float* x, size_t n);                                                      \
   void em_backward_f32__##isa(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,                  \
                               const float* da_out, const float* V, const float* mu, const float* a_out,     \
                               const EmState& st, int B, int I, int J, const EmConfig& cfg);        \
@@ -231,6 +237,32 @@ void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbet
                              const float* da, const float* V, const EmMStepState& s,
                              const float* beta_v, float lambda, int I, int J, const EmConfig& cfg);
 
+// exp(x) in float operations alone, none fused, in one fixed order, so that
+// the scalar references and every ISA's vector form (em_routing_simd.h's
+// exp_portablev) give the same bits on any CPU, whatever its libm: the full
+// backward's R = exp(log R), which keeps its bits across ISAs. Cephes expf's
+// reduction and polynomial (x = n ln2 + r with ln2 in two parts, e^r = 1 + r
+// + r^2 P(r)), n rounded to nearest by adding and subtracting 1.5 2^23, 2^n
+// made from its exponent bits. Within 2 ulp of exp for -87 <= x <= 88; 0
+// below -87 (e^-87 = 1.6e-38, about where exp leaves the normal floats).
+struct ExpPortable {
+  static constexpr float lo = -87.f, log2e = 1.44269504088896341f, round = 12582912.f;
+  static constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;  // ln2_hi n is exact for |n| < 2^15
+  static constexpr float p[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+};
+inline float exp_portable(float x) {
+  using C = ExpPortable;
+  if (!(x >= C::lo)) return x < C::lo ? 0.f : x;  // NaN stays
+  const float n = (x * C::log2e + C::round) - C::round;
+  float r = x - n * C::ln2_hi;
+  r = r - n * C::ln2_lo;
+  float p = C::p[0];
+  for (int k = 1; k < 6; ++k) p = p * r + C::p[k];
+  const float y = (p * (r * r) + r) + 1.f;
+  return y * std::bit_cast<float>(uint32_t(int32_t(n) + 127) << 23);
+}
+
 // The E-step backward of one (child i, parent j) pair, which the dense and
 // the convolutional full backward share: from dlr_ij (the adjoint of log R_ij),
 // lr_ij = log R_ij and sum = the adjoint's sum over the child's parents,
@@ -240,8 +272,7 @@ void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbet
 // Scalar references only (their -ffp-contract=off holds inside it).
 inline void em_e_pair_backward(float* dv, float* dmu, float* dsig, float* dloga, float dlr, float lr, float sum,
                                const float* v, const float* mu, const float* inv_s2) {
-  // exp underflows to 0 below -104 (skipping it spares libm's slow path).
-  const float dp = dlr - (lr < -104.f ? 0.f : std::exp(lr)) * sum;
+  const float dp = dlr - exp_portable(lr) * sum;
   *dloga += dp;
   for (int h = 0; h < kPoseDim; ++h) {
     const float d = v[h] - mu[h];
@@ -282,6 +313,7 @@ struct EmRoutingKernels {
   EmMWeightsFn m_weights;
   EmEStepFn e_step;
   EmLikelihoodsFn likelihoods;
+  EmExpFn exp_portable;
   EmBackwardFn backward;
   EmBackwardFullFn backward_full;
 };

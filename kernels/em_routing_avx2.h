@@ -110,18 +110,10 @@ inline float dot16(F16 a, F16 b) { return hsum8(_mm256_fmadd_ps(a.lo, b.lo, _mm2
 // t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
 // order of the scalar full backward's sum16, so its bits.
 inline float pair_sum16(F16 t) { return hsum8(_mm256_add_ps(t.lo, t.hi)); }
-// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit:
-// the 8 registers are summed transposed, each lane taking hsum8's additions
-// (halves, then lanes 0+2 and 1+3, then 0+1), so ~1 shuffle and add a dot
-// where hsum8 costs 6.
-template <class Pair>
-inline void dots16x8(Pair ab, float* out) {
-  __m256 t[8];
-  for (int k = 0; k < 8; ++k) {
-    F16 a, b;
-    ab(k, a, b);
-    t[k] = _mm256_fmadd_ps(a.lo, b.lo, _mm256_mul_ps(a.hi, b.hi));
-  }
+// out[k] = hsum8(t[k]) for 8 registers, bit for bit: summed transposed, each
+// lane taking hsum8's additions (halves, then lanes 0+2 and 1+3, then 0+1),
+// so ~1 shuffle and add a sum where hsum8 costs 6.
+inline void hsums8x8(const __m256* t, float* out) {
   __m256 u[4];  // [u_2k | u_2k+1], u_k[i] = t_k[i] + t_k[i + 4]
   for (int k = 0; k < 4; ++k)
     u[k] = _mm256_add_ps(_mm256_permute2f128_ps(t[2 * k], t[2 * k + 1], 0x20),
@@ -134,6 +126,24 @@ inline void dots16x8(Pair ab, float* out) {
   const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
   _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for
+// bit: hsums8x8 of the fused products.
+template <class Pair>
+inline void dots16x8(Pair ab, float* out) {
+  __m256 t[8];
+  for (int k = 0; k < 8; ++k) {
+    F16 a, b;
+    ab(k, a, b);
+    t[k] = _mm256_fmadd_ps(a.lo, b.lo, _mm256_mul_ps(a.hi, b.hi));
+  }
+  hsums8x8(t, out);
+}
+// out[k] = pair_sum16(t[k]) for 8 registers, bit for bit.
+inline void pair_sums16x8(const F16* t, float* out) {
+  __m256 h[8];
+  for (int k = 0; k < 8; ++k) h[k] = _mm256_add_ps(t[k].lo, t[k].hi);
+  hsums8x8(h, out);
 }
 
 // sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2), so
@@ -177,6 +187,10 @@ inline Vec negv(Vec x) { return _mm256_xor_ps(x, _mm256_set1_ps(-0.f)); }
 inline Vec neg_absv(Vec x) { return _mm256_or_ps(x, _mm256_set1_ps(-0.f)); }
 inline Vec min0v(Vec z) { return _mm256_min_ps(_mm256_setzero_ps(), z); }  // minps: a NaN z stays
 inline Vec if_zerov(Vec c, Vec x, Vec y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(c, _mm256_setzero_ps(), _CMP_EQ_OQ)); }
+inline Vec zero_if_lessv(Vec x, float lo, Vec y) { return _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(lo), _CMP_NLT_UQ), y); }
+inline Vec pow2v(Vec n) {  // 2^n, n integral in [-126, 127]
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
 
 struct Whole {
   static Vec load(const float* p) { return _mm256_loadu_ps(p); }

@@ -94,18 +94,10 @@ inline float pair_sum16(F16 t) {
 // _mm512_reduce_add_ps's, written out so that no compiler's reduction order
 // decides the bits dots16x8 must match.
 inline float dot16(F16 a, F16 b) { return pair_sum16(_mm512_mul_ps(a, b)); }
-// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit:
-// the 8 products are summed transposed, each lane taking dot16's additions
-// (halves of 8, of 4, then lanes 0+2 and 1+3, then 0+1), ~1 shuffle and add
-// a dot where one reduction costs 8.
-template <class Pair>
-inline void dots16x8(Pair ab, float* out) {
-  __m512 t[8];
-  for (int k = 0; k < 8; ++k) {
-    F16 a, b;
-    ab(k, a, b);
-    t[k] = _mm512_mul_ps(a, b);
-  }
+// out[k] = pair_sum16(t[k]) for 8 registers, bit for bit: summed transposed,
+// each lane taking pair_sum16's additions (halves of 8, of 4, then lanes 0+2
+// and 1+3, then 0+1), ~1 shuffle and add a sum where one reduction costs 8.
+inline void pair_sums16x8(const F16* t, float* out) {
   __m512 u[4];  // [u_2k | u_2k+1], u_k[i] = t_k[i] + t_k[i + 8]
   for (int k = 0; k < 4; ++k)
     u[k] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * k], t[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
@@ -122,6 +114,18 @@ inline void dots16x8(Pair ab, float* out) {
                                  _mm512_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
   _mm256_storeu_ps(out, _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r)));
+}
+// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives: their
+// products' pair_sums16x8, so dot16's bits.
+template <class Pair>
+inline void dots16x8(Pair ab, float* out) {
+  __m512 t[8];
+  for (int k = 0; k < 8; ++k) {
+    F16 a, b;
+    ab(k, a, b);
+    t[k] = _mm512_mul_ps(a, b);
+  }
+  pair_sums16x8(t, out);
 }
 
 // sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2)
@@ -154,6 +158,12 @@ inline Vec neg_absv(Vec x) { return _mm512_castsi512_ps(_mm512_or_si512(_mm512_c
 inline Vec min0v(Vec z) { return _mm512_min_ps(_mm512_setzero_ps(), z); }  // vminps: a NaN z stays
 inline Vec if_zerov(Vec c, Vec x, Vec y) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(c, _mm512_setzero_ps(), _CMP_EQ_OQ), y, x);
+}
+inline Vec zero_if_lessv(Vec x, float lo, Vec y) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(lo), _CMP_NLT_UQ), y);
+}
+inline Vec pow2v(Vec n) {  // 2^n, n integral in [-126, 127]
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
 
 struct Whole {

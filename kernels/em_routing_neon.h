@@ -72,6 +72,19 @@ inline float pair_sum16(const F16& t) {
   const float32x4_t u = vaddq_f32(vaddq_f32(t.q[0], t.q[2]), vaddq_f32(t.q[1], t.q[3]));
   return vpadds_f32(vadd_f32(vget_low_f32(u), vget_high_f32(u)));
 }
+// out[k] = pair_sum16(t[k]) for 8 registers, bit for bit: the last pairwise
+// add of four sums at once (vpaddq_f32 adds each pair as vpadds_f32 does).
+inline void pair_sums16x8(const F16* t, float* out) {
+  for (int k = 0; k < 8; k += 4) {
+    float32x2_t h[4];
+    for (int m = 0; m < 4; ++m) {
+      const F16& x = t[k + m];
+      const float32x4_t u = vaddq_f32(vaddq_f32(x.q[0], x.q[2]), vaddq_f32(x.q[1], x.q[3]));
+      h[m] = vadd_f32(vget_low_f32(u), vget_high_f32(u));
+    }
+    vst1q_f32(out + k, vpaddq_f32(vcombine_f32(h[0], h[1]), vcombine_f32(h[2], h[3])));
+  }
+}
 inline float32x4_t and_mask(uint32x4_t m, float32x4_t x) {
   return vreinterpretq_f32_u32(vandq_u32(m, vreinterpretq_u32_f32(x)));
 }
@@ -186,6 +199,10 @@ inline Vec neg_absv(Vec x) { return vnegq_f32(vabsq_f32(x)); }
 // std::min(z, 0) is z < 0 ? z : 0 (a NaN z stays); FMIN would agree too.
 inline Vec min0v(Vec z) { return vbslq_f32(vcgtq_f32(z, vdupq_n_f32(0.f)), vdupq_n_f32(0.f), z); }
 inline Vec if_zerov(Vec c, Vec x, Vec y) { return vbslq_f32(vceqq_f32(c, vdupq_n_f32(0.f)), x, y); }
+inline Vec zero_if_lessv(Vec x, float lo, Vec y) { return vbslq_f32(vcltq_f32(x, vdupq_n_f32(lo)), vdupq_n_f32(0.f), y); }
+inline Vec pow2v(Vec n) {  // 2^n, n integral in [-126, 127]
+  return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23));
+}
 
 struct Whole {
   static Vec load(const float* p) { return vld1q_f32(p); }

@@ -122,6 +122,10 @@ void em_likelihoods_f32__scalar(float* lr, const float* V, const float* mu, cons
   }
 }
 
+void em_exp_portable_f32__scalar(float* x, size_t n) {
+  for (size_t k = 0; k < n; ++k) x[k] = exp_portable(x[k]);
+}
+
 void em_e_step_f32__scalar(EmState& st, const float* V, const float* mu, int B, int I, int J) {
   em_likelihoods_f32__scalar(st.log_r.data(), V, mu, st.sigma2.data(), st.log_a_out.data(), B, I, J);
   for (size_t r = 0; r < size_t(B) * I; ++r) {  // each child's softmax over its parents

@@ -12,7 +12,8 @@
 //         pairwise order (em_backward_full_simd.h);
 //   Vec   one register of the runs of exp and log (8, 16 or 4 floats):
 //         bcastv, addv, subv, mulv, divv, maxv (std::max's), expv, logv, negv, neg_absv = -|x|,
-//         min0v(z) = min(0, z) (keeps a NaN z), if_zerov(c, x, y) = c == 0 ? x : y;
+//         min0v(z) = min(0, z) (keeps a NaN z), if_zerov(c, x, y) = c == 0 ? x : y,
+//         zero_if_lessv(x, lo, y) = x < lo ? 0 : y, pow2v(n) = 2^n (n integral, -126..127);
 //   for_runs(n, vec, scalar): vec(k, lanes) for each whole register of a run
 //         of n floats (lanes.load / lanes.store), then the ISA's leftovers:
 //         scalar(k) per float, or vec once more under a mask;
@@ -34,6 +35,19 @@ namespace vg {
 namespace {
 
 constexpr int H = kPoseDim;
+
+// exp_portable (em_routing.h), the same operations on a register: the same bits.
+inline Vec exp_portablev(Vec x) {
+  using C = ExpPortable;
+  const Vec round = bcastv(C::round);
+  const Vec n = subv(addv(mulv(x, bcastv(C::log2e)), round), round);
+  Vec r = subv(x, mulv(n, bcastv(C::ln2_hi)));
+  r = subv(r, mulv(n, bcastv(C::ln2_lo)));
+  Vec p = bcastv(C::p[0]);
+  for (int k = 1; k < 6; ++k) p = addv(mulv(p, r), bcastv(C::p[k]));
+  const Vec y = addv(addv(mulv(p, mulv(r, r)), r), bcastv(1.f));
+  return zero_if_lessv(x, C::lo, mulv(y, pow2v(n)));  // lanes below lo: whatever n made of them, 0
+}
 
 // x[k] = exp(x[k]) / log(x[k]) for k < n.
 inline void exp_n(float* x, size_t n) {
@@ -375,6 +389,10 @@ inline void backward_simd(float* dV, float* dbeta_a, float* dbeta_v, const float
                                  const float* log_a_out, int B, int I, int J) {                               \
     likelihood_items(lr, V, mu, sigma2, log_a_out, 0, B, I, J);                                               \
   }                                                                                                           \
+  void em_exp_portable_f32__##isa(float* x, size_t n) {                                                       \
+    for_runs(n, [&](size_t k, auto l) { l.store(x + k, exp_portablev(l.load(x + k))); },                      \
+             [&](size_t k) { x[k] = exp_portable(x[k]); });                                                   \
+  }                                                                                                           \
   void em_backward_f32__##isa(float* dV, float* dbeta_a, float* dbeta_v, const float* dmu,                    \
                               const float* da_out, const float* V, const float* mu, const float* a_out,       \
                               const EmState& st, int B, int I, int J, const EmConfig& cfg) {                  \
@@ -385,5 +403,13 @@ inline void backward_simd(float* dV, float* dbeta_a, float* dbeta_v, const float
       dots16x8([&](int k, F16& x, F16& y) { x = load16(a + 16 * k), y = load16(b + 16 * k); }, out);         \
     else                                                                                                      \
       for (int k = 0; k < 8; ++k) out[k] = dot16(load16(a + 16 * k), load16(b + 16 * k));                    \
+  }                                                                                                           \
+  void em_pair_sums16x8_f32__##isa(const float* t, float* out, bool transposed) {                              \
+    F16 x[8];                                                                                                 \
+    for (int k = 0; k < 8; ++k) x[k] = load16(t + 16 * k);                                                    \
+    if (transposed)                                                                                           \
+      pair_sums16x8(x, out);                                                                                  \
+    else                                                                                                      \
+      for (int k = 0; k < 8; ++k) out[k] = pair_sum16(x[k]);                                                  \
   }                                                                                                           \
   }

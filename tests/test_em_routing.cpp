@@ -515,6 +515,41 @@ TEST_P(EmRoutingVariant, StepsMatchScalarReference) {
   }
 }
 
+// The full backward's exp: each ISA's vector form gives the scalar form's
+// bits (runs of every length up to three registers, leftovers included),
+// within 2 ulp of exp (in double) on [-87, 88], 0 below -87, NaN kept.
+TEST_P(EmRoutingVariant, PortableExpHasTheScalarBitsEverywhere) {
+  int nv = 0;
+  const EmRoutingKernels& k = em_routing_variants(&nv)[GetParam()];
+  if (!isa_supported(k.isa)) GTEST_SKIP() << isa_name(k.isa) << " not supported on this CPU";
+  std::vector<float> x;
+  for (float v = -90.f; v <= 88.f; v += 0.0137f) x.push_back(v);
+  for (float v : {-87.f, -86.99999f, -87.00001f, -0.f, 0.f, 1e-30f, -1e-30f, -1e30f, -INFINITY, NAN}) x.push_back(v);
+  for (int e = -30; e <= 6; ++e) x.push_back(-std::ldexp(1.f, e));  // log R near 0 and far from it
+  std::vector<float> y = x;
+  k.exp_portable(y.data(), y.size());
+  for (size_t n = 0; n < x.size(); ++n) {
+    const float want = exp_portable(x[n]);
+    if (std::isnan(x[n])) {
+      ASSERT_TRUE(std::isnan(y[n]));
+      continue;
+    }
+    ASSERT_EQ(std::bit_cast<uint32_t>(y[n]), std::bit_cast<uint32_t>(want)) << "x=" << x[n];
+    if (x[n] < -87.f) {
+      ASSERT_EQ(want, 0.f) << "x=" << x[n];
+    } else {
+      const double e = std::exp(double(x[n])), ulp = std::nextafter(float(e), INFINITY) - float(e);
+      ASSERT_LE(std::fabs(want - e), 2 * ulp) << "x=" << x[n] << " is more than 2 ulp off";
+    }
+  }
+  for (size_t len = 1; len <= 48; ++len) {  // every leftover
+    std::vector<float> r(x.begin() + 100, x.begin() + 100 + std::ptrdiff_t(len));
+    k.exp_portable(r.data(), len);
+    for (size_t n = 0; n < len; ++n)
+      ASSERT_EQ(std::bit_cast<uint32_t>(r[n]), std::bit_cast<uint32_t>(exp_portable(x[100 + n]))) << "len " << len;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllVariants, EmRoutingVariant, ::testing::Range(0, test::variant_count(em_routing_variants)),
                          test::variant_names(em_routing_variants));
 
@@ -522,17 +557,25 @@ INSTANTIATE_TEST_SUITE_P(AllVariants, EmRoutingVariant, ::testing::Range(0, test
 // rest one by one (dot16): each ISA's two must give the same bits, or a
 // routing's result would depend on where a parent falls. Inputs of mixed
 // scales and signs, so the sums round at every level of the tree.
+// The full backward's sums of 16 likewise (pair_sums16x8 against pair_sum16).
 TEST(EmRouting, EightDotsAtOnceGiveEachIsasOwnDotsBits) {
   using Dots = void (*)(const float*, const float*, float*, bool);
-  std::vector<std::pair<Isa, Dots>> isas;
+  using Sums = void (*)(const float*, float*, bool);
+  struct Variant {
+    Isa isa;
+    Dots dots;
+    Sums sums;
+  };
+  std::vector<Variant> isas;
 #if defined(__x86_64__)
-  isas = {{Isa::avx2, em_dots16x8_f32__avx2}, {Isa::avx512, em_dots16x8_f32__avx512}};
+  isas = {{Isa::avx2, em_dots16x8_f32__avx2, em_pair_sums16x8_f32__avx2},
+          {Isa::avx512, em_dots16x8_f32__avx512, em_pair_sums16x8_f32__avx512}};
 #endif
 #if defined(__aarch64__)
-  isas = {{Isa::neon, em_dots16x8_f32__neon}};
+  isas = {{Isa::neon, em_dots16x8_f32__neon, em_pair_sums16x8_f32__neon}};
 #endif
   int ran = 0;
-  for (const auto& [isa, dots] : isas) {
+  for (const auto& [isa, dots, sums] : isas) {
     if (!isa_supported(isa)) continue;
     ++ran;
     for (uint64_t trial = 0; trial < 200; ++trial) {
@@ -544,6 +587,11 @@ TEST(EmRouting, EightDotsAtOnceGiveEachIsasOwnDotsBits) {
       for (int k = 0; k < 8; ++k)
         ASSERT_EQ(std::bit_cast<uint32_t>(eight[k]), std::bit_cast<uint32_t>(one[k]))
             << isa_name(isa) << " trial " << trial << " dot " << k << ": " << eight[k] << " against " << one[k];
+      sums(a.data(), one, false);
+      sums(a.data(), eight, true);
+      for (int k = 0; k < 8; ++k)
+        ASSERT_EQ(std::bit_cast<uint32_t>(eight[k]), std::bit_cast<uint32_t>(one[k]))
+            << isa_name(isa) << " trial " << trial << " sum " << k << ": " << eight[k] << " against " << one[k];
     }
   }
   if (ran == 0) GTEST_SKIP() << "no SIMD variant of this build runs on this CPU";
