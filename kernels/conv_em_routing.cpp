@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <numeric>
 #include <stdexcept>
 
 namespace vg {
@@ -205,7 +207,8 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
     std::copy_n(h.a.begin() + (T - 1) * nj, nj, a_out);
     return;
   }
-  float* lse = rec.record ? rec.record + T * (2 * njh + 3 * nj) : nullptr;  // E-step t's at lse + t nl
+  // The record's LSE blocks follow the moments': E-step t's at lse + t nl.
+  float* lse = rec.record ? rec.record + T * std::accumulate(std::begin(per_iter), std::end(per_iter), size_t(0)) : nullptr;
   for (int it = 0; it < cfg.iters; ++it) {
     if (keep) std::copy_n(em.log_r.begin(), nij, h.log_r.begin() + it * nij);
     if (carry) {  // the mean carried from the last iteration: 0 before the first
