@@ -181,9 +181,10 @@ struct ConvCapsScratch {
 // ConvCaps1 (64 MB a batch of 32 in both layers, which would take a default
 // run past 100 MB): under EmGrad::full the backward routes each chunk again,
 // keeping its history for that chunk only. That routing is a replay: the
-// forward keeps a record of each item's M-step outputs (ConvEmRecord: 0.35 MB
-// an image in both layers at the paper's sizes, 11 MB a batch of 32), from
-// which the E-steps and the weights rebuild the rest, no M-step run.
+// forward keeps a record of each item's M-step outputs and E-step normalisers
+// (ConvEmRecord: 0.37 MB an image in both layers at the paper's sizes, 12 MB a
+// batch of 32), from which the likelihoods and the weights rebuild the rest,
+// no M-step and no E-step normalisation run.
 // Every element sees the arithmetic of one whole-batch call, in the same
 // order, so results are bit-identical to routing the batch at once.
 class ConvCaps {
