@@ -248,8 +248,11 @@ void em_m_step_backward_full(float* dV, float* dl, float* dlog_a_in, float* dbet
 struct ExpPortable {
   static constexpr float lo = -87.f, log2e = 1.44269504088896341f, round = 12582912.f;
   static constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;  // ln2_hi n is exact for |n| < 2^15
-  static constexpr float p[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                                 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+  // The polynomial's coefficients, highest power first. Scalars, not an array:
+  // an array indexed in a loop is odr-used, and unoptimised builds would emit
+  // it as a weak symbol into every ISA object.
+  static constexpr float p0 = 1.9875691500e-4f, p1 = 1.3981999507e-3f, p2 = 8.3334519073e-3f,
+                         p3 = 4.1665795894e-2f, p4 = 1.6666665459e-1f, p5 = 5.0000001201e-1f;
 };
 inline float exp_portable(float x) {
   using C = ExpPortable;
@@ -257,8 +260,11 @@ inline float exp_portable(float x) {
   const float n = (x * C::log2e + C::round) - C::round;
   float r = x - n * C::ln2_hi;
   r = r - n * C::ln2_lo;
-  float p = C::p[0];
-  for (int k = 1; k < 6; ++k) p = p * r + C::p[k];
+  float p = C::p0 * r + C::p1;
+  p = p * r + C::p2;
+  p = p * r + C::p3;
+  p = p * r + C::p4;
+  p = p * r + C::p5;
   const float y = (p * (r * r) + r) + 1.f;
   return y * std::bit_cast<float>(uint32_t(int32_t(n) + 127) << 23);
 }

@@ -43,8 +43,11 @@ inline Vec exp_portablev(Vec x) {
   const Vec n = subv(addv(mulv(x, bcastv(C::log2e)), round), round);
   Vec r = subv(x, mulv(n, bcastv(C::ln2_hi)));
   r = subv(r, mulv(n, bcastv(C::ln2_lo)));
-  Vec p = bcastv(C::p[0]);
-  for (int k = 1; k < 6; ++k) p = addv(mulv(p, r), bcastv(C::p[k]));
+  Vec p = addv(mulv(bcastv(C::p0), r), bcastv(C::p1));
+  p = addv(mulv(p, r), bcastv(C::p2));
+  p = addv(mulv(p, r), bcastv(C::p3));
+  p = addv(mulv(p, r), bcastv(C::p4));
+  p = addv(mulv(p, r), bcastv(C::p5));
   const Vec y = addv(addv(mulv(p, mulv(r, r)), r), bcastv(1.f));
   return zero_if_lessv(x, C::lo, mulv(y, pow2v(n)));  // lanes below lo: whatever n made of them, 0
 }
