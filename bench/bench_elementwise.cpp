@@ -75,7 +75,7 @@ void BM_normal(benchmark::State& state, const ElementwiseKernels* k) {
 
 // One registration per variant in the kernel list. Sizes: 2048 parameters (the
 // 28 KB fit in L1: Adam's rate without memory), the CNN's and the capsule
-// model's parameter counts; conv1's output at batch 32.
+// model's parameter counts; the ReLU backward's below.
 const int registered = [] {
   int n = 0;
   const ElementwiseKernels* ek = elementwise_variants(&n);
@@ -83,8 +83,12 @@ const int registered = [] {
     const std::string isa = isa_name(ek[v].isa);
     benchmark::RegisterBenchmark(("BM_adam_update/" + isa).c_str(), BM_adam_update, &ek[v])
         ->ArgName("params")->Arg(2048)->Arg(262949)->Arg(558258);
+    // conv1's output at batch 32; then ConvCaps1's votes, one image's (2.65 MB an array,
+    // beyond L2) and a batch's (85 MB): two reads and a write a float, the full EM
+    // backward's traffic over V and dV, so its bytes/s are that backward's memory bound
+    // (docs/performance.md).
     benchmark::RegisterBenchmark(("BM_relu_backward/" + isa).c_str(), BM_relu_backward, &ek[v])
-        ->ArgName("n")->Arg(32 * 16 * 16 * 16);
+        ->ArgName("n")->Arg(32 * 16 * 16 * 16)->Arg(36 * 72 * 16 * 16)->Arg(32 * 36 * 72 * 16 * 16);
     benchmark::RegisterBenchmark(("BM_transpose/" + isa).c_str(), BM_transpose, &ek[v])
         ->ArgNames({"rows", "cols"})->Args({32, 4096});
     benchmark::RegisterBenchmark(("BM_normal/" + isa).c_str(), BM_normal, &ek[v])->ArgName("n")->Arg(1024);
