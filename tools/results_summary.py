@@ -32,6 +32,7 @@ SWEEPS = [
     ("table2_elevation_seed", "Table 2, elevation protocol, the seed's capsules"),
     ("table2_elevation_paper", "Table 2, elevation protocol, the paper's capsules"),
     ("norb_paper_azimuth", "smallNORB-format data (asym shapes exported), the paper's azimuth split"),
+    ("norb_paper_azimuth_convcaps", "smallNORB-format data (asym shapes exported), the paper's azimuth split, the paper's networks"),
     ("synthetic_paper_azimuth", "The 32×32 renderer, the paper's azimuth split (asym shapes)"),
     ("plane_translation", "In-plane: translations never seen"),
     ("plane_rotation", "In-plane: rotations never seen"),
