@@ -29,7 +29,7 @@ using test::slurp;
 constexpr const char* kNoHang = "timeout 60";
 
 std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::TempDir() + "viewgap_bad_" + name + "." + std::to_string(getpid());
+  const std::string d = vg::test::temp_dir() + "viewgap_bad_" + name + "." + std::to_string(getpid());
   fs::remove_all(d);
   return d;
 }

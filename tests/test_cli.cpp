@@ -103,7 +103,7 @@ TEST(Cli, HelpExitsZero) {
 }
 
 TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
-  const std::string dir = testing::TempDir() + "viewgap_cli_run." + std::to_string(getpid()) + "/";
+  const std::string dir = vg::test::temp_dir() + "viewgap_cli_run." + std::to_string(getpid()) + "/";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string json_path = dir + "run.json";
@@ -159,7 +159,7 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
 // --model-lr trains the models it names at their own rate and the rest at
 // --lr: each model's numbers are those of a run of it alone at its rate.
 TEST(Cli, ModelLrTrainsEachNamedModelAtItsOwnRate) {
-  const std::string dir = testing::TempDir() + "viewgap_cli_model_lr." + std::to_string(getpid()) + "/";
+  const std::string dir = vg::test::temp_dir() + "viewgap_cli_model_lr." + std::to_string(getpid()) + "/";
   std::filesystem::create_directories(dir);
   const std::string base = "run --n-epochs 2 --n-per-combo 2 --quiet --out-json " + dir;
   auto models = [&](const std::string& args, const std::string& name) {
@@ -189,7 +189,7 @@ TEST(Cli, ModelLrTrainsEachNamedModelAtItsOwnRate) {
 // its own defaults (the paper's recipe), caps the registry-wide ones; the
 // config records only what was given.
 TEST(Cli, EachModelRecordsTheOptionsItRanWith) {
-  const std::string json_path = testing::TempDir() + "viewgap_cli_options." + std::to_string(getpid()) + ".json";
+  const std::string json_path = vg::test::temp_dir() + "viewgap_cli_options." + std::to_string(getpid()) + ".json";
   const std::string tiny = " --caps-a 4 --caps-b 2 --caps-c 2 --caps-d 2 --em-iters 1";
   const Outcome o = run("run --n-epochs 1 --n-per-combo 1 --models caps,convcaps --quiet" + tiny + " --out-json " + json_path);
   ASSERT_EQ(o.code, 0) << o.err;
@@ -222,7 +222,7 @@ TEST(Cli, EachModelRecordsTheOptionsItRanWith) {
 }
 
 TEST(Cli, ProfileWritesPerLayerCsvAndTrace) {
-  const std::string dir = testing::TempDir() + "viewgap_profile." + std::to_string(getpid()) + "/";
+  const std::string dir = vg::test::temp_dir() + "viewgap_profile." + std::to_string(getpid()) + "/";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   for (const char* model : {"caps", "cnn"}) {
@@ -255,7 +255,7 @@ TEST(Cli, OutcomesAgreeAsDistributionsAcrossKernelIsasAndThreadCounts) {
   // with sigma the seed-to-seed sd: the larger of the one measured here and the
   // one of results/seed_table.csv (familiar 0.025, held-out 0.048); we allow
   // 4 of those sds (a false alarm about once in 16,000 runs).
-  const std::string dir = testing::TempDir() + "viewgap_dist." + std::to_string(getpid()) + "/";
+  const std::string dir = vg::test::temp_dir() + "viewgap_dist." + std::to_string(getpid()) + "/";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   struct Path {
@@ -298,7 +298,7 @@ TEST(Cli, OutcomesAgreeAsDistributionsAcrossKernelIsasAndThreadCounts) {
 // byte for byte that of --threads 1, timings and the thread count aside (and
 // with a stopping rule whose matched model trains first, alone).
 TEST(Cli, ThreadsChangeNoResult) {
-  const std::string dir = testing::TempDir() + "viewgap_threads." + std::to_string(getpid()) + "/";
+  const std::string dir = vg::test::temp_dir() + "viewgap_threads." + std::to_string(getpid()) + "/";
   std::filesystem::create_directories(dir);
   // Drops what may differ: times, the thread count, the date.
   std::function<void(nlohmann::json&)> strip = [&](nlohmann::json& j) {
@@ -350,7 +350,7 @@ TEST(Cli, ReproducibleRunMatchesTheCommittedFingerprint) {
 #if !defined(__x86_64__)
   GTEST_SKIP() << "--reproducible is for x86-64";
 #else
-  const std::string dir = testing::TempDir() + "viewgap_repro." + std::to_string(getpid()) + "/";
+  const std::string dir = vg::test::temp_dir() + "viewgap_repro." + std::to_string(getpid()) + "/";
   std::filesystem::create_directories(dir);
   if (!vg::isa_missing_features(vg::Isa::avx2).empty()) GTEST_SKIP() << "this CPU lacks AVX2/FMA";
   // Natively (AVX-512 or not), and with oneDNN capped from outside as well.
@@ -372,7 +372,7 @@ TEST(Cli, ReproducibleConvcapsRunMatchesTheCommittedFingerprint) {
   GTEST_SKIP() << "--reproducible is for x86-64";
 #else
   if (!vg::isa_missing_features(vg::Isa::avx2).empty()) GTEST_SKIP() << "this CPU lacks AVX2/FMA";
-  const std::string json = testing::TempDir() + "viewgap_repro_convcaps." + std::to_string(getpid()) + ".json";
+  const std::string json = vg::test::temp_dir() + "viewgap_repro_convcaps." + std::to_string(getpid()) + ".json";
   const Outcome o = run("run --models convcaps --reproducible --n-epochs 1 --caps-a 16 --caps-b 4 --caps-c 8 "
                         "--caps-d 12 --quiet --out-json " + json,
                         "env -u VIEWGAP_ISA");
@@ -396,7 +396,7 @@ TEST(Cli, ReproducibleFingerprintIsTheSameOnAnEmulatedAvx2OnlyCpu) {
   // one image per combination: 30 s, not the 300 s of the pinned run) with the
   // same models, compared with the same run natively; the pinned run's
   // fingerprint is checked natively above.
-  const std::string dir = testing::TempDir() + "viewgap_qemu." + std::to_string(getpid()) + "/";
+  const std::string dir = vg::test::temp_dir() + "viewgap_qemu." + std::to_string(getpid()) + "/";
   std::filesystem::create_directories(dir);
   auto fingerprint = [&](const std::string& prefix, const std::string& json) -> std::string {
     const Outcome o = run("run --reproducible --n-epochs 1 --n-per-combo 1 --n-eval-per-combo 1 --quiet --out-json " + json,
@@ -425,7 +425,7 @@ TEST(Cli, ReproducibleFingerprintIsTheSameOnAnEmulatedAvx2OnlyCpu) {
 // (810 pairs per split), asym shapes.
 const std::string& norb_fixture() {
   static const std::string dir = [] {
-    const std::string d = testing::TempDir() + "viewgap_norb." + std::to_string(getpid());
+    const std::string d = vg::test::temp_dir() + "viewgap_norb." + std::to_string(getpid());
     std::filesystem::remove_all(d);
     const Outcome o = run("export-norb " + d + " --instances 1 --lightings 1 --shapes asym --quiet");
     EXPECT_EQ(o.code, 0) << o.err;
@@ -436,7 +436,7 @@ const std::string& norb_fixture() {
 
 TEST(NorbRun, ExportIsDeterministicAndReplacesNoFile) {
   const std::string dir = norb_fixture();
-  const std::string again = testing::TempDir() + "viewgap_norb_again." + std::to_string(getpid());
+  const std::string again = vg::test::temp_dir() + "viewgap_norb_again." + std::to_string(getpid());
   std::filesystem::remove_all(again);
   ASSERT_EQ(run("export-norb " + again + " --instances 1 --lightings 1 --shapes asym --quiet").code, 0);
   size_t files = 0;
@@ -458,7 +458,7 @@ TEST(NorbRun, ExportIsDeterministicAndReplacesNoFile) {
 
 TEST(NorbRun, PaperAzimuthSplitTrainsBothModelsAboveChance) {
   const std::string dir = norb_fixture();
-  const std::string json = testing::TempDir() + "viewgap_norb_run." + std::to_string(getpid()) + ".json";
+  const std::string json = vg::test::temp_dir() + "viewgap_norb_run." + std::to_string(getpid()) + ".json";
   // Over three seeds, not one: a single seed's accuracy is not a property of the code.
   double familiar[2] = {0, 0};
   for (int seed : {0, 1, 2}) {
@@ -503,7 +503,7 @@ TEST(NorbRun, ThreadsChangeNoResult) {
 
 TEST(NorbRun, SweepOverSeedsGivesTheSplitsTables) {
   const std::string dir = norb_fixture();
-  const std::string out = testing::TempDir() + "viewgap_norb_sweep." + std::to_string(getpid());
+  const std::string out = vg::test::temp_dir() + "viewgap_norb_sweep." + std::to_string(getpid());
   std::filesystem::remove_all(out);
   const Outcome o = run("sweep --data norb:" + dir + " --seeds 0:1 --n-epochs 1 --jobs 2 --quiet --out " + out);
   ASSERT_EQ(o.code, 0) << o.err;
@@ -516,7 +516,7 @@ TEST(NorbRun, SweepOverSeedsGivesTheSplitsTables) {
 
 TEST(NorbRun, BadInputIsOneLineExitTwo) {
   const std::string dir = norb_fixture();
-  const std::string broken = testing::TempDir() + "viewgap_norb_broken." + std::to_string(getpid());
+  const std::string broken = vg::test::temp_dir() + "viewgap_norb_broken." + std::to_string(getpid());
   std::filesystem::remove_all(broken);
   std::filesystem::copy(dir, broken);
   std::filesystem::resize_file(broken + "/smallnorb-5x01235x9x18x6x2x96x96-testing-dat.mat", 1000);

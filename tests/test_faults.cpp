@@ -55,7 +55,7 @@ const std::set<std::string> kSweepFiles = {"azimuth.csv", "cells.csv", "circle.c
                                            "meta.json",   "summary.csv", "sweep.lock"};
 
 std::string tmp_dir(const std::string& name) {
-  const std::string d = testing::TempDir() + "viewgap_faults." + std::to_string(getpid()) + "/" + name;
+  const std::string d = vg::test::temp_dir() + "viewgap_faults." + std::to_string(getpid()) + "/" + name;
   fs::remove_all(d);
   fs::create_directories(fs::path(d).parent_path());
   return d;
@@ -68,7 +68,7 @@ struct Result {
 
 // `viewgap ARGS` with ENV in front, through the shell.
 Result viewgap(const std::string& args, const std::string& env = "", const std::string& stdout_to = "") {
-  const std::string tag = testing::TempDir() + "viewgap_faults_io." + std::to_string(getpid());
+  const std::string tag = vg::test::temp_dir() + "viewgap_faults_io." + std::to_string(getpid());
   const std::string out = stdout_to.empty() ? tag + ".out" : stdout_to;
   const std::string cmd = env + " " + VIEWGAP_EXE + " " + args + " >" + out + " 2>" + tag + ".err";
   const int status = std::system(cmd.c_str());
@@ -143,7 +143,7 @@ void expect_identical(const std::map<std::string, std::string>& want, const std:
 
 // The calls the shim counts in a run of `args`: their names, in order.
 std::vector<std::string> counted_calls(const std::string& args) {
-  const std::string log = testing::TempDir() + "viewgap_faults_log." + std::to_string(getpid());
+  const std::string log = vg::test::temp_dir() + "viewgap_faults_log." + std::to_string(getpid());
   fs::remove(log);
   const Result r = viewgap(args, shim_env() + " VIEWGAP_FAULT_LOG=" + log);
   EXPECT_EQ(r.code, 0) << r.err;

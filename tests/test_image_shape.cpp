@@ -275,7 +275,7 @@ TEST(ImageShape, BadCanvasesAndShiftsAreOneLineNamingTheFlag) {
 TEST(ImageShape, ATranslationRunOnALargerCanvasTrainsEveryModel) {
   std::string models;
   for (const std::string& m : test::registered_models(/*trained=*/false)) models += (models.empty() ? "" : ",") + m;
-  const std::string json = testing::TempDir() + "viewgap_canvas." + std::to_string(getpid()) + ".json";
+  const std::string json = vg::test::temp_dir() + "viewgap_canvas." + std::to_string(getpid()) + ".json";
   const test::Outcome o = test::run(
       "run --split translation --canvas 40 --test-shifts 6:18 --n-per-combo 1 --n-eval-per-combo 1 --n-epochs 1 "
       "--n-train-views 2 --train-azimuths 0:90 --n-elev 1 --elevations 30:30 --batch-size 5 --threads 2 --quiet "
@@ -310,7 +310,7 @@ TEST(ImageShape, ATranslationRunOnALargerCanvasTrainsEveryModel) {
 // flag is hashed away from its default only: this hash is the one the sweep
 // had then); a canvas of 40 is another configuration.
 TEST(ImageShape, ATranslationSweepKeepsItsHashAtTheDefaultCanvas) {
-  const std::string dir = testing::TempDir() + "viewgap_canvas_sweep." + std::to_string(getpid());
+  const std::string dir = vg::test::temp_dir() + "viewgap_canvas_sweep." + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   auto hash_of = [&](const std::string& extra, const std::string& out) {
     const test::Outcome o =

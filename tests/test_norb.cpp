@@ -121,7 +121,7 @@ void put32(Bytes& b, size_t at, int64_t v) {
 }
 
 std::string tmpdir(const std::string& name) {
-  const std::string d = testing::TempDir() + "viewgap_norb_" + name + "." + std::to_string(getpid());
+  const std::string d = vg::test::temp_dir() + "viewgap_norb_" + name + "." + std::to_string(getpid());
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;

@@ -28,7 +28,7 @@ namespace {
 // each split (90 images, every class), written once per process.
 const std::string& fixture() {
   static const std::string dir = [] {
-    const std::string d = testing::TempDir() + "viewgap_norb_plane." + std::to_string(getpid());
+    const std::string d = vg::test::temp_dir() + "viewgap_norb_plane." + std::to_string(getpid());
     test::write_norb_fixture(d, 9);
     return d;
   }();
@@ -242,7 +242,7 @@ TEST(NorbPlane, EachProtocolRunsOnTheFiles) {
 TEST(NorbPlane, EveryModelRunsTheShift) {
   std::string models;
   for (const std::string& m : test::registered_models(false)) models += (models.empty() ? "" : ",") + m;
-  const std::string json = testing::TempDir() + "viewgap_norb_plane_run." + std::to_string(getpid()) + ".json";
+  const std::string json = vg::test::temp_dir() + "viewgap_norb_plane_run." + std::to_string(getpid()) + ".json";
   const test::Outcome o = test::run("run --n-epochs 1 --batch-size 45 --quiet --models " + models + " --out-json " +
                                     json + norb_args("translation") + " --cameras first");
   ASSERT_EQ(o.code, 0) << o.err;
@@ -271,7 +271,7 @@ TEST(NorbPlane, ThreadsChangeNoResult) {
 // A sweep over the distance in pixels: its cells hold shift rows; a gap
 // whose held-out window passes 8 pixels is refused, naming --gaps.
 TEST(NorbPlane, SweepStepsTheHeldOutShift) {
-  const std::string dir = testing::TempDir() + "viewgap_norb_plane_sweep." + std::to_string(getpid());
+  const std::string dir = vg::test::temp_dir() + "viewgap_norb_plane_sweep." + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   const test::Outcome o = test::run("sweep --out " + dir + " --seeds 0 --gaps 0,2 --n-epochs 1 --models linear,nn1 "
                                     "--reference linear --quiet" + norb_args("translation"));

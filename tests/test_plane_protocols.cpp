@@ -142,7 +142,7 @@ TEST(PlaneProtocols, BadFlagsAreOneLineNamingTheFlag) {
 
 // A sweep over shifts: its gaps are pixels beyond training's, in the tables.
 TEST(PlaneProtocols, SweepStepsTheHeldOutShift) {
-  const std::string dir = testing::TempDir() + "viewgap_plane_sweep." + std::to_string(getpid());
+  const std::string dir = vg::test::temp_dir() + "viewgap_plane_sweep." + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   const test::Outcome o = test::run("sweep --out " + dir +
                                     " --split translation --seeds 0:1 --gaps 0,4 --n-epochs 1 --models cnn,nn1 --quiet");
@@ -161,7 +161,7 @@ TEST(PlaneProtocols, SweepStepsTheHeldOutShift) {
 // the protocol's own swept flag, and a sweep without the default reference
 // model (caps) merges too.
 TEST(PlaneProtocols, ShardsOfAShiftSweepMergeIntoTheUnshardedTables) {
-  const std::string base = testing::TempDir() + "viewgap_plane_merge." + std::to_string(getpid());
+  const std::string base = vg::test::temp_dir() + "viewgap_plane_merge." + std::to_string(getpid());
   std::filesystem::remove_all(base);
   const std::string args = " --split translation --seeds 0:1 --gaps 1,3 --n-epochs 1 --models cnn,nn1 --quiet";
   ASSERT_EQ(test::run("sweep --out " + base + "/full" + args).code, 0);

@@ -25,7 +25,7 @@ namespace {
 // 810 pairs a split), written once for every norb protocol.
 const std::string& norb_fixture() {
   static const std::string dir = [] {
-    const std::string d = testing::TempDir() + "viewgap_protocol_norb." + std::to_string(getpid());
+    const std::string d = vg::test::temp_dir() + "viewgap_protocol_norb." + std::to_string(getpid());
     test::write_norb_fixture(d);
     return d;
   }();

@@ -23,7 +23,7 @@ using test::run;
 using test::slurp;
 
 std::string scratch(const std::string& name) {
-  const std::string d = testing::TempDir() + "viewgap_records_" + name + "." + std::to_string(getpid());
+  const std::string d = vg::test::temp_dir() + "viewgap_records_" + name + "." + std::to_string(getpid());
   std::filesystem::remove_all(d);
   return d;
 }

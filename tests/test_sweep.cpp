@@ -27,7 +27,7 @@ using test::slurp;
 const std::string kTiny = " --seeds 0:2 --gaps 0,30 --n-epochs 1 --n-per-combo 1 --quiet";
 
 std::string fresh_dir(const std::string& name) {
-  const std::string d = testing::TempDir() + "viewgap_sweep_" + name + "." + std::to_string(getpid());
+  const std::string d = vg::test::temp_dir() + "viewgap_sweep_" + name + "." + std::to_string(getpid());
   std::filesystem::remove_all(d);
   return d;
 }
@@ -416,7 +416,7 @@ const std::string kMpirun = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN
                             " --oversubscribe -np 3 " + VIEWGAP_EXE;
 
 Outcome mpirun(const std::string& args) {
-  const std::string dir = testing::TempDir(), tag = std::to_string(getpid());
+  const std::string dir = vg::test::temp_dir(), tag = std::to_string(getpid());
   const std::string out = dir + "viewgap_mpi_out." + tag, err = dir + "viewgap_mpi_err." + tag;
   const int status = std::system((kMpirun + " " + args + " >" + out + " 2>" + err).c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};

@@ -155,7 +155,7 @@ TEST(SweepGroups, ADatasetThatCannotBeMadeFailsOnlyItsConfiguration) {
   const RunOptions base = small_run(*swept_protocols().front(), "cnn");
   std::vector<RunOptions> opts{base, base};
   NorbConfig missing;
-  missing.dir = testing::TempDir() + "viewgap_no_such_norb." + std::to_string(getpid());
+  missing.dir = vg::test::temp_dir() + "viewgap_no_such_norb." + std::to_string(getpid());
   opts[1].data.norb = missing;
   int trainings = 0;
   const std::vector<RunResult> r = run_experiments(opts, &trainings);
@@ -169,7 +169,7 @@ TEST(SweepGroups, ADatasetThatCannotBeMadeFailsOnlyItsConfiguration) {
 // Through the binary: a sweep over two gaps writes the cells and circle rows
 // of the two one-gap sweeps (cell ids and timing aside), one training per seed.
 TEST(SweepGroups, ASweepsTablesAreThoseOfItsOneGapSweeps) {
-  const std::string base = testing::TempDir() + "viewgap_groups." + std::to_string(getpid());
+  const std::string base = vg::test::temp_dir() + "viewgap_groups." + std::to_string(getpid());
   std::filesystem::remove_all(base);
   const std::string args = " --seeds 0:2 --n-epochs 1 --n-per-combo 1 --models caps,cnn --quiet";
   ASSERT_EQ(test::run("sweep --out " + base + "/both --gaps 0,60 --jobs 2" + args).code, 0);

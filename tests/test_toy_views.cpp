@@ -136,7 +136,7 @@ TEST(ToyViews, TheWindowSplitHoldsEachWindowsViewsOfItsOwnToys) {
   for (int i : s.novel) EXPECT_GE(d.test.info()[size_t(i)].instance, 2);   // the test toys
 
   // Through the command line: the run JSON records the windows it ran.
-  const std::string json = testing::TempDir() + "viewgap_toys_window." + std::to_string(getpid()) + ".json";
+  const std::string json = vg::test::temp_dir() + "viewgap_toys_window." + std::to_string(getpid()) + ".json";
   const Outcome o = run("run --data toys --split window --toy-instances 2 --toy-lightings 1 --train-azimuths 320:380"
                         " --test-azimuths 60:90 --models nn1 --quiet --out-json " + json);
   ASSERT_EQ(o.code, 0) << o.err;
@@ -277,7 +277,7 @@ TEST(ToyViews, BadConfigurationsAreRefused) {
 // ---- Through the binary: the export read back, and --data toys.
 
 TEST(ToyViews, TheExportReadsBackAsTheSameRecords) {
-  const std::string dir = testing::TempDir() + "viewgap_toys." + std::to_string(getpid());
+  const std::string dir = vg::test::temp_dir() + "viewgap_toys." + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   const Outcome o = run("export-norb " + dir + " --shapes toys --instances 1 --lightings 2 --seed 3 --quiet");
   ASSERT_EQ(o.code, 0) << o.err;
@@ -323,7 +323,7 @@ TEST(ToyViews, TheExportReadsBackAsTheSameRecords) {
 // The stopping rules read toys of neither split: matching the CNN's familiar
 // accuracy runs, and the validation set is the validation toys at the training views.
 TEST(ToyViews, MatchedFamiliarAccuracyReadsTheValidationToys) {
-  const std::string json = testing::TempDir() + "viewgap_toys_match." + std::to_string(getpid()) + ".json";
+  const std::string json = vg::test::temp_dir() + "viewgap_toys_match." + std::to_string(getpid()) + ".json";
   const Outcome o = run("run --data toys --toy-instances 1 --toy-lightings 1 --models cnn,linear --match-familiar cnn"
                         " --n-epochs 2 --quiet --out-json " + json);
   ASSERT_EQ(o.code, 0) << o.err;

@@ -141,7 +141,7 @@ TEST(Training, FailuresAroundTheEarlyPreparedModelAreThoseOfOneThread) {
   o.threads = 2;
   RunOptions no_data = o;  // smallNORB files that are not there
   no_data.data.norb = NorbConfig{};
-  no_data.data.norb->dir = testing::TempDir() + "viewgap_no_such_norb_dir";
+  no_data.data.norb->dir = vg::test::temp_dir() + "viewgap_no_such_norb_dir";
   std::atomic<int> epochs{0}, trained{0};  // none: no model trains without its data
   EXPECT_THROW(run_experiment(
                    no_data, [&](const std::string&, const EpochStats&) { ++epochs; },

@@ -211,6 +211,27 @@ inline std::string without_seconds(const std::string& csv) {
   return out;
 }
 
+// This process's scratch directory, <TempDir>/viewgap_test.<pid>/ (ctest runs
+// each test in its own process), made on first use and removed with all it
+// holds when the process exits normally, so that runs of the suite leave
+// nothing behind. A forked child (a death test) leaves it to its parent.
+inline const std::string& temp_dir() {
+  struct Dir {
+    pid_t owner = getpid();
+    std::string path = testing::TempDir() + "viewgap_test." + std::to_string(getpid()) + "/";
+    Dir() {
+      std::filesystem::remove_all(path);
+      std::filesystem::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ec;  // best effort: a test's failure already says what went wrong
+      if (getpid() == owner) std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Dir d;
+  return d.path;
+}
+
 // The viewgap binary run as a user would: exit code, stdout, stderr.
 struct Outcome {
   int code;
@@ -221,7 +242,7 @@ struct Outcome {
 inline Outcome run(const std::string& args, const std::string& env = "") {
   // Per-process names: ctest runs the tests in parallel processes.
   const std::string tag = std::to_string(getpid());
-  const std::string dir = testing::TempDir();
+  const std::string dir = temp_dir();
   const std::string out = dir + "viewgap_out." + tag, err = dir + "viewgap_err." + tag;
   const std::string cmd = env + " " + VIEWGAP_EXE + " " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());

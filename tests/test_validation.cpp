@@ -21,7 +21,7 @@ using vg::test::run;
 // Per-process scratch directory ("@" in a case stands for it).
 std::string scratch() {
   static const std::string d = [] {
-    const std::string p = testing::TempDir() + "viewgap_validation." + std::to_string(getpid());
+    const std::string p = vg::test::temp_dir() + "viewgap_validation." + std::to_string(getpid());
     fs::remove_all(p);
     fs::create_directories(p);
     return p;
