@@ -215,8 +215,12 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
       if (it == 0) std::fill_n(em.mu_prev.begin(), njh, 0.f);
       else std::copy_n(mu, njh, em.mu_prev.begin());
     }
+    // Iterations 0, 2, ... take the windows last to first: the votes kernel
+    // wrote them first to last, and each iteration then starts where the last
+    // ended, on the votes still in L2 (an image's exceed it at the paper's
+    // sizes), not on those longest out of it.
     k.m_e_step(mu, a_out, st, V, beta_a, beta_v, s, em_step_config(cfg, it), it + 1 < cfg.iters, cfg.norm,
-               lse ? lse + it * nl : nullptr);
+               lse ? lse + it * nl : nullptr, it % 2 == 0);
     // The M-step's outputs, which the E-step only reads.
     const float* const outputs[] = {mu, em.sigma2.data(), em.log_s2_sum.data(), a_out, em.log_a_out.data()};
     if (keep) {

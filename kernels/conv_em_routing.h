@@ -111,10 +111,14 @@ using ConvEmEStepFn = void (*)(ConvEmState& st, const float* V, const float* mu,
 // One routing iteration: the M-step (with cfg, em_step_config's of that
 // iteration) and, when e_step, the E-step; the SIMD variants form each
 // window's log-likelihoods right after its M-step. The same outputs as the
-// separate steps, bit for bit.
+// separate steps, bit for bit. descending: the SIMD variants take the
+// windows last to first, which changes no output (each window's M-step and
+// likelihoods are its own; the E-step's sums over windows keep window order):
+// conv_em_routing_forward alternates the order so that an iteration starts
+// on the votes the last one (or the votes kernel) left in L2.
 using ConvEmMEStepFn = void (*)(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
                                 const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
-                                ConvEmNorm norm, float* lse_out);
+                                ConvEmNorm norm, float* lse_out, bool descending);
 // Full backward through every iteration (cfg as given to the forward, which
 // must have had cfg.grad == full); adds into dV, da_in_logit (B x H x W x Ci),
 // dbeta_a, dbeta_v. Formulas beside the code in conv_em_routing_scalar.cpp.
@@ -130,7 +134,8 @@ using ConvEmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbet
                                  ConvEmNorm norm, float* lse_out);                                         \
   void conv_em_m_e_step_f32__##isa(float* mu, float* a_out, ConvEmState& st, const float* V,                \
                                    const float* beta_a, const float* beta_v, const ConvVotesShape& s,      \
-                                   const EmConfig& cfg, bool e_step, ConvEmNorm norm, float* lse_out);     \
+                                   const EmConfig& cfg, bool e_step, ConvEmNorm norm, float* lse_out,      \
+                                   bool descending);                                                       \
   void conv_em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,       \
                                         const float* dmu, const float* da_out, const float* V,                \
                                         const ConvEmState& st, const ConvVotesShape& s, const ConvEmConfig& cfg);

@@ -65,10 +65,11 @@ void conv_em_e_step_f32__scalar(ConvEmState& st, const float* V, const float* mu
       }
 }
 
-// The reference iteration: the M-step over every window, then the E-step.
+// The reference iteration: the M-step over every window, then the E-step
+// (in window order, whatever descending asks).
 void conv_em_m_e_step_f32__scalar(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
                                   const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
-                                  ConvEmNorm norm, float* lse_out) {
+                                  ConvEmNorm norm, float* lse_out, bool /*descending*/) {
   em_m_step_f32__scalar(mu, a_out, st.em, V, beta_a, beta_v, s.B * s.Ho() * s.Wo(), s.I(), s.Co, cfg);
   if (e_step) conv_em_e_step_f32__scalar(st, V, mu, s, norm, lse_out);
 }

@@ -117,10 +117,11 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
 // together, as separate steps.
 inline void conv_m_e_step_simd(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
                                const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
-                               ConvEmNorm norm, float* lse_out) {
+                               ConvEmNorm norm, float* lse_out, bool descending) {
   const int P = s.B * s.Ho() * s.Wo(), I = s.I(), J = s.Co;
   const int chunk = J % int(sizeof(Vec) / sizeof(float)) == 0 ? 1 : P;
-  for (int p0 = 0; p0 < P; p0 += chunk) {
+  for (int n = 0; n < P; n += chunk) {
+    const int p0 = descending ? P - chunk - n : n;
     m_step_items(mu, a_out, st.em, V, beta_a, beta_v, p0, p0 + chunk, I, J, cfg);
     if (e_step) conv_e_likelihoods(st, V, mu, s, p0, p0 + chunk);
   }
@@ -199,8 +200,9 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
   }                                                                                                        \
   void conv_em_m_e_step_f32__##isa(float* mu, float* a_out, ConvEmState& st, const float* V,                \
                                    const float* beta_a, const float* beta_v, const ConvVotesShape& s,      \
-                                   const EmConfig& cfg, bool e_step, ConvEmNorm norm, float* lse_out) {    \
-    conv_m_e_step_simd(mu, a_out, st, V, beta_a, beta_v, s, cfg, e_step, norm, lse_out);                  \
+                                   const EmConfig& cfg, bool e_step, ConvEmNorm norm, float* lse_out,      \
+                                   bool descending) {                                                      \
+    conv_m_e_step_simd(mu, a_out, st, V, beta_a, beta_v, s, cfg, e_step, norm, lse_out, descending);      \
   }                                                                                                        \
   void conv_em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,     \
                                         const float* dmu, const float* da_out, const float* V,              \

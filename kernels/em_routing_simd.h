@@ -17,7 +17,8 @@
 //   for_runs(n, vec, scalar): vec(k, lanes) for each whole register of a run
 //         of n floats (lanes.load / lanes.store), then the ISA's leftovers:
 //         scalar(k) per float, or vec once more under a mask;
-//   kMomentJ, the upper capsules whose moments share one pass over the votes.
+//   kMomentJ, the upper capsules whose moments share one pass over the votes,
+//         kMomentS of them at a time in the second (moments below).
 // An ISA file includes that header, then this one, which instantiates the
 // steps in that same anonymous namespace: every ISA file keeps its own
 // internally linked copy built with its flags (tools/check_isa_objects.sh).
@@ -65,12 +66,6 @@ inline void log_n(float* x, size_t n) {
 // Rows of the routing's bookkeeping (one entry per upper capsule), a register
 // at a time. Each lane is the one IEEE operation of the scalar loop it
 // replaces (std::max's included), so these keep its bits on every ISA.
-// m = max(m, x + c)
-inline void max_plus_n(float* m, const float* x, float c, size_t n) {
-  const Vec vc = bcastv(c);
-  for_runs(n, [&](size_t k, auto l) { l.store(m + k, maxv(l.load(m + k), addv(l.load(x + k), vc))); },
-           [&](size_t k) { m[k] = std::max(m[k], x[k] + c); });
-}
 // m = max(m, x)
 inline void max_n(float* m, const float* x, size_t n) {
   for_runs(n, [&](size_t k, auto l) { l.store(m + k, maxv(l.load(m + k), l.load(x + k))); },
@@ -96,6 +91,39 @@ inline void plus_n(float* d, const float* x, float c, size_t n) {
 inline void add_n(float* acc, const float* x, size_t n) {
   for_runs(n, [&](size_t k, auto l) { l.store(acc + k, addv(l.load(acc + k), l.load(x + k))); },
            [&](size_t k) { acc[k] += x[k]; });
+}
+// Down the columns of an I x J block, a register of j at a time through every
+// row i, so no row's result waits on the last one's store: per lane the
+// row-by-row loops' operations in their order (the same bits).
+// m_j = max(-inf, x_0j + c_0, x_1j + c_1, ...)
+inline void col_max_plus(float* m, const float* x, const float* c, int I, size_t J) {
+  for_runs(
+      J,
+      [&](size_t k, auto l) {
+        Vec acc = bcastv(-INFINITY);
+        for (int i = 0; i < I; ++i) acc = maxv(acc, addv(l.load(x + i * J + k), bcastv(c[i])));
+        l.store(m + k, acc);
+      },
+      [&](size_t k) {
+        float acc = -INFINITY;
+        for (int i = 0; i < I; ++i) acc = std::max(acc, x[i * J + k] + c[i]);
+        m[k] = acc;
+      });
+}
+// s_j = 0 + x_0j + x_1j + ...
+inline void col_sum(float* s, const float* x, int I, size_t J) {
+  for_runs(
+      J,
+      [&](size_t k, auto l) {
+        Vec acc = bcastv(0.f);
+        for (int i = 0; i < I; ++i) acc = addv(acc, l.load(x + i * J + k));
+        l.store(s + k, acc);
+      },
+      [&](size_t k) {
+        float acc = 0.f;
+        for (int i = 0; i < I; ++i) acc += x[i * J + k];
+        s[k] = acc;
+      });
 }
 // x = x s
 inline void mul_n(float* x, const float* s, size_t n) {
@@ -134,12 +162,10 @@ inline void m_step_weights(float* w, float* S, const float* log_r, const float* 
   if (eps == 0.f) {
     // Log-domain normalisation: the largest term is exp(0) = 1.
     float m[64], z[64];
-    std::fill_n(m, J, -INFINITY);
-    for (int i = 0; i < I; ++i) max_plus_n(m, log_r + size_t(i) * J, log_a[i], size_t(J));
+    col_max_plus(m, log_r, log_a, I, size_t(J));
     for (int i = 0; i < I; ++i) plus_sub_n(w + size_t(i) * J, log_r + size_t(i) * J, log_a[i], m, size_t(J));
     exp_n(w, n);
-    std::fill_n(z, J, 0.f);
-    for (int i = 0; i < I; ++i) add_n(z, w + size_t(i) * J, size_t(J));
+    col_sum(z, w, I, size_t(J));
     exp_n(m, size_t(J));
     for (int j = 0; j < J; ++j) {
       inv[j] = 1.f / z[j];
@@ -149,8 +175,7 @@ inline void m_step_weights(float* w, float* S, const float* log_r, const float* 
     // The seed's form: R a / (sum R a + eps).
     for (int i = 0; i < I; ++i) plus_n(w + size_t(i) * J, log_r + size_t(i) * J, log_a[i], size_t(J));
     exp_n(w, n);
-    std::fill_n(S, J, 0.f);
-    for (int i = 0; i < I; ++i) add_n(S, w + size_t(i) * J, size_t(J));
+    col_sum(S, w, I, size_t(J));
     for (int j = 0; j < J; ++j) inv[j] = 1.f / (S[j] + eps);
   }
   for (int i = 0; i < I; ++i) mul_n(w + size_t(i) * J, inv, size_t(J));
@@ -171,31 +196,41 @@ inline float logit(float lsum, float S, float beta_a, float beta_v, int I, const
   return cfg.lambda * (beta_a - cost);
 }
 
-// The M-step's moments of upper capsules j0 .. j0+NJ-1 (NJ independent
-// accumulator chains): mu = sum_i w V, sigma2 = max(sum_i w (V - mu)^2, floor),
-// and lsum[q] = sum_h log sigma2. v, w, mu, s2: this b's votes, weights, outputs.
-// With prev (this b's mu_prev, else nullptr) mu = keep sum_i w V + carry prev.
-template <int NJ>
+// The M-step's moments of upper capsules j0 .. j0+NJ-1: mu = sum_i w V,
+// sigma2 = max(sum_i w (V - mu)^2, floor), and lsum[q] = sum_h log sigma2.
+// v, w, mu, s2: this b's votes, weights, outputs. With prev (this b's mu_prev,
+// else nullptr) mu = keep sum_i w V + carry prev. The first pass keeps NJ
+// accumulator chains, the second NS at a time (NS divides NJ; its chains hold
+// twice the registers): where NJ fills a row of the votes, both read them in
+// long contiguous runs the prefetchers follow, not a few lines a row apart
+// (which also fall into a few of L1's sets). Every sum runs over i in order,
+// whatever NJ and NS: the same bits.
+template <int NJ, int NS>
 inline void moments(float* mu, float* s2, float* lsum, const float* v, const float* w, int j0, int I, int J,
                     F16 s2_min, const float* prev, float keep, float carry) {
+  static_assert(NJ % NS == 0);
   const size_t stride = size_t(J) * H;  // from capsule i to i+1
-  F16 m[NJ], s[NJ];
-  for (int q = 0; q < NJ; ++q) m[q] = s[q] = zero16();
+  F16 m[NJ];
+  for (int q = 0; q < NJ; ++q) m[q] = zero16();
   for (int i = 0; i < I; ++i)
     for (int q = 0; q < NJ; ++q)
       m[q] = fma16(bcast16(w[i * J + j0 + q]), load16(v + i * stride + (j0 + q) * H), m[q]);
   if (prev)
     for (int q = 0; q < NJ; ++q) m[q] = fma16(bcast16(carry), load16(prev + (j0 + q) * H), mul16(bcast16(keep), m[q]));
-  for (int i = 0; i < I; ++i)
-    for (int q = 0; q < NJ; ++q) {
-      const F16 d = sub16(load16(v + i * stride + (j0 + q) * H), m[q]);
-      s[q] = fma16(mul16(bcast16(w[i * J + j0 + q]), d), d, s[q]);
+  for (int q = 0; q < NJ; ++q) store16(mu + (j0 + q) * H, m[q]);
+  for (int g = j0; g < j0 + NJ; g += NS) {
+    F16 u[NS], s[NS];
+    for (int q = 0; q < NS; ++q) u[q] = load16(mu + (g + q) * H), s[q] = zero16();
+    for (int i = 0; i < I; ++i)
+      for (int q = 0; q < NS; ++q) {
+        const F16 d = sub16(load16(v + i * stride + (g + q) * H), u[q]);
+        s[q] = fma16(mul16(bcast16(w[i * J + g + q]), d), d, s[q]);
+      }
+    for (int q = 0; q < NS; ++q) {
+      s[q] = max16(s[q], s2_min);
+      store16(s2 + (g + q) * H, s[q]);
+      lsum[g - j0 + q] = sum_log16(s[q]);
     }
-  for (int q = 0; q < NJ; ++q) {
-    s[q] = max16(s[q], s2_min);
-    store16(mu + (j0 + q) * H, m[q]);
-    store16(s2 + (j0 + q) * H, s[q]);
-    lsum[q] = sum_log16(s[q]);
   }
 }
 
@@ -216,7 +251,8 @@ inline void m_step_items(float* mu, float* a_out, EmState& st, const float* V, c
     float* S = st.sum_ra.data() + size_t(b) * J;
     if (!st.frozen) m_step_weights(w, S, log_r, log_a, I, J, cfg.eps);
 
-    // kMomentJ upper capsules at a time: independent FMA chains hide latency.
+    // kMomentJ upper capsules at a time (then 4, then 1): independent FMA
+    // chains hide latency.
     const float* v = V + size_t(b) * n * H;
     float* mu_b = mu + size_t(b) * J * H;
     float* s2_b = st.sigma2.data() + size_t(b) * J * H;
@@ -224,15 +260,16 @@ inline void m_step_items(float* mu, float* a_out, EmState& st, const float* V, c
     float* z = a_out + size_t(b) * J;
     const float* prev = carry ? st.mu_prev.data() + size_t(b) * J * H : nullptr;
     int j = 0;
-    for (; j + kMomentJ <= J; j += kMomentJ) {
-      moments<kMomentJ>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
-      for (int q = j; q < j + kMomentJ; ++q)
-        z[q] = logit(lsum[q], S[q], beta_a[q], beta_v[q], I, cfg, kv_official);
-    }
-    for (; j < J; ++j) {
-      moments<1>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
-      z[j] = logit(lsum[j], S[j], beta_a[j], beta_v[j], I, cfg, kv_official);
-    }
+    const auto block = [&](auto nj, auto ns) {
+      moments<nj(), ns()>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
+      for (int q = j; q < j + nj(); ++q) z[q] = logit(lsum[q], S[q], beta_a[q], beta_v[q], I, cfg, kv_official);
+      j += nj();
+    };
+    using std::integral_constant;
+    while (j + kMomentJ <= J) block(integral_constant<int, kMomentJ>{}, integral_constant<int, kMomentS>{});
+    if constexpr (kMomentJ > 4)
+      while (j + 4 <= J) block(integral_constant<int, 4>{}, integral_constant<int, 4>{});
+    while (j < J) block(integral_constant<int, 1>{}, integral_constant<int, 1>{});
   }
   activations(a_out + size_t(b0) * J, st.log_a_out.data() + size_t(b0) * J, size_t(b1 - b0) * J);
 }

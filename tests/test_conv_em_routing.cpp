@@ -363,7 +363,7 @@ TEST_P(ConvEmRoutingVariant, EveryStepMatchesTheNaiveReference) {
 const ConvEmRoutingKernels* g_separate = nullptr;
 void separate_steps(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
                     const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step, ConvEmNorm norm,
-                    float* lse_out) {
+                    float* lse_out, bool /*descending*/) {
   g_separate->m_step(mu, a_out, st.em, V, beta_a, beta_v, s.B * s.Ho() * s.Wo(), s.I(), s.Co, cfg);
   if (e_step) g_separate->e_step(st, V, mu, s, norm, lse_out);
 }
