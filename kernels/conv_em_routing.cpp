@@ -91,7 +91,9 @@ void conv_em_input_logit_backward(float* da_in_logit, float* scratch, const floa
   const size_t children = size_t(s.H) * s.W * s.Ci;
   std::fill_n(scratch, children, 0.f);
   for (int w = 0; w < Pw; ++w)
-    for (int q = 0; q < I; ++q) scratch[conv_em_child_of(s, w / Wo, w % Wo, q)] += dla[size_t(w) * I + q];
+    conv_em_window_runs(s, w / Wo, w % Wo, [&](int q0, size_t c0) {
+      for (int ci = 0; ci < s.Ci; ++ci) scratch[c0 + ci] += dla[size_t(w) * I + q0 + ci];
+    });
   for (size_t c = 0; c < children; ++c) da_in_logit[c] += scratch[c] * -std::expm1(log_a[c]);
 }
 
@@ -120,14 +122,16 @@ void replay_windows(EmState& em, const float* V, const float* lse, const ConvVot
         k.likelihoods(lr, V + p * IJ * kPoseDim, h.mu.data() + prev * njh + pj * kPoseDim,
                       h.sigma2.data() + prev * njh + pj * kPoseDim, h.log_a.data() + prev * nj + pj, 1, I, J);
         const float* l = lse + prev * nl + b * children * (per_type ? J : 1);
-        for (int q = 0; q < I; ++q) {
-          const size_t c = conv_em_child_of(s, oy, ox, q);
-          float* r = lr + size_t(q) * J;
-          if (per_type)
-            for (int j = 0; j < J; ++j) r[j] -= l[c * J + j];
-          else
-            for (int j = 0; j < J; ++j) r[j] -= l[c];
-        }
+        conv_em_window_runs(s, oy, ox, [&](int q0, size_t c0) {
+          for (int ci = 0; ci < s.Ci; ++ci) {
+            const size_t c = c0 + ci;
+            float* r = lr + size_t(q0 + ci) * J;
+            if (per_type)
+              for (int j = 0; j < J; ++j) r[j] -= l[c * J + j];
+            else
+              for (int j = 0; j < J; ++j) r[j] -= l[c];
+          }
+        });
       }
       k.m_weights(h.w.data() + t * nij + p * IJ, h.sum_ra.data() + t * nj + size_t(p) * J, lr,
                   em.log_a_in.data() + size_t(p) * I, 1, I, J, cfg.eps);

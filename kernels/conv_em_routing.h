@@ -90,6 +90,15 @@ inline size_t conv_em_child_of(const ConvVotesShape& s, int oy, int ox, int q) {
   const int ci = q % s.Ci, kx = (q / s.Ci) % s.kw(), ky = q / (s.Ci * s.kw());
   return (size_t(oy * s.step() + ky) * s.W + (ox * s.step() + kx)) * s.Ci + ci;
 }
+// The same walk without its divisions, for the hot loops: f(q0, c0) for each
+// kernel position (ky, kx) of window (oy, ox) in order, whose Ci children
+// q0 .. q0 + Ci - 1 sit at c0 .. c0 + Ci - 1 on the child grid.
+template <class F>
+inline void conv_em_window_runs(const ConvVotesShape& s, int oy, int ox, F f) {
+  for (int ky = 0, q0 = 0; ky < s.kh(); ++ky)
+    for (int kx = 0; kx < s.kw(); ++kx, q0 += s.Ci)
+      f(q0, (size_t(oy * s.step() + ky) * s.W + (ox * s.step() + kx)) * s.Ci);
+}
 
 // The full backward's last step for one batch item, shared by every ISA's (it
 // runs once an item, off the hot loops): each child's adjoint of log a summed

@@ -50,14 +50,11 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
   float* lz = t + IJ;             // children, padded to 16: the paper mode's one log z per child
   const size_t padded = (children + 15) / 16 * 16;  // e_buf_size's
   // f(q, c) for each child q of window w: c, its place on the item's child
-  // grid (conv_em_child_of, walked with one division a window).
+  // grid (conv_em_child_of).
   auto window_rows = [&](int w, auto f) {
-    const int oy = w / Wo, ox = w % Wo;
-    for (int ky = 0, q = 0; ky < s.kh(); ++ky)
-      for (int kx = 0; kx < s.kw(); ++kx) {
-        const size_t c0 = (size_t(oy * s.step() + ky) * s.W + (ox * s.step() + kx)) * s.Ci;
-        for (int ci = 0; ci < s.Ci; ++ci, ++q) f(q, c0 + ci);
-      }
+    conv_em_window_runs(s, w / Wo, w % Wo, [&](int q0, size_t c0) {
+      for (int ci = 0; ci < s.Ci; ++ci) f(q0 + ci, c0 + ci);
+    });
   };
   for (int b = 0; b < s.B; ++b) {
     float* lr = em.log_r.data() + size_t(b) * Pw * IJ;
@@ -162,22 +159,25 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
     }
     for (int t = T - 1; t > 0; --t) {  // log R^0 is a constant: its adjoint goes nowhere
       std::fill_n(tsum, per_type ? children * J : children, 0.f);
-      for (int w = 0; w < Pw; ++w) {
-        const auto child = [&](int q) { return conv_em_child_of(s, w / Wo, w % Wo, q); };
-        if (per_type)
-          for (int q = 0; q < I; ++q) add_n(tsum + child(q) * J, dl + w * IJ + size_t(q) * J, size_t(J));
-        else  // a window's children are distinct
-          add_row_sums(tsum, child, dl + w * IJ, I, J);
-      }
+      for (int w = 0; w < Pw; ++w)
+        conv_em_window_runs(s, w / Wo, w % Wo, [&](int q0, size_t c0) {
+          const float* x = dl + w * IJ + size_t(q0) * J;
+          if (per_type)
+            for (int ci = 0; ci < s.Ci; ++ci) add_n(tsum + (c0 + ci) * J, x + size_t(ci) * J, size_t(J));
+          else  // each row's sum is its own, however the rows are grouped
+            add_row_sums(tsum + c0, [](int r) { return r; }, x, s.Ci, J);
+        });
       for (int w = 0; w < Pw; ++w) {
         const size_t p = p0 + w;
         const float* log_r = em_m_step_state(em, t, int(p), P, I, J).log_r;
         std::fill_n(fc.dloga, J, 0.f);
-        for (int q = 0; q < I; ++q) {
-          const size_t c = conv_em_child_of(s, w / Wo, w % Wo, q), row = size_t(q) * J;
-          full_dp_row(dp + row, fc.dloga, dl + w * IJ + row, log_r + row, per_type ? tsum + c * J : tsum + c,
-                      per_type ? 1 : 0, J);
-        }
+        conv_em_window_runs(s, w / Wo, w % Wo, [&](int q0, size_t c0) {
+          for (int ci = 0; ci < s.Ci; ++ci) {
+            const size_t c = c0 + ci, row = size_t(q0 + ci) * J;
+            full_dp_row(dp + row, fc.dloga, dl + w * IJ + row, log_r + row, per_type ? tsum + c * J : tsum + c,
+                        per_type ? 1 : 0, J);
+          }
+        });
         full_e_and_m_step(fc, dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, dcarry + size_t(w) * J * H, dbeta_a,
                           dbeta_v, dp, V + p * IJ * H, em_m_step_state(em, t - 1, int(p), P, I, J), beta_v,
                           em_lambda(cfg, t - 1), t == 1, I, J, cfg);

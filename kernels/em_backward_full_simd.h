@@ -212,12 +212,18 @@ inline void full_m_pass(float* dv, float* dl, float* dla, FullCaps& c, const flo
       c.g_mean[j] = g_mean;
     }
   }
-  for (int i = 0; i < I; ++i)
-    for (int j = 0; j < J; ++j) {
-      const size_t ij = size_t(i) * J + j;
-      const float wi = s.w[ij];
-      dl[ij] = wi * (dl[ij] - c.g_mean[j] + c.leak[j]) + wi * c.D[j] * c.dS[j];
-    }
+  for (int i = 0; i < I; ++i) {  // a register of j at a time, each lane the scalar line's operations
+    const float* w = s.w + size_t(i) * J;
+    float* r = dl + size_t(i) * J;
+    for_runs(
+        size_t(J),
+        [&](size_t k, auto l) {
+          const Vec wi = l.load(w + k);
+          const Vec t = mulv(wi, addv(subv(l.load(r + k), l.load(c.g_mean + k)), l.load(c.leak + k)));
+          l.store(r + k, addv(t, mulv(mulv(wi, l.load(c.D + k)), l.load(c.dS + k))));
+        },
+        [&](size_t k) { r[k] = w[k] * (r[k] - c.g_mean[k] + c.leak[k]) + w[k] * c.D[k] * c.dS[k]; });
+  }
   add_row_sums(dla, [](int i) { return i; }, dl, I, J);  // dlog a_in_i += sum_j dl_ij, j in order
 }
 
