@@ -203,7 +203,7 @@ inline void for_runs(size_t n, VecFn vec, ScalarFn scalar) {
   for (; k < n; ++k) scalar(k);
 }
 
-constexpr int kMomentJ = 2, kMomentS = 2;  // four independent FMA chains
+constexpr int kMomentJ = 2;  // four independent FMA chains
 
 }  // namespace
 }  // namespace vg

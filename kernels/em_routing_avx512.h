@@ -182,9 +182,7 @@ inline void for_runs(size_t n, VecFn vec, ScalarFn) {
   if (k < n) vec(k, Masked{__mmask16((1u << (n - k)) - 1)});
 }
 
-// A row of 16 upper capsules' votes in the first pass (16 chains), half of it
-// in the second (8 means and 8 chains).
-constexpr int kMomentJ = 16, kMomentS = 8;
+constexpr int kMomentJ = 4;  // four independent FMA chains
 
 }  // namespace
 }  // namespace vg

@@ -17,8 +17,7 @@
 //   for_runs(n, vec, scalar): vec(k, lanes) for each whole register of a run
 //         of n floats (lanes.load / lanes.store), then the ISA's leftovers:
 //         scalar(k) per float, or vec once more under a mask;
-//   kMomentJ, the upper capsules whose moments share one pass over the votes,
-//         kMomentS of them at a time in the second (moments below).
+//   kMomentJ, the upper capsules whose moments share one pass over the votes.
 // An ISA file includes that header, then this one, which instantiates the
 // steps in that same anonymous namespace: every ISA file keeps its own
 // internally linked copy built with its flags (tools/check_isa_objects.sh).
@@ -196,41 +195,31 @@ inline float logit(float lsum, float S, float beta_a, float beta_v, int I, const
   return cfg.lambda * (beta_a - cost);
 }
 
-// The M-step's moments of upper capsules j0 .. j0+NJ-1: mu = sum_i w V,
-// sigma2 = max(sum_i w (V - mu)^2, floor), and lsum[q] = sum_h log sigma2.
-// v, w, mu, s2: this b's votes, weights, outputs. With prev (this b's mu_prev,
-// else nullptr) mu = keep sum_i w V + carry prev. The first pass keeps NJ
-// accumulator chains, the second NS at a time (NS divides NJ; its chains hold
-// twice the registers): where NJ fills a row of the votes, both read them in
-// long contiguous runs the prefetchers follow, not a few lines a row apart
-// (which also fall into a few of L1's sets). Every sum runs over i in order,
-// whatever NJ and NS: the same bits.
-template <int NJ, int NS>
+// The M-step's moments of upper capsules j0 .. j0+NJ-1 (NJ independent
+// accumulator chains): mu = sum_i w V, sigma2 = max(sum_i w (V - mu)^2, floor),
+// and lsum[q] = sum_h log sigma2. v, w, mu, s2: this b's votes, weights, outputs.
+// With prev (this b's mu_prev, else nullptr) mu = keep sum_i w V + carry prev.
+template <int NJ>
 inline void moments(float* mu, float* s2, float* lsum, const float* v, const float* w, int j0, int I, int J,
                     F16 s2_min, const float* prev, float keep, float carry) {
-  static_assert(NJ % NS == 0);
   const size_t stride = size_t(J) * H;  // from capsule i to i+1
-  F16 m[NJ];
-  for (int q = 0; q < NJ; ++q) m[q] = zero16();
+  F16 m[NJ], s[NJ];
+  for (int q = 0; q < NJ; ++q) m[q] = s[q] = zero16();
   for (int i = 0; i < I; ++i)
     for (int q = 0; q < NJ; ++q)
       m[q] = fma16(bcast16(w[i * J + j0 + q]), load16(v + i * stride + (j0 + q) * H), m[q]);
   if (prev)
     for (int q = 0; q < NJ; ++q) m[q] = fma16(bcast16(carry), load16(prev + (j0 + q) * H), mul16(bcast16(keep), m[q]));
-  for (int q = 0; q < NJ; ++q) store16(mu + (j0 + q) * H, m[q]);
-  for (int g = j0; g < j0 + NJ; g += NS) {
-    F16 u[NS], s[NS];
-    for (int q = 0; q < NS; ++q) u[q] = load16(mu + (g + q) * H), s[q] = zero16();
-    for (int i = 0; i < I; ++i)
-      for (int q = 0; q < NS; ++q) {
-        const F16 d = sub16(load16(v + i * stride + (g + q) * H), u[q]);
-        s[q] = fma16(mul16(bcast16(w[i * J + g + q]), d), d, s[q]);
-      }
-    for (int q = 0; q < NS; ++q) {
-      s[q] = max16(s[q], s2_min);
-      store16(s2 + (g + q) * H, s[q]);
-      lsum[g - j0 + q] = sum_log16(s[q]);
+  for (int i = 0; i < I; ++i)
+    for (int q = 0; q < NJ; ++q) {
+      const F16 d = sub16(load16(v + i * stride + (j0 + q) * H), m[q]);
+      s[q] = fma16(mul16(bcast16(w[i * J + j0 + q]), d), d, s[q]);
     }
+  for (int q = 0; q < NJ; ++q) {
+    s[q] = max16(s[q], s2_min);
+    store16(mu + (j0 + q) * H, m[q]);
+    store16(s2 + (j0 + q) * H, s[q]);
+    lsum[q] = sum_log16(s[q]);
   }
 }
 
@@ -251,8 +240,7 @@ inline void m_step_items(float* mu, float* a_out, EmState& st, const float* V, c
     float* S = st.sum_ra.data() + size_t(b) * J;
     if (!st.frozen) m_step_weights(w, S, log_r, log_a, I, J, cfg.eps);
 
-    // kMomentJ upper capsules at a time (then 4, then 1): independent FMA
-    // chains hide latency.
+    // kMomentJ upper capsules at a time: independent FMA chains hide latency.
     const float* v = V + size_t(b) * n * H;
     float* mu_b = mu + size_t(b) * J * H;
     float* s2_b = st.sigma2.data() + size_t(b) * J * H;
@@ -260,16 +248,15 @@ inline void m_step_items(float* mu, float* a_out, EmState& st, const float* V, c
     float* z = a_out + size_t(b) * J;
     const float* prev = carry ? st.mu_prev.data() + size_t(b) * J * H : nullptr;
     int j = 0;
-    const auto block = [&](auto nj, auto ns) {
-      moments<nj(), ns()>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
-      for (int q = j; q < j + nj(); ++q) z[q] = logit(lsum[q], S[q], beta_a[q], beta_v[q], I, cfg, kv_official);
-      j += nj();
-    };
-    using std::integral_constant;
-    while (j + kMomentJ <= J) block(integral_constant<int, kMomentJ>{}, integral_constant<int, kMomentS>{});
-    if constexpr (kMomentJ > 4)
-      while (j + 4 <= J) block(integral_constant<int, 4>{}, integral_constant<int, 4>{});
-    while (j < J) block(integral_constant<int, 1>{}, integral_constant<int, 1>{});
+    for (; j + kMomentJ <= J; j += kMomentJ) {
+      moments<kMomentJ>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
+      for (int q = j; q < j + kMomentJ; ++q)
+        z[q] = logit(lsum[q], S[q], beta_a[q], beta_v[q], I, cfg, kv_official);
+    }
+    for (; j < J; ++j) {
+      moments<1>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
+      z[j] = logit(lsum[j], S[j], beta_a[j], beta_v[j], I, cfg, kv_official);
+    }
   }
   activations(a_out + size_t(b0) * J, st.log_a_out.data() + size_t(b0) * J, size_t(b1 - b0) * J);
 }
