@@ -27,6 +27,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/em_routing.h"
 
@@ -186,30 +187,42 @@ inline void full_m_pass(float* dv, float* dl, float* dla, FullCaps& c, const flo
                         int I, int J) {
   const size_t stride = size_t(J) * H;
   constexpr int kRows = 8;  // rows whose g are summed at once (pair_sums16x8)
+  // Rows i0 .. i0 + n of capsule j; n a constant for whole blocks, so that
+  // their t stay in registers.
+  auto rows = [&](int i0, int j, auto n) {
+    const F16 mu = load16(s.mu + j * H), dm = load16(c.dm + j * H), ds = load16(c.ds + j * H);
+    const F16 ds2 = add16(ds, ds);  // 2 ds, exact
+    F16 t[kRows];
+    float g[kRows];
+    for (int k = 0; k < int(n); ++k) {
+      const size_t at = (i0 + k) * stride + j * H;
+      const float wi = s.w[size_t(i0 + k) * J + j];
+      const F16 d = sub16(load16(v + at), mu);
+      store16(dv + at, add16(load16(dv + at), mul16(bcast16(wi), add16(dm, mul16(ds2, d)))));
+      t[k] = mul16(d, add16(dm, mul16(d, ds)));
+    }
+    if (int(n) == kRows) pair_sums16x8(t, g);
+    else
+      for (int k = 0; k < int(n); ++k) g[k] = pair_sum16(t[k]);
+    for (int k = 0; k < int(n); ++k) dl[size_t(i0 + k) * J + j] = g[k];
+  };
   for (int i0 = 0; i0 < I; i0 += kRows) {
     const int i1 = std::min(I, i0 + kRows);
     for (int j = 0; j < J; ++j) {
-      const F16 mu = load16(s.mu + j * H), dm = load16(c.dm + j * H), ds = load16(c.ds + j * H);
-      const F16 ds2 = add16(ds, ds);  // 2 ds, exact
-      F16 t[kRows];
-      float g[kRows];
-      for (int i = i0; i < i1; ++i) {
-        const size_t at = i * stride + j * H;
-        const float wi = s.w[size_t(i) * J + j];
-        const F16 d = sub16(load16(v + at), mu);
-        store16(dv + at, add16(load16(dv + at), mul16(bcast16(wi), add16(dm, mul16(ds2, d)))));
-        t[i - i0] = mul16(d, add16(dm, mul16(d, ds)));
-      }
-      if (i1 - i0 == kRows) pair_sums16x8(t, g);
-      else
-        for (int k = 0; k < i1 - i0; ++k) g[k] = pair_sum16(t[k]);
-      float g_mean = c.g_mean[j];
-      for (int i = i0; i < i1; ++i) {
-        const size_t ij = size_t(i) * J + j;
-        dl[ij] = g[i - i0];
-        g_mean += s.w[ij] * g[i - i0];
-      }
-      c.g_mean[j] = g_mean;
+      if (i1 - i0 == kRows) rows(i0, j, std::integral_constant<int, kRows>{});
+      else rows(i0, j, i1 - i0);
+    }
+    // g_mean_j += w_ij g_ij, i in order: a register of j at a time, so that
+    // no j waits on a chain of kRows dependent scalar adds.
+    for (int i = i0; i < i1; ++i) {
+      const float* w = s.w + size_t(i) * J;
+      const float* g = dl + size_t(i) * J;
+      for_runs(
+          size_t(J),
+          [&](size_t k, auto l) {
+            l.store(c.g_mean + k, addv(l.load(c.g_mean + k), mulv(l.load(w + k), l.load(g + k))));
+          },
+          [&](size_t k) { c.g_mean[k] += w[k] * g[k]; });
     }
   }
   for (int i = 0; i < I; ++i) {  // a register of j at a time, each lane the scalar line's operations
