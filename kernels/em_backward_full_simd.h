@@ -37,6 +37,18 @@ namespace {
 // Rows per block of a pass: a capsule's sums are loaded and stored once per block.
 constexpr int kFullRows = 4;
 
+// f(i0, j, n) for each block of n rows from i0 (kFullRows, the last fewer)
+// and each capsule j, in that order; n is a constant for whole blocks, so
+// that their rows unroll with no test of the count.
+template <class F>
+inline void for_row_blocks(int I, int J, F f) {
+  for (int i0 = 0; i0 < I; i0 += kFullRows)
+    for (int j = 0; j < J; ++j) {
+      if (I - i0 >= kFullRows) f(i0, j, std::integral_constant<int, kFullRows>{});
+      else f(i0, j, I - i0);
+    }
+}
+
 // Per upper capsule j (J <= 64) of one item's M-step backward: the E-step's
 // adjoints of mu, sigma2 (J x 16) and log a, the centred sum sum_i w (V - mu),
 // 1 / sigma2 (the E-step's), dm' and ds (the M-step's adjoints of the weighted
@@ -98,41 +110,36 @@ inline void full_e_pass(float* dv, FullCaps& c, const float* dp, const float* v,
   std::fill_n(c.dsig, J * H, 0.f);
   std::fill_n(c.cen, J * H, 0.f);
   const F16 one = bcast16(1.f), half = bcast16(0.5f);
-  for (int i0 = 0; i0 < I; i0 += kFullRows) {
-    const int i1 = std::min(I, i0 + kFullRows);
-    for (int j = 0; j < J; ++j) {
-      const F16 mu = load16(s.mu + j * H), inv = load16(c.inv + j * H);
-      F16 dmu = load16(c.dmu + j * H), dsig = load16(c.dsig + j * H), cen = load16(c.cen + j * H);
-      for (int i = i0; i < i1; ++i) {
-        const size_t at = i * stride + j * H, ij = size_t(i) * J + j;
-        const F16 d = sub16(load16(v + at), mu), u = mul16(d, inv), p = bcast16(dp[ij]);
-        const F16 pu = mul16(p, u);
-        store16(dv + at, sub16(load16(dv + at), pu));
-        dmu = add16(dmu, pu);
-        dsig = add16(dsig, mul16(mul16(mul16(p, sub16(mul16(u, d), one)), half), inv));
-        cen = add16(cen, mul16(bcast16(s.w[ij]), d));
-      }
-      store16(c.dmu + j * H, dmu);
-      store16(c.dsig + j * H, dsig);
-      store16(c.cen + j * H, cen);
+  auto rows = [&](int i0, int j, auto n) {  // n: a constant for whole blocks
+    const F16 mu = load16(s.mu + j * H), inv = load16(c.inv + j * H);
+    F16 dmu = load16(c.dmu + j * H), dsig = load16(c.dsig + j * H), cen = load16(c.cen + j * H);
+    for (int i = i0; i < i0 + int(n); ++i) {
+      const size_t at = i * stride + j * H, ij = size_t(i) * J + j;
+      const F16 d = sub16(load16(v + at), mu), u = mul16(d, inv), p = bcast16(dp[ij]);
+      const F16 pu = mul16(p, u);
+      store16(dv + at, sub16(load16(dv + at), pu));
+      dmu = add16(dmu, pu);
+      dsig = add16(dsig, mul16(mul16(mul16(p, sub16(mul16(u, d), one)), half), inv));
+      cen = add16(cen, mul16(bcast16(s.w[ij]), d));
     }
-  }
+    store16(c.dmu + j * H, dmu);
+    store16(c.dsig + j * H, dsig);
+    store16(c.cen + j * H, cen);
+  };
+  for_row_blocks(I, J, rows);
 }
 
 // c.cen = sum_i w (V - mu) of M-step t (the last, which no E-step pass precedes).
 inline void full_centred_pass(FullCaps& c, const float* v, const EmMStepState& s, int I, int J) {
   const size_t stride = size_t(J) * H;
   std::fill_n(c.cen, J * H, 0.f);
-  for (int i0 = 0; i0 < I; i0 += kFullRows) {
-    const int i1 = std::min(I, i0 + kFullRows);
-    for (int j = 0; j < J; ++j) {
-      const F16 mu = load16(s.mu + j * H);
-      F16 cen = load16(c.cen + j * H);
-      for (int i = i0; i < i1; ++i)
-        cen = add16(cen, mul16(bcast16(s.w[size_t(i) * J + j]), sub16(load16(v + i * stride + j * H), mu)));
-      store16(c.cen + j * H, cen);
-    }
-  }
+  for_row_blocks(I, J, [&](int i0, int j, auto n) {
+    const F16 mu = load16(s.mu + j * H);
+    F16 cen = load16(c.cen + j * H);
+    for (int i = i0; i < i0 + int(n); ++i)
+      cen = add16(cen, mul16(bcast16(s.w[size_t(i) * J + j]), sub16(load16(v + i * stride + j * H), mu)));
+    store16(c.cen + j * H, cen);
+  });
 }
 
 // M-step t's backward, per capsule j (em_m_step_backward_full's head): from
