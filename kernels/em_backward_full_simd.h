@@ -37,16 +37,20 @@ namespace {
 // Rows per block of a pass: a capsule's sums are loaded and stored once per block.
 constexpr int kFullRows = 4;
 
-// f(i0, j, n) for each block of n rows from i0 (kFullRows, the last fewer)
-// and each capsule j, in that order; n is a constant for whole blocks, so
-// that their rows unroll with no test of the count.
-template <class F>
-inline void for_row_blocks(int I, int J, F f) {
-  for (int i0 = 0; i0 < I; i0 += kFullRows)
+// f(i0, j, n) for each block of n rows from i0 (R, the last fewer) and each
+// capsule j, in that order, then done(i0, i0 + n) for the block; n is a
+// constant for whole blocks, so that their rows unroll with no test of the
+// count.
+template <int R = kFullRows, class F, class Done = void (*)(int, int)>
+inline void for_row_blocks(int I, int J, F f, Done done = [](int, int) {}) {
+  for (int i0 = 0; i0 < I; i0 += R) {
+    const int n = std::min(R, I - i0);
     for (int j = 0; j < J; ++j) {
-      if (I - i0 >= kFullRows) f(i0, j, std::integral_constant<int, kFullRows>{});
-      else f(i0, j, I - i0);
+      if (n == R) f(i0, j, std::integral_constant<int, R>{});
+      else f(i0, j, n);
     }
+    done(i0, i0 + n);
+  }
 }
 
 // Per upper capsule j (J <= 64) of one item's M-step backward: the E-step's
@@ -213,14 +217,9 @@ inline void full_m_pass(float* dv, float* dl, float* dla, FullCaps& c, const flo
       for (int k = 0; k < int(n); ++k) g[k] = pair_sum16(t[k]);
     for (int k = 0; k < int(n); ++k) dl[size_t(i0 + k) * J + j] = g[k];
   };
-  for (int i0 = 0; i0 < I; i0 += kRows) {
-    const int i1 = std::min(I, i0 + kRows);
-    for (int j = 0; j < J; ++j) {
-      if (i1 - i0 == kRows) rows(i0, j, std::integral_constant<int, kRows>{});
-      else rows(i0, j, i1 - i0);
-    }
-    // g_mean_j += w_ij g_ij, i in order: a register of j at a time, so that
-    // no j waits on a chain of kRows dependent scalar adds.
+  // After each block, g_mean_j += w_ij g_ij, i in order: a register of j at a
+  // time, so that no j waits on a chain of kRows dependent scalar adds.
+  for_row_blocks<kRows>(I, J, rows, [&](int i0, int i1) {
     for (int i = i0; i < i1; ++i) {
       const float* w = s.w + size_t(i) * J;
       const float* g = dl + size_t(i) * J;
@@ -231,7 +230,7 @@ inline void full_m_pass(float* dv, float* dl, float* dla, FullCaps& c, const flo
           },
           [&](size_t k) { c.g_mean[k] += w[k] * g[k]; });
     }
-  }
+  });
   for (int i = 0; i < I; ++i) {  // a register of j at a time, each lane the scalar line's operations
     const float* w = s.w + size_t(i) * J;
     float* r = dl + size_t(i) * J;
