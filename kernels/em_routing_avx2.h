@@ -110,10 +110,10 @@ inline float dot16(F16 a, F16 b) { return hsum8(_mm256_fmadd_ps(a.lo, b.lo, _mm2
 // t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
 // order of the scalar full backward's sum16, so its bits.
 inline float pair_sum16(F16 t) { return hsum8(_mm256_add_ps(t.lo, t.hi)); }
-// out[k] = hsum8(t[k]) for 8 registers, bit for bit: summed transposed, each
-// lane taking hsum8's additions (halves, then lanes 0+2 and 1+3, then 0+1),
-// so ~1 shuffle and add a sum where hsum8 costs 6.
-inline void hsums8x8(const __m256* t, float* out) {
+// hsum8(t[k]) for 8 registers in one, in order, bit for bit: summed
+// transposed, each lane taking hsum8's additions (halves, then lanes 0+2 and
+// 1+3, then 0+1), so ~1 shuffle and add a sum where hsum8 costs 6.
+inline __m256 hsums8x8(const __m256* t) {
   __m256 u[4];  // [u_2k | u_2k+1], u_k[i] = t_k[i] + t_k[i + 4]
   for (int k = 0; k < 4; ++k)
     u[k] = _mm256_add_ps(_mm256_permute2f128_ps(t[2 * k], t[2 * k + 1], 0x20),
@@ -125,25 +125,30 @@ inline void hsums8x8(const __m256* t, float* out) {
   // v0 + v1: dots 0, 2, 4, 6 in the low half, 1, 3, 5, 7 in the high one.
   const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
-// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for
-// bit: hsums8x8 of the fused products.
+// dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, in one register, bit
+// for bit: hsums8x8 of the fused products.
 template <class Pair>
-inline void dots16x8(Pair ab, float* out) {
+inline __m256 dots16x8v(Pair ab) {
   __m256 t[8];
   for (int k = 0; k < 8; ++k) {
     F16 a, b;
     ab(k, a, b);
     t[k] = _mm256_fmadd_ps(a.lo, b.lo, _mm256_mul_ps(a.hi, b.hi));
   }
-  hsums8x8(t, out);
+  return hsums8x8(t);
+}
+// out[k] = c dot16(a_k, b_k) + add[k], multiplied and added in registers.
+template <class Pair>
+inline void scaled_dots16x8(Pair ab, float c, const float* add, float* out) {
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_mul_ps(dots16x8v(ab), _mm256_set1_ps(c)), _mm256_loadu_ps(add)));
 }
 // out[k] = pair_sum16(t[k]) for 8 registers, bit for bit.
 inline void pair_sums16x8(const F16* t, float* out) {
   __m256 h[8];
   for (int k = 0; k < 8; ++k) h[k] = _mm256_add_ps(t[k].lo, t[k].hi);
-  hsums8x8(h, out);
+  _mm256_storeu_ps(out, hsums8x8(h));
 }
 
 // sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2), so

@@ -97,7 +97,8 @@ inline float dot16(F16 a, F16 b) { return pair_sum16(_mm512_mul_ps(a, b)); }
 // out[k] = pair_sum16(t[k]) for 8 registers, bit for bit: summed transposed,
 // each lane taking pair_sum16's additions (halves of 8, of 4, then lanes 0+2
 // and 1+3, then 0+1), ~1 shuffle and add a sum where one reduction costs 8.
-inline void pair_sums16x8(const F16* t, float* out) {
+// The eight sums in one register, in order.
+inline __m256 pair_sums16x8v(const F16* t) {
   __m512 u[4];  // [u_2k | u_2k+1], u_k[i] = t_k[i] + t_k[i + 8]
   for (int k = 0; k < 4; ++k)
     u[k] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * k], t[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
@@ -113,19 +114,25 @@ inline void pair_sums16x8(const F16* t, float* out) {
   const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(w, w, _MM_SHUFFLE(2, 0, 2, 0)),
                                  _mm512_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-  _mm256_storeu_ps(out, _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r)));
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r));
 }
+inline void pair_sums16x8(const F16* t, float* out) { _mm256_storeu_ps(out, pair_sums16x8v(t)); }
 // out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives: their
 // products' pair_sums16x8, so dot16's bits.
 template <class Pair>
-inline void dots16x8(Pair ab, float* out) {
+inline __m256 dots16x8v(Pair ab) {
   __m512 t[8];
   for (int k = 0; k < 8; ++k) {
     F16 a, b;
     ab(k, a, b);
     t[k] = _mm512_mul_ps(a, b);
   }
-  pair_sums16x8(t, out);
+  return pair_sums16x8v(t);
+}
+// out[k] = c dot16(a_k, b_k) + add[k], multiplied and added in registers.
+template <class Pair>
+inline void scaled_dots16x8(Pair ab, float c, const float* add, float* out) {
+  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_mul_ps(dots16x8v(ab), _mm256_set1_ps(c)), _mm256_loadu_ps(add)));
 }
 
 // sum_h log x_h over 16 floats with one log: x = m 2^e with m in [1, 2)

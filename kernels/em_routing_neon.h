@@ -54,8 +54,9 @@ inline float dot16(const F16& a, const F16& b) { return hsum16(mul16(a, b)); }
 // out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit:
 // each product's quarters summed as hsum16 sums them, then four dots' lanes
 // at once by pairwise adds, vaddvq_f32's order ((0 + 1) + (2 + 3)).
+// dots16x8v leaves the eight dots in r[0] and r[1], in order.
 template <class Pair>
-inline void dots16x8(Pair ab, float* out) {
+inline void dots16x8v(Pair ab, float32x4_t* r) {
   float32x4_t s[8];
   for (int k = 0; k < 8; ++k) {
     F16 a, b;
@@ -63,8 +64,16 @@ inline void dots16x8(Pair ab, float* out) {
     const F16 t = mul16(a, b);
     s[k] = vaddq_f32(vaddq_f32(t.q[0], t.q[1]), vaddq_f32(t.q[2], t.q[3]));
   }
-  for (int k = 0; k < 8; k += 4)
-    vst1q_f32(out + k, vpaddq_f32(vpaddq_f32(s[k], s[k + 1]), vpaddq_f32(s[k + 2], s[k + 3])));
+  for (int k = 0; k < 2; ++k)
+    r[k] = vpaddq_f32(vpaddq_f32(s[4 * k], s[4 * k + 1]), vpaddq_f32(s[4 * k + 2], s[4 * k + 3]));
+}
+// out[k] = c dot16(a_k, b_k) + add[k], multiplied and added in registers.
+template <class Pair>
+inline void scaled_dots16x8(Pair ab, float c, const float* add, float* out) {
+  float32x4_t r[2];
+  dots16x8v(ab, r);
+  for (int k = 0; k < 2; ++k)
+    vst1q_f32(out + 4 * k, vaddq_f32(vmulq_f32(r[k], vdupq_n_f32(c)), vld1q_f32(add + 4 * k)));
 }
 // t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
 // order of the scalar full backward's sum16, so its bits.

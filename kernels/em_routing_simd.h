@@ -5,8 +5,10 @@
 //         zero16, load16, store16, bcast16, add16, sub16, mul16, div16,
 //         fma16(a, b, acc) = acc + a b (fused), max16(x, lo) (keeps a NaN x),
 //         zero_unless_gt16(v, x, lo) = v where x > lo else 0,
-//         float dot16(a, b), dots16x8(pairs, out) = eight dot16s at once, summed
-//         transposed with dot16's additions (the same bits: kernels/em_dots.h),
+//         float dot16(a, b), scaled_dots16x8(pairs, c, add, out): out[k] =
+//         c dot16(a_k, b_k) + add[k] (a multiply, then an add) for eight
+//         pairs at once, summed transposed with dot16's additions and kept in
+//         registers to the store (the same bits: kernels/em_dots.h),
 //         float sum_log16(x) = sum_h log x_h,
 //         float pair_sum16(t) = sum_h t_h in the scalar full backward's
 //         pairwise order (em_backward_full_simd.h);
@@ -289,20 +291,18 @@ inline void softmax_rows(float* log_r, float* t, const float* mx, float* lse, in
 
 // One child's log-likelihoods over J upper capsules:
 // lr[j] = -1/2 (v_j - mu_j)^T diag(inv_s2_j) (v_j - mu_j) + norm[j], eight
-// quadratic forms summed at once (dots16x8), the rest one by one; the same bits
+// quadratic forms summed at once (scaled_dots16x8), the rest one by one; the same bits
 // either way.
 inline void log_likelihoods(float* lr, const float* v, const float* mu, const float* inv_s2, const float* norm, int J) {
   int j0 = 0;
   for (; j0 + 8 <= J; j0 += 8) {
-    float q[8];
-    dots16x8(
+    scaled_dots16x8(
         [&](int k, F16& a, F16& b) {
           const int j = j0 + k;
           b = sub16(load16(v + j * H), load16(mu + j * H));
           a = mul16(b, load16(inv_s2 + j * H));
         },
-        q);
-    for (int k = 0; k < 8; ++k) lr[j0 + k] = -0.5f * q[k] + norm[j0 + k];
+        -0.5f, norm + j0, lr + j0);
   }
   for (int j = j0; j < J; ++j) {
     const F16 d = sub16(load16(v + j * H), load16(mu + j * H));
@@ -425,11 +425,13 @@ inline void backward_simd(float* dV, float* dbeta_a, float* dbeta_v, const float
                               const EmState& st, int B, int I, int J, const EmConfig& cfg) {                  \
     backward_simd(dV, dbeta_a, dbeta_v, dmu, da_out, V, mu, a_out, st, B, I, J, cfg);                         \
   }                                                                                                           \
-  void em_dots16x8_f32__##isa(const float* a, const float* b, float* out, bool transposed) {                  \
+  void em_dots16x8_f32__##isa(const float* a, const float* b, float c, const float* add, float* out,          \
+                              bool transposed) {                                                              \
     if (transposed)                                                                                           \
-      dots16x8([&](int k, F16& x, F16& y) { x = load16(a + 16 * k), y = load16(b + 16 * k); }, out);         \
+      scaled_dots16x8([&](int k, F16& x, F16& y) { x = load16(a + 16 * k), y = load16(b + 16 * k); }, c, add, \
+                      out);                                                                                   \
     else                                                                                                      \
-      for (int k = 0; k < 8; ++k) out[k] = dot16(load16(a + 16 * k), load16(b + 16 * k));                    \
+      for (int k = 0; k < 8; ++k) out[k] = c * dot16(load16(a + 16 * k), load16(b + 16 * k)) + add[k];       \
   }                                                                                                           \
   void em_pair_sums16x8_f32__##isa(const float* t, float* out, bool transposed) {                              \
     F16 x[8];                                                                                                 \

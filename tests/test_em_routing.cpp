@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numbers>
 #include <string>
+#include <utility>
 
 #include "kernels/em_dots.h"
 #include "kernels/em_routing.h"
@@ -553,13 +554,15 @@ TEST_P(EmRoutingVariant, PortableExpHasTheScalarBitsEverywhere) {
 INSTANTIATE_TEST_SUITE_P(AllVariants, EmRoutingVariant, ::testing::Range(0, test::variant_count(em_routing_variants)),
                          test::variant_names(em_routing_variants));
 
-// The E-step sums eight parents' quadratic forms at once (dots16x8) and the
-// rest one by one (dot16): each ISA's two must give the same bits, or a
-// routing's result would depend on where a parent falls. Inputs of mixed
-// scales and signs, so the sums round at every level of the tree.
+// The E-step sums eight parents' quadratic forms at once (scaled_dots16x8,
+// then -1/2 and the normaliser) and the rest one by one (dot16): each ISA's
+// two must give the same bits, or a routing's result would depend on where a
+// parent falls. Inputs of mixed scales and signs, so the sums round at every
+// level of the tree; the scale and the added terms as the E-step's, and 1 and
+// 0, which leave the bare sums.
 // The full backward's sums of 16 likewise (pair_sums16x8 against pair_sum16).
 TEST(EmRouting, EightDotsAtOnceGiveEachIsasOwnDotsBits) {
-  using Dots = void (*)(const float*, const float*, float*, bool);
+  using Dots = void (*)(const float*, const float*, float, const float*, float*, bool);
   using Sums = void (*)(const float*, float*, bool);
   struct Variant {
     Isa isa;
@@ -581,12 +584,16 @@ TEST(EmRouting, EightDotsAtOnceGiveEachIsasOwnDotsBits) {
     for (uint64_t trial = 0; trial < 200; ++trial) {
       std::vector<float> a = test::randn(128, 2 * trial), b = test::randn(128, 2 * trial + 1);
       for (int k = 0; k < 128; ++k) a[size_t(k)] *= std::ldexp(1.f, (k * 7 + int(trial)) % 13 - 6);
+      const std::vector<float> norm = test::randn(8, 1000 + trial), zeros(8, 0.f);
       float one[8], eight[8];
-      dots(a.data(), b.data(), one, false);
-      dots(a.data(), b.data(), eight, true);
-      for (int k = 0; k < 8; ++k)
-        ASSERT_EQ(std::bit_cast<uint32_t>(eight[k]), std::bit_cast<uint32_t>(one[k]))
-            << isa_name(isa) << " trial " << trial << " dot " << k << ": " << eight[k] << " against " << one[k];
+      for (const auto& [c, add] : {std::pair{-0.5f, norm.data()}, std::pair{1.f, zeros.data()}}) {
+        dots(a.data(), b.data(), c, add, one, false);
+        dots(a.data(), b.data(), c, add, eight, true);
+        for (int k = 0; k < 8; ++k)
+          ASSERT_EQ(std::bit_cast<uint32_t>(eight[k]), std::bit_cast<uint32_t>(one[k]))
+              << isa_name(isa) << " trial " << trial << " c " << c << " dot " << k << ": " << eight[k] << " against "
+              << one[k];
+      }
       sums(a.data(), one, false);
       sums(a.data(), eight, true);
       for (int k = 0; k < 8; ++k)
