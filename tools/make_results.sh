@@ -8,6 +8,10 @@
 #                                            their provenance in results/provenance_plane.md)
 #        bash tools/make_results.sh robustness  (only the pixel-noise sweep, ~1 minute;
 #                                            results/provenance_robustness.md)
+#        bash tools/make_results.sh ablation (only the routing/loss ablation, its table, figure
+#                                            and activations; results/provenance_ablation.md)
+#        bash tools/make_results.sh table2  (only the paper's Table 2 with the seed's and the
+#                                            paper's capsules; results/provenance_table2.md)
 #        bash tools/make_results.sh toys    (only the toys dataset's table and figures, 30 seeds,
 #                                            results/provenance_toys.md; ~2 1/2 hours on 2 cores)
 #        bash tools/make_results.sh toys-seeds (the toys' table sweeps grown from 10 seeds to 30,
@@ -42,8 +46,8 @@
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
 case "${1:-}" in
-  '' | plane | robustness | toys | toys-seeds | toys-dr | toys-gaps | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | figures) ;;
-  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, toys, toys-seeds, toys-dr, toys-gaps, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb or figures" >&2
+  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb or figures" >&2
      exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
@@ -269,9 +273,39 @@ convcaps_norb_steps() {
   mv "$part" "$out/norb_paper_azimuth_convcaps"
   rm -rf "$dir"
 }
+ablation_steps() {
+  # The routing/loss ablation (issue 10): {stopgrad, full} x {xent, spread} x
+  # {lambda 1, the official schedule} at the seed's split and at a far gap.
+  local variants=(--grid em-grad=stopgrad,full --grid loss=xent,spread --grid em-lambda-schedule=fixed,official)
+  rm -rf "$out/ablation_seed_split" "$out/ablation_gap90"
+  step "ablation, seed's split" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 --test-width 130 \
+    --models caps,cnn "${variants[@]}" --jobs "${JOBS:-2}" --reproducible --quiet --out "$out/ablation_seed_split"
+  step "ablation, gap 90" "$exe" sweep --seeds 0:29 --gaps 90 --train-azimuths 0:60 --test-width 60 \
+    --models caps,cnn "${variants[@]}" --jobs "${JOBS:-2}" --reproducible --quiet --out "$out/ablation_gap90"
+  step "ablation table, figure and activations" $py tools/ablation.py --exe "$exe" --seeds 10 --out "$out" \
+    --sweep "seed's split=$out/ablation_seed_split" --sweep "gap 90=$out/ablation_gap90"
+}
+table2_steps() {
+  # The paper's Table 2 (issue 11): each protocol's split, the capsules stopped at
+  # the CNN's familiar validation accuracy, the seed's and the paper's capsules,
+  # both shape sets, with the trivial baselines.
+  local paper=(--em-grad full --loss spread --em-lambda-schedule official) protocol
+  for protocol in azimuth elevation; do
+    rm -rf "$out/table2_${protocol}_seed" "$out/table2_${protocol}_paper"
+    step "table 2, $protocol, seed's capsules" "$exe" sweep --split paper-$protocol --gaps given --seeds 0:29 \
+      --models caps,cnn,nn1,linear --match-familiar cnn --stop-check-every 10 --grid shapes=seed,asym \
+      --jobs "${JOBS:-2}" --reproducible --quiet --out "$out/table2_${protocol}_seed"
+    step "table 2, $protocol, the paper's capsules" "$exe" sweep --split paper-$protocol --gaps given --seeds 0:29 \
+      --models caps,cnn --match-familiar cnn --stop-check-every 10 --grid shapes=seed,asym "${paper[@]}" \
+      --jobs "${JOBS:-2}" --reproducible --quiet --out "$out/table2_${protocol}_paper"
+  done
+  step "table 2" $py tools/table2.py --out "$out" \
+    --sweep "azimuth/seed=$out/table2_azimuth_seed" --sweep "azimuth/paper=$out/table2_azimuth_paper" \
+    --sweep "elevation/seed=$out/table2_elevation_seed" --sweep "elevation/paper=$out/table2_elevation_paper"
+}
 # One part alone, with its own provenance (results/provenance_NAME.md).
 case "${1:-}" in
-  robustness | toys | toys-seeds | toys-dr | toys-gaps | plane | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb)
+  robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | plane | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb)
     "${1//-/_}_steps"
     summary_step
     # A *-seeds run for some protocols keeps the record of the run for the others.
@@ -290,7 +324,8 @@ case "${1:-}" in
     ;;
 esac
 # A full run's provenance.md lists them all.
-rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_figures.md" "$out/provenance_toys.md" \
+rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenance_ablation.md" "$out/provenance_table2.md" \
+  "$out/provenance_figures.md" "$out/provenance_toys.md" \
   "$out/provenance_toys-gaps.md" "$out"/provenance_toys-seeds*.md "$out/provenance_toys-dr.md" \
   "$out/provenance_convcaps.md" "$out/provenance_convcaps-splits.md" "$out/provenance_convcaps-table2.md" \
   "$out"/provenance_convcaps-table2-seeds*.md "$out/provenance_convcaps-norb.md"
@@ -302,37 +337,14 @@ step "canonical sweep" "$exe" sweep --seeds 0:29 --gaps 0,30,60,90,120 --train-a
   --test-width 60 --models caps,cnn,cnn136,dr --jobs 2 --reproducible --quiet --out "$out/sweep_canonical"
 step "seed's configuration, 30 seeds" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 \
   --test-width 130 --models caps,cnn,cnn136 --jobs 2 --reproducible --quiet --out "$out/sweep_seed_config"
-# The routing/loss ablation (issue 10): {stopgrad, full} x {xent, spread} x
-# {lambda 1, the official schedule} at the seed's split and at a far gap.
-variants=(--grid em-grad=stopgrad,full --grid loss=xent,spread --grid em-lambda-schedule=fixed,official)
-step "ablation, seed's split" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 --test-width 130 \
-  --models caps,cnn "${variants[@]}" --jobs 2 --reproducible --quiet --out "$out/ablation_seed_split"
-step "ablation, gap 90" "$exe" sweep --seeds 0:29 --gaps 90 --train-azimuths 0:60 --test-width 60 \
-  --models caps,cnn "${variants[@]}" --jobs 2 --reproducible --quiet --out "$out/ablation_gap90"
-step "ablation table, figure and activations" $py tools/ablation.py --exe "$exe" --seeds 10 --out "$out" \
-  --sweep "seed's split=$out/ablation_seed_split" --sweep "gap 90=$out/ablation_gap90"
+ablation_steps
 # Does the reconstruction loss help dynamic routing (issue 12)? dr with and
 # without its decoder, paired with the CNN (reference dr), at the seed's split and gap 90.
 step "dr reconstruction, seed's split" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 --test-width 130 \
   --models dr,cnn --reference dr --grid recon-weight=0,0.0005 --jobs 2 --reproducible --quiet --out "$out/recon_seed_split"
 step "dr reconstruction, gap 90" "$exe" sweep --seeds 0:29 --gaps 90 --train-azimuths 0:60 --test-width 60 \
   --models dr,cnn --reference dr --grid recon-weight=0,0.0005 --jobs 2 --reproducible --quiet --out "$out/recon_gap90"
-# The paper's Table 2 (issue 11): each protocol's split, the capsules stopped at
-# the CNN's familiar validation accuracy, the seed's and the paper's capsules,
-# both shape sets, with the trivial baselines.
-paper=(--em-grad full --loss spread --em-lambda-schedule official)
-for protocol in azimuth elevation; do
-  rm -rf "$out/table2_${protocol}_seed" "$out/table2_${protocol}_paper"
-  step "table 2, $protocol, seed's capsules" "$exe" sweep --split paper-$protocol --gaps given --seeds 0:29 \
-    --models caps,cnn,nn1,linear --match-familiar cnn --stop-check-every 10 --grid shapes=seed,asym \
-    --jobs 2 --reproducible --quiet --out "$out/table2_${protocol}_seed"
-  step "table 2, $protocol, the paper's capsules" "$exe" sweep --split paper-$protocol --gaps given --seeds 0:29 \
-    --models caps,cnn --match-familiar cnn --stop-check-every 10 --grid shapes=seed,asym "${paper[@]}" \
-    --jobs 2 --reproducible --quiet --out "$out/table2_${protocol}_paper"
-done
-step "table 2" $py tools/table2.py --out "$out" \
-  --sweep "azimuth/seed=$out/table2_azimuth_seed" --sweep "azimuth/paper=$out/table2_azimuth_paper" \
-  --sweep "elevation/seed=$out/table2_elevation_seed" --sweep "elevation/paper=$out/table2_elevation_paper"
+table2_steps
 # smallNORB's format (issue 13): the asym shapes exported at smallNORB's size
 # (2 x 24,300 stereo pairs of 96 x 96; ~900 MB, in build/ and removed after),
 # then the paper's azimuth split on them, and the same split on the 32 x 32 renderer.
