@@ -94,10 +94,10 @@ inline float pair_sum16(F16 t) {
 // _mm512_reduce_add_ps's, written out so that no compiler's reduction order
 // decides the bits dots16x8 must match.
 inline float dot16(F16 a, F16 b) { return pair_sum16(_mm512_mul_ps(a, b)); }
-// out[k] = pair_sum16(t[k]) for 8 registers, bit for bit: summed transposed,
-// each lane taking pair_sum16's additions (halves of 8, of 4, then lanes 0+2
-// and 1+3, then 0+1), ~1 shuffle and add a sum where one reduction costs 8.
-// The eight sums in one register, in order.
+// pair_sum16(t[k]) for 8 registers, in order in one register, bit for bit:
+// summed transposed, each lane taking pair_sum16's additions (halves of 8, of
+// 4, then lanes 0+2 and 1+3, then 0+1), ~1 shuffle and add a sum where one
+// reduction costs 8.
 inline __m256 pair_sums16x8v(const F16* t) {
   __m512 u[4];  // [u_2k | u_2k+1], u_k[i] = t_k[i] + t_k[i + 8]
   for (int k = 0; k < 4; ++k)
@@ -117,8 +117,8 @@ inline __m256 pair_sums16x8v(const F16* t) {
   return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r));
 }
 inline void pair_sums16x8(const F16* t, float* out) { _mm256_storeu_ps(out, pair_sums16x8v(t)); }
-// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives: their
-// products' pair_sums16x8, so dot16's bits.
+// dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, in one register:
+// their products' pair_sums16x8v, so dot16's bits.
 template <class Pair>
 inline __m256 dots16x8v(Pair ab) {
   __m512 t[8];

@@ -51,10 +51,10 @@ inline float hsum16(const F16& x) {
   return vaddvq_f32(vaddq_f32(vaddq_f32(x.q[0], x.q[1]), vaddq_f32(x.q[2], x.q[3])));
 }
 inline float dot16(const F16& a, const F16& b) { return hsum16(mul16(a, b)); }
-// out[k] = dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, bit for bit:
-// each product's quarters summed as hsum16 sums them, then four dots' lanes
-// at once by pairwise adds, vaddvq_f32's order ((0 + 1) + (2 + 3)).
-// dots16x8v leaves the eight dots in r[0] and r[1], in order.
+// dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, in r[0] and r[1] in
+// order, bit for bit: each product's quarters summed as hsum16 sums them,
+// then four dots' lanes at once by pairwise adds, vaddvq_f32's order
+// ((0 + 1) + (2 + 3)).
 template <class Pair>
 inline void dots16x8v(Pair ab, float32x4_t* r) {
   float32x4_t s[8];
