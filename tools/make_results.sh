@@ -331,8 +331,7 @@ rm -f "$out/provenance_plane.md" "$out/provenance_robustness.md" "$out/provenanc
   "$out"/provenance_convcaps-table2-seeds*.md "$out/provenance_convcaps-norb.md"
 
 step "seed table (10 seeds)" $py tools/seed_table.py --seeds 10 --reproducible --exe "$exe" --out "$out"
-rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput" "$out/ablation_seed_split" "$out/ablation_gap90" \
-  "$out/recon_seed_split" "$out/recon_gap90"
+rm -rf "$out/sweep_canonical" "$out/sweep_seed_config" "$out/throughput" "$out/recon_seed_split" "$out/recon_gap90"
 step "canonical sweep" "$exe" sweep --seeds 0:29 --gaps 0,30,60,90,120 --train-azimuths 0:60 \
   --test-width 60 --models caps,cnn,cnn136,dr --jobs 2 --reproducible --quiet --out "$out/sweep_canonical"
 step "seed's configuration, 30 seeds" "$exe" sweep --seeds 0:29 --gaps 50 --train-azimuths 0:150 \
