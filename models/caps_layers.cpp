@@ -177,7 +177,7 @@ void ConvCaps::declare(ParamSet& p, const std::string& name) {
 
 void ConvCaps::size_for(int B) {
   const size_t parents = size_t(B) * s_.Ho() * s_.Wo() * s_.Co;
-  grow_to(scratch_->votes, s_.votes(kChunk).v_size());
+  grow_to(scratch_->votes[0], s_.votes(kChunk).v_size());
   grow_to(mu_, parents * kPoseDim);
   grow_to(a_, parents);
   grow_to(z_, parents);
@@ -185,24 +185,39 @@ void ConvCaps::size_for(int B) {
   if (states_.empty()) add_states(1);
 }
 
+namespace {
+// Moves a fresh state's log R and full-backward scratch into `lent`.
+void take_lent(ConvEmState& lent, ConvEmState& fresh) {
+  lent.em.log_r.swap(fresh.em.log_r);
+  lent.scratch.swap(fresh.scratch);
+}
+}  // namespace
+
 // A chunk's log R and the full backward's scratch matter only while that
-// chunk is routed: the layer holds one of each (lent_) and lends it to the
-// chunk's state for the call, so the kept states hold neither.
+// chunk is routed: the layer holds one of each per slot (lent_) and lends it
+// to the chunk's state for the call, so the kept states hold neither.
 void ConvCaps::add_states(size_t n) {
   const size_t first = states_.size();
   states_.resize(first + n);
   for (size_t k = first; k < states_.size(); ++k) {
+    states_[k].resize(s_.votes(kChunk), cfg_);
     ConvEmState& st = states_[k];
-    st.resize(s_.votes(kChunk), cfg_);
-    if (lent_.em.log_r.empty()) {
-      lent_.em.log_r.swap(st.em.log_r);
-      lent_.scratch.swap(st.scratch);
-    }
+    if (lent_[0].em.log_r.empty()) take_lent(lent_[0], st);
     std::vector<float>().swap(st.em.log_r);
     std::vector<float>().swap(st.scratch);
   }
 }
 
+// What the helper's slot needs: its own chunk of votes, routing state and lent buffers.
+void ConvCaps::size_side() {
+  grow_to(scratch_->votes[1], s_.votes(kChunk).v_size());
+  if (states_.size() < 2) add_states(2 - states_.size());
+  if (lent_[1].em.log_r.empty()) {
+    ConvEmState fresh;
+    fresh.resize(s_.votes(kChunk), cfg_);
+    take_lent(lent_[1], fresh);
+  }
+}
 namespace {
 class Lend {
  public:
@@ -265,24 +280,29 @@ class PartTimes {
 }  // namespace
 
 void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof,
-                       const char* votes_name, const char* routing_name) {
+                       const char* votes_name, const char* routing_name, StepHelper* helper) {
   size_for(B);  // sizes nothing once a forward of B has run
   poses_ = poses;
   a_in_ = a_logit;
   const bool keep = B <= kept_capacity_;  // the outputs, and (stop-gradient) the routing state per chunk
   kept_ = 0;  // until the last chunk is routed
   const size_t children = size_t(s_.H) * s_.W * s_.Ci, parents = size_t(s_.Ho()) * s_.Wo() * s_.Co;
-  float* V = scratch_->votes.data();
   // A batch no backward follows routes without keeping anything for one (the
   // gradient scheme changes no arithmetic of the forward).
   ConvEmConfig cfg = cfg_;
   if (!keep) cfg.grad = EmGrad::stopgrad;
+  // The profile times each part on this thread (PartTimes is this thread's).
+  if (prof) helper = nullptr;
+  if (helper) size_side();
   PartTimes t(prof);
-  for (int b0 = 0; b0 < B; b0 += kChunk) {
-    const int n = std::min(kChunk, B - b0);
+  // Chunks are independent (no window crosses an image): either thread routes
+  // any of them with the same arithmetic, in its slot's buffers.
+  for_items(side_, helper, (B + kChunk - 1) / kChunk, [&](int c, int slot) {
+    const int b0 = c * kChunk, n = std::min(kChunk, B - b0);
     const ConvVotesShape v = s_.votes(n);
-    ConvEmState& st = states_[keep && !reroute() ? size_t(b0 / kChunk) : 0];
-    const Lend lend(st, lent_);
+    float* V = scratch_->votes[slot].data();
+    ConvEmState& st = states_[keep && !reroute() ? size_t(c) : size_t(slot)];
+    const Lend lend(st, lent_[slot]);
     votes_k_.forward(V, poses + b0 * children * kPoseDim, p.value(w), nullptr, v);
     t.mark(0);
     const size_t o = b0 * parents;
@@ -297,15 +317,18 @@ void ConvCaps::forward(const float* poses, const float* a_logit, const ParamSet&
       z_[k] = q > 0.f ? std::clamp(log_a_[k] - std::log(q), -kMaxLogit, kMaxLogit) : kMaxLogit;
     }
     t.mark(1);
-  }
+  });
   if (keep) kept_ = B;
   t.record(votes_name, routing_name, false);
 }
 
 void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a_logit_out, ParamSet& p,
-                        int B, LayerProfiler* prof, const char* votes_name, const char* routing_name) {
+                        int B, LayerProfiler* prof, const char* votes_name, const char* routing_name,
+                        StepHelper* helper) {
   prepare_backward(B);  // sizes nothing once a backward of B has run
-  if (kept_ != B) forward(poses_, a_in_, p, B, nullptr);
+  if (prof) helper = nullptr;
+  if (kept_ != B) forward(poses_, a_in_, p, B, nullptr, "votes", "em_routing", helper);
+  if (helper) size_side();
   const size_t children = size_t(s_.H) * s_.W * s_.Ci, parents = size_t(s_.Ho()) * s_.Wo() * s_.Co;
   PartTimes t(prof);
   // da = dz / (a (1 - a)); the routing's backward multiplies by a (1 - a)
@@ -321,30 +344,50 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
   t.mark(1);
   std::fill_n(p.grad(w), s_.votes(1).w_size(), 0.f);
   std::fill_n(d_poses, size_t(B) * children * kPoseDim, 0.f);
-  float *V = scratch_->votes.data(), *dV = scratch_->d_votes.data();
-  // Chunk by chunk, in batch order: dW and the betas' gradients take their
-  // terms in the order one whole-batch call would add them.
-  for (int b0 = 0; b0 < B; b0 += kChunk) {
-    const int n = std::min(kChunk, B - b0);
+  float* dV = scratch_->d_votes.data();
+  const bool side = helper != nullptr;
+  // What a chunk's backward needs and no other chunk's touches: its votes
+  // (recomputed: the same bits as the forward's) and, under EmGrad::full, its
+  // routing history, rebuilt from the forward's record (mu and a get the same
+  // bits). The helper prepares the next chunk in the other slot meanwhile.
+  auto prepare = [&](int c, int slot) {
+    const int b0 = c * kChunk, n = std::min(kChunk, B - b0);
+    const ConvVotesShape v = s_.votes(n);
+    float* V = scratch_->votes[slot].data();
+    votes_k_.forward(V, poses_ + b0 * children * kPoseDim, p.value(w), nullptr, v);
+    t.mark(0);
+    if (!reroute()) return;
+    const size_t o = b0 * parents;
+    ConvEmState& st = states_[size_t(slot)];
+    const Lend lend(st, lent_[slot]);
+    ConvEmRecord rec;
+    rec.replay = record_.data() + b0 * ConvEmRecord::floats(s_.votes(1), cfg_.iters, cfg_.norm);
+    conv_em_routing_forward(mu_.data() + o * kPoseDim, a_.data() + o, st, V, a_in_ + b0 * children, p.value(beta_a),
+                            p.value(beta_v), v, cfg_, em_k_, rec);
+    t.mark(1);
+  };
+  // Chunk by chunk, in batch order, on this thread: dW and the betas'
+  // gradients take their terms in the order one whole-batch call would add them.
+  auto differentiate = [&](int c, int slot) {
+    const int b0 = c * kChunk, n = std::min(kChunk, B - b0);
     const ConvVotesShape v = s_.votes(n);
     const float* M = poses_ + b0 * children * kPoseDim;
-    votes_k_.forward(V, M, p.value(w), nullptr, v);  // recomputed: the same bits as the forward's
-    t.mark(0);
+    const float* V = scratch_->votes[slot].data();
     const size_t o = b0 * parents;
     std::fill_n(dV, v.v_size(), 0.f);
-    ConvEmState& st = states_[reroute() ? 0 : size_t(b0 / kChunk)];
-    const Lend lend(st, lent_);
-    if (reroute()) {  // the chunk's history, rebuilt from the forward's record: mu and a get the same bits
-      ConvEmRecord rec;
-      rec.replay = record_.data() + b0 * ConvEmRecord::floats(s_.votes(1), cfg_.iters, cfg_.norm);
-      conv_em_routing_forward(mu_.data() + o * kPoseDim, a_.data() + o, st, V, a_in_ + b0 * children,
-                              p.value(beta_a), p.value(beta_v), v, cfg_, em_k_, rec);
-    }
+    ConvEmState& st = states_[reroute() ? size_t(slot) : size_t(c)];
+    const Lend lend(st, lent_[slot]);
     conv_em_routing_backward(dV, d_a_logit + b0 * children, p.grad(beta_a), p.grad(beta_v), d_mu + o * kPoseDim,
                              d_a_.data() + o, V, mu_.data() + o * kPoseDim, a_.data() + o, st, v, cfg_, em_k_);
     t.mark(1);
     votes_k_.backward(d_poses + b0 * children * kPoseDim, p.grad(w), dV, M, p.value(w), v);
     t.mark(0);
+  };
+  const int chunks = (B + kChunk - 1) / kChunk;
+  if (side) {
+    prepared_in_order(side_, helper, chunks, prepare, differentiate);
+  } else {
+    for (int c = 0; c < chunks; ++c) prepare(c, 0), differentiate(c, 0);
   }
   t.record(votes_name, routing_name, true);
 }
@@ -352,9 +395,9 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
 size_t ConvCaps::buffer_bytes() const {
   size_t n = (mu_.capacity() + a_.capacity() + z_.capacity() + log_a_.capacity() + d_a_.capacity() +
               record_.capacity()) * sizeof(float);
-  if (scratch_ == &own_) n += (own_.votes.capacity() + own_.d_votes.capacity()) * sizeof(float);
+  if (scratch_ == &own_) n += own_.bytes();
   for (const ConvEmState& st : states_) n += st.bytes();
-  n += (lent_.em.log_r.capacity() + lent_.scratch.capacity()) * sizeof(float);
+  for (const ConvEmState& l : lent_) n += (l.em.log_r.capacity() + l.scratch.capacity()) * sizeof(float);
   return n;
 }
 

@@ -24,6 +24,7 @@
 #include "kernels/em_routing.h"
 #include "kernels/pose_matmul.h"
 #include "models/model.h"
+#include "models/side_job.h"
 
 namespace vg {
 
@@ -165,8 +166,10 @@ struct ConvCapsShape {
 
 // The votes of one chunk of batch items and their gradient: scratch that
 // several ConvCaps layers of a model may share (each grows it to its need).
+// votes[1] is the step helper's chunk (sized only when a step has a helper).
 struct ConvCapsScratch {
-  std::vector<float> votes, d_votes;
+  std::vector<float> votes[2], d_votes;
+  size_t bytes() const { return (votes[0].capacity() + votes[1].capacity() + d_votes.capacity()) * sizeof(float); }
 };
 
 // Memory: the votes are 16 floats per (window, child, parent type), 2.65 MB
@@ -204,8 +207,10 @@ class ConvCaps {
 
   // From child poses (B x H x W x Ci x 16) and activation logits (B x H x W x
   // Ci), both kept (by the layer below) until backward.
+  // With a helper (Model::step_helper), the other core routes chunks too.
   void forward(const float* poses, const float* a_logit, const ParamSet& p, int B, LayerProfiler* prof,
-               const char* votes_name = "votes", const char* routing_name = "em_routing");
+               const char* votes_name = "votes", const char* routing_name = "em_routing",
+               StepHelper* helper = nullptr);
   const float* mu() const { return mu_.data(); }  // B x Ho x Wo x Co x 16
   const float* a() const { return a_.data(); }    // B x Ho x Wo x Co
   const float* log_a() const { return log_a_.data(); }  // B x Ho x Wo x Co, the last M-step's log a
@@ -220,9 +225,12 @@ class ConvCaps {
   // After a forward that kept no routing state (a batch larger than the one
   // prepared) it first routes the batch again, keeping it: the same bits.
   // Under EmGrad::full it rebuilds each chunk's routing history from the
-  // forward's record just before the chunk's backward.
+  // forward's record just before the chunk's backward. With a helper, the
+  // other core recomputes the next chunk's votes (and rebuilds its history)
+  // while this one differentiates a chunk, in batch order.
   void backward(float* d_poses, float* d_a_logit, const float* d_mu, const float* d_a_logit_out, ParamSet& p, int B,
-                LayerProfiler* prof, const char* votes_name = "votes", const char* routing_name = "em_routing");
+                LayerProfiler* prof, const char* votes_name = "votes", const char* routing_name = "em_routing",
+                StepHelper* helper = nullptr);
   static constexpr float kMaxLogit = 40.f;
   const ConvCapsShape& shape() const { return s_; }
   LayerInfo votes_info(int B, const char* name) const;
@@ -241,11 +249,13 @@ class ConvCaps {
   const float *poses_ = nullptr, *a_in_ = nullptr;  // inputs of the last forward (owned by the layer below)
   std::vector<float> mu_, a_, z_, log_a_, d_a_;
   void add_states(size_t n);
+  void size_side();
   // Kept per chunk (stop-gradient), or the one state every chunk routes in
   // (EmGrad::full, and an evaluation's chunks).
   bool reroute() const { return cfg_.grad == EmGrad::full; }
   std::vector<ConvEmState> states_;
-  ConvEmState lent_;                 // only its log R and scratch: lent to the chunk being routed
+  ConvEmState lent_[2];              // per slot, only its log R and scratch: lent to the chunk being routed
+  SideJob side_;                     // the helper's share of a forward or backward
   std::vector<float> record_;        // EmGrad::full: the kept batch's ConvEmRecord, item by item
   int kept_capacity_ = 0;            // items prepare_backward sized states_ for
   int kept_ = 0;                     // the batch whose routing state states_ holds (0: none)

@@ -148,8 +148,10 @@ const float* ConvCapsNet::forward(const float* images, int B) {
     LayerScope t(prof_, "primary", false);  // conv1's output is channel-last: a dense layer per position
     primary_.forward(conv_out_.data(), params_, B * positions_);
   }
-  caps1_.forward(primary_.poses(), primary_.a_logit(), params_, B, prof_, "convcaps1.votes", "convcaps1.routing");
-  caps2_.forward(caps1_.mu(), caps1_.a_logit(), params_, B, prof_, "convcaps2.votes", "convcaps2.routing");
+  caps1_.forward(primary_.poses(), primary_.a_logit(), params_, B, prof_, "convcaps1.votes", "convcaps1.routing",
+                 step_helper());
+  caps2_.forward(caps1_.mu(), caps1_.a_logit(), params_, B, prof_, "convcaps2.votes", "convcaps2.routing",
+                 step_helper());
   class_.forward(caps2_.mu(), caps2_.a_logit(), params_, B, prof_, "class.votes", "class.routing");
   if (loss_.kind != LossKind::xent) return class_.a();  // the paper's scores: the activations
   LayerScope t(prof_, "logits", false);
@@ -170,9 +172,9 @@ void ConvCapsNet::backward(const float* dscores, int B) {
   class_.backward(d_p2_.data(), d_z2_.data(), d_mu_.data(), d_a_.data(), params_, B, prof_, "class.votes",
                   "class.routing");
   caps2_.backward(d_p1_.data(), d_z1_.data(), d_p2_.data(), d_z2_.data(), params_, B, prof_, "convcaps2.votes",
-                  "convcaps2.routing");
-  caps1_.backward(primary_.d_poses_in_place(), d_z0_.data(), d_p1_.data(), d_z1_.data(), params_, B, prof_, "convcaps1.votes",
-                  "convcaps1.routing");
+                  "convcaps2.routing", step_helper());
+  caps1_.backward(primary_.d_poses_in_place(), d_z0_.data(), d_p1_.data(), d_z1_.data(), params_, B, prof_,
+                  "convcaps1.votes", "convcaps1.routing", step_helper());
   {
     LayerScope t(prof_, "primary", true);
     const int rows = B * positions_;
@@ -203,11 +205,10 @@ std::vector<LayerInfo> ConvCapsNet::layers(int B) const {
 }
 
 size_t ConvCapsNet::buffer_bytes() const {
-  size_t floats = caps_scratch_.votes.capacity() + caps_scratch_.d_votes.capacity() + conv_out_.capacity() +
-                  logits_.capacity();
+  size_t floats = conv_out_.capacity() + logits_.capacity();
   for (const std::vector<float>* v : {&d_mu_, &d_a_, &d_p2_, &d_z2_, &d_p1_, &d_z1_, &d_z0_, &d_conv_})
     floats += v->capacity();
-  return floats * sizeof(float) + primary_.buffer_bytes() + caps1_.buffer_bytes() + caps2_.buffer_bytes() +
+  return floats * sizeof(float) + caps_scratch_.bytes() + primary_.buffer_bytes() + caps1_.buffer_bytes() + caps2_.buffer_bytes() +
          class_.buffer_bytes();
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/rng.h"
+#include "models/side_job.h"
 
 namespace vg {
 
@@ -68,15 +69,6 @@ void Adam::update(ParamSet& p, size_t begin, size_t end) {
 
 void relu_backward(float* d, const float* y, size_t n) { elementwise().relu_backward(d, y, n); }
 
-// In a spin-wait: tells the core (and its hyperthread sibling) that this one is waiting.
-static inline void cpu_relax() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 Trainer::Trainer(Model& model, const AdamConfig& adam, int max_batch)
     : model_(model), adam_(model.params().count(), adam), max_batch_(max_batch),
       dscores_(size_t(max_batch) * size_t(model.classes())), shared_(new Shared) {
@@ -98,6 +90,13 @@ double Trainer::step(const float* images, const int* labels, int B, double progr
     Labels(Model& m, const int* y) : m(m) { m.set_training_labels(y); }
     ~Labels() { m.set_training_labels(nullptr); }
   } with_labels(model_, labels);
+  // The profile times each layer on this thread: it shares nothing.
+  StepHelper* const helper = model_.profiler() ? nullptr : helper_;
+  struct Helper {
+    Model& m;
+    Helper(Model& m, StepHelper* h) : m(m) { m.step_helper_ = h; }
+    ~Helper() { m.step_helper_ = nullptr; }
+  } with_helper(model_, helper);
   const float* scores = model_.forward(images, B);
   double loss;
   {
@@ -107,8 +106,7 @@ double Trainer::step(const float* images, const int* labels, int B, double progr
   loss += model_.model_loss();
   if (!std::isfinite(loss)) return loss;  // no update: the caller finds the layer
   adam_.advance();
-  // The profile times each layer on this thread: it shares nothing.
-  if (!helper_ || model_.profiler()) {
+  if (!helper) {
     model_.backward(dscores_.data(), B);
     LayerScope t(model_.profiler(), "adam", true);
     adam_.update(model_.params(), 0, model_.params().count());

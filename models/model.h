@@ -140,6 +140,8 @@ class GradientSink {
   ~GradientSink() = default;
 };
 
+class StepHelper;
+
 class Model {
  public:
   // `classes`: how many it scores (its ImageShape's; the data's five by default).
@@ -210,6 +212,10 @@ class Model {
   void release_offered_weights() {
     if (sink_) sink_->weights_released();
   }
+  // During a Trainer step with a helper (not while profiling): another core a
+  // layer may hand part of its forward or backward to (models/side_job.h),
+  // for the same bits. nullptr otherwise (evaluation, profile, one thread).
+  StepHelper* step_helper() const { return step_helper_; }
 
   LossConfig loss_;
   int classes_;
@@ -219,6 +225,7 @@ class Model {
  private:
   friend class Trainer;
   GradientSink* sink_ = nullptr;  // set by Trainer::step around backward
+  StepHelper* step_helper_ = nullptr;  // set by Trainer::step around forward and backward
 };
 
 // Another thread a training step may hand work to (the harness's pool of a

@@ -17,10 +17,15 @@
 #include "models/capsnet.h"
 #include "models/cnn.h"
 #include "models/registry.h"
+#include "tests/step_helpers.h"
 #include "tests/test_util.h"
 
 namespace vg {
 namespace {
+
+using test::DecliningHelper;
+using test::LateHelper;
+using test::ThreadHelper;
 
 RunOptions small_run() {
   RunOptions o;
@@ -154,84 +159,13 @@ TEST(Training, FailuresAroundTheEarlyPreparedModelAreThoseOfOneThread) {
   EXPECT_THROW(run_experiment(no_validation), std::invalid_argument);
 }
 
-// Step helpers for the tests below. ThreadHelper: a thread of its own, idle
-// whenever it has no job, taking every offer, each after `delay_us` (so its
-// claims land at different points of the owner's backward). Declines: takes
-// none, so the step runs every offer itself. Late: accepts every offer and
-// runs the jobs only when told, after the step, the Trainer and the model are
-// gone: each must find its offer claimed and touch nothing else (ASan).
-class ThreadHelper final : public StepHelper {
- public:
-  explicit ThreadHelper(int delay_us) : delay_us_(delay_us), thread_([this] { loop(); }) {}
-  ~ThreadHelper() { stop(); }
-  void stop() {  // runs what is queued, then ends the thread
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-  bool offer(std::function<void()> job) override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      jobs_.push_back(std::move(job));
-    }
-    cv_.notify_all();
-    return true;
-  }
-  std::atomic<int> ran{0};  // jobs popped (a job the step claimed first included)
-
- private:
-  void loop() {
-    omp_set_num_threads(1);  // as the run's threads
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      if (delay_us_) std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));
-      job();
-      ++ran;
-    }
-  }
-  const int delay_us_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  std::thread thread_;
-};
-
-class DecliningHelper final : public StepHelper {
- public:
-  bool offer(std::function<void()>) override {
-    ++offers;
-    return false;
-  }
-  int offers = 0;
-};
-
-class LateHelper final : public StepHelper {
- public:
-  bool offer(std::function<void()> job) override {
-    jobs.push_back(std::move(job));
-    return true;
-  }
-  std::vector<std::function<void()>> jobs;
-};
-
 // `steps` training steps of `name` (batch 32) from its seeded initialisation,
 // on one OpenMP thread as in a run: the weights after them.
 std::vector<float> weights_after_steps(const Dataset& d, const std::string& name, StepHelper* helper,
-                                       int steps) {
+                                       int steps, const ModelOptions& opts = {}) {
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  std::unique_ptr<Model> m = make_model(name, ModelOptions{}, 32);
+  std::unique_ptr<Model> m = make_model(name, opts, 32);
   m->init(3);
   Trainer trainer(*m, AdamConfig{}, 32);
   trainer.set_helper(helper);
@@ -245,28 +179,33 @@ std::vector<float> weights_after_steps(const Dataset& d, const std::string& name
   return m->params().values();
 }
 
-// A step's weight gradients handed to another thread (Model::weight_gradient:
-// caps' and dr's primary layers, the CNN's hidden one, dr's decoder), with
-// their Adam updates, change no bit of the weights, whoever runs them and
-// whenever: at once, late enough that the step runs them itself, or never.
-TEST(Training, WeightGradientsOnAHelperThreadGiveTheSameWeights) {
+// A step's work handed to another thread changes no bit of the weights,
+// whoever runs it and whenever: at once, late enough that the step runs it
+// itself, or never. The work: weight gradients with their Adam updates
+// (Model::weight_gradient: caps' and dr's primary layers, the CNN's hidden
+// one, dr's decoder, convcaps' primary layer) and convcaps' ConvCaps layers'
+// chunks (routed on either thread in the forward; votes and routing history
+// prepared ahead in the backward, models/side_job.h), under both gradient schemes.
+TEST(Training, WorkOnAHelperThreadGivesTheSameWeights) {
   const Dataset d = make_dataset(small_run().data);
   const int steps = 6;
-  for (const std::string name : {"caps", "cnn", "dr"}) {
-    SCOPED_TRACE(name);
-    const std::vector<float> alone = weights_after_steps(d, name, nullptr, steps);
+  const std::vector<std::pair<std::string, ModelOptions>> cases = {
+      {"caps", {}}, {"cnn", {}}, {"dr", {}}, {"convcaps", {{"em-grad", "full"}}}, {"convcaps", {{"em-grad", "stopgrad"}}}};
+  for (const auto& [name, opts] : cases) {
+    SCOPED_TRACE(name + (opts.empty() ? "" : " --em-grad " + opts.at("em-grad")));
+    const std::vector<float> alone = weights_after_steps(d, name, nullptr, steps, opts);
     for (int delay_us : {0, 100, 3000}) {
       SCOPED_TRACE(delay_us);
       auto helper = std::make_unique<ThreadHelper>(delay_us);
-      EXPECT_EQ(weights_after_steps(d, name, helper.get(), steps), alone);
+      EXPECT_EQ(weights_after_steps(d, name, helper.get(), steps, opts), alone);
       helper->stop();  // runs what is queued, then joins
       EXPECT_GE(helper->ran.load(), steps);  // the offers reached the thread
     }
     DecliningHelper declining;
-    EXPECT_EQ(weights_after_steps(d, name, &declining, steps), alone);
+    EXPECT_EQ(weights_after_steps(d, name, &declining, steps, opts), alone);
     EXPECT_GE(declining.offers, steps);  // each model offers one or more per step
     LateHelper late;
-    EXPECT_EQ(weights_after_steps(d, name, &late, steps), alone);
+    EXPECT_EQ(weights_after_steps(d, name, &late, steps, opts), alone);
     EXPECT_GE(late.jobs.size(), size_t(steps));
     for (const auto& job : late.jobs) job();  // the Trainer is gone: each finds its offer claimed
   }
