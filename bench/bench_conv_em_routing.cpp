@@ -38,8 +38,8 @@ struct Layer {
     conv_em_routing_forward(mu.data(), a.data(), st, V.data(), z.data(), ba.data(), bv.data(), s, cfg, k, rec);
   }
   void backward(const ConvEmRoutingKernels& k) {
-    conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), dmu.data(), da.data(), V.data(), mu.data(),
-                             a.data(), st, s, cfg, k);
+    conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), 0, dmu.data(), da.data(), V.data(),
+                             mu.data(), a.data(), st, s, cfg, k);
   }
 };
 

@@ -49,12 +49,13 @@ void BM_train_step(benchmark::State& state, std::string name, ModelOptions opts)
 // The same step with one more core idle: a thread of a run's pool (EvalPool)
 // waiting in help_until, as the run's second thread does once it has nothing
 // else to do, takes each step's widest weight gradient and its Adam update
-// (Trainer::set_helper). Both threads at one OpenMP thread, as in a run.
-void BM_train_step_helped(benchmark::State& state, std::string name) {
+// (Trainer::set_helper), and convcaps' images to route (models/side_job.h).
+// Both threads at one OpenMP thread, as in a run.
+void BM_train_step_helped(benchmark::State& state, std::string name, ModelOptions opts) {
   const int B = int(state.range(0));
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  auto model = make_model(name, ModelOptions{}, B);
+  auto model = make_model(name, opts, B);
   model->init(0);
   Trainer trainer(*model, AdamConfig{}, B);
   EvalPool pool;
@@ -96,9 +97,14 @@ BENCHMARK_CAPTURE(BM_train_step, caps_paper, std::string("caps"),
     ->ArgName("batch")->Arg(32);
 BENCHMARK_CAPTURE(BM_train_step, dr, std::string("dr"), ModelOptions{})->ArgName("batch")->Arg(32);
 BENCHMARK_CAPTURE(BM_train_step, dr_no_decoder, std::string("dr"), ModelOptions{{"recon-weight", "0"}})->ArgName("batch")->Arg(32);
-BENCHMARK_CAPTURE(BM_train_step_helped, caps, std::string("caps"))->ArgName("batch")->Arg(32)->UseRealTime();
-BENCHMARK_CAPTURE(BM_train_step_helped, cnn, std::string("cnn"))->ArgName("batch")->Arg(32)->UseRealTime();
-BENCHMARK_CAPTURE(BM_train_step_helped, dr, std::string("dr"))->ArgName("batch")->Arg(32)->UseRealTime();
+// convcaps at the paper's recipe (its registry defaults, which a run applies).
+const ModelOptions kConvcapsRecipe{{"loss", "spread"}, {"em-grad", "full"}, {"em-lambda-schedule", "official"}};
+BENCHMARK_CAPTURE(BM_train_step, convcaps, std::string("convcaps"), kConvcapsRecipe)->ArgName("batch")->Arg(32);
+BENCHMARK_CAPTURE(BM_train_step_helped, caps, std::string("caps"), ModelOptions{})->ArgName("batch")->Arg(32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step_helped, cnn, std::string("cnn"), ModelOptions{})->ArgName("batch")->Arg(32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step_helped, dr, std::string("dr"), ModelOptions{})->ArgName("batch")->Arg(32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step_helped, convcaps, std::string("convcaps"), kConvcapsRecipe)
+    ->ArgName("batch")->Arg(32)->UseRealTime();
 BENCHMARK_CAPTURE(BM_eval_batch, caps, std::string("caps"))->ArgName("batch")->Arg(52)->Arg(64)->Arg(180)->Arg(256);
 BENCHMARK_CAPTURE(BM_eval_batch, cnn, std::string("cnn"))->ArgName("batch")->Arg(52)->Arg(64)->Arg(180)->Arg(256);
 BENCHMARK_CAPTURE(BM_eval_batch, dr, std::string("dr"))->ArgName("batch")->Arg(52)->Arg(64)->Arg(180)->Arg(256);

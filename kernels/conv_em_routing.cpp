@@ -238,12 +238,13 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
   }
 }
 
-void conv_em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
+void conv_em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v, size_t dbeta_step,
                               const float* dmu, const float* da_out, const float* V, const float* mu,
                               const float* a_out, const ConvEmState& st, const ConvVotesShape& s,
                               const ConvEmConfig& cfg, const ConvEmRoutingKernels& k) {
   const int P = windows(s), I = s.I(), J = s.Co;
   if (cfg.grad == EmGrad::stopgrad) {
+    if (dbeta_step != 0) throw std::invalid_argument("conv_em_routing_backward: a dbeta_step needs EmGrad::full");
     k.backward(dV, dbeta_a, dbeta_v, dmu, da_out, V, mu, a_out, st.em, P, I, J, em_step_config(cfg, cfg.iters - 1));
     return;
   }
@@ -252,7 +253,7 @@ void conv_em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, flo
   if (st.em.hist.iters != cfg.iters || st.em.hist.B != P)
     throw std::invalid_argument("conv_em_routing_backward: EmGrad::full needs the history of a forward "
                                 "with EmGrad::full, the same iterations and shape");
-  k.backward_full(dV, da_in_logit, dbeta_a, dbeta_v, dmu, da_out, V, st, s, cfg);
+  k.backward_full(dV, da_in_logit, dbeta_a, dbeta_v, dbeta_step, dmu, da_out, V, st, s, cfg);
 }
 
 }  // namespace vg

@@ -131,8 +131,15 @@ using ConvEmMEStepFn = void (*)(float* mu, float* a_out, ConvEmState& st, const 
 // Full backward through every iteration (cfg as given to the forward, which
 // must have had cfg.grad == full); adds into dV, da_in_logit (B x H x W x Ci),
 // dbeta_a, dbeta_v. Formulas beside the code in conv_em_routing_scalar.cpp.
+// Each M-step's backward, per (item, iteration from the last down, window),
+// adds one term per parent type to the betas' gradients: at dbeta_a +
+// n dbeta_step (likewise dbeta_v) for the n-th of them. dbeta_step 0 adds
+// every term in place. Co gives each M-step a row of its own (B iters Ho Wo
+// rows; filled with -0.f, to which adding a term gives the term exactly):
+// the rows, added in order into the gradients, add the same terms in the
+// same order, so a caller may route items apart and keep the sums' bits.
 using ConvEmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
-                                      const float* dmu, const float* da_out, const float* V,
+                                      size_t dbeta_step, const float* dmu, const float* da_out, const float* V,
                                       const ConvEmState& st, const ConvVotesShape& s,
                                       const ConvEmConfig& cfg);
 
@@ -146,8 +153,9 @@ using ConvEmBackwardFullFn = void (*)(float* dV, float* da_in_logit, float* dbet
                                    const EmConfig& cfg, bool e_step, ConvEmNorm norm, float* lse_out,      \
                                    bool descending);                                                       \
   void conv_em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,       \
-                                        const float* dmu, const float* da_out, const float* V,                \
-                                        const ConvEmState& st, const ConvVotesShape& s, const ConvEmConfig& cfg);
+                                        size_t dbeta_step, const float* dmu, const float* da_out,             \
+                                        const float* V, const ConvEmState& st, const ConvVotesShape& s,       \
+                                        const ConvEmConfig& cfg);
 VG_CEM_KERNELS(scalar)
 // ISA variants (same contracts; only the E-step's rounding differs from the
 // scalar reference, the full backward gives its bits); each exists only in
@@ -239,7 +247,8 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
 // (B x H x W x Ci; required then). EmGrad::stopgrad: the last M-step with R,
 // S = sum R a and the mu inside sigma2 detached, per window exactly the dense
 // stop-gradient backward; da_in_logit may be nullptr and is never written.
-void conv_em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
+// dbeta_step: as ConvEmBackwardFullFn's (EmGrad::full only; 0 otherwise).
+void conv_em_routing_backward(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v, size_t dbeta_step,
                               const float* dmu, const float* da_out, const float* V, const float* mu,
                               const float* a_out, const ConvEmState& st, const ConvVotesShape& s,
                               const ConvEmConfig& cfg,

@@ -122,7 +122,7 @@ void e_step_backward_window(float* dV, float* dmu, float* dsig, float* dloga, co
 }  // namespace
 
 void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,
-                                       const float* dmu, const float* da_out, const float* V,
+                                       size_t dbeta_step, const float* dmu, const float* da_out, const float* V,
                                        const ConvEmState& st, const ConvVotesShape& s, const ConvEmConfig& cfg) {
   constexpr int H = kPoseDim;
   const int T = cfg.iters, Ho = s.Ho(), Wo = s.Wo(), Pw = Ho * Wo, P = s.B * Pw, I = s.I(), J = s.Co;
@@ -138,6 +138,7 @@ void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbe
   float* dcarry = tsum + children * J;    // Pw x J x 16  adjoint of mu^{t-1} through mu^t's carry
   const bool carry = cfg.mean_carry != 0.f;
   const EmState& em = st.em;
+  size_t n = 0;  // the M-steps' backward so far: their betas' terms go to row n (dbeta_step)
   for (int b = 0; b < s.B; ++b) {
     const size_t p0 = size_t(b) * Pw;
     std::copy_n(dmu + p0 * J * H, size_t(Pw) * J * H, dm);
@@ -145,9 +146,10 @@ void conv_em_backward_full_f32__scalar(float* dV, float* da_in_logit, float* dbe
     std::fill_n(dloga, size_t(Pw) * J, 0.f);
     std::fill_n(dla, size_t(Pw) * I, 0.f);
     for (int t = T - 1; t >= 0; --t) {
-      for (int w = 0; w < Pw; ++w) {
+      for (int w = 0; w < Pw; ++w, ++n) {
         const size_t p = p0 + w;
-        em_m_step_backward_full(dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, dbeta_a, dbeta_v, g,
+        em_m_step_backward_full(dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, dbeta_a + n * dbeta_step,
+                                dbeta_v + n * dbeta_step, g,
                                 t > 0 ? dcarry + size_t(w) * J * H : nullptr, dm + size_t(w) * J * H, dsig + size_t(w) * J * H, dloga + size_t(w) * J,
                                 t == T - 1 ? da_out + p * J : nullptr, V + p * IJ * H,
                                 em_m_step_state(em, t, int(p), P, I, J), em.hist.beta_v.data(),

@@ -134,7 +134,8 @@ inline void conv_m_e_step_simd(float* mu, float* a_out, ConvEmState& st, const f
 // reference's (em_backward_full_simd.h).
 // Scratch at the reference's offsets: dl (Pw x I x J), dp (I x J, where the
 // reference keeps g), dla (Pw x I), the per-child sums and dcarry.
-inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v, const float* dmu,
+inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v, size_t dbeta_step,
+                                    const float* dmu,
                                     const float* da_out, const float* V, const ConvEmState& st,
                                     const ConvVotesShape& s, const ConvEmConfig& cfg) {
   const int T = cfg.iters, Ho = s.Ho(), Wo = s.Wo(), Pw = Ho * Wo, P = s.B * Pw, I = s.I(), J = s.Co;
@@ -148,13 +149,14 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
   const EmState& em = st.em;
   const float* beta_v = em.hist.beta_v.data();
   FullCaps fc;
+  size_t n = 0;  // the M-steps' backward so far: their betas' terms go to row n (dbeta_step)
   for (int b = 0; b < s.B; ++b) {
     const size_t p0 = size_t(b) * Pw;
     std::fill_n(dla, size_t(Pw) * I, 0.f);
-    for (int w = 0; w < Pw; ++w) {
+    for (int w = 0; w < Pw; ++w, ++n) {
       const size_t p = p0 + w;
       full_last_m_step(fc, dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, T > 1 ? dcarry + size_t(w) * J * H : nullptr,
-                       dbeta_a, dbeta_v, dmu + p * J * H, da_out + p * J, V + p * IJ * H,
+                       dbeta_a + n * dbeta_step, dbeta_v + n * dbeta_step, dmu + p * J * H, da_out + p * J, V + p * IJ * H,
                        em_m_step_state(em, T - 1, int(p), P, I, J), beta_v, em_lambda(cfg, T - 1), I, J, cfg);
     }
     for (int t = T - 1; t > 0; --t) {  // log R^0 is a constant: its adjoint goes nowhere
@@ -167,7 +169,7 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
           else  // each row's sum is its own, however the rows are grouped
             add_row_sums(tsum + c0, [](int r) { return r; }, x, s.Ci, J);
         });
-      for (int w = 0; w < Pw; ++w) {
+      for (int w = 0; w < Pw; ++w, ++n) {
         const size_t p = p0 + w;
         const float* log_r = em_m_step_state(em, t, int(p), P, I, J).log_r;
         std::fill_n(fc.dloga, J, 0.f);
@@ -178,8 +180,8 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
                         per_type ? 1 : 0, J);
           }
         });
-        full_e_and_m_step(fc, dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, dcarry + size_t(w) * J * H, dbeta_a,
-                          dbeta_v, dp, V + p * IJ * H, em_m_step_state(em, t - 1, int(p), P, I, J), beta_v,
+        full_e_and_m_step(fc, dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, dcarry + size_t(w) * J * H,
+                          dbeta_a + n * dbeta_step, dbeta_v + n * dbeta_step, dp, V + p * IJ * H, em_m_step_state(em, t - 1, int(p), P, I, J), beta_v,
                           em_lambda(cfg, t - 1), t == 1, I, J, cfg);
       }
     }
@@ -205,9 +207,9 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
     conv_m_e_step_simd(mu, a_out, st, V, beta_a, beta_v, s, cfg, e_step, norm, lse_out, descending);      \
   }                                                                                                        \
   void conv_em_backward_full_f32__##isa(float* dV, float* da_in_logit, float* dbeta_a, float* dbeta_v,     \
-                                        const float* dmu, const float* da_out, const float* V,              \
-                                        const ConvEmState& st, const ConvVotesShape& s,                     \
+                                        size_t dbeta_step, const float* dmu, const float* da_out,           \
+                                        const float* V, const ConvEmState& st, const ConvVotesShape& s,     \
                                         const ConvEmConfig& cfg) {                                          \
-    conv_backward_full_simd(dV, da_in_logit, dbeta_a, dbeta_v, dmu, da_out, V, st, s, cfg);                \
+    conv_backward_full_simd(dV, da_in_logit, dbeta_a, dbeta_v, dbeta_step, dmu, da_out, V, st, s, cfg);    \
   }                                                                                                        \
   }

@@ -208,16 +208,24 @@ void ConvCaps::add_states(size_t n) {
   }
 }
 
-// What the helper's slot needs: its own chunk of votes, routing state and lent buffers.
+// What the helper's slots need: their own chunk of votes and its gradient,
+// routing state, lent buffers and rows of the betas' terms.
 void ConvCaps::size_side() {
-  grow_to(scratch_->votes[1], s_.votes(kChunk).v_size());
-  if (states_.size() < 2) add_states(2 - states_.size());
-  if (lent_[1].em.log_r.empty()) {
-    ConvEmState fresh;
-    fresh.resize(s_.votes(kChunk), cfg_);
-    take_lent(lent_[1], fresh);
+  const ConvVotesShape v = s_.votes(kChunk);
+  for (int k = 0; k < kSideSlots; ++k) {
+    grow_to(scratch_->votes[k], v.v_size());
+    grow_to(scratch_->d_votes[k], v.v_size());
+    grow_to(rows_[k], 2 * size_t(kChunk) * cfg_.iters * s_.Ho() * s_.Wo() * s_.Co);
   }
+  if (states_.size() < size_t(kSideSlots)) add_states(kSideSlots - states_.size());
+  for (int k = 1; k < kSideSlots; ++k)
+    if (lent_[k].em.log_r.empty()) {
+      ConvEmState fresh;
+      fresh.resize(v, cfg_);
+      take_lent(lent_[k], fresh);
+    }
 }
+
 namespace {
 class Lend {
  public:
@@ -237,7 +245,7 @@ class Lend {
 
 void ConvCaps::prepare_backward(int B) {
   size_for(B);
-  grow_to(scratch_->d_votes, s_.votes(kChunk).v_size());
+  grow_to(scratch_->d_votes[0], s_.votes(kChunk).v_size());
   grow_to(d_a_, size_t(B) * s_.Ho() * s_.Wo() * s_.Co);
   const size_t chunks = reroute() ? 1 : size_t(B + kChunk - 1) / kChunk;
   if (states_.size() < chunks) add_states(chunks - states_.size());
@@ -344,13 +352,10 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
   t.mark(1);
   std::fill_n(p.grad(w), s_.votes(1).w_size(), 0.f);
   std::fill_n(d_poses, size_t(B) * children * kPoseDim, 0.f);
-  float* dV = scratch_->d_votes.data();
-  const bool side = helper != nullptr;
-  // What a chunk's backward needs and no other chunk's touches: its votes
-  // (recomputed: the same bits as the forward's) and, under EmGrad::full, its
-  // routing history, rebuilt from the forward's record (mu and a get the same
-  // bits). The helper prepares the next chunk in the other slot meanwhile.
-  auto prepare = [&](int c, int slot) {
+  // A chunk's votes (recomputed: the same bits as the forward's) and, under
+  // EmGrad::full, its routing history, rebuilt from the forward's record (mu
+  // and a get the same bits), in a slot's buffers.
+  auto votes_and_history = [&](int c, int slot) {
     const int b0 = c * kChunk, n = std::min(kChunk, B - b0);
     const ConvVotesShape v = s_.votes(n);
     float* V = scratch_->votes[slot].data();
@@ -366,28 +371,56 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
                             p.value(beta_v), v, cfg_, em_k_, rec);
     t.mark(1);
   };
-  // Chunk by chunk, in batch order, on this thread: dW and the betas'
-  // gradients take their terms in the order one whole-batch call would add them.
-  auto differentiate = [&](int c, int slot) {
+  // The chunk's routing backward into its slot's dV. The betas' terms go to
+  // the gradients, or (rows) to the slot's rows, for the calling thread to
+  // add in batch order (conv_em_routing.h's dbeta_step).
+  auto route_back = [&](int c, int slot, bool rows) {
     const int b0 = c * kChunk, n = std::min(kChunk, B - b0);
     const ConvVotesShape v = s_.votes(n);
-    const float* M = poses_ + b0 * children * kPoseDim;
-    const float* V = scratch_->votes[slot].data();
     const size_t o = b0 * parents;
+    float* dV = scratch_->d_votes[slot].data();
     std::fill_n(dV, v.v_size(), 0.f);
+    float *dba = p.grad(beta_a), *dbv = p.grad(beta_v);
+    if (rows) {
+      dba = rows_[slot].data();
+      dbv = dba + rows_[slot].size() / 2;
+      std::fill(rows_[slot].begin(), rows_[slot].end(), -0.f);
+    }
     ConvEmState& st = states_[reroute() ? size_t(slot) : size_t(c)];
     const Lend lend(st, lent_[slot]);
-    conv_em_routing_backward(dV, d_a_logit + b0 * children, p.grad(beta_a), p.grad(beta_v), d_mu + o * kPoseDim,
-                             d_a_.data() + o, V, mu_.data() + o * kPoseDim, a_.data() + o, st, v, cfg_, em_k_);
+    conv_em_routing_backward(dV, d_a_logit + b0 * children, dba, dbv, rows ? size_t(s_.Co) : 0, d_mu + o * kPoseDim,
+                             d_a_.data() + o, scratch_->votes[slot].data(), mu_.data() + o * kPoseDim, a_.data() + o,
+                             st, v, cfg_, em_k_);
     t.mark(1);
-    votes_k_.backward(d_poses + b0 * children * kPoseDim, p.grad(w), dV, M, p.value(w), v);
+  };
+  // dW (and d_poses) from the slot's dV: chunk by chunk in batch order on
+  // this thread, so dW takes its terms in the order one whole-batch call
+  // would add them.
+  auto votes_back = [&](int c, int slot) {
+    const int b0 = c * kChunk, n = std::min(kChunk, B - b0);
+    votes_k_.backward(d_poses + b0 * children * kPoseDim, p.grad(w), scratch_->d_votes[slot].data(),
+                      poses_ + b0 * children * kPoseDim, p.value(w), s_.votes(n));
     t.mark(0);
   };
+  auto add_rows = [&](int slot) {
+    const size_t J = size_t(s_.Co), half = rows_[slot].size() / 2;
+    const float* r = rows_[slot].data();
+    float *dba = p.grad(beta_a), *dbv = p.grad(beta_v);
+    for (size_t k = 0; k < half; k += J)
+      for (size_t j = 0; j < J; ++j) dba[j] += r[k + j], dbv[j] += r[half + k + j];
+  };
   const int chunks = (B + kChunk - 1) / kChunk;
-  if (side) {
-    prepared_in_order(side_, helper, chunks, prepare, differentiate);
+  if (!helper) {
+    for (int c = 0; c < chunks; ++c) votes_and_history(c, 0), route_back(c, 0, false), votes_back(c, 0);
+  } else if (reroute()) {
+    // Either thread differentiates a chunk's routing (the step's bulk); this one adds the betas' rows and dW in order.
+    prepared_in_order<kSideSlots>(
+        side_, helper, chunks, [&](int c, int slot) { votes_and_history(c, slot), route_back(c, slot, true); },
+        [&](int c, int slot) { add_rows(slot), votes_back(c, slot); });
   } else {
-    for (int c = 0; c < chunks; ++c) prepare(c, 0), differentiate(c, 0);
+    // The stop-gradient routing backward adds the betas' terms in place: in order, on this thread.
+    prepared_in_order<2>(side_, helper, chunks, votes_and_history,
+                         [&](int c, int slot) { route_back(c, slot, false), votes_back(c, slot); });
   }
   t.record(votes_name, routing_name, true);
 }
@@ -395,6 +428,7 @@ void ConvCaps::backward(float* d_poses, float* d_a_logit, const float* d_mu, con
 size_t ConvCaps::buffer_bytes() const {
   size_t n = (mu_.capacity() + a_.capacity() + z_.capacity() + log_a_.capacity() + d_a_.capacity() +
               record_.capacity()) * sizeof(float);
+  for (const std::vector<float>& r : rows_) n += r.capacity() * sizeof(float);
   if (scratch_ == &own_) n += own_.bytes();
   for (const ConvEmState& st : states_) n += st.bytes();
   for (const ConvEmState& l : lent_) n += (l.em.log_r.capacity() + l.scratch.capacity()) * sizeof(float);

@@ -166,10 +166,16 @@ struct ConvCapsShape {
 
 // The votes of one chunk of batch items and their gradient: scratch that
 // several ConvCaps layers of a model may share (each grows it to its need).
-// votes[1] is the step helper's chunk (sized only when a step has a helper).
+// Slot 0 is the calling thread's; the others are sized only when a training
+// step has a helper (ConvCaps's forward and backward hand it chunks).
+inline constexpr int kSideSlots = 3;
 struct ConvCapsScratch {
-  std::vector<float> votes[2], d_votes;
-  size_t bytes() const { return (votes[0].capacity() + votes[1].capacity() + d_votes.capacity()) * sizeof(float); }
+  std::vector<float> votes[kSideSlots], d_votes[kSideSlots];
+  size_t bytes() const {
+    size_t n = 0;
+    for (int k = 0; k < kSideSlots; ++k) n += votes[k].capacity() + d_votes[k].capacity();
+    return n * sizeof(float);
+  }
 };
 
 // Memory: the votes are 16 floats per (window, child, parent type), 2.65 MB
@@ -254,7 +260,8 @@ class ConvCaps {
   // (EmGrad::full, and an evaluation's chunks).
   bool reroute() const { return cfg_.grad == EmGrad::full; }
   std::vector<ConvEmState> states_;
-  ConvEmState lent_[2];              // per slot, only its log R and scratch: lent to the chunk being routed
+  ConvEmState lent_[kSideSlots];     // per slot, only its log R and scratch: lent to the chunk being routed
+  std::vector<float> rows_[kSideSlots];  // per slot, the betas' terms of a chunk's full backward (dbeta_step)
   SideJob side_;                     // the helper's share of a forward or backward
   std::vector<float> record_;        // EmGrad::full: the kept batch's ConvEmRecord, item by item
   int kept_capacity_ = 0;            // items prepare_backward sized states_ for

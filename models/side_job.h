@@ -86,32 +86,35 @@ void for_items(SideJob& side, StepHelper* helper, int n, F&& f) {
   side.finish();
 }
 
-// Items [0, n) consumed here in order, consume(i, i % 2), each after
-// prepare(i, i % 2): the helper prepares item i + 1 while item i is consumed,
-// or this thread does when no helper has begun it. Two slots of buffers:
-// prepare(i) reuses the slot consume(i - 2) is done with.
-template <class P, class C>
+// Items [0, n) consumed here in order, consume(i, i % K), each after
+// prepare(i, i % K), which either thread runs: K slots of buffers, and
+// prepare(i) reuses the slot consume(i - K) is done with. While the next item
+// to consume is not ready, this thread prepares the next free one itself, so
+// neither thread waits while there is an item it could prepare.
+template <int K, class P, class C>
 void prepared_in_order(SideJob& side, StepHelper* helper, int n, P&& prepare, C&& consume) {
+  static_assert(K >= 2, "one slot being consumed, another prepared");
   std::atomic<uint32_t> next{0};      // the next item to prepare, claimed by whoever swaps it
   std::atomic<uint32_t> consumed{0};  // items consumed; also the helper's stop sign (n)
-  std::atomic<uint32_t> ready[2] = {0, 0};  // per slot: 1 + the item prepared there
-  std::exception_ptr error[2];        // per slot: what prepare threw there on the helper
+  std::atomic<uint32_t> ready[K] = {};  // per slot: 1 + the item prepared there
+  std::exception_ptr error[K];        // per slot: what prepare threw there on the helper
   const uint32_t N = uint32_t(n);
+  auto slot_free = [&](uint32_t i) { return consumed.load(std::memory_order_acquire) + K > i; };
   auto claim = [&](uint32_t i) { return next.compare_exchange_strong(i, i + 1, std::memory_order_acq_rel); };
   auto on_helper = [&] {
     for (uint32_t i; (i = next.load(std::memory_order_acquire)) < N;) {
-      spin_then_wait(consumed, [&] { return consumed.load(std::memory_order_acquire) + 1 >= i; });
+      spin_then_wait(consumed, [&] { return slot_free(i); });
       if (consumed.load(std::memory_order_acquire) >= N) return;
       if (!claim(i)) continue;
       bool ok = true;
       try {
-        prepare(int(i), int(i % 2));
+        prepare(int(i), int(i % K));
       } catch (...) {
-        error[i % 2] = std::current_exception();
+        error[i % K] = std::current_exception();
         ok = false;
       }
-      ready[i % 2].store(i + 1, std::memory_order_release);
-      ready[i % 2].notify_one();
+      ready[i % K].store(i + 1, std::memory_order_release);
+      ready[i % K].notify_one();
       if (!ok) return;  // this thread rethrows it
     }
   };
@@ -127,14 +130,21 @@ void prepared_in_order(SideJob& side, StepHelper* helper, int n, P&& prepare, C&
     }
   } settle{side, consumed, N};
   for (uint32_t i = 0; i < N; ++i) {
-    std::atomic<uint32_t>& r = ready[i % 2];
-    if (claim(i)) {
-      prepare(int(i), int(i % 2));
-    } else {
+    std::atomic<uint32_t>& r = ready[i % K];
+    while (r.load(std::memory_order_acquire) != i + 1) {
+      const uint32_t j = next.load(std::memory_order_acquire);
+      if (j < N && slot_free(j)) {
+        if (claim(j)) {
+          prepare(int(j), int(j % K));
+          ready[j % K].store(j + 1, std::memory_order_release);
+        }
+        continue;
+      }
+      // Item i is the helper's (j > i) and no slot is free: only it can move.
       spin_then_wait(r, [&] { return r.load(std::memory_order_acquire) == i + 1; });
-      if (error[i % 2]) std::rethrow_exception(error[i % 2]);
     }
-    consume(int(i), int(i % 2));
+    if (error[i % K]) std::rethrow_exception(error[i % K]);  // written before r, by the helper
+    consume(int(i), int(i % K));
     consumed.store(i + 1, std::memory_order_release);
     consumed.notify_all();
   }

@@ -267,8 +267,8 @@ TEST(CapsLayers, ConvCapsFullBackwardRoutingAgainEqualsOneWholeBatchCall) {
   }
   std::vector<float> g(p.grads().size(), 0.f);
   auto at = [&](int t) { return g.data() + (p.grad(t) - p.grads().data()); };
-  conv_em_routing_backward(dV.data(), at(c.a_logit), at(c.layer.beta_a), at(c.layer.beta_v), c.c_mu.data(), da.data(),
-                           V.data(), mu.data(), a.data(), st, v, cfg, ek);
+  conv_em_routing_backward(dV.data(), at(c.a_logit), at(c.layer.beta_a), at(c.layer.beta_v), 0, c.c_mu.data(),
+                           da.data(), V.data(), mu.data(), a.data(), st, v, cfg, ek);
   vk.backward(at(c.poses), at(c.layer.w), dV.data(), M, p.value(c.layer.w), v);
   for (size_t k = 0; k < g.size(); ++k) ASSERT_EQ(layer[k], g[k]) << k;
 }

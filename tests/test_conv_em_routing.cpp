@@ -269,7 +269,7 @@ TEST(ConvEmRouting, ChildrenFeedEveryWindowThatContainsThem) {
     EXPECT_EQ(windows_fed(pr.st, pr.s, 5, 0), 0);
     const auto G_mu = test::randn(pr.mu.size(), 521), G_a = test::randn(pr.a.size(), 522);
     std::vector<float> dV(pr.V.size()), dz(pr.z.size()), dba(3), dbv(3);
-    conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), G_mu.data(), G_a.data(), pr.V.data(),
+    conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), 0, G_mu.data(), G_a.data(), pr.V.data(),
                              pr.mu.data(), pr.a.data(), pr.st, pr.s, full, *conv_em_routing_for(Isa::scalar));
     const auto mu0 = pr.mu, a0 = pr.a;
     for (int y = 0; y < 6; ++y)
@@ -317,8 +317,8 @@ TEST(ConvEmRouting, OneWindowIsTheDenseRoutingBitForBit) {
           const auto G_mu = test::randn(mu.size(), tag + 1), G_a = test::randn(a.size(), tag + 2);
           std::vector<float> dV1(pr.V.size()), dz1(pr.z.size()), dba1(J), dbv1(J);
           auto dV2 = dV1, dz2 = dz1, dba2 = dba1, dbv2 = dbv1;
-          conv_em_routing_backward(dV1.data(), dz1.data(), dba1.data(), dbv1.data(), G_mu.data(), G_a.data(), pr.V.data(),
-                                   pr.mu.data(), pr.a.data(), pr.st, s, c, *conv_em_routing_for(Isa::scalar));
+          conv_em_routing_backward(dV1.data(), dz1.data(), dba1.data(), dbv1.data(), 0, G_mu.data(), G_a.data(),
+                                   pr.V.data(), pr.mu.data(), pr.a.data(), pr.st, s, c, *conv_em_routing_for(Isa::scalar));
           em_routing_backward(dV2.data(), dz2.data(), dba2.data(), dbv2.data(), G_mu.data(), G_a.data(), pr.V.data(),
                               mu.data(), a.data(), st, B, I, J, c, dense);
           ASSERT_EQ(dV1, dV2) << where;

@@ -118,7 +118,7 @@ void check_stopgrad(const Problem& pr, uint64_t tag, const std::string& where) {
   const ConvVotesShape& s = pr.s;
   const auto G_mu = test::randn(pr.mu.size(), tag), G_a = test::randn(pr.a.size(), tag + 1);
   std::vector<float> dV(pr.V.size()), dba(s.Co), dbv(s.Co);
-  conv_em_routing_backward(dV.data(), nullptr, dba.data(), dbv.data(), G_mu.data(), G_a.data(), pr.vk(),
+  conv_em_routing_backward(dV.data(), nullptr, dba.data(), dbv.data(), 0, G_mu.data(), G_a.data(), pr.vk(),
                            pr.mu.data(), pr.a.data(), pr.st, s, pr.cfg, *pr.k);
   auto V = to_double(pr.V), ba = to_double(pr.ba), bv = to_double(pr.bv);
   std::vector<double> mu(pr.mu.size()), a(pr.a.size());
@@ -197,7 +197,7 @@ void check_full(const Problem& pr, uint64_t tag, const std::string& where) {
   const ConvEmConfig& c = pr.cfg;
   const auto G_mu = test::randn(pr.mu.size(), tag), G_a = test::randn(pr.a.size(), tag + 1);
   std::vector<float> dV(pr.V.size()), dz(pr.z.size()), dba(s.Co), dbv(s.Co);
-  conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), G_mu.data(), G_a.data(), pr.vk(),
+  conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), 0, G_mu.data(), G_a.data(), pr.vk(),
                            pr.mu.data(), pr.a.data(), pr.st, s, c, *pr.k);
   auto V = to_double(pr.V), z = to_double(pr.z), ba = to_double(pr.ba), bv = to_double(pr.bv);
   const auto groups = ref_groups(Ref(s), c.norm);
@@ -242,9 +242,9 @@ TEST(ConvEmRouting, BackwardAccumulatesAndRefusesWhatItCannotDo) {
     const auto G_mu = test::randn(pr.mu.size(), 901), G_a = test::randn(pr.a.size(), 902);
     std::vector<float> dV1(pr.V.size(), 0.f), dz1(pr.z.size(), 0.f), dV2(pr.V.size(), 0.5f), dz2(pr.z.size(), 0.25f);
     std::vector<float> d(s.Co), e(s.Co);
-    conv_em_routing_backward(dV1.data(), dz1.data(), d.data(), e.data(), G_mu.data(), G_a.data(), pr.V.data(),
+    conv_em_routing_backward(dV1.data(), dz1.data(), d.data(), e.data(), 0, G_mu.data(), G_a.data(), pr.V.data(),
                              pr.mu.data(), pr.a.data(), pr.st, s, c);
-    conv_em_routing_backward(dV2.data(), dz2.data(), d.data(), e.data(), G_mu.data(), G_a.data(), pr.V.data(),
+    conv_em_routing_backward(dV2.data(), dz2.data(), d.data(), e.data(), 0, G_mu.data(), G_a.data(), pr.V.data(),
                              pr.mu.data(), pr.a.data(), pr.st, s, c);
     if (grad == EmGrad::stopgrad)
       for (size_t k = 0; k < dV1.size(); ++k) {
@@ -264,11 +264,53 @@ TEST(ConvEmRouting, BackwardAccumulatesAndRefusesWhatItCannotDo) {
   ConvEmConfig c = option_set(0, 3, EmGrad::full, ConvEmNorm::paper);
   Problem pr(s, c, 910);
   std::vector<float> g(pr.V.size()), gz(pr.z.size()), gb(s.Co);
-  EXPECT_THROW(conv_em_routing_backward(g.data(), nullptr, gb.data(), gb.data(), pr.mu.data(), pr.a.data(), pr.V.data(),
-                                        pr.mu.data(), pr.a.data(), pr.st, s, c), std::invalid_argument);
+  EXPECT_THROW(conv_em_routing_backward(g.data(), nullptr, gb.data(), gb.data(), 0, pr.mu.data(), pr.a.data(),
+                                        pr.V.data(), pr.mu.data(), pr.a.data(), pr.st, s, c), std::invalid_argument);
   c.iters = 2;
-  EXPECT_THROW(conv_em_routing_backward(g.data(), gz.data(), gb.data(), gb.data(), pr.mu.data(), pr.a.data(), pr.V.data(),
-                                        pr.mu.data(), pr.a.data(), pr.st, s, c), std::invalid_argument);
+  EXPECT_THROW(conv_em_routing_backward(g.data(), gz.data(), gb.data(), gb.data(), 0, pr.mu.data(), pr.a.data(),
+                                        pr.V.data(), pr.mu.data(), pr.a.data(), pr.st, s, c), std::invalid_argument);
+}
+
+// dbeta_step = Co: each M-step's betas' terms in a row of their own. The rows
+// (filled with -0.f), added in order onto gradients that already hold
+// something, give the bits of adding in place; everything else the call
+// writes is the same too. Every variant, two items, both normalisations; the
+// stop-gradient scheme refuses a step.
+TEST(ConvEmRouting, TheBetasTermsInRowsAddUpToTheInPlaceSumsBitForBit) {
+  const ConvVotesShape s = ConvVotesShape::conv(2, 5, 5, 2, 8, 3, 2);
+  int nv = 0;
+  const ConvEmRoutingKernels* ks = conv_em_routing_variants(&nv);
+  for (int v = 0; v < nv; ++v) {
+    if (!isa_supported(ks[v].isa)) continue;
+    for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official}) {
+      const ConvEmConfig c = option_set(0, 3, EmGrad::full, norm);
+      SCOPED_TRACE(std::string(isa_name(ks[v].isa)) + " " + describe(s, c));
+      const Problem pr(s, c, 960, ks[v]);
+      const auto G_mu = test::randn(pr.mu.size(), 961), G_a = test::randn(pr.a.size(), 962);
+      const std::vector<float> held_a = test::randn(s.Co, 963), held_v = test::randn(s.Co, 964);
+      const size_t J = size_t(s.Co), rows = size_t(s.B) * c.iters * s.Ho() * s.Wo();
+      std::vector<float> dV1(pr.V.size(), 0.f), dz1(pr.z.size(), 0.f), da1 = held_a, dv1 = held_v;
+      conv_em_routing_backward(dV1.data(), dz1.data(), da1.data(), dv1.data(), 0, G_mu.data(), G_a.data(), pr.vk(),
+                               pr.mu.data(), pr.a.data(), pr.st, s, c, ks[v]);
+      std::vector<float> dV2(pr.V.size(), 0.f), dz2(pr.z.size(), 0.f), ra(rows * J, -0.f), rv(rows * J, -0.f);
+      conv_em_routing_backward(dV2.data(), dz2.data(), ra.data(), rv.data(), J, G_mu.data(), G_a.data(), pr.vk(),
+                               pr.mu.data(), pr.a.data(), pr.st, s, c, ks[v]);
+      std::vector<float> da2 = held_a, dv2 = held_v;
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t j = 0; j < J; ++j) da2[j] += ra[r * J + j], dv2[j] += rv[r * J + j];
+      EXPECT_EQ(da2, da1);
+      EXPECT_EQ(dv2, dv1);
+      EXPECT_EQ(dV2, dV1);
+      EXPECT_EQ(dz2, dz1);
+      EXPECT_NE(ra, std::vector<float>(rows * J, -0.f));  // the rows hold terms
+    }
+  }
+  const ConvEmConfig sg = option_set(0, 3, EmGrad::stopgrad, ConvEmNorm::paper);
+  const Problem pr(s, sg, 965);
+  std::vector<float> g(pr.V.size()), gb(s.Co);
+  EXPECT_THROW(conv_em_routing_backward(g.data(), nullptr, gb.data(), gb.data(), size_t(s.Co), pr.mu.data(),
+                                        pr.a.data(), pr.V.data(), pr.mu.data(), pr.a.data(), pr.st, s, sg),
+               std::invalid_argument);
 }
 
 TEST(ConvEmRouting, ForwardAndBackwardAllocateNothingOnceSized) {
@@ -287,7 +329,7 @@ TEST(ConvEmRouting, ForwardAndBackwardAllocateNothingOnceSized) {
         st.resize(pr.s, c);
         const auto before = test::allocations_on_this_thread().all;
         conv_em_routing_forward(mu.data(), a.data(), st, pr.vk(), pr.z.data(), pr.ba.data(), pr.bv.data(), pr.s, c, ks[v]);
-        conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), pr.mu.data(), pr.a.data(), pr.vk(),
+        conv_em_routing_backward(dV.data(), dz.data(), dba.data(), dbv.data(), 0, pr.mu.data(), pr.a.data(), pr.vk(),
                                  mu.data(), a.data(), st, pr.s, c, ks[v]);
         EXPECT_EQ(test::allocations_on_this_thread().all, before) << isa_name(ks[v].isa) << " " << describe(pr.s, c);
       }
@@ -360,7 +402,7 @@ TEST_P(ConvEmRoutingVariantBackward, FullBackwardIsTheScalarReferenceBitForBit) 
           auto grads = [&](const ConvEmRoutingKernels& kk) {
             std::vector<std::vector<float>> g{test::randn(pr.V.size(), tag + 3), test::randn(pr.z.size(), tag + 4),
                                               test::randn(s.Co, tag + 5), test::randn(s.Co, tag + 6)};
-            conv_em_routing_backward(g[0].data(), g[1].data(), g[2].data(), g[3].data(), G_mu.data(), G_a.data(),
+            conv_em_routing_backward(g[0].data(), g[1].data(), g[2].data(), g[3].data(), 0, G_mu.data(), G_a.data(),
                                      pr.vk(), pr.mu.data(), pr.a.data(), pr.st, s, c, kk);
             return g;
           };

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -63,46 +64,53 @@ TEST(SideJob, ForItemsWithoutAHelperRunsEverythingHere) {
   EXPECT_EQ(declining.offers, 1);
 }
 
-// Slot discipline: prepare(i) writes slot i % 2, which consume(i - 2) must be
-// done with, and consume(i) finds its item prepared there.
-struct Slots {
-  static constexpr int kNone = -100;
-  std::atomic<int> in_slot[2] = {kNone, kNone};  // the item whose data the slot holds
-  std::atomic<int> consuming[2] = {kNone, kNone};
+// Slot discipline: prepare(i) writes slot i % K, which consume(i - K) must be
+// done with, and consume(i) finds its item prepared there. Each item takes
+// long enough that the helper's turn comes.
+template <int K>
+void check_prepared_in_order(int n, int delay_us) {
+  SCOPED_TRACE("K = " + std::to_string(K) + ", delay " + std::to_string(delay_us) + " us");
+  constexpr int kNone = -100;
+  std::atomic<int> in_slot[K], consuming[K];
+  for (int k = 0; k < K; ++k) in_slot[k] = kNone, consuming[k] = kNone;
+  std::vector<std::atomic<int>> prepared(static_cast<size_t>(n));
   std::vector<int> consumed;
   std::atomic<int> on_helper{0};
-};
+  std::atomic<bool> helper_prepared{false};
+  ThreadHelper helper(delay_us);
+  SideJob side;
+  const std::thread::id me = std::this_thread::get_id();
+  prepared_in_order<K>(
+      side, &helper, n,
+      [&](int i, int slot) {
+        EXPECT_EQ(slot, i % K);
+        EXPECT_NE(consuming[slot].load(), i - K) << "item " << i << " prepared while " << i - K << " is consumed";
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        in_slot[slot] = i;
+        prepared[size_t(i)]++;
+        if (std::this_thread::get_id() != me) on_helper++, helper_prepared = true;
+      },
+      [&](int i, int slot) {
+        consuming[slot] = i;
+        EXPECT_EQ(in_slot[slot].load(), i);
+        if (i == 0) await(helper_prepared);  // the helper's turn comes
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        consumed.push_back(i);
+        consuming[slot] = kNone;
+      });
+  std::vector<int> all(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    all[size_t(i)] = i;
+    EXPECT_EQ(prepared[size_t(i)].load(), 1) << "item " << i;
+  }
+  EXPECT_EQ(consumed, all);
+  EXPECT_GT(on_helper.load(), 0);
+}
 
 TEST(SideJob, PreparedItemsAreConsumedInOrderEachAfterItsPreparation) {
-  const int n = 25;
   for (int delay_us : {0, 300}) {
-    SCOPED_TRACE(delay_us);
-    ThreadHelper helper(delay_us);
-    SideJob side;
-    Slots s;
-    std::atomic<bool> helper_prepared{false};
-    const std::thread::id me = std::this_thread::get_id();
-    prepared_in_order(
-        side, &helper, n,
-        [&](int i, int slot) {
-          EXPECT_EQ(slot, i % 2);
-          EXPECT_NE(s.consuming[slot].load(), i - 2) << "item " << i << " prepared while " << i - 2 << " is consumed";
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
-          s.in_slot[slot] = i;
-          if (std::this_thread::get_id() != me) s.on_helper++, helper_prepared = true;
-        },
-        [&](int i, int slot) {
-          s.consuming[slot] = i;
-          EXPECT_EQ(s.in_slot[slot].load(), i);
-          if (i == 0) await(helper_prepared);  // the helper's turn comes
-          std::this_thread::sleep_for(std::chrono::microseconds(300));
-          s.consumed.push_back(i);
-          s.consuming[slot] = Slots::kNone;
-        });
-    std::vector<int> all(n);
-    for (int i = 0; i < n; ++i) all[size_t(i)] = i;
-    EXPECT_EQ(s.consumed, all);
-    EXPECT_GT(s.on_helper.load(), 0);
+    check_prepared_in_order<2>(25, delay_us);
+    check_prepared_in_order<3>(25, delay_us);
   }
 }
 
@@ -112,7 +120,7 @@ TEST(SideJob, AnErrorOnEitherThreadReachesTheCallerAndLeavesNothingRunning) {
   const std::thread::id me = std::this_thread::get_id();
   // Thrown by prepare on the helper: rethrown here when its item comes.
   std::atomic<bool> thrown{false};
-  EXPECT_THROW(prepared_in_order(
+  EXPECT_THROW(prepared_in_order<2>(
                    side, &helper, 6,
                    [&](int, int) {
                      if (std::this_thread::get_id() != me) {
@@ -126,7 +134,7 @@ TEST(SideJob, AnErrorOnEitherThreadReachesTheCallerAndLeavesNothingRunning) {
                std::runtime_error);
   EXPECT_TRUE(thrown.load());
   // Thrown by consume here: the helper stops before the caller's frame is gone.
-  EXPECT_THROW(prepared_in_order(
+  EXPECT_THROW(prepared_in_order<2>(
                    side, &helper, 6, [](int, int) { std::this_thread::sleep_for(std::chrono::microseconds(100)); },
                    [](int i, int) {
                      if (i == 2) throw std::runtime_error("consume");
@@ -160,7 +168,7 @@ TEST(SideJob, AnOfferPoppedLateTouchesNothing) {
     SideJob side;
     int sum = 0;
     for_items(side, &late, 4, [&](int i, int) { sum += i; });
-    prepared_in_order(side, &late, 3, [&](int i, int) { sum += i; }, [&](int i, int) { sum += 10 * i; });
+    prepared_in_order<3>(side, &late, 3, [&](int i, int) { sum += i; }, [&](int i, int) { sum += 10 * i; });
     EXPECT_EQ(sum, 6 + 3 + 30);
   }
   EXPECT_EQ(late.jobs.size(), 2u);
