@@ -309,7 +309,10 @@ TEST(Cli, ThreadsChangeNoResult) {
   };
   for (const std::string& args : {std::string("--models caps,cnn,dr --n-epochs 2"),
                                   std::string("--models caps,cnn --n-epochs 3 --match-familiar cnn"),
-                                  std::string("--models cnn-paper,cnn --n-epochs 2")}) {
+                                  std::string("--models cnn-paper,cnn --n-epochs 2"),
+                                  // alone, so the second thread routes its images (models/side_job.h)
+                                  std::string("--models convcaps --n-epochs 1 --caps-a 16 --caps-b 4 --caps-c 8 "
+                                              "--caps-d 12")}) {
     nlohmann::json out[2];
     std::string table[2];
     for (int t : {1, 2}) {
