@@ -62,6 +62,15 @@ class SideJob {
   bool pending_ = false;
 };
 
+// Runs f when the scope ends, however it ends.
+template <class F>
+struct OnExit {
+  F f;
+  ~OnExit() { f(); }
+};
+template <class F>
+OnExit(F) -> OnExit<F>;
+
 // f(i, slot) for every item i in [0, n), items independent of each other:
 // slot 0 on this thread, 1 on the helper's (each slot's buffers belong to one
 // thread for the call). The helper takes items while there are any left.
@@ -73,15 +82,10 @@ void for_items(SideJob& side, StepHelper* helper, int n, F&& f) {
   };
   auto on_helper = [&] { take(1); };
   if (helper && n > 1) side.start(helper, on_helper);
-  struct Settle {  // however this thread leaves, the helper is done with the locals
-    SideJob& side;
-    std::atomic<int>& next;
-    int n;
-    ~Settle() {
-      next.store(n, std::memory_order_relaxed);
-      side.settle();
-    }
-  } settle{side, next, n};
+  const OnExit settle{[&] {  // however this thread leaves, the helper is done with the locals
+    next.store(n, std::memory_order_relaxed);
+    side.settle();
+  }};
   take(0);
   side.finish();
 }
@@ -119,16 +123,11 @@ void prepared_in_order(SideJob& side, StepHelper* helper, int n, P&& prepare, C&
     }
   };
   if (helper && n > 1) side.start(helper, on_helper);
-  struct Settle {
-    SideJob& side;
-    std::atomic<uint32_t>& consumed;
-    uint32_t n;
-    ~Settle() {
-      consumed.store(n, std::memory_order_release);
-      consumed.notify_all();
-      side.settle();
-    }
-  } settle{side, consumed, N};
+  const OnExit settle{[&] {  // the helper stops, and is done with the locals
+    consumed.store(N, std::memory_order_release);
+    consumed.notify_all();
+    side.settle();
+  }};
   for (uint32_t i = 0; i < N; ++i) {
     std::atomic<uint32_t>& r = ready[i % K];
     while (r.load(std::memory_order_acquire) != i + 1) {
