@@ -100,9 +100,12 @@ BENCHMARK_CAPTURE(BM_train_step, dr_no_decoder, std::string("dr"), ModelOptions{
 // convcaps at the paper's recipe (its registry defaults, which a run applies).
 const ModelOptions kConvcapsRecipe{{"loss", "spread"}, {"em-grad", "full"}, {"em-lambda-schedule", "official"}};
 BENCHMARK_CAPTURE(BM_train_step, convcaps, std::string("convcaps"), kConvcapsRecipe)->ArgName("batch")->Arg(32);
-BENCHMARK_CAPTURE(BM_train_step_helped, caps, std::string("caps"), ModelOptions{})->ArgName("batch")->Arg(32)->UseRealTime();
-BENCHMARK_CAPTURE(BM_train_step_helped, cnn, std::string("cnn"), ModelOptions{})->ArgName("batch")->Arg(32)->UseRealTime();
-BENCHMARK_CAPTURE(BM_train_step_helped, dr, std::string("dr"), ModelOptions{})->ArgName("batch")->Arg(32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step_helped, caps, std::string("caps"), ModelOptions{})
+    ->ArgName("batch")->Arg(32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step_helped, cnn, std::string("cnn"), ModelOptions{})
+    ->ArgName("batch")->Arg(32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_train_step_helped, dr, std::string("dr"), ModelOptions{})
+    ->ArgName("batch")->Arg(32)->UseRealTime();
 BENCHMARK_CAPTURE(BM_train_step_helped, convcaps, std::string("convcaps"), kConvcapsRecipe)
     ->ArgName("batch")->Arg(32)->UseRealTime();
 BENCHMARK_CAPTURE(BM_eval_batch, caps, std::string("caps"))->ArgName("batch")->Arg(52)->Arg(64)->Arg(180)->Arg(256);

@@ -156,8 +156,9 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
     for (int w = 0; w < Pw; ++w, ++n) {
       const size_t p = p0 + w;
       full_last_m_step(fc, dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, T > 1 ? dcarry + size_t(w) * J * H : nullptr,
-                       dbeta_a + n * dbeta_step, dbeta_v + n * dbeta_step, dmu + p * J * H, da_out + p * J, V + p * IJ * H,
-                       em_m_step_state(em, T - 1, int(p), P, I, J), beta_v, em_lambda(cfg, T - 1), I, J, cfg);
+                       dbeta_a + n * dbeta_step, dbeta_v + n * dbeta_step, dmu + p * J * H, da_out + p * J,
+                       V + p * IJ * H, em_m_step_state(em, T - 1, int(p), P, I, J), beta_v, em_lambda(cfg, T - 1), I,
+                       J, cfg);
     }
     for (int t = T - 1; t > 0; --t) {  // log R^0 is a constant: its adjoint goes nowhere
       std::fill_n(tsum, per_type ? children * J : children, 0.f);
@@ -181,8 +182,9 @@ inline void conv_backward_full_simd(float* dV, float* da_in_logit, float* dbeta_
           }
         });
         full_e_and_m_step(fc, dV + p * IJ * H, dl + w * IJ, dla + size_t(w) * I, dcarry + size_t(w) * J * H,
-                          dbeta_a + n * dbeta_step, dbeta_v + n * dbeta_step, dp, V + p * IJ * H, em_m_step_state(em, t - 1, int(p), P, I, J), beta_v,
-                          em_lambda(cfg, t - 1), t == 1, I, J, cfg);
+                          dbeta_a + n * dbeta_step, dbeta_v + n * dbeta_step, dp, V + p * IJ * H,
+                          em_m_step_state(em, t - 1, int(p), P, I, J), beta_v, em_lambda(cfg, t - 1), t == 1, I, J,
+                          cfg);
       }
     }
     conv_em_input_logit_backward(da_in_logit + size_t(b) * children, tsum, dla,

@@ -208,8 +208,8 @@ size_t ConvCapsNet::buffer_bytes() const {
   size_t floats = conv_out_.capacity() + logits_.capacity();
   for (const std::vector<float>* v : {&d_mu_, &d_a_, &d_p2_, &d_z2_, &d_p1_, &d_z1_, &d_z0_, &d_conv_})
     floats += v->capacity();
-  return floats * sizeof(float) + caps_scratch_.bytes() + primary_.buffer_bytes() + caps1_.buffer_bytes() + caps2_.buffer_bytes() +
-         class_.buffer_bytes();
+  return floats * sizeof(float) + caps_scratch_.bytes() + primary_.buffer_bytes() + caps1_.buffer_bytes() +
+         caps2_.buffer_bytes() + class_.buffer_bytes();
 }
 
 std::string ConvCapsNet::first_non_finite_layer(int B) const {

@@ -318,7 +318,8 @@ TEST(ConvEmRouting, OneWindowIsTheDenseRoutingBitForBit) {
           std::vector<float> dV1(pr.V.size()), dz1(pr.z.size()), dba1(J), dbv1(J);
           auto dV2 = dV1, dz2 = dz1, dba2 = dba1, dbv2 = dbv1;
           conv_em_routing_backward(dV1.data(), dz1.data(), dba1.data(), dbv1.data(), 0, G_mu.data(), G_a.data(),
-                                   pr.V.data(), pr.mu.data(), pr.a.data(), pr.st, s, c, *conv_em_routing_for(Isa::scalar));
+                                   pr.V.data(), pr.mu.data(), pr.a.data(), pr.st, s, c,
+                                   *conv_em_routing_for(Isa::scalar));
           em_routing_backward(dV2.data(), dz2.data(), dba2.data(), dbv2.data(), G_mu.data(), G_a.data(), pr.V.data(),
                               mu.data(), a.data(), st, B, I, J, c, dense);
           ASSERT_EQ(dV1, dV2) << where;

@@ -190,7 +190,11 @@ TEST(Training, WorkOnAHelperThreadGivesTheSameWeights) {
   const Dataset d = make_dataset(small_run().data);
   const int steps = 6;
   const std::vector<std::pair<std::string, ModelOptions>> cases = {
-      {"caps", {}}, {"cnn", {}}, {"dr", {}}, {"convcaps", {{"em-grad", "full"}}}, {"convcaps", {{"em-grad", "stopgrad"}}}};
+      {"caps", {}},
+      {"cnn", {}},
+      {"dr", {}},
+      {"convcaps", {{"em-grad", "full"}}},
+      {"convcaps", {{"em-grad", "stopgrad"}}}};
   for (const auto& [name, opts] : cases) {
     SCOPED_TRACE(name + (opts.empty() ? "" : " --em-grad " + opts.at("em-grad")));
     const std::vector<float> alone = weights_after_steps(d, name, nullptr, steps, opts);
