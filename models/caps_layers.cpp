@@ -200,8 +200,8 @@ void ConvCaps::add_states(size_t n) {
   const size_t first = states_.size();
   states_.resize(first + n);
   for (size_t k = first; k < states_.size(); ++k) {
-    states_[k].resize(s_.votes(kChunk), cfg_);
     ConvEmState& st = states_[k];
+    st.resize(s_.votes(kChunk), cfg_);
     if (lent_[0].em.log_r.empty()) take_lent(lent_[0], st);
     std::vector<float>().swap(st.em.log_r);
     std::vector<float>().swap(st.scratch);

@@ -162,12 +162,10 @@ void Trainer::add(std::function<void()> compute, int first_tensor, int last_tens
       try {
         o.compute();
         // The owner's backward may still read these weights (a backward-data pass).
-        for (int spin = 0;; ++spin) {
+        spin_then_wait(s->released, [&] {
           const uint32_t r = s->released.load(std::memory_order_acquire);
-          if ((r & ~7u) == gate && int(r & 7u) > i) break;
-          if (spin < 16384) cpu_relax();
-          else s->released.wait(r, std::memory_order_acquire);
-        }
+          return (r & ~7u) == gate && int(r & 7u) > i;
+        });
         o.adam_open.store(true, std::memory_order_release);
         adam_chunks(s, o);
       } catch (...) {
