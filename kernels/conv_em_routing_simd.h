@@ -47,7 +47,7 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
   float* mx = st.e_buf.data();    // children x J
   float* z = mx + children * nj;  // children x J
   float* t = z + children * nj;   // I x J: one window's exps
-  float* lz = t + IJ;             // children, padded to 16: the paper mode's one log z per child
+  float* lz = t + IJ;             // children, padded to 16: the paper mode's max, then log z, a child
   const size_t padded = (children + 15) / 16 * 16;  // e_buf_size's
   // f(q, c) for each child q of window w: c, its place on the item's child
   // grid (conv_em_child_of).
@@ -61,11 +61,10 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
     std::fill_n(mx, children * nj, -INFINITY);
     for (int w = 0; w < Pw; ++w)
       window_rows(w, [&](int q, size_t c) { max_n(mx + c * nj, lr + w * IJ + q * nj, nj); });
-    if (paper)
-      for (size_t c = 0; c < children; ++c) {  // a max is exact in any order
-        float* m = mx + c * nj;
-        std::fill_n(m, nj, *std::max_element(m, m + nj));
-      }
+    if (paper) {
+      row_maxes(lz, mx, int(children), J);
+      for (size_t c = 0; c < children; ++c) std::fill_n(mx + c * nj, nj, lz[c]);
+    }
     std::fill_n(z, children * nj, 0.f);
     for (int w = 0; w < Pw; ++w) {
       const float* r = lr + w * IJ;
@@ -74,11 +73,8 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
       window_rows(w, [&](int q, size_t c) { add_n(z + c * nj, t + q * nj, nj); });
     }
     if (paper) {
-      for (size_t c = 0; c < children; ++c) {
-        float sum = 0.f;
-        for (size_t j = 0; j < nj; ++j) sum += z[c * nj + j];
-        lz[c] = sum;
-      }
+      std::fill_n(lz, children, 0.f);
+      add_row_sums(lz, [](int c) { return c; }, z, int(children), J);
       std::fill(lz + children, lz + padded, 1.f);
       log_n(lz, padded);  // whole vectors: each lane is the one log the gather took of J copies
       for (size_t c = 0; c < children; ++c) std::fill_n(z + c * nj, nj, lz[c] + mx[c * nj]);

@@ -62,24 +62,6 @@ struct FullCaps {
   float dloga[64], g_mean[64], D[64], leak[64], dS[64];
 };
 
-// acc[at(r)] += sum_j x_rj for rows r < rows of x (rows x J), each row's sum in
-// j order, as the reference's loop adds them: a sequential sum is a chain of
-// dependent adds (4 cycles each), so eight rows' chains run side by side; the
-// rows' places at(r) must differ.
-template <class At>
-inline void add_row_sums(float* acc, At at, const float* x, int rows, int J) {
-  int r = 0;
-  for (; r + 8 <= rows; r += 8) {
-    float s[8];
-    for (int k = 0; k < 8; ++k) s[k] = acc[at(r + k)];
-    for (int j = 0; j < J; ++j)
-      for (int k = 0; k < 8; ++k) s[k] += x[size_t(r + k) * J + j];
-    for (int k = 0; k < 8; ++k) acc[at(r + k)] = s[k];
-  }
-  for (; r < rows; ++r)
-    for (int j = 0; j < J; ++j) acc[at(r)] += x[size_t(r) * J + j];
-}
-
 // E-step t-1's log-softmax backward for child i's row (em_e_pair_backward's
 // first line): dp_ij = dl_ij - R^t_ij s_j, with s_j the adjoint's sum over the
 // parents child i feeds (sum[j ds]: one sum, ds = 0, or one per type, ds = 1)

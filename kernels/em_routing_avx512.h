@@ -189,7 +189,7 @@ inline void for_runs(size_t n, VecFn vec, ScalarFn) {
   if (k < n) vec(k, Masked{__mmask16((1u << (n - k)) - 1)});
 }
 
-constexpr int kMomentJ = 4;  // four independent FMA chains
+constexpr int kMomentJ = 16;  // one pass over a child's whole row of 16 parents for the means
 
 }  // namespace
 }  // namespace vg

@@ -19,7 +19,7 @@
 //   for_runs(n, vec, scalar): vec(k, lanes) for each whole register of a run
 //         of n floats (lanes.load / lanes.store), then the ISA's leftovers:
 //         scalar(k) per float, or vec once more under a mask;
-//   kMomentJ, the upper capsules whose moments share one pass over the votes.
+//   kMomentJ, the upper capsules whose means share one pass over the votes.
 // An ISA file includes that header, then this one, which instantiates the
 // steps in that same anonymous namespace: every ISA file keeps its own
 // internally linked copy built with its flags (tools/check_isa_objects.sh).
@@ -126,6 +126,43 @@ inline void col_sum(float* s, const float* x, int I, size_t J) {
         s[k] = acc;
       });
 }
+// acc[at(r)] += sum_j x_rj for rows r < rows of x (rows x J), each row's sum in
+// j order, as the reference's loop adds them: a sequential sum is a chain of
+// dependent adds (4 cycles each), so eight rows' chains run side by side; the
+// rows' places at(r) must differ.
+template <class At>
+inline void add_row_sums(float* acc, At at, const float* x, int rows, int J) {
+  int r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    float s[8];
+    for (int k = 0; k < 8; ++k) s[k] = acc[at(r + k)];
+    for (int j = 0; j < J; ++j)
+      for (int k = 0; k < 8; ++k) s[k] += x[size_t(r + k) * J + j];
+    for (int k = 0; k < 8; ++k) acc[at(r + k)] = s[k];
+  }
+  for (; r < rows; ++r)
+    for (int j = 0; j < J; ++j) acc[at(r)] += x[size_t(r) * J + j];
+}
+
+// m[r] = the largest of row r of x (rows x J), as std::max_element finds it:
+// the first entry, then each later one that compares greater, in j order.
+// Eight rows' chains side by side, as add_row_sums.
+inline void row_maxes(float* m, const float* x, int rows, int J) {
+  auto fold = [](float acc, float v) { return acc < v ? v : acc; };
+  int r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    float s[8];
+    for (int k = 0; k < 8; ++k) s[k] = x[size_t(r + k) * J];
+    for (int j = 1; j < J; ++j)
+      for (int k = 0; k < 8; ++k) s[k] = fold(s[k], x[size_t(r + k) * J + j]);
+    for (int k = 0; k < 8; ++k) m[r + k] = s[k];
+  }
+  for (; r < rows; ++r) {
+    float s = x[size_t(r) * J];
+    for (int j = 1; j < J; ++j) s = fold(s, x[size_t(r) * J + j]);
+    m[r] = s;
+  }
+}
 // x = x s
 inline void mul_n(float* x, const float* s, size_t n) {
   for_runs(n, [&](size_t k, auto l) { l.store(x + k, mulv(l.load(x + k), l.load(s + k))); },
@@ -197,25 +234,37 @@ inline float logit(float lsum, float S, float beta_a, float beta_v, int I, const
   return cfg.lambda * (beta_a - cost);
 }
 
-// The M-step's moments of upper capsules j0 .. j0+NJ-1 (NJ independent
-// accumulator chains): mu = sum_i w V, sigma2 = max(sum_i w (V - mu)^2, floor),
-// and lsum[q] = sum_h log sigma2. v, w, mu, s2: this b's votes, weights, outputs.
-// With prev (this b's mu_prev, else nullptr) mu = keep sum_i w V + carry prev.
+// The M-step's moments of upper capsules j0 .. j0+NJ-1: mu = sum_i w V,
+// sigma2 = max(sum_i w (V - mu)^2, floor), and lsum[q] = sum_h log sigma2.
+// v, w, mu, s2: this b's votes, weights, outputs. With prev (this b's
+// mu_prev, else nullptr) mu = keep sum_i w V + carry prev. The means run NJ
+// independent chains in one pass (AVX-512: a child's whole row of 16 parents,
+// 1 KB read in order), the variances at most 8 at a time (each chain holds its
+// mean and its sum); every chain adds over i in order, so NJ changes no bit.
 template <int NJ>
 inline void moments(float* mu, float* s2, float* lsum, const float* v, const float* w, int j0, int I, int J,
                     F16 s2_min, const float* prev, float keep, float carry) {
   const size_t stride = size_t(J) * H;  // from capsule i to i+1
   F16 m[NJ], s[NJ];
   for (int q = 0; q < NJ; ++q) m[q] = s[q] = zero16();
-  for (int i = 0; i < I; ++i)
-    for (int q = 0; q < NJ; ++q)
-      m[q] = fma16(bcast16(w[i * J + j0 + q]), load16(v + i * stride + (j0 + q) * H), m[q]);
+  // Each row's pointers formed once, so its NJ loads are one base and
+  // constant offsets (per-q indices had the compiler spill NJ of them).
+  for (int i = 0; i < I; ++i) {
+    const float* vi = v + i * stride + j0 * H;
+    const float* wi = w + i * J + j0;
+    for (int q = 0; q < NJ; ++q) m[q] = fma16(bcast16(wi[q]), load16(vi + q * H), m[q]);
+  }
   if (prev)
     for (int q = 0; q < NJ; ++q) m[q] = fma16(bcast16(carry), load16(prev + (j0 + q) * H), mul16(bcast16(keep), m[q]));
-  for (int i = 0; i < I; ++i)
-    for (int q = 0; q < NJ; ++q) {
-      const F16 d = sub16(load16(v + i * stride + (j0 + q) * H), m[q]);
-      s[q] = fma16(mul16(bcast16(w[i * J + j0 + q]), d), d, s[q]);
+  constexpr int NV = std::min(NJ, 8);
+  for (int q0 = 0; q0 < NJ; q0 += NV)
+    for (int i = 0; i < I; ++i) {
+      const float* vi = v + i * stride + (j0 + q0) * H;
+      const float* wi = w + i * J + j0 + q0;
+      for (int q = 0; q < NV; ++q) {
+        const F16 d = sub16(load16(vi + q * H), m[q0 + q]);
+        s[q0 + q] = fma16(mul16(bcast16(wi[q]), d), d, s[q0 + q]);
+      }
     }
   for (int q = 0; q < NJ; ++q) {
     s[q] = max16(s[q], s2_min);
@@ -242,7 +291,8 @@ inline void m_step_items(float* mu, float* a_out, EmState& st, const float* V, c
     float* S = st.sum_ra.data() + size_t(b) * J;
     if (!st.frozen) m_step_weights(w, S, log_r, log_a, I, J, cfg.eps);
 
-    // kMomentJ upper capsules at a time: independent FMA chains hide latency.
+    // kMomentJ upper capsules at a time (independent FMA chains hide
+    // latency), then 4 where kMomentJ is larger, then one.
     const float* v = V + size_t(b) * n * H;
     float* mu_b = mu + size_t(b) * J * H;
     float* s2_b = st.sigma2.data() + size_t(b) * J * H;
@@ -250,15 +300,15 @@ inline void m_step_items(float* mu, float* a_out, EmState& st, const float* V, c
     float* z = a_out + size_t(b) * J;
     const float* prev = carry ? st.mu_prev.data() + size_t(b) * J * H : nullptr;
     int j = 0;
-    for (; j + kMomentJ <= J; j += kMomentJ) {
-      moments<kMomentJ>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
-      for (int q = j; q < j + kMomentJ; ++q)
-        z[q] = logit(lsum[q], S[q], beta_a[q], beta_v[q], I, cfg, kv_official);
-    }
-    for (; j < J; ++j) {
-      moments<1>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
-      z[j] = logit(lsum[j], S[j], beta_a[j], beta_v[j], I, cfg, kv_official);
-    }
+    auto blocks = [&]<int NJ>() {
+      for (; j + NJ <= J; j += NJ) {
+        moments<NJ>(mu_b, s2_b, lsum + j, v, w, j, I, J, s2_min, prev, keep, cfg.mean_carry);
+        for (int q = j; q < j + NJ; ++q) z[q] = logit(lsum[q], S[q], beta_a[q], beta_v[q], I, cfg, kv_official);
+      }
+    };
+    blocks.template operator()<kMomentJ>();
+    if constexpr (kMomentJ > 4) blocks.template operator()<4>();
+    blocks.template operator()<1>();
   }
   activations(a_out + size_t(b0) * J, st.log_a_out.data() + size_t(b0) * J, size_t(b1 - b0) * J);
 }
@@ -328,10 +378,36 @@ inline void likelihood_items(float* lr, const float* V, const float* mu, const f
   float norm[64];
   for (int b = b0; b < b1; ++b) {
     likelihood_terms(inv_s2, norm, sigma2 + size_t(b) * J * H, log_a_out + size_t(b) * J, J);
-    for (int i = 0; i < I; ++i) {
-      const size_t row = (size_t(b) * I + i) * J;
-      log_likelihoods(lr + row, V + row * H, mu + size_t(b) * J * H, inv_s2, norm, J);
+    const float* mu_b = mu + size_t(b) * J * H;
+    const float* v_b = V + size_t(b) * I * J * H;
+    float* lr_b = lr + size_t(b) * I * J;
+    // Eight parents at a time through every child, their mu and 1 / sigma2
+    // held in registers where the ISA has them (AVX-512: 16 of 32), so a vote
+    // costs one load, not three (a child at a time reloaded both). Each vote's
+    // operations are log_likelihoods' (the same bits).
+    int j0 = 0;
+    for (; j0 + 8 <= J; j0 += 8) {
+      F16 m[8], is[8];
+      for (int k = 0; k < 8; ++k) {
+        m[k] = load16(mu_b + (j0 + k) * H);
+        is[k] = load16(inv_s2 + (j0 + k) * H);
+      }
+      for (int i = 0; i < I; ++i) {
+        const float* v = v_b + (size_t(i) * J + j0) * H;
+        scaled_dots16x8(
+            [&](int k, F16& a, F16& d) {
+              d = sub16(load16(v + k * H), m[k]);
+              a = mul16(d, is[k]);
+            },
+            -0.5f, norm + j0, lr_b + size_t(i) * J + j0);
+      }
     }
+    if (j0 < J)
+      for (int i = 0; i < I; ++i)
+        for (int j = j0; j < J; ++j) {
+          const F16 d = sub16(load16(v_b + (size_t(i) * J + j) * H), load16(mu_b + j * H));
+          lr_b[size_t(i) * J + j] = -0.5f * dot16(mul16(d, load16(inv_s2 + j * H)), d) + norm[j];
+        }
   }
 }
 
