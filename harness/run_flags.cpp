@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <numeric>
 #include <sstream>
 
 #include "harness/output.h"
@@ -300,13 +302,19 @@ double model_params(const std::string& m, const ModelOptions& opts, const ImageS
 // largest batch (the evaluation batch at least): conv1's output (16 channels
 // at half the side) and its gradient, and a layer after it as wide as the
 // model's parameters allow, and the image; or the activations the model's
-// registry entry declares where that is more.
-double model_bytes(const std::string& m, const ModelOptions& opts, int batch, const ImageShape& shape) {
+// registry entry declares where that is more; and what its step holds
+// whatever the batch. With more threads than one, a helper's buffers in the
+// step and the copy of the model the epochs are evaluated on (harness/train.h):
+// its weights, an evaluation batch and a one-thread step's fixed buffers.
+double model_bytes(const std::string& m, const ModelOptions& opts, int batch, const ImageShape& shape, int threads) {
   const double params = model_params(m, opts, shape), conv1 = 16.0 * std::ceil(shape.side / 2.0) * std::ceil(shape.side / 2.0);
   const double width = std::max(params / conv1, 136.0);
   const double per_image =
       std::max(4.0 * conv1 + 4 * width + double(shape.pixels()), double(model_activation_floats(m, opts, shape)));
-  return 20 * params + double(std::max(batch, kEvalBatch)) * per_image * sizeof(float);
+  const double fixed = double(model_step_floats(m, opts, shape, threads));
+  double floats = 5 * params + double(std::max(batch, kEvalBatch)) * per_image + fixed;
+  if (threads > 1) floats += params + kEvalBatch * per_image + double(model_step_floats(m, opts, shape, 1));
+  return floats * sizeof(float);
 }
 
 // Memory this process may still use: MemAvailable, and the cgroup's limit if lower.
@@ -347,24 +355,37 @@ namespace {
 }  // namespace
 
 // Refuses a configuration whose `jobs` cells at once (1 for `run`) cannot fit in memory.
-void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text, int datasets) {
+void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text, int datasets,
+                  int threads) {
   const Protocol& protocol = protocol_of(o.data);
   const RunFlagSource flags(f, RunFlags{});
   if (protocol.images(o.data) > 2e6) throw_usage(protocol.too_big(flags, o.data, "would exceed 2 million images"));
   const ModelOptions& mo = o.train.model;
   const ImageShape shape = image_shape(o.data);
   std::string big = o.models.front();
+  auto bytes = [&](const std::string& m, int t) { return model_bytes(m, mo, o.train.batch_size, shape, t); };
   for (const std::string& m : o.models)
-    if (model_bytes(m, mo, o.train.batch_size, shape) > model_bytes(big, mo, o.train.batch_size, shape)) big = m;
-  const double data = datasets * dataset_bytes(o.data), model = model_bytes(big, mo, o.train.batch_size, shape);
+    if (bytes(m, 1) > bytes(big, 1)) big = m;
+  // A run's models train concurrently, one per thread (RunOptions::threads):
+  // the largest min(threads, models) of them at once, each with its helper's
+  // buffers and its evaluations' copy.
+  std::vector<double> each;
+  for (const std::string& m : o.models) each.push_back(bytes(m, threads));
+  std::sort(each.begin(), each.end(), std::greater<>());
+  const double model = std::accumulate(each.begin(), each.begin() + std::min<size_t>(size_t(threads), each.size()), 0.0);
+  const double data = datasets * dataset_bytes(o.data);
   const double avail = available_bytes(), need = jobs * (data + model) + kBaseBytes;
   if (need <= avail) return;
   const std::string more = "more than the " + gigabytes(avail) + " of memory available";
   if (jobs > 1 && data + model + kBaseBytes <= avail)
     throw UsageError("--jobs", jobs_text, std::to_string(jobs) + " trainings at once need about " + gigabytes(need) + ", " + more);
-  if (model >= data) {
+  if (threads > 1 && data + bytes(big, 1) + kBaseBytes <= avail)
+    throw UsageError("--threads", f.threads,
+                     "models training side by side, their helpers' buffers and their evaluations' copies "
+                     "need about " + gigabytes(need) + ", " + more);
+  if (const double one = bytes(big, 1); one >= data) {
     const std::string why = "model '" + big + "' (" + fmt_num(std::round(model_params(big, mo, shape) / 1e5) / 10) +
-                            " M parameters) needs about " + gigabytes(model + kBaseBytes) + ", " + more;
+                            " M parameters) needs about " + gigabytes(one + kBaseBytes) + ", " + more;
     if (const char* opt = size_option(big)) throw UsageError(std::string("--") + opt, option_value(f.model, opt), why);
     throw UsageError("--models", f.models, why);
   }
@@ -497,7 +518,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   if (o.train.batch_size > train.images)
     throw UsageError("--batch-size", f.batch_size, "larger than the training set (" + train.text + ")");
   if (sweep) return o;
-  check_memory(f, o, 1, "1");
+  check_memory(f, o, 1, "1", 1, *threads);
 
   // Outputs: each file written once; regular files (or new ones) only.
   std::vector<OutputFile> outputs;

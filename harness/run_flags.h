@@ -139,9 +139,11 @@ void check_distinct_outputs(const std::vector<OutputFile>& outputs);
 
 // Bytes the dataset holds (the protocol's count).
 double dataset_bytes(const DataConfig& d);
-// Weights, gradient, Adam's two moments and a working copy, and the activations
-// at the largest batch, for images of `shape`.
-double model_bytes(const std::string& m, const ModelOptions& opts, int batch, const ImageShape& shape = {});
+// Weights, gradient, Adam's two moments and a working copy, the activations
+// at the largest batch and the step's fixed buffers, for images of `shape`;
+// with threads > 1 also a helper's buffers and the evaluations' copy of the model.
+double model_bytes(const std::string& m, const ModelOptions& opts, int batch, const ImageShape& shape = {},
+                   int threads = 1);
 // Libraries, oneDNN's scratch and everything else, measured at ~40 MB.
 inline constexpr double kBaseBytes = 64e6;
 // Memory this process may still use: MemAvailable, and the cgroup's limit if lower.
@@ -149,7 +151,9 @@ double available_bytes();
 std::string gigabytes(double bytes);
 // Refuses a configuration whose `jobs` runs at once (1 for `run`; a sweep's trainings) cannot fit in memory.
 // `datasets`: the datasets each job holds (a sweep's group: one per gap).
-void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text, int datasets = 1);
+// `threads`: a run's --threads (a sweep's trainings run on one thread each).
+void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text, int datasets = 1,
+                  int threads = 1);
 // How many jobs of `datasets` datasets fit in memory at once (at least 1; check_memory refuses less).
 int jobs_that_fit(const RunOptions& o, int datasets = 1);
 

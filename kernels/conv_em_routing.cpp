@@ -42,6 +42,11 @@ void ConvEmState::reserve_full(const ConvVotesShape& s, int iters) {
   if (scratch.size() < full_scratch(s)) scratch.resize(full_scratch(s));
 }
 
+size_t ConvEmState::floats(const ConvVotesShape& s, const ConvEmConfig& cfg) {
+  return EmState::floats(windows(s), s.I(), s.Co, cfg) + size_t(s.B) * s.H * s.W * s.Ci + e_buf_size(s) +
+         (cfg.grad == EmGrad::full ? full_scratch(s) : 0);
+}
+
 namespace {
 // The kernel list: one line per variant this build has. The M-step, its
 // weights, the likelihoods and the stop-gradient backward are the dense

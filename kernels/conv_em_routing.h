@@ -76,6 +76,8 @@ struct ConvEmState {
   size_t bytes() const {
     return em.bytes() + (log_a_child.capacity() + e_buf.capacity() + scratch.capacity()) * sizeof(float);
   }
+  // The floats resize(s, cfg) allocates (a memory check before any is).
+  static size_t floats(const ConvVotesShape& s, const ConvEmConfig& cfg);
 };
 
 // Windows along one axis containing input row (or column) y: [*lo, *hi], empty

@@ -40,6 +40,13 @@ void EmState::resize(int B, int I, int J, const EmConfig& cfg) {
   if (cfg.grad == EmGrad::full) reserve_history(B, I, J, cfg.iters);
 }
 
+namespace {
+// Full backward, per item: dlog R (I x J) and the M-step's g (I x J), the
+// input's dlog a (I), dmu, dsigma2 (J x 16), dlog a_out (J), and the mean
+// carry's dmu (J x 16).
+size_t full_scratch_floats(int I, int J) { return 2 * size_t(I) * J + I + 3 * size_t(J) * kPoseDim + J; }
+}  // namespace
+
 void EmState::reserve_history(int B, int I, int J, int iters) {
   auto grow = [](std::vector<float>& v, size_t n) {
     if (v.size() < n) v.resize(n);
@@ -54,10 +61,15 @@ void EmState::reserve_history(int B, int I, int J, int iters) {
   grow(hist.a, T * nj);
   grow(hist.log_a, T * nj);
   grow(hist.beta_v, size_t(J));
-  // Full backward, per item: dlog R (I x J) and the M-step's g (I x J), the
-  // input's dlog a (I), dmu, dsigma2 (J x 16), dlog a_out (J), and the
-  // mean carry's dmu (J x 16).
-  grow(scratch, 2 * size_t(I) * J + I + 3 * size_t(J) * kPoseDim + J);
+  grow(scratch, full_scratch_floats(I, J));
+}
+
+size_t EmState::floats(int B, int I, int J, const EmConfig& cfg) {
+  const size_t nij = size_t(B) * I * J, nj = size_t(B) * J, T = size_t(cfg.iters);
+  size_t n = size_t(B) * I + 2 * nij + nj * (kPoseDim + 3);  // log_a_in, log_r, w, sigma2, sum_ra, log_s2_sum, log_a_out
+  if (cfg.mean_carry != 0.f) n += nj * kPoseDim;
+  if (cfg.grad == EmGrad::full) n += T * (2 * nij + nj * (2 * kPoseDim + 4)) + J + full_scratch_floats(I, J);
+  return n;
 }
 
 size_t EmState::bytes() const {

@@ -120,6 +120,8 @@ struct EmState {
   void reserve_history(int B, int I, int J, int iters);
   // Bytes its buffers hold (their capacity): a model's memory account.
   size_t bytes() const;
+  // The floats resize(B, I, J, cfg) allocates (a memory check before any is).
+  static size_t floats(int B, int I, int J, const EmConfig& cfg);
 };
 
 // The step kernels. Each reads cfg.lambda as this iteration's lambda (see

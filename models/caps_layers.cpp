@@ -210,12 +210,22 @@ void ConvCaps::add_states(size_t n) {
 
 // What the helper's slots need: their own chunk of votes and its gradient,
 // routing state, lent buffers and rows of the betas' terms.
+namespace {
+size_t betas_rows(const ConvCapsShape& s, const ConvEmConfig& cfg) {
+  return 2 * size_t(ConvCaps::kChunk) * cfg.iters * s.Ho() * s.Wo() * s.Co;
+}
+}  // namespace
+
+size_t ConvCaps::slot_floats(const ConvCapsShape& s, const ConvEmConfig& cfg) {
+  return ConvEmState::floats(s.votes(kChunk), cfg) + betas_rows(s, cfg);
+}
+
 void ConvCaps::size_side() {
   const ConvVotesShape v = s_.votes(kChunk);
   for (int k = 0; k < kSideSlots; ++k) {
     grow_to(scratch_->votes[k], v.v_size());
     grow_to(scratch_->d_votes[k], v.v_size());
-    grow_to(rows_[k], 2 * size_t(kChunk) * cfg_.iters * s_.Ho() * s_.Wo() * s_.Co);
+    grow_to(rows_[k], betas_rows(s_, cfg_));
   }
   if (states_.size() < size_t(kSideSlots)) add_states(kSideSlots - states_.size());
   for (int k = 1; k < kSideSlots; ++k)

@@ -243,6 +243,11 @@ class ConvCaps {
   LayerInfo routing_info(int B, const char* name) const;
   // Bytes of every buffer the layer holds (a shared scratch not included: its owner counts it).
   size_t buffer_bytes() const;
+  // The floats one slot of such a layer holds whatever the batch (a memory
+  // check before any is allocated): a chunk's routing state and its betas'
+  // rows. Not the chunk's votes and their gradient (ConvCapsScratch, which
+  // layers may share).
+  static size_t slot_floats(const ConvCapsShape& s, const ConvEmConfig& cfg);
   int w = -1, beta_a = -1, beta_v = -1;
 
  private:

@@ -45,6 +45,13 @@ size_t ConvCapsConfig::activation_floats() const {
          routed(1, s2 * D, n_classes, true, 0);
 }
 
+size_t ConvCapsConfig::step_floats(int threads) const {
+  const size_t slots = threads > 1 ? kSideSlots : 1;
+  const ConvCapsShape l1 = caps1_shape(), l2 = caps2_shape();
+  const size_t votes = std::max(l1.votes(ConvCaps::kChunk).v_size(), l2.votes(ConvCaps::kChunk).v_size());
+  return slots * (2 * votes + ConvCaps::slot_floats(l1, em) + ConvCaps::slot_floats(l2, em));
+}
+
 std::vector<float> ConvCapsNet::class_coords(const ConvCapsConfig& c) {
   const int side = c.caps2_side();
   std::vector<float> coords;
@@ -78,10 +85,10 @@ ConvCapsNet::ConvCapsNet(const ConvCapsConfig& cfg, int max_batch)
       conv_shape_{cfg.in_channels, cfg.image_side, cfg.image_side, cfg.A, 5, 2, 0},
       conv1_(conv_shape_, /*relu=*/true),
       primary_(cfg.A, cfg.B),
-      caps1_({cfg.conv1_side(), cfg.conv1_side(), cfg.B, cfg.C, cfg.K, 2}, cfg.em,
+      caps1_(cfg.caps1_shape(), cfg.em,
              kernels_for(cfg.isa, conv_votes_for, conv_votes_kernels()),
              kernels_for(cfg.isa, conv_em_routing_for, conv_em_routing_kernels()), &caps_scratch_),
-      caps2_({cfg.caps1_side(), cfg.caps1_side(), cfg.C, cfg.D, cfg.K, 1}, cfg.em,
+      caps2_(cfg.caps2_shape(), cfg.em,
              kernels_for(cfg.isa, conv_votes_for, conv_votes_kernels()),
              kernels_for(cfg.isa, conv_em_routing_for, conv_em_routing_kernels()), &caps_scratch_),
       class_({cfg.caps2_side(), cfg.caps2_side(), cfg.D, cfg.n_classes, ClassVotes::shared}, class_em(cfg),

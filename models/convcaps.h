@@ -42,8 +42,15 @@ struct ConvCapsConfig {
   int conv1_side() const { return image_side >= 5 ? (image_side - 5) / 2 + 1 : 0; }
   int caps1_side() const { return conv1_side() >= K ? (conv1_side() - K) / 2 + 1 : 0; }
   int caps2_side() const { return caps1_side() >= K ? caps1_side() - K + 1 : 0; }
+  ConvCapsShape caps1_shape() const { return {conv1_side(), conv1_side(), B, C, K, 2}; }
+  ConvCapsShape caps2_shape() const { return {caps1_side(), caps1_side(), C, D, K, 1}; }
   size_t param_count() const;
   size_t activation_floats() const;  // per image, a training step (memory check)
+  // What a training step holds whatever the batch, with `threads` threads at
+  // work on it (memory check): per slot (one; ConvCaps' kSideSlots with a
+  // helper) a chunk's votes and their gradient, shared by the two layers,
+  // and each layer's routing state for a chunk.
+  size_t step_floats(int threads) const;
 };
 
 class ConvCapsNet final : public Model {

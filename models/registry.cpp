@@ -284,6 +284,9 @@ size_t convcaps_params(const std::string& name, const ModelOptions& opts, const 
 size_t convcaps_activations(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
   return convcaps_config(name, opts, shape).activation_floats();
 }
+size_t convcaps_step_floats(const std::string& name, const ModelOptions& opts, const ImageShape& shape, int threads) {
+  return convcaps_config(name, opts, shape).step_floats(threads);
+}
 std::unique_ptr<Model> make_convcaps(const std::string& name, const ModelOptions& opts, const ImageShape& shape,
                                      int max_batch) {
   return std::make_unique<ConvCapsNet>(convcaps_config(name, opts, shape), max_batch);
@@ -362,7 +365,8 @@ const std::vector<ModelEntry>& model_registry() {
        // The paper's recipe (section 3 and its smallNORB runs): spread loss, the
        // gradient through every EM iteration, and the lambda schedule of the
        // official capsule_em code (the paper gives no schedule). docs/models.md.
-       {{"loss", "spread"}, {"em-grad", "full"}, {"em-lambda-schedule", "official"}}},
+       {{"loss", "spread"}, {"em-grad", "full"}, {"em-lambda-schedule", "official"}},
+       convcaps_step_floats},
   };
   return models;
 }
@@ -420,6 +424,11 @@ size_t model_param_count(const std::string& name, const ModelOptions& opts, cons
 size_t model_activation_floats(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
   const ModelEntry& e = entry(name);
   return e.activation_floats ? e.activation_floats(name, model_options_of(name, opts), shape) : 0;
+}
+
+size_t model_step_floats(const std::string& name, const ModelOptions& opts, const ImageShape& shape, int threads) {
+  const ModelEntry& e = entry(name);
+  return e.step_floats ? e.step_floats(name, model_options_of(name, opts), shape, threads) : 0;
 }
 
 void check_model(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {

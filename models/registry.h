@@ -77,6 +77,11 @@ struct ModelEntry {
   // registry-wide ones (convcaps trains the paper's way: spread loss, ...). A
   // value the user gave wins over them: see model_options_of.
   std::vector<std::pair<const char*, const char*>> defaults = {};
+  // Floats a training step holds whatever the batch size, with `threads`
+  // threads at work on it (a helper's buffers included), for the memory
+  // check; nullptr: none worth counting.
+  size_t (*step_floats)(const std::string& name, const ModelOptions& opts, const ImageShape& shape,
+                        int threads) = nullptr;
 };
 const std::vector<ModelEntry>& model_registry();
 
@@ -102,6 +107,8 @@ void check_model(const std::string& name, const ModelOptions& opts, const ImageS
 size_t model_param_count(const std::string& name, const ModelOptions& opts, const ImageShape& shape = {});
 // Model::activation_floats of `name`, or 0 where the model gives none.
 size_t model_activation_floats(const std::string& name, const ModelOptions& opts, const ImageShape& shape = {});
+// ModelEntry::step_floats of `name` at `threads` threads, or 0 where the model gives none.
+size_t model_step_floats(const std::string& name, const ModelOptions& opts, const ImageShape& shape, int threads);
 // The same for in_channels x 32 x 32 images of 5 classes (the rendered frame,
 // smallNORB's crops): the tests' shorthand.
 inline std::unique_ptr<Model> make_model(const std::string& name, const ModelOptions& opts, int max_batch,

@@ -170,6 +170,28 @@ void expect_every_step(const Problem& pr, const std::string& where) {
   }
 }
 
+// A memory check counts the routing state before any is allocated: what
+// resize allocates must be what floats() says, in every configuration.
+TEST(ConvEmRouting, StateFloatsAreWhatResizeAllocates) {
+  const ConvVotesShape s = ConvVotesShape::conv(2, 7, 7, 3, 5, 3, 2);
+  for (EmGrad grad : {EmGrad::stopgrad, EmGrad::full})
+    for (float carry : {0.f, 0.1f})
+      for (ConvEmNorm norm : {ConvEmNorm::paper, ConvEmNorm::official})
+        for (int iters : {1, 3}) {
+          ConvEmConfig cfg;
+          cfg.grad = grad;
+          cfg.mean_carry = carry;
+          cfg.norm = norm;
+          cfg.iters = iters;
+          ConvEmState st;
+          st.resize(s, cfg);
+          EXPECT_EQ(st.bytes(), ConvEmState::floats(s, cfg) * sizeof(float));
+          EmState em;
+          em.resize(4, 6, 5, cfg);
+          EXPECT_EQ(em.bytes(), EmState::floats(4, 6, 5, cfg) * sizeof(float));
+        }
+}
+
 TEST(ConvEmRouting, EveryStepMatchesTheNaiveReference) {
   uint64_t tag = 100;
   for (const ConvVotesShape& s : shapes())

@@ -16,6 +16,7 @@
 #include "models/convcaps.h"
 #include "models/model.h"
 #include "models/registry.h"
+#include "tests/step_helpers.h"
 #include "tests/test_util.h"
 
 namespace vg {
@@ -171,6 +172,43 @@ TEST(ConvCaps, HoldsNoBatchOfVotes) {
   EXPECT_LT(net.buffer_bytes(), sizeof(float) * B * pairs1 * H);  // less than one batch of ConvCaps1's votes
   // The CLI's memory check (per image, times the larger batch) covers it.
   EXPECT_LE(net.buffer_bytes(), sizeof(float) * E * model_activation_floats("convcaps", {}, 1));
+}
+
+// The memory check's count of what a step holds whatever the batch
+// (ModelEntry::step_floats) covers what a step does hold, on one thread and
+// with a helper beside it, which routes and differentiates chunks in slots of
+// its own: at the paper's sizes under both gradient schemes and at the larger
+// model's, where its two extra slots hold 129 MB. A batch of 2 leaves the
+// per-image count little slack, so the helper's slots must be counted to pass.
+TEST(ConvCaps, TheMemoryCheckCountsAHelpersSlots) {
+  const int B = 2;
+  std::vector<int> y;
+  const auto x = test::sample_images(B, &y);
+  const ModelOptions larger = {{"caps-a", "32"}, {"caps-b", "32"}, {"caps-c", "32"}, {"caps-d", "32"}};
+  for (const ModelOptions& opts : {ModelOptions{}, ModelOptions{{"em-grad", "stopgrad"}}, larger}) {
+    auto fixed = [&](int threads) { return sizeof(float) * model_step_floats("convcaps", opts, {}, threads); };
+    const size_t per_image = sizeof(float) * B * model_activation_floats("convcaps", opts, 1);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::to_string(opts.size()) + " options, threads " + std::to_string(threads));
+      auto m = make_model("convcaps", opts, B, 1);
+      m->init(0);
+      test::ThreadHelper helper(0);
+      {
+        Trainer trainer(*m, AdamConfig{}, B);
+        if (threads > 1) trainer.set_helper(&helper);
+        m->prepare_training(B);
+        trainer.step(x.data(), y.data(), B, 0.0);
+      }
+      helper.stop();
+      const size_t held = static_cast<const ConvCapsNet&>(*m).buffer_bytes();
+      std::printf("convcaps (%zu options) at %d threads: buffers %.1f MB, counted %.1f MB (%.1f MB fixed)\n",
+                  opts.size(), threads, held / 1e6, (per_image + fixed(threads)) / 1e6, fixed(threads) / 1e6);
+      EXPECT_LE(held, per_image + fixed(threads));
+      if (threads > 1) {
+        EXPECT_GT(held, per_image + fixed(1));  // a one-thread count misses the helper's slots
+      }
+    }
+  }
 }
 
 // One forward pass of a tiny convcaps against tests/convcaps_reference.py, a

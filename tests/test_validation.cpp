@@ -95,6 +95,14 @@ const BadInput kBad[] = {
     {"DropoutWithoutAModelThatReadsIt", "run --models cnn --dropout 0.3", "--dropout '0.3': no model in --models"},
     {"MoreCellsAtOnceThanMemoryHolds", "sweep --models cnn65536 --seeds 0:1023 --jobs 1024",
      "--jobs '1024': 1024 trainings at once need"},
+    // 32 models of ~6.6 GB, each alone within a machine's memory, side by side at --threads 32.
+    {"MoreModelsSideBySideThanMemoryHolds",
+     "run --threads 32 --models "
+     "cnn65536,cnn65535,cnn65534,cnn65533,cnn65532,cnn65531,cnn65530,cnn65529,"
+     "cnn65528,cnn65527,cnn65526,cnn65525,cnn65524,cnn65523,cnn65522,cnn65521,"
+     "cnn65520,cnn65519,cnn65518,cnn65517,cnn65516,cnn65515,cnn65514,cnn65513,"
+     "cnn65512,cnn65511,cnn65510,cnn65509,cnn65508,cnn65507,cnn65506,cnn65505",
+     "--threads '32': models training side by side"},
     // Empty values are values, and wrong; one file named twice.
     {"EmptyOutJson", "run --out-json ''", "--out-json '': empty value"},
     {"EmptyDump", "run --dump ''", "--dump '': empty value"},
