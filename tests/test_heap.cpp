@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <memory>
+#include <vector>
 
 #include "harness/heap.h"
 
@@ -115,3 +117,21 @@ TEST(Heap, WithoutTheAdviceBuffersLiveInPlainMemory) {
       },
       testing::ExitedWithCode(0), "");
 }
+
+namespace {
+
+// Buffers of 256 bytes or more start on a cache line (harness/cache_line.h:
+// viewgap's operator new, and the tests' counting one), from the heap and from
+// mmap alike, whatever odd sizes came between.
+TEST(Heap, BuffersStartOnACacheLine) {
+  std::vector<std::vector<float>> held;
+  for (size_t n : {64u, 65u, 100u, 1000u, 4097u, 70000u, 1u << 20, 9u << 20}) {
+    held.emplace_back(n);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(held.back().data()) % 64, 0u) << n << " floats";
+    held.emplace_back(3);  // a small one between, off the line
+  }
+  auto odd = std::make_unique<char[]>(300);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(odd.get()) % 64, 0u);
+}
+
+}  // namespace

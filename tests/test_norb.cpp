@@ -2,6 +2,7 @@
 // preprocessing, the paper's splits, and a deterministic mutation fuzz test.
 #include "data/norb.h"
 #include "data/grey_bytes.h"
+#include "harness/cache_line.h"
 #include "tests/test_util.h"
 
 #include <dlfcn.h>
@@ -46,7 +47,7 @@ void* operator new(std::size_t n) {
   ++g_count;
   if (g_attribute && called_from_onednn(__builtin_return_address(0))) ++g_count_onednn;
   if (g_watch && n > g_largest) g_largest = n;
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  if (void* p = vg::cache_line_alloc(n)) return p;  // as viewgap's own operator new
   throw std::bad_alloc();
 }
 // Not inlined: GCC would otherwise see free() meet operator new (-Wmismatched-new-delete).
@@ -60,7 +61,7 @@ void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   ++g_count;
   if (g_attribute && called_from_onednn(__builtin_return_address(0))) ++g_count_onednn;
   if (g_watch && n > g_largest) g_largest = n;
-  return std::malloc(n ? n : 1);
+  return vg::cache_line_alloc(n);
 }
 void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return ::operator new(n, t); }
 __attribute__((noinline)) void operator delete[](void* p) noexcept { std::free(p); }
