@@ -372,7 +372,8 @@ void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::s
   std::vector<double> each;
   for (const std::string& m : o.models) each.push_back(bytes(m, threads));
   std::sort(each.begin(), each.end(), std::greater<>());
-  const double model = std::accumulate(each.begin(), each.begin() + std::min<size_t>(size_t(threads), each.size()), 0.0);
+  const size_t side_by_side = std::min(size_t(threads), each.size());
+  const double model = std::accumulate(each.begin(), each.begin() + std::ptrdiff_t(side_by_side), 0.0);
   const double data = datasets * dataset_bytes(o.data);
   const double avail = available_bytes(), need = jobs * (data + model) + kBaseBytes;
   if (need <= avail) return;

@@ -66,7 +66,8 @@ void EmState::reserve_history(int B, int I, int J, int iters) {
 
 size_t EmState::floats(int B, int I, int J, const EmConfig& cfg) {
   const size_t nij = size_t(B) * I * J, nj = size_t(B) * J, T = size_t(cfg.iters);
-  size_t n = size_t(B) * I + 2 * nij + nj * (kPoseDim + 3);  // log_a_in, log_r, w, sigma2, sum_ra, log_s2_sum, log_a_out
+  // log_a_in; log_r, w; sigma2, sum_ra, log_s2_sum, log_a_out
+  size_t n = size_t(B) * I + 2 * nij + nj * (kPoseDim + 3);
   if (cfg.mean_carry != 0.f) n += nj * kPoseDim;
   if (cfg.grad == EmGrad::full) n += T * (2 * nij + nj * (2 * kPoseDim + 4)) + J + full_scratch_floats(I, J);
   return n;
