@@ -208,9 +208,8 @@ void ConvCaps::add_states(size_t n) {
   }
 }
 
-// What the helper's slots need: their own chunk of votes and its gradient,
-// routing state, lent buffers and rows of the betas' terms.
 namespace {
+// A chunk's full backward puts each M-step's betas' terms in a row of their own (dbeta_step).
 size_t betas_rows(const ConvCapsShape& s, const ConvEmConfig& cfg) {
   return 2 * size_t(ConvCaps::kChunk) * cfg.iters * s.Ho() * s.Wo() * s.Co;
 }
@@ -220,6 +219,8 @@ size_t ConvCaps::slot_floats(const ConvCapsShape& s, const ConvEmConfig& cfg) {
   return ConvEmState::floats(s.votes(kChunk), cfg) + betas_rows(s, cfg);
 }
 
+// What the helper's slots need: their own chunk of votes and its gradient,
+// routing state, lent buffers and rows of the betas' terms.
 void ConvCaps::size_side() {
   const ConvVotesShape v = s_.votes(kChunk);
   for (int k = 0; k < kSideSlots; ++k) {
