@@ -209,9 +209,10 @@ void ConvCaps::add_states(size_t n) {
 }
 
 namespace {
-// A chunk's full backward puts each M-step's betas' terms in a row of their own (dbeta_step).
+// A chunk's full backward puts each M-step's betas' terms in a row of their
+// own (dbeta_step); the stop-gradient one adds them in place.
 size_t betas_rows(const ConvCapsShape& s, const ConvEmConfig& cfg) {
-  return 2 * size_t(ConvCaps::kChunk) * cfg.iters * s.Ho() * s.Wo() * s.Co;
+  return cfg.grad == EmGrad::full ? 2 * size_t(ConvCaps::kChunk) * cfg.iters * s.Ho() * s.Wo() * s.Co : 0;
 }
 }  // namespace
 
@@ -223,13 +224,14 @@ size_t ConvCaps::slot_floats(const ConvCapsShape& s, const ConvEmConfig& cfg) {
 // routing state, lent buffers and rows of the betas' terms.
 void ConvCaps::size_side() {
   const ConvVotesShape v = s_.votes(kChunk);
-  for (int k = 0; k < kSideSlots; ++k) {
+  const int slots = side_slots(cfg_);
+  for (int k = 0; k < slots; ++k) {
     grow_to(scratch_->votes[k], v.v_size());
     grow_to(scratch_->d_votes[k], v.v_size());
     grow_to(rows_[k], betas_rows(s_, cfg_));
   }
-  if (states_.size() < size_t(kSideSlots)) add_states(kSideSlots - states_.size());
-  for (int k = 1; k < kSideSlots; ++k)
+  if (states_.size() < size_t(slots)) add_states(slots - states_.size());
+  for (int k = 1; k < slots; ++k)
     if (lent_[k].em.log_r.empty()) {
       ConvEmState fresh;
       fresh.resize(v, cfg_);

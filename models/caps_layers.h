@@ -248,6 +248,10 @@ class ConvCaps {
   // rows. Not the chunk's votes and their gradient (ConvCapsScratch, which
   // layers may share).
   static size_t slot_floats(const ConvCapsShape& s, const ConvEmConfig& cfg);
+  // Slots a step with a helper uses: kSideSlots under EmGrad::full (one chunk
+  // being summed, two prepared), two under stop-gradient (one consumed, one
+  // prepared; the forward's two threads one each).
+  static int side_slots(const ConvEmConfig& cfg) { return cfg.grad == EmGrad::full ? kSideSlots : 2; }
   int w = -1, beta_a = -1, beta_v = -1;
 
  private:

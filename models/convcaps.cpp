@@ -46,7 +46,7 @@ size_t ConvCapsConfig::activation_floats() const {
 }
 
 size_t ConvCapsConfig::step_floats(int threads) const {
-  const size_t slots = threads > 1 ? kSideSlots : 1;
+  const size_t slots = threads > 1 ? size_t(ConvCaps::side_slots(em)) : 1;
   const ConvCapsShape l1 = caps1_shape(), l2 = caps2_shape();
   const size_t votes = std::max(l1.votes(ConvCaps::kChunk).v_size(), l2.votes(ConvCaps::kChunk).v_size());
   return slots * (2 * votes + ConvCaps::slot_floats(l1, em) + ConvCaps::slot_floats(l2, em));

@@ -47,7 +47,7 @@ struct ConvCapsConfig {
   size_t param_count() const;
   size_t activation_floats() const;  // per image, a training step (memory check)
   // What a training step holds whatever the batch, with `threads` threads at
-  // work on it (memory check): per slot (one; ConvCaps' kSideSlots with a
+  // work on it (memory check): per slot (one; ConvCaps::side_slots with a
   // helper) a chunk's votes and their gradient, shared by the two layers,
   // and each layer's routing state for a chunk.
   size_t step_floats(int threads) const;
