@@ -49,45 +49,79 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
   float* t = z + children * nj;   // I x J: one window's exps
   float* lz = t + IJ;             // children, padded to 16: the paper mode's max, then log z, a child
   const size_t padded = (children + 15) / 16 * 16;  // e_buf_size's
-  // f(q, c) for each child q of window w: c, its place on the item's child
-  // grid (conv_em_child_of).
-  auto window_rows = [&](int w, auto f) {
-    conv_em_window_runs(s, w / Wo, w % Wo, [&](int q0, size_t c0) {
-      for (int ci = 0; ci < s.Ci; ++ci) f(q0 + ci, c0 + ci);
-    });
+  // f(q0, c0, n) for each run of window w: its children q0 .. q0 + Ci - 1 sit
+  // at c0 .. c0 + Ci - 1 on the item's child grid (conv_em_child_of), so their
+  // rows are n = Ci J floats in order in the window's and the grid's arrays
+  // alike: one call a run, not a row (each lane's operation is the same).
+  const size_t run = size_t(s.Ci) * nj;
+  auto window_runs = [&](int w, auto f) {
+    conv_em_window_runs(s, w / Wo, w % Wo, [&](int q0, size_t c0) { f(size_t(q0) * nj, c0 * nj, run); });
+  };
+  // exp(r - m) added into z in one pass over a run, not through t, where the
+  // runs are whole registers: exp_n over t then rounds each lane alike.
+  constexpr size_t lanes = sizeof(Vec) / sizeof(float);
+  const bool fused = nj % lanes == 0;
+  auto add_exps = [&](float* zc, const float* r, auto m, size_t n) {  // zc += exp(r - m(k, lanes))
+    for (size_t k = 0; k < n; k += lanes) Whole::store(zc + k, addv(Whole::load(zc + k), expv(subv(Whole::load(r + k), m(k)))));
   };
   for (int b = 0; b < s.B; ++b) {
     float* lr = em.log_r.data() + size_t(b) * Pw * IJ;
     std::fill_n(mx, children * nj, -INFINITY);
     for (int w = 0; w < Pw; ++w)
-      window_rows(w, [&](int q, size_t c) { max_n(mx + c * nj, lr + w * IJ + q * nj, nj); });
+      window_runs(w, [&](size_t q, size_t c, size_t n) { max_n(mx + c, lr + w * IJ + q, n); });
+    // The paper mode's max is one a child: cmax (mx's first floats, its rows
+    // no longer needed), subtracted as a broadcast.
+    float* cmax = mx;
     if (paper) {
       row_maxes(lz, mx, int(children), J);
-      for (size_t c = 0; c < children; ++c) std::fill_n(mx + c * nj, nj, lz[c]);
+      std::copy_n(lz, children, cmax);
     }
     std::fill_n(z, children * nj, 0.f);
     for (int w = 0; w < Pw; ++w) {
       const float* r = lr + w * IJ;
-      window_rows(w, [&](int q, size_t c) { sub_n(t + q * nj, r + q * nj, mx + c * nj, nj); });
-      exp_n(t, IJ);
-      window_rows(w, [&](int q, size_t c) { add_n(z + c * nj, t + q * nj, nj); });
+      if (fused && paper) {
+        window_runs(w, [&](size_t q, size_t c, size_t n) {
+          for (size_t k = 0; k < n; k += nj) {
+            const Vec m = bcastv(cmax[(c + k) / nj]);
+            add_exps(z + c + k, r + q + k, [&](size_t) { return m; }, nj);
+          }
+        });
+      } else if (fused) {
+        window_runs(w, [&](size_t q, size_t c, size_t n) {
+          add_exps(z + c, r + q, [&](size_t k) { return Whole::load(mx + c + k); }, n);
+        });
+      } else {
+        if (paper)
+          window_runs(w, [&](size_t q, size_t c, size_t n) {
+            for (size_t k = 0; k < n; k += nj) sub_c_n(t + q + k, r + q + k, cmax[(c + k) / nj], nj);
+          });
+        else
+          window_runs(w, [&](size_t q, size_t c, size_t n) { sub_n(t + q, r + q, mx + c, n); });
+        exp_n(t, IJ);
+        window_runs(w, [&](size_t q, size_t c, size_t n) { add_n(z + c, t + q, n); });
+      }
     }
     if (paper) {
       std::fill_n(lz, children, 0.f);
       add_row_sums(lz, [](int c) { return c; }, z, int(children), J);
       std::fill(lz + children, lz + padded, 1.f);
       log_n(lz, padded);  // whole vectors: each lane is the one log the gather took of J copies
-      for (size_t c = 0; c < children; ++c) std::fill_n(z + c * nj, nj, lz[c] + mx[c * nj]);
-      if (lse_out)
-        for (size_t c = 0; c < children; ++c) lse_out[b * children + c] = z[c * nj];
+      for (size_t c = 0; c < children; ++c) lz[c] += cmax[c];
+      if (lse_out) std::copy_n(lz, children, lse_out + b * children);
+      for (int w = 0; w < Pw; ++w) {
+        float* r = lr + w * IJ;
+        window_runs(w, [&](size_t q, size_t c, size_t n) {
+          for (size_t k = 0; k < n; k += nj) sub_c_n(r + q + k, r + q + k, lz[(c + k) / nj], nj);
+        });
+      }
     } else {
       log_n(z, children * nj);
       add_n(z, mx, children * nj);  // mx + z, as the scalar r -= mx + z adds them
       if (lse_out) std::copy_n(z, children * nj, lse_out + b * children * nj);
-    }
-    for (int w = 0; w < Pw; ++w) {
-      float* r = lr + w * IJ;
-      window_rows(w, [&](int q, size_t c) { sub_n(r + q * nj, r + q * nj, z + c * nj, nj); });
+      for (int w = 0; w < Pw; ++w) {
+        float* r = lr + w * IJ;
+        window_runs(w, [&](size_t q, size_t c, size_t n) { sub_n(r + q, r + q, z + c, n); });
+      }
     }
   }
 }

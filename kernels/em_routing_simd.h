@@ -83,6 +83,11 @@ inline void sub_n(float* d, const float* x, const float* m, size_t n) {
   for_runs(n, [&](size_t k, auto l) { l.store(d + k, subv(l.load(x + k), l.load(m + k))); },
            [&](size_t k) { d[k] = x[k] - m[k]; });
 }
+// d = x - c
+inline void sub_c_n(float* d, const float* x, float c, size_t n) {
+  const Vec vc = bcastv(c);
+  for_runs(n, [&](size_t k, auto l) { l.store(d + k, subv(l.load(x + k), vc)); }, [&](size_t k) { d[k] = x[k] - c; });
+}
 // d = x + c
 inline void plus_n(float* d, const float* x, float c, size_t n) {
   const Vec vc = bcastv(c);
