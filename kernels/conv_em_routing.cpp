@@ -171,7 +171,12 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
     st.log_a_child[n] = std::min(z, 0.f) - std::log1p(std::exp(-std::fabs(z)));
   }
   // Gather each window's children: their log a and initial log R (paper:
-  // -log(n_c J), n_c the windows containing the child; official: -log J).
+  // -log(n_c J), n_c the windows containing the child; official: -log J),
+  // one log for each n_c there can be up to K = 4 (no heap: a warm step
+  // allocates nothing), each larger one where it comes.
+  float log_r0_of[17];
+  const int tabled = std::min(16, s.kh() * s.kw());
+  for (int n_c = 1; n_c <= tabled; ++n_c) log_r0_of[n_c] = -std::log(float(n_c * J));
   for (int b = 0; b < s.B; ++b)
     for (int oy = 0; oy < Ho; ++oy)
       for (int ox = 0; ox < Wo; ++ox)
@@ -182,7 +187,7 @@ void conv_em_routing_forward(float* mu, float* a_out, ConvEmState& st, const flo
             conv_em_windows_of(y, s.kh(), s.step(), Ho, &ylo, &yhi);
             conv_em_windows_of(x, s.kw(), s.step(), Wo, &xlo, &xhi);
             const int n_c = cfg.norm == ConvEmNorm::paper ? (yhi - ylo + 1) * (xhi - xlo + 1) : 1;
-            const float log_r0 = -std::log(float(n_c * J));
+            const float log_r0 = n_c <= tabled ? log_r0_of[n_c] : -std::log(float(n_c * J));
             const size_t p = (size_t(b) * Ho + oy) * Wo + ox;
             for (int ci = 0; ci < s.Ci; ++ci) {
               const size_t q = size_t(ky * s.kw() + kx) * s.Ci + ci;

@@ -206,9 +206,26 @@ inline void m_step_weights(float* w, float* S, const float* log_r, const float* 
     // Log-domain normalisation: the largest term is exp(0) = 1.
     float m[64], z[64];
     col_max_plus(m, log_r, log_a, I, size_t(J));
-    for (int i = 0; i < I; ++i) plus_sub_n(w + size_t(i) * J, log_r + size_t(i) * J, log_a[i], m, size_t(J));
-    exp_n(w, n);
-    col_sum(z, w, I, size_t(J));
+    constexpr int lanes = sizeof(Vec) / sizeof(float);
+    if (J % lanes == 0) {
+      // Rows of whole registers: each register's w = exp((log R + log a) - m)
+      // and its column's sum in one pass down the column (the lanes and the
+      // order of the passes below).
+      for (int k = 0; k < J; k += lanes) {
+        const Vec mk = Whole::load(m + k);
+        Vec acc = bcastv(0.f);
+        for (int i = 0; i < I; ++i) {
+          const Vec e = expv(subv(addv(Whole::load(log_r + size_t(i) * J + k), bcastv(log_a[i])), mk));
+          Whole::store(w + size_t(i) * J + k, e);
+          acc = addv(acc, e);
+        }
+        Whole::store(z + k, acc);
+      }
+    } else {
+      for (int i = 0; i < I; ++i) plus_sub_n(w + size_t(i) * J, log_r + size_t(i) * J, log_a[i], m, size_t(J));
+      exp_n(w, n);
+      col_sum(z, w, I, size_t(J));
+    }
     exp_n(m, size_t(J));
     for (int j = 0; j < J; ++j) {
       inv[j] = 1.f / z[j];
