@@ -83,12 +83,14 @@ const int registered = [] {
     const std::string isa = isa_name(ek[v].isa);
     benchmark::RegisterBenchmark(("BM_adam_update/" + isa).c_str(), BM_adam_update, &ek[v])
         ->ArgName("params")->Arg(2048)->Arg(262949)->Arg(558258);
-    // conv1's output at batch 32; then ConvCaps1's votes, one image's (2.65 MB an array,
-    // beyond L2) and a batch's (85 MB): two reads and a write a float, the full EM
-    // backward's traffic over V and dV, so its bytes/s are that backward's memory bound
-    // (docs/performance.md).
+    // Arrays in L1 (24 KB) and in L2 (432 KB); conv1's output at batch 32; then ConvCaps1's
+    // votes, one image's (2.65 MB an array, beyond L2) and a batch's (85 MB): two reads and
+    // a write a float, the full EM backward's traffic over V and dV, so its bytes/s are that
+    // backward's memory bound, and the first two the rates of the routing's passes over a
+    // window's votes in L1 and in L2 (docs/performance.md).
     benchmark::RegisterBenchmark(("BM_relu_backward/" + isa).c_str(), BM_relu_backward, &ek[v])
-        ->ArgName("n")->Arg(32 * 16 * 16 * 16)->Arg(36 * 72 * 16 * 16)->Arg(32 * 36 * 72 * 16 * 16);
+        ->ArgName("n")->Arg(2048)->Arg(36864)->Arg(32 * 16 * 16 * 16)->Arg(36 * 72 * 16 * 16)
+        ->Arg(32 * 36 * 72 * 16 * 16);
     benchmark::RegisterBenchmark(("BM_transpose/" + isa).c_str(), BM_transpose, &ek[v])
         ->ArgNames({"rows", "cols"})->Args({32, 4096});
     benchmark::RegisterBenchmark(("BM_normal/" + isa).c_str(), BM_normal, &ek[v])->ArgName("n")->Arg(1024);
