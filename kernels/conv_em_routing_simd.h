@@ -47,7 +47,7 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
   float* mx = st.e_buf.data();    // children x J
   float* z = mx + children * nj;  // children x J
   float* t = z + children * nj;   // I x J: one window's exps
-  float* lz = t + IJ;             // children, padded to 16: the paper mode's max, then log z, a child
+  float* lz = t + IJ;             // children, padded to 16: the paper mode's max, then its LSE, a child
   const size_t padded = (children + 15) / 16 * 16;  // e_buf_size's
   // f(q0, c0, n) for each run of window w: its children q0 .. q0 + Ci - 1 sit
   // at c0 .. c0 + Ci - 1 on the item's child grid (conv_em_child_of), so their
@@ -61,8 +61,9 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
   // runs are whole registers: exp_n over t then rounds each lane alike.
   constexpr size_t lanes = sizeof(Vec) / sizeof(float);
   const bool fused = nj % lanes == 0;
-  auto add_exps = [&](float* zc, const float* r, auto m, size_t n) {  // zc += exp(r - m(k, lanes))
-    for (size_t k = 0; k < n; k += lanes) Whole::store(zc + k, addv(Whole::load(zc + k), expv(subv(Whole::load(r + k), m(k)))));
+  auto add_exps = [&](float* zc, const float* r, auto m, size_t n) {  // zc += exp(r - m(k)), m(k) the max's register
+    for (size_t k = 0; k < n; k += lanes)
+      Whole::store(zc + k, addv(Whole::load(zc + k), expv(subv(Whole::load(r + k), m(k)))));
   };
   for (int b = 0; b < s.B; ++b) {
     float* lr = em.log_r.data() + size_t(b) * Pw * IJ;

@@ -209,8 +209,8 @@ inline void m_step_weights(float* w, float* S, const float* log_r, const float* 
     constexpr int lanes = sizeof(Vec) / sizeof(float);
     if (J % lanes == 0) {
       // Rows of whole registers: each register's w = exp((log R + log a) - m)
-      // and its column's sum in one pass down the column (the lanes and the
-      // order of the passes below).
+      // and its column's sum in one pass down the column, each lane's
+      // operations those of the three passes below in their order (the same bits).
       for (int k = 0; k < J; k += lanes) {
         const Vec mk = Whole::load(m + k);
         Vec acc = bcastv(0.f);
