@@ -57,6 +57,13 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
   auto window_runs = [&](int w, auto f) {
     conv_em_window_runs(s, w / Wo, w % Wo, [&](int q0, size_t c0) { f(size_t(q0) * nj, c0 * nj, run); });
   };
+  // f(q, c) for each child of window w: q its row's first float in the
+  // window's, c its place on the child grid.
+  auto window_children = [&](int w, auto f) {
+    conv_em_window_runs(s, w / Wo, w % Wo, [&](int q0, size_t c0) {
+      for (int ci = 0; ci < s.Ci; ++ci) f(size_t(q0 + ci) * nj, c0 + ci);
+    });
+  };
   // exp(r - m) added into z in one pass over a run, not through t, where the
   // runs are whole registers: exp_n over t then rounds each lane alike.
   constexpr size_t lanes = sizeof(Vec) / sizeof(float);
@@ -81,11 +88,9 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
     for (int w = 0; w < Pw; ++w) {
       const float* r = lr + w * IJ;
       if (fused && paper) {
-        window_runs(w, [&](size_t q, size_t c, size_t n) {
-          for (size_t k = 0; k < n; k += nj) {
-            const Vec m = bcastv(cmax[(c + k) / nj]);
-            add_exps(z + c + k, r + q + k, [&](size_t) { return m; }, nj);
-          }
+        window_children(w, [&](size_t q, size_t c) {
+          const Vec m = bcastv(cmax[c]);
+          add_exps(z + c * nj, r + q, [&](size_t) { return m; }, nj);
         });
       } else if (fused) {
         window_runs(w, [&](size_t q, size_t c, size_t n) {
@@ -93,9 +98,7 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
         });
       } else {
         if (paper)
-          window_runs(w, [&](size_t q, size_t c, size_t n) {
-            for (size_t k = 0; k < n; k += nj) sub_c_n(t + q + k, r + q + k, cmax[(c + k) / nj], nj);
-          });
+          window_children(w, [&](size_t q, size_t c) { sub_c_n(t + q, r + q, cmax[c], nj); });
         else
           window_runs(w, [&](size_t q, size_t c, size_t n) { sub_n(t + q, r + q, mx + c, n); });
         exp_n(t, IJ);
@@ -111,9 +114,7 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
       if (lse_out) std::copy_n(lz, children, lse_out + b * children);
       for (int w = 0; w < Pw; ++w) {
         float* r = lr + w * IJ;
-        window_runs(w, [&](size_t q, size_t c, size_t n) {
-          for (size_t k = 0; k < n; k += nj) sub_c_n(r + q + k, r + q + k, lz[(c + k) / nj], nj);
-        });
+        window_children(w, [&](size_t q, size_t c) { sub_c_n(r + q, r + q, lz[c], nj); });
       }
     } else {
       log_n(z, children * nj);
