@@ -66,10 +66,9 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
   };
   // exp(r - m) added into z in one pass over a run, not through t, where the
   // runs are whole registers: exp_n over t then rounds each lane alike.
-  constexpr size_t lanes = sizeof(Vec) / sizeof(float);
-  const bool fused = nj % lanes == 0;
+  const bool fused = nj % kLanes == 0;
   auto add_exps = [&](float* zc, const float* r, auto m, size_t n) {  // zc += exp(r - m(k)), m(k) the max's register
-    for (size_t k = 0; k < n; k += lanes)
+    for (size_t k = 0; k < n; k += kLanes)
       Whole::store(zc + k, addv(Whole::load(zc + k), expv(subv(Whole::load(r + k), m(k)))));
   };
   for (int b = 0; b < s.B; ++b) {
@@ -148,7 +147,7 @@ inline void conv_m_e_step_simd(float* mu, float* a_out, ConvEmState& st, const f
                                const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
                                ConvEmNorm norm, float* lse_out, bool descending) {
   const int P = s.B * s.Ho() * s.Wo(), I = s.I(), J = s.Co;
-  const int chunk = J % int(sizeof(Vec) / sizeof(float)) == 0 ? 1 : P;
+  const int chunk = J % kLanes == 0 ? 1 : P;
   for (int n = 0; n < P; n += chunk) {
     const int p0 = descending ? P - chunk - n : n;
     m_step_items(mu, a_out, st.em, V, beta_a, beta_v, p0, p0 + chunk, I, J, cfg);

@@ -12,10 +12,14 @@ namespace vg {
 // Call only where isa_supported(the ISA).
 // And out[k] = pair_sum16(t + 16 k), the full backward's sums of 16 (also
 // eight at a time there), transposed (pair_sums16x8) or one by one.
+// And each row's max (std::max_element's) and sum in j order added into
+// sums[r], of x (rows x J): the routing's per-child bookkeeping (row_maxes,
+// add_row_sums), a register of rows at a time where J allows.
 #define VG_EM_DOTS(isa)                                                                          \
   void em_dots16x8_f32__##isa(const float* a, const float* b, float c, const float* add, float* out, \
                               bool transposed);                                                     \
-  void em_pair_sums16x8_f32__##isa(const float* t, float* out, bool transposed);
+  void em_pair_sums16x8_f32__##isa(const float* t, float* out, bool transposed);                         \
+  void em_row_folds_f32__##isa(float* maxes, float* sums, const float* x, int rows, int J);
 #if defined(__x86_64__)
 VG_EM_DOTS(avx2)
 VG_EM_DOTS(avx512)

@@ -208,6 +208,27 @@ inline void for_runs(size_t n, VecFn vec, ScalarFn scalar) {
   for (; k < n; ++k) scalar(k);
 }
 
+// cols[j] lane k = x[k stride + j] for j, k < 8: an 8 x 8 block transposed
+// (pairs of rows interleaved, then quadruples, then the 128-bit halves).
+inline void cols_of_rows(Vec* cols, const float* x, size_t stride) {
+  __m256 t[8], u[8];
+  for (int k = 0; k < 8; k += 2) {
+    const __m256 a = _mm256_loadu_ps(x + k * stride), b = _mm256_loadu_ps(x + (k + 1) * stride);
+    t[k] = _mm256_unpacklo_ps(a, b);  // a0 b0 a1 b1, each half
+    t[k + 1] = _mm256_unpackhi_ps(a, b);  // a2 b2 a3 b3
+  }
+  for (int k = 0; k < 8; k += 4) {  // u[k + m], half L: column 4 L + m of rows k .. k + 3
+    u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+    u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+    u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+    u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+  }
+  for (int m = 0; m < 4; ++m) {
+    cols[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+    cols[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+  }
+}
+
 constexpr int kMomentJ = 2;  // four independent FMA chains
 
 }  // namespace

@@ -189,6 +189,32 @@ inline void for_runs(size_t n, VecFn vec, ScalarFn) {
   if (k < n) vec(k, Masked{__mmask16((1u << (n - k)) - 1)});
 }
 
+// cols[j] lane k = x[k stride + j] for j, k < 16: a 16 x 16 block transposed
+// (pairs of rows interleaved, then quadruples, then 128-bit lanes twice).
+inline void cols_of_rows(Vec* cols, const float* x, size_t stride) {
+  __m512 t[16], u[16];
+  for (int k = 0; k < 16; k += 2) {
+    const __m512 a = _mm512_loadu_ps(x + k * stride), b = _mm512_loadu_ps(x + (k + 1) * stride);
+    t[k] = _mm512_unpacklo_ps(a, b);  // a0 b0 a1 b1, each 128-bit lane
+    t[k + 1] = _mm512_unpackhi_ps(a, b);  // a2 b2 a3 b3
+  }
+  for (int k = 0; k < 16; k += 4) {  // u[k + m], lane L: column 4 L + m of rows k .. k + 3
+    u[k] = _mm512_shuffle_ps(t[k], t[k + 2], 0x44);
+    u[k + 1] = _mm512_shuffle_ps(t[k], t[k + 2], 0xEE);
+    u[k + 2] = _mm512_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+    u[k + 3] = _mm512_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+  }
+  for (int m = 0; m < 4; ++m) {
+    const __m512 x0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88), x1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
+    const __m512 y0 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88),
+                 y1 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
+    cols[m] = _mm512_shuffle_f32x4(x0, y0, 0x88);
+    cols[4 + m] = _mm512_shuffle_f32x4(x1, y1, 0x88);
+    cols[8 + m] = _mm512_shuffle_f32x4(x0, y0, 0xDD);
+    cols[12 + m] = _mm512_shuffle_f32x4(x1, y1, 0xDD);
+  }
+}
+
 constexpr int kMomentJ = 16;  // one pass over a child's whole row of 16 parents for the means
 
 }  // namespace

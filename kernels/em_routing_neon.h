@@ -224,6 +224,16 @@ inline void for_runs(size_t n, VecFn vec, ScalarFn scalar) {
   for (; k < n; ++k) scalar(k);
 }
 
+// cols[j] lane k = x[k stride + j] for j, k < 4: a 4 x 4 block transposed.
+inline void cols_of_rows(Vec* cols, const float* x, size_t stride) {
+  const float32x4x2_t p = vtrnq_f32(vld1q_f32(x), vld1q_f32(x + stride));  // a0 b0 a2 b2 | a1 b1 a3 b3
+  const float32x4x2_t q = vtrnq_f32(vld1q_f32(x + 2 * stride), vld1q_f32(x + 3 * stride));
+  cols[0] = vcombine_f32(vget_low_f32(p.val[0]), vget_low_f32(q.val[0]));
+  cols[1] = vcombine_f32(vget_low_f32(p.val[1]), vget_low_f32(q.val[1]));
+  cols[2] = vcombine_f32(vget_high_f32(p.val[0]), vget_high_f32(q.val[0]));
+  cols[3] = vcombine_f32(vget_high_f32(p.val[1]), vget_high_f32(q.val[1]));
+}
+
 constexpr int kMomentJ = 2;  // eight independent FMA chains
 
 }  // namespace

@@ -19,6 +19,8 @@
 //   for_runs(n, vec, scalar): vec(k, lanes) for each whole register of a run
 //         of n floats (lanes.load / lanes.store), then the ISA's leftovers:
 //         scalar(k) per float, or vec once more under a mask;
+//   cols_of_rows(cols, x, stride): a lanes x lanes block transposed, cols[j]
+//         lane k = x[k stride + j];
 //   kMomentJ, the upper capsules whose means share one pass over the votes.
 // An ISA file includes that header, then this one, which instantiates the
 // steps in that same anonymous namespace: every ISA file keeps its own
@@ -37,6 +39,7 @@ namespace vg {
 namespace {
 
 constexpr int H = kPoseDim;
+constexpr int kLanes = sizeof(Vec) / sizeof(float);  // floats in one register of the runs
 
 // exp_portable (em_routing.h), the same operations on a register: the same bits.
 inline Vec exp_portablev(Vec x) {
@@ -131,13 +134,28 @@ inline void col_sum(float* s, const float* x, int I, size_t J) {
         s[k] = acc;
       });
 }
+// The rows' chains below run a register of rows at a time where J is whole
+// registers, each lane one row's chain in j order (the block transposed,
+// cols_of_rows), else eight rows side by side in scalar code: a sequential
+// sum or max is a chain of dependent operations (4 cycles an add).
+
 // acc[at(r)] += sum_j x_rj for rows r < rows of x (rows x J), each row's sum in
-// j order, as the reference's loop adds them: a sequential sum is a chain of
-// dependent adds (4 cycles each), so eight rows' chains run side by side; the
-// rows' places at(r) must differ.
+// j order, as the reference's loop adds them; the rows' places at(r) must differ.
 template <class At>
 inline void add_row_sums(float* acc, At at, const float* x, int rows, int J) {
   int r = 0;
+  if (J % kLanes == 0)
+    for (; r + kLanes <= rows; r += kLanes) {
+      alignas(64) float s0[kLanes];
+      for (int k = 0; k < kLanes; ++k) s0[k] = acc[at(r + k)];
+      Vec s = Whole::load(s0), cols[kLanes];
+      for (int j0 = 0; j0 < J; j0 += kLanes) {
+        cols_of_rows(cols, x + size_t(r) * J + j0, size_t(J));
+        for (int j = 0; j < kLanes; ++j) s = addv(s, cols[j]);
+      }
+      Whole::store(s0, s);
+      for (int k = 0; k < kLanes; ++k) acc[at(r + k)] = s0[k];
+    }
   for (; r + 8 <= rows; r += 8) {
     float s[8];
     for (int k = 0; k < 8; ++k) s[k] = acc[at(r + k)];
@@ -150,11 +168,22 @@ inline void add_row_sums(float* acc, At at, const float* x, int rows, int J) {
 }
 
 // m[r] = the largest of row r of x (rows x J), as std::max_element finds it:
-// the first entry, then each later one that compares greater, in j order.
-// Eight rows' chains side by side, as add_row_sums.
+// the first entry, then each later one that compares greater, in j order
+// (maxv is std::max's a < b ? b : a).
 inline void row_maxes(float* m, const float* x, int rows, int J) {
   auto fold = [](float acc, float v) { return acc < v ? v : acc; };
   int r = 0;
+  if (J % kLanes == 0)
+    for (; r + kLanes <= rows; r += kLanes) {
+      Vec cols[kLanes];
+      cols_of_rows(cols, x + size_t(r) * J, size_t(J));
+      Vec s = cols[0];
+      for (int j0 = 0; j0 < J; j0 += kLanes) {
+        if (j0 > 0) cols_of_rows(cols, x + size_t(r) * J + j0, size_t(J));
+        for (int j = j0 == 0 ? 1 : 0; j < kLanes; ++j) s = maxv(s, cols[j]);
+      }
+      Whole::store(m + r, s);
+    }
   for (; r + 8 <= rows; r += 8) {
     float s[8];
     for (int k = 0; k < 8; ++k) s[k] = x[size_t(r + k) * J];
@@ -206,12 +235,11 @@ inline void m_step_weights(float* w, float* S, const float* log_r, const float* 
     // Log-domain normalisation: the largest term is exp(0) = 1.
     float m[64], z[64];
     col_max_plus(m, log_r, log_a, I, size_t(J));
-    constexpr int lanes = sizeof(Vec) / sizeof(float);
-    if (J % lanes == 0) {
+    if (J % kLanes == 0) {
       // Rows of whole registers: each register's w = exp((log R + log a) - m)
       // and its column's sum in one pass down the column, each lane's
       // operations those of the three passes below in their order (the same bits).
-      for (int k = 0; k < J; k += lanes) {
+      for (int k = 0; k < J; k += kLanes) {
         const Vec mk = Whole::load(m + k);
         Vec acc = bcastv(0.f);
         for (int i = 0; i < I; ++i) {
@@ -530,6 +558,10 @@ inline void backward_simd(float* dV, float* dbeta_a, float* dbeta_v, const float
                       out);                                                                                   \
     else                                                                                                      \
       for (int k = 0; k < 8; ++k) out[k] = c * dot16(load16(a + 16 * k), load16(b + 16 * k)) + add[k];       \
+  }                                                                                                           \
+  void em_row_folds_f32__##isa(float* maxes, float* sums, const float* x, int rows, int J) {                  \
+    row_maxes(maxes, x, rows, J);                                                                             \
+    add_row_sums(sums, [](int r) { return r; }, x, rows, J);                                                  \
   }                                                                                                           \
   void em_pair_sums16x8_f32__##isa(const float* t, float* out, bool transposed) {                              \
     F16 x[8];                                                                                                 \

@@ -604,6 +604,53 @@ TEST(EmRouting, EightDotsAtOnceGiveEachIsasOwnDotsBits) {
   if (ran == 0) GTEST_SKIP() << "no SIMD variant of this build runs on this CPU";
 }
 
+// The per-child bookkeeping's row maxes and sums (row_maxes, add_row_sums),
+// a register of rows at a time through a transposed block where J is whole
+// registers: each row's max as std::max_element finds it (ties of -0 and +0,
+// a NaN passed over) and its sum in j order, bit for bit, at row counts
+// around the ISAs' 4, 8 and 16 lanes and J of one to three registers or none.
+TEST(EmRouting, RowMaxesAndSumsAreTheScalarLoopsBitForBit) {
+  using Folds = void (*)(float*, float*, const float*, int, int);
+  std::vector<std::pair<Isa, Folds>> isas;
+#if defined(__x86_64__)
+  isas = {{Isa::avx2, em_row_folds_f32__avx2}, {Isa::avx512, em_row_folds_f32__avx512}};
+#endif
+#if defined(__aarch64__)
+  isas = {{Isa::neon, em_row_folds_f32__neon}};
+#endif
+  int ran = 0;
+  for (const auto& [isa, folds] : isas) {
+    if (!isa_supported(isa)) continue;
+    ++ran;
+    uint64_t tag = 0;
+    for (int rows : {1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 40})
+      for (int J : {1, 5, 8, 12, 16, 32, 48}) {
+        std::vector<float> x = test::randn(size_t(rows) * J, ++tag);
+        for (size_t k = 0; k < x.size(); ++k) x[k] *= std::ldexp(1.f, int(k * 5 % 11) - 5);
+        if (J > 2) {  // a row whose largest are -0 then +0, where the order decides; a NaN passed over
+          for (int j = 0; j < J; ++j) x[size_t(j)] = -std::fabs(x[size_t(j)]);
+          x[0] = -0.f, x[1] = 0.f;
+          if (rows > 1) x[size_t(rows - 1) * J + 1] = NAN;
+        }
+        const std::vector<float> acc0 = test::randn(size_t(rows), tag + 5000);
+        std::vector<float> maxes(static_cast<size_t>(rows)), sums = acc0;
+        folds(maxes.data(), sums.data(), x.data(), rows, J);
+        for (int r = 0; r < rows; ++r) {
+          const float* row = x.data() + size_t(r) * J;
+          const float m = *std::max_element(row, row + J);
+          float sum = acc0[size_t(r)];
+          for (int j = 0; j < J; ++j) sum += row[j];
+          const std::string where =
+              std::string(isa_name(isa)) + " rows " + std::to_string(rows) + " J " + std::to_string(J) + " row " +
+              std::to_string(r);
+          ASSERT_EQ(std::bit_cast<uint32_t>(maxes[size_t(r)]), std::bit_cast<uint32_t>(m)) << "max, " << where;
+          ASSERT_EQ(std::bit_cast<uint32_t>(sums[size_t(r)]), std::bit_cast<uint32_t>(sum)) << "sum, " << where;
+        }
+      }
+  }
+  if (ran == 0) GTEST_SKIP() << "no SIMD variant of this build runs on this CPU";
+}
+
 }  // namespace
 }  // namespace vg
 
