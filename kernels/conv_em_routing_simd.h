@@ -21,11 +21,13 @@ namespace vg {
 namespace {
 
 // Pass 1, windows p0 <= p < p1: lp_pqj = -1/2 (V - mu)^T diag(1 / sigma2) (V - mu) + norm_pj
-// (em_likelihoods_f32__<isa>'s arithmetic).
+// (em_likelihoods_f32__<isa>'s arithmetic). after_m_step: this ISA's M-step
+// has just formed sigma2 and its log sums, which norm then reuses.
 inline void conv_e_likelihoods(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s, int p0,
-                               int p1) {
+                               int p1, bool after_m_step) {
   EmState& em = st.em;
-  likelihood_items(em.log_r.data(), V, mu, em.sigma2.data(), em.log_a_out.data(), p0, p1, s.I(), s.Co);
+  likelihood_items(em.log_r.data(), V, mu, em.sigma2.data(), em.log_a_out.data(), p0, p1, s.I(), s.Co,
+                   after_m_step ? em.log_s2_sum.data() : nullptr);
 }
 
 inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNorm norm, float* lse_out) {
@@ -129,7 +131,7 @@ inline void conv_e_normalise(ConvEmState& st, const ConvVotesShape& s, ConvEmNor
 
 inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, const ConvVotesShape& s,
                              ConvEmNorm norm, float* lse_out) {
-  conv_e_likelihoods(st, V, mu, s, 0, s.B * s.Ho() * s.Wo());
+  conv_e_likelihoods(st, V, mu, s, 0, s.B * s.Ho() * s.Wo(), false);
   conv_e_normalise(st, s, norm, lse_out);
 }
 
@@ -151,7 +153,7 @@ inline void conv_m_e_step_simd(float* mu, float* a_out, ConvEmState& st, const f
   for (int n = 0; n < P; n += chunk) {
     const int p0 = descending ? P - chunk - n : n;
     m_step_items(mu, a_out, st.em, V, beta_a, beta_v, p0, p0 + chunk, I, J, cfg);
-    if (e_step) conv_e_likelihoods(st, V, mu, s, p0, p0 + chunk);
+    if (e_step) conv_e_likelihoods(st, V, mu, s, p0, p0 + chunk, true);
   }
   if (e_step) conv_e_normalise(st, s, norm, lse_out);
 }

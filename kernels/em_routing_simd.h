@@ -412,22 +412,27 @@ inline void log_likelihoods(float* lr, const float* v, const float* mu, const fl
 
 // One item's terms of its log-likelihoods, per parent j: 1 / sigma2 (d^2 /
 // sigma2 multiplies by it) and norm_j = -1/2 sum_h log(2 pi sigma2_jh) + log a_j.
-inline void likelihood_terms(float* inv_s2, float* norm, const float* sigma2, const float* log_a_out, int J) {
+// lsum, where given: the M-step's sum_log16 of these sigma2 (this ISA's, the
+// same bits), not formed again.
+inline void likelihood_terms(float* inv_s2, float* norm, const float* sigma2, const float* log_a_out, int J,
+                             const float* lsum = nullptr) {
   const float log_2pi_16 = float(16 * std::log(2.0 * std::numbers::pi));
   for (int j = 0; j < J; ++j) {
     const F16 x = load16(sigma2 + size_t(j) * H);
-    norm[j] = -0.5f * (sum_log16(x) + log_2pi_16) + log_a_out[j];
+    norm[j] = -0.5f * ((lsum ? lsum[j] : sum_log16(x)) + log_2pi_16) + log_a_out[j];
     store16(inv_s2 + j * H, div16(bcast16(1.f), x));
   }
 }
 
-// lr of items b0 <= b < b1 (em_likelihoods_f32__<isa>; the E-steps' first part).
+// lr of items b0 <= b < b1 (em_likelihoods_f32__<isa>; the E-steps' first part);
+// log_s2_sum as likelihood_terms' lsum, indexed as sigma2's sums.
 inline void likelihood_items(float* lr, const float* V, const float* mu, const float* sigma2, const float* log_a_out,
-                             int b0, int b1, int I, int J) {
+                             int b0, int b1, int I, int J, const float* log_s2_sum = nullptr) {
   alignas(64) float inv_s2[64 * H];
   float norm[64];
   for (int b = b0; b < b1; ++b) {
-    likelihood_terms(inv_s2, norm, sigma2 + size_t(b) * J * H, log_a_out + size_t(b) * J, J);
+    likelihood_terms(inv_s2, norm, sigma2 + size_t(b) * J * H, log_a_out + size_t(b) * J, J,
+                     log_s2_sum ? log_s2_sum + size_t(b) * J : nullptr);
     const float* mu_b = mu + size_t(b) * J * H;
     const float* v_b = V + size_t(b) * I * J * H;
     float* lr_b = lr + size_t(b) * I * J;
