@@ -266,7 +266,14 @@ inline void m_step_weights(float* w, float* S, const float* log_r, const float* 
     col_sum(S, w, I, size_t(J));
     for (int j = 0; j < J; ++j) inv[j] = 1.f / (S[j] + eps);
   }
-  for (int i = 0; i < I; ++i) mul_n(w + size_t(i) * J, inv, size_t(J));
+  if (J % kLanes == 0) {  // a register of 1 / S held down its column, as the weights above
+    for (int k = 0; k < J; k += kLanes) {
+      const Vec v = Whole::load(inv + k);
+      for (int i = 0; i < I; ++i) Whole::store(w + size_t(i) * J + k, mulv(Whole::load(w + size_t(i) * J + k), v));
+    }
+  } else {
+    for (int i = 0; i < I; ++i) mul_n(w + size_t(i) * J, inv, size_t(J));
+  }
 }
 
 // z = lambda (beta_a - cost), cost = (16 beta_v + sum_h log(sigma2) / 2) S
