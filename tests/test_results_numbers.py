@@ -12,6 +12,7 @@ HISTORICAL with the commit and file it comes from, and checked against that
 commit's file where git has it. Needs python3 only (no binary).
 """
 import csv
+import glob
 import io
 import math
 import os
@@ -103,6 +104,48 @@ def p_matches(quoted, given):
         digits = len(s.split("e")[0].replace(".", "").lstrip("0"))
         return 0.5 * 10 ** (math.floor(math.log10(float(s))) - max(digits, 1) + 1) if float(s) > 0 else 0.0
     return abs(float(quoted) - float(given)) <= half_unit(quoted) + half_unit(given) + 1e-15
+
+
+# The one rule for the words beside a quoted difference (docs/results.md#the-rule-for-claims):
+# a direction only where the 95 % CI excludes 0 and Wilcoxon p < 0.05; "tie" or "level" only
+# where the CI holds 0 and p >= 0.05; otherwise "not resolved", with p beside it.
+CLAIM_DOCS = ["README.md", "results/README.md"] + sorted(
+    os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+CLAIM_CI = re.compile(rf"({NUM})(?:, 95 % CI)? \[({NUM}), ({NUM})\]")
+DIRECTION = r"ahead|behind|beats?|better|worse|trails?|outperforms?|(?:loses?|lost|errs?) (?:less|more)"
+NULL = r"ties?|tied|level|not resolved|unresolved|no difference"
+UNRESOLVED = r"not resolved|unresolved"
+CLAIM_WORD = re.compile(rf"\b(?:{DIRECTION}|{NULL})\b")
+SEED_COUNT = re.compile(r"\s+(?:on|in)\s+(?:\d|every|all|each|most)")  # "better on 28 of 30 seeds"
+NEGATED = re.compile(r"\b(?:not|no|never|nor)\s+(?:\w+\s+)?$")        # "no better than"
+SENTENCE_END = re.compile(r"[.!?](?:\*\*)?(?=\s+[A-Z*(`\[])")
+
+
+def claim_kind(u, w):
+    """A negated direction ("no better than") claims no direction: any difference may carry it."""
+    word = w.group(0)
+    if NEGATED.search(u[max(0, w.start() - 30):w.start()]) and re.fullmatch(DIRECTION, word):
+        return "negated"
+    if re.fullmatch(UNRESOLVED, word):
+        return "unresolved"
+    return "null" if re.fullmatch(NULL, word) else "direction"
+
+
+def claim_words(u, start, end):
+    """The claim words of u[start:end], less seed counts and table headers'
+    "better / tie / worse"."""
+    out = []
+    for w in CLAIM_WORD.finditer(u, start, end):
+        if SEED_COUNT.match(u, w.end()):
+            continue
+        if re.search(r"\d ?$", u[:w.start()]):  # "1 tie": a seed count
+            continue
+        if "/" in u[max(0, w.start() - 3):w.start()] + u[w.end():w.end() + 3]:
+            continue
+        if w.group(0) == "level" and re.search(r"(?:noise|rounding) $", u[:w.start()]):
+            continue
+        out.append(w)
+    return out
 
 
 class ResultsNumbers(unittest.TestCase):
@@ -214,6 +257,84 @@ class ResultsNumbers(unittest.TestCase):
             self.assertIn(quoted, self.docs[HISTORICAL_DOC], f"{quoted} is quoted nowhere now")
         if not checked:
             self.skipTest("no git history here")
+
+
+    def p_of(self, ci, tail):
+        """The Wilcoxon p of a quoted difference: its SUMMARY rows' (when they agree on the
+        side of 0.05), else the one quoted after it, else None."""
+        ps = set()
+        for r in self.rows:
+            if ci in r:
+                cell = r.split("|")[-3].strip()
+                if P_CELL.match(cell):
+                    ps.add(float(cell) < 0.05)
+        if len(ps) == 1:
+            return ps.pop()
+        q = P_QUOTED.search(tail)
+        return float(q.group(1)) < 0.05 if q and not ps else None
+
+    def check_claims(self, doc, text):
+        """Each quoted difference with its CI against the word that governs it: the nearest
+        claim word before it in its sentence, else the first after it (before the next CI)."""
+        bad = []
+        for header, unit in units(text):
+            u = norm(unit)
+            found = list(CLAIM_CI.finditer(u))
+            for i, m in enumerate(found):
+                lo, hi = float(m.group(2)), float(m.group(3))
+                excludes = (lo > 0 and hi > 0) or (lo < 0 and hi < 0)
+                nxt = found[i + 1].start() if i + 1 < len(found) else len(u)
+                ends = [e.end() for e in SENTENCE_END.finditer(u)]
+                start = max([e for e in ends if e <= m.start()], default=0)
+                stop = min([e for e in ends if e >= m.end()] + [len(u)])
+                before = claim_words(u, start, m.start())
+                semi = u.find(";", m.end())
+                after = claim_words(u, m.end(), min(stop, nxt, semi if semi >= 0 else len(u)))
+                word = before[-1] if before else (after[0] if after else None)
+                if word is None:
+                    continue
+                ci = f"{m.group(1)} [{m.group(2)}, {m.group(3)}]"
+                significant = self.p_of(ci, u[m.end():nxt])
+                if header and header[-1] in ("Wilcoxon p", "p") and P_CELL.match(u.strip().strip("|").split("|")[-1].strip()):
+                    significant = float(u.strip().strip("|").split("|")[-1].strip()) < 0.05
+                if excludes and significant is not False:
+                    allowed = {"direction"}
+                elif not excludes and significant is not True:
+                    allowed = {"null", "unresolved"}
+                else:
+                    allowed = {"unresolved"}
+                kind = claim_kind(u, word)
+                if kind == "negated":
+                    continue
+                where = f"{doc}: '{word.group(0)}' beside {ci}"
+                if kind not in allowed:
+                    why = ("the CI excludes 0" if excludes else "the CI holds 0") + (
+                        "" if significant is None else ", p %s 0.05" % ("<" if significant else ">="))
+                    bad.append(f"{where} ({why}): '{unit.strip()[:140]}'")
+                elif allowed == {"unresolved"} and not (P_QUOTED.search(u[start:stop]) or header):
+                    bad.append(f"{where}: not resolved, but no p beside it: '{unit.strip()[:140]}'")
+        return bad
+
+    def test_claims_follow_the_rule(self):
+        bad = []
+        for doc in CLAIM_DOCS:
+            with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+                bad += self.check_claims(doc, f.read())
+        self.assertFalse(bad, "\n" + "\n".join(bad))
+
+    def test_a_wrong_claim_is_caught(self):
+        # The toys' elevation row: CI touching 0, p = 0.058.
+        self.assertTrue(self.check_claims("x", "The CNN beats the capsules on elevation, +0.010 [+0.000, +0.020].\n"))
+        self.assertFalse(self.check_claims("x", "On elevation they tie, +0.010 [+0.000, +0.020] (p = 0.058).\n"))
+        # Turns of 90°–150°: CI across 0 but p = 0.0053: neither a direction nor a tie.
+        turns = "+0.014 [−0.001, +0.027]"
+        self.assertTrue(self.check_claims("x", f"Only turns of 90°–150° tie ({turns}).\n"))
+        self.assertTrue(self.check_claims("x", f"At turns of 90°–150° the capsules are ahead ({turns}).\n"))
+        self.assertTrue(self.check_claims("x", f"At turns of 90°–150° it is not resolved ({turns}).\n"))  # no p
+        self.assertFalse(self.check_claims("x", f"At turns of 90°–150° it is not resolved ({turns}, p = 0.0053).\n"))
+        # A resolved difference called a tie, and seed counts, which any difference may carry.
+        self.assertTrue(self.check_claims("x", "At 0° they tie: −0.054 [−0.077, −0.033].\n"))
+        self.assertFalse(self.check_claims("x", "The CNN is better at 0° (−0.054 [−0.077, −0.033], caps better on 4 of 30 seeds).\n"))
 
 
 if __name__ == "__main__":
