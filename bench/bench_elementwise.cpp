@@ -87,7 +87,7 @@ const int registered = [] {
     // votes, one image's (2.65 MB an array, beyond L2) and a batch's (85 MB): two reads and
     // a write a float, the full EM backward's traffic over V and dV, so its bytes/s are that
     // backward's memory bound, and the first two the rates of the routing's passes over a
-    // window's votes in L1 and in L2 (docs/performance.md).
+    // window's votes in L1 and in L2 (docs/performance.md#the-bounds-and-the-arithmetic-behind-each).
     benchmark::RegisterBenchmark(("BM_relu_backward/" + isa).c_str(), BM_relu_backward, &ek[v])
         ->ArgName("n")->Arg(2048)->Arg(36864)->Arg(32 * 16 * 16 * 16)->Arg(36 * 72 * 16 * 16)
         ->Arg(32 * 36 * 72 * 16 * 16);

@@ -239,13 +239,10 @@ void render_points(const std::vector<Point3>& points, double azimuth_deg, double
   for (size_t i = 0; i < acc.size(); ++i) img[i] = std::clamp(acc[i], 0.f, 1.f);
 }
 
-// A parallel loop first wakes its workers, and its end waits for the slowest.
-// On our 2-vCPU VMs an empty parallel region took ~0.1 ms in some runs and 6-8 ms
-// in others (the idle vCPU, it seems, not running on the host until then), so the
-// default dataset's loops (1-3 ms of work each) lost more than they gained: its
-// synthesis took 8.1-8.9 ms on one thread and 6.5-14 ms on two (median ~10;
-// docs/performance.md, 6ebfcba). Loops of fewer items than kDatasetParallelMinItems
-// (renders or noisy images, ~1 us each) run on one thread.
+// A parallel loop first wakes its workers, and its end waits for the slowest: on
+// small VMs that can cost more than the default dataset's loops hold (1-3 ms of
+// work each; docs/performance.md#the-datasets-threads). So loops of fewer items
+// than kDatasetParallelMinItems (renders or noisy images, ~1 us each) run on one thread.
 
 // Clean renders of a set of (azimuth, elevation) views, every class at each,
 // each distinct view rendered once: the default dataset's five splits ask for

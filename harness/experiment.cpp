@@ -165,7 +165,7 @@ RunResult run_on(const RunOptions& opt, const std::function<Dataset()>& make_dat
   r.data = make_data();
   // The synthesis's OpenMP workers would spin for a while after its last loop
   // (libgomp's default wait policy) on the cores the models are about to train
-  // on: released here (a no-op with one thread; measured in docs/performance.md, b8a16de).
+  // on: released here (a no-op with one thread; docs/performance.md#the-datasets-threads).
   omp_pause_resource_all(omp_pause_soft);
   r.dataset_s = seconds_since(t0);
   if ((opt.stop_at_familiar > 0 || !opt.match_familiar.empty()) && r.data.validation.size() == 0)

@@ -36,9 +36,8 @@ std::uintptr_t align_up(std::uintptr_t x, std::size_t a) { return align_down(x +
 HeapSetup configure_heap() {
   HeapSetup setup;
   // Large buffers from the heap, kept when freed (glibc's default maps each one
-  // afresh and unmaps it on free, so every page faulted in again: the default
-  // run took 20,000 page faults before this); up to 64 MB free at the heap's
-  // top stays there.
+  // afresh and unmaps it on free, so every page is faulted in again: ~20,000
+  // page faults a default run); up to 64 MB free at the heap's top stays there.
   mallopt(M_MMAP_THRESHOLD, int(kMmapThreshold));
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
   const std::size_t huge = thp_size();
@@ -48,7 +47,7 @@ HeapSetup configure_heap() {
   // One arena: glibc gives each new thread an arena of its own (mmap'd, not this
   // heap) otherwise. Our code allocates nothing in a warm step, and oneDNN's small
   // per-execute allocations come from glibc's per-thread cache, so its lock is
-  // rarely contended (docs/performance.md, 263c3bf: futex calls counted in a two-job sweep).
+  // rarely contended (futex calls counted in a two-job sweep: docs/performance.md#the-heap-in-huge-pages).
   mallopt(M_ARENA_MAX, 1);
   // The trim threshold above the reserve, so freeing never gives it back.
   mallopt(M_TRIM_THRESHOLD, int(2 * kReserve));

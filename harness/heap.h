@@ -8,7 +8,7 @@
 //   and advised for transparent huge pages (madvise MADV_HUGEPAGE), one arena for
 //   every thread, so a run touches its ~20 MB in 2 MB pages instead of ~5,000
 //   pages of 4 KB, each a page fault. Where a fault is dear (a PVM guest: ~10 us
-//   per 4 KB page) the faults took 13-28 % of a run (docs/performance.md, 263c3bf).
+//   per 4 KB page) the faults took 13-28 % of a run (docs/performance.md#the-heap-in-huge-pages).
 // Nothing here changes a result: only where the bytes live.
 #pragma once
 #include <cstddef>

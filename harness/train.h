@@ -89,7 +89,7 @@ struct NonFiniteError : std::runtime_error {
 // Largest batch evaluated at once; also the models' max_batch (with the
 // training batch). 64 rather than 256: per image 1-3 % slower hot, but a run
 // faults fewer pages (peak RSS 34 MB, not 38) and with two threads the
-// evaluations share out better (docs/performance.md, e441e26). With oneDNN at
+// evaluations share out better (docs/performance.md#the-evaluation-batch). With oneDNN at
 // AVX-512 a sample's scores do not depend on its batch
 // (Models.ASamplesScoresDoNotDependOnTheBatchItIsIn); at AVX2 and on aarch64
 // their last bits do, so this number is part of what --reproducible reproduces.

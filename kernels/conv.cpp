@@ -21,20 +21,17 @@ void run(const std::vector<DnnlStep>& steps) {
 
 }  // namespace
 
-// Layouts oneDNN 2.6 picks on AVX2 for C=1 (measured, single thread, batch 32):
-//   forward: jit:avx2 wants src nchw, weights Ohwi8o, dst nChw8c (~115 us). Forcing
-//     oihw weights drops to gemm (~410 us) and forcing nhwc dst to the reference
-//     (~140 ms), so we reorder the 400 weights per call (<1 us) and the dst to nhwc,
-//     unless its one channel block holds every channel (16 channels, nChw16c at AVX-512):
-//     those are nhwc's bytes, written in place.
-//   backward-weights: with src and diff_dst channel-last (no reorder of the nhwc
-//     diff_dst) jit:avx2 runs in ~160 us, against ~530 us for the gemm it picks from
-//     nchw; it wants diff_weights OIhw8i8o, reordered to oihw after.
-// At AVX-512 (oneDNN 2.6, conv1's shape, a full-width Zen 5 core): jit:avx512_core
-//   backward-weights reads an nChw16c diff_dst faster than an nhwc one, the same
-//   bytes for 16 channels, with the same bits (the run's fingerprints did not move):
-//   BM_conv1_backward_weights/batch:32 53.8 -> 38.1 us. So the diff_dst is declared
-//   in the forward dst's layout.
+// The layouts oneDNN 2.6 runs fastest for conv1's shape, whose timings are in
+// docs/performance.md#conv1s-layouts:
+//   forward: jit:avx2 wants src nchw, weights Ohwi8o, dst nChw8c; other layouts
+//     drop it to a gemm or the reference, so we reorder the 400 weights per call
+//     (<1 us) and the dst to nhwc, unless its one channel block holds every channel
+//     (16 channels, nChw16c at AVX-512): those are nhwc's bytes, written in place.
+//   backward-weights: jit:avx2 with src and diff_dst channel-last (no reorder of
+//     the nhwc diff_dst), not the gemm it picks from nchw; it wants diff_weights
+//     OIhw8i8o, reordered to oihw after. jit:avx512_core reads an nChw16c diff_dst
+//     faster than an nhwc one, the same bytes and bits for 16 channels, so the
+//     diff_dst is declared in the forward dst's layout.
 // The forward steps are built on a batch size's first forward; the
 // backward-weights steps on its first backward, so the evaluation batch sizes
 // never create them.

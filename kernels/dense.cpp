@@ -12,22 +12,15 @@ namespace vg {
 using dnnl::memory;
 
 // oneDNN matmuls over the caller's plain buffers; our weights are K x N
-// row-major, never reordered or copied. Why these formulations (measured with
-// OMP_NUM_THREADS=1 viewgap_bench; bench/bench_conv_dense.cpp keeps the
-// alternatives as *_matmul; in:4096 out:136 batch:32 unless said):
-// - forward as a matmul rather than an inner product: on a Zen-4-class EPYC
-//   (oneDNN at AVX-512) it runs as brgemm, 1-10 % faster on the wide layers and
-//   ~45 % on the 5-wide logits, and a process no longer pays oneDNN's sgemm
-//   set-up (31 ms on the first call) or its buffers (6 MB of peak RSS). With
-//   oneDNN at AVX2 both are its sgemm: the same speed and the same bits (the
-//   --reproducible fingerprint did not move).
-// - backward data as a matmul on W's transposed view: 388 us against the inner
-//   product's 600 us at AVX-512; equal within 4 % at AVX2, with the same bits.
-// - backward weights on an explicit K x B transpose of src: with oneDNN at AVX2
-//   the transposed view runs at half the speed (762 against 423 us); at AVX-512
-//   the view is 6 % faster (380 against 405 us). The transpose is the
-//   elementwise kernel (8 x 8 register tiles); a oneDNN reorder was slower than
-//   even a scalar loop (462 us).
+// row-major, never reordered or copied. Each formulation is the fastest measured
+// (docs/performance.md#the-dense-layers-formulations; bench/bench_conv_dense.cpp
+// keeps the alternatives as *_matmul), with the same bits at AVX2:
+// - forward as a matmul, not an inner product: brgemm at AVX-512, and no sgemm
+//   set-up or buffers;
+// - backward data as a matmul on W's transposed view;
+// - backward weights on an explicit K x B transpose of src, the elementwise
+//   kernel (8 x 8 register tiles): at AVX2 the transposed view runs at half the
+//   speed, and a oneDNN reorder was slower than a scalar loop.
 // The forward half is built on a batch size's first forward; the backward half
 // (two primitives, the K x B transpose buffer) on its first backward, so the
 // evaluation batch sizes never create or allocate it.

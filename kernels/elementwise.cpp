@@ -10,7 +10,7 @@ const ElementwiseKernels kVariants[] = {
     {Isa::avx2, adam_update_f32__avx2, relu_backward_f32__avx2, transpose_f32__avx2, normal_f32__avx2},
     // The transpose's 8 x 8 ymm tiles serve AVX-512 too: a layer's input has 32
     // rows (the batch), and wider tiles would only add shuffles. So does the
-    // AVX2 noise: it is a small share of a run (docs/performance.md, c3144b6).
+    // AVX2 noise: it is a small share of a run (docs/performance.md#the-datasets-noise).
     {Isa::avx512, adam_update_f32__avx512, relu_backward_f32__avx512, transpose_f32__avx2, normal_f32__avx2},
 #endif
 #if defined(__aarch64__)

@@ -64,7 +64,7 @@ struct EmConfig {
 
 // The logit's coefficients, z = lambda (ka beta_a - c S (kv beta_v + kl L)):
 // paper {1, 16, 1/2}, official {-5000, 16 (ln 2 pi + 1), 1}. The kernels
-// write the paper's form out as before (its bits); the backward uses these.
+// write the paper's form out, in the order its fingerprints hold; the backward uses these.
 struct EmLogitCoeffs {
   float ka, kv, kl;
 };

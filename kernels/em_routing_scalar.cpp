@@ -152,7 +152,7 @@ void em_backward_f32__scalar(float* dV, float* dbeta_a, float* dbeta_v, const fl
       const size_t bj = size_t(b) * J + j;
       const float a = a_out[bj];
       const float dz = da_out[bj] * a * (1.f - a);
-      if (cfg.logit == EmLogit::paper) dbeta_a[j] += cfg.lambda * dz;  // as before the option (its bits)
+      if (cfg.logit == EmLogit::paper) dbeta_a[j] += cfg.lambda * dz;  // the paper's form, its fingerprints' order
       else dbeta_a[j] += k.ka * cfg.lambda * dz;
       const float dcost = -cfg.lambda * dz;
       // The factor of (kv beta_v + kl L) in the cost: S, or S / I with cost_norm.
