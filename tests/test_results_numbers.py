@@ -3,7 +3,11 @@
 with its CI, and the wins / ties / losses and Wilcoxon p quoted beside them, in
 README.md, docs/results.md, results/README.md and docs/smallnorb.md, must be in
 results/SUMMARY.md; and SUMMARY.md must be what tools/results_summary.py writes from
-the committed tables now.
+the committed tables now. And the words beside every quoted difference with its CI, in
+README.md, results/README.md and docs/*.md, follow the one rule for claims that
+docs/results.md states (#the-rule-for-claims): a direction ("ahead", "behind", "beats") only
+where the 95 % CI excludes 0 and Wilcoxon p < 0.05, "tie" or "level" only where the CI holds 0
+and p >= 0.05, and "not resolved", with p beside it, where the two disagree.
 
   python3 tests/test_results_numbers.py     (plain unittest; exit code 1 on failure)
 
