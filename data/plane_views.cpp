@@ -156,7 +156,7 @@ std::string heldout_text(const DataConfig& cfg) { return g(cfg.plane->test_from)
 std::string describe(const DataConfig& d, const Dataset&) {
   const PlaneFactor& f = factor_of(d);
   char line[360];
-  // The canvas where it is not the frame (the frame's table reads as before).
+  // The canvas where it is not the frame (on the frame the line names none).
   const std::string canvas = d.plane->canvas == kImageSide
                                  ? ""
                                  : "; " + std::to_string(d.plane->canvas) + " x " + std::to_string(d.plane->canvas) +

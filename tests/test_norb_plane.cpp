@@ -3,7 +3,7 @@
 // bit for bit; a neutral change is the centre crop; a quarter turn, a scale
 // and the background are the hand-computed ones; training draws stay within
 // the training range; threads change nothing; a sweep steps the shift; and
-// the smallNORB flags (the norb protocols' own) are checked as before.
+// the smallNORB flags (the norb protocols' own) are checked too.
 // (Disjointness, determinism and distances: the registry-wide tests in
 // test_protocol.cpp.)
 #include <gtest/gtest.h>
