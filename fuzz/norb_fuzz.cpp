@@ -1,6 +1,6 @@
 // libFuzzer target for the smallNORB reader (data/norb.h): every input must
 // end in a NorbError or in a set that holds exactly what the files say.
-// Built and run by tools/fuzz_norb.sh (clang++-14 -fsanitize=fuzzer,address,undefined).
+// Built and run by tools/fuzz.sh norb (clang++-14 -fsanitize=fuzzer,address,undefined).
 //
 // One input is the three files of a split:
 //   bytes 0..3   len_cat   (uint32, little-endian)

@@ -14,13 +14,14 @@
 #        bash tools/deps.sh --groups      print the group names
 # Groups:
 #   base   (always installed) build, tests, benchmarks, figures; qemu-user for
-#          the test that runs the x86-64 binary on an emulated AVX2-only CPU
+#          the test that runs the x86-64 binary on an emulated AVX2-only CPU;
+#          dataset-fashion-mnist, the real images --data fashion-mnist reads
 #   cross  aarch64 cross toolchain and qemu-user (tools/cross_arm64.sh)
 #   arm64  list only (--list): the arm64 packages tools/cross_arm64.sh unpacks
 #          into its sysroot; never installed on the host
 #   fresh  debootstrap and Debian's keys, for the fresh-machine check (tools/fresh_check.sh)
 #   fuzz   clang 14 and its sanitizer and libFuzzer runtimes, for the smallNORB
-#          reader's fuzz target (tools/fuzz_norb.sh)
+#          and IDX readers' fuzz targets (tools/fuzz.sh)
 #   cache  ccache, which CI's builds go through (.ci/run): a clean clone rebuilds
 #          only what changed since the last run on the same machine
 # Runs `apt-get update` once, only when something is missing; through sudo when
@@ -33,14 +34,14 @@ group_pkgs() {  # GROUP: its packages on one line; fails for an unknown group
   case "$1" in
     base) echo build-essential cmake ninja-build git pkg-config bc \
       libdnnl-dev ocl-icd-opencl-dev libtbb-dev libspdlog-dev libfmt-dev libcli11-dev \
-      libopenmpi-dev openmpi-bin \
-      nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev \
+      libopenmpi-dev openmpi-bin zlib1g-dev \
+      nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev dataset-fashion-mnist \
       python3 python3-matplotlib python3-numpy python3-pil qemu-user ;;
     cross) echo g++-aarch64-linux-gnu qemu-user ;;
     # Not installed on the host: tools/cross_arm64.sh unpacks these arm64
     # packages (and their Depends) into its sysroot. arm64 oneDNN has no GPU
     # runtime, so it needs no OpenCL.
-    arm64) echo libdnnl-dev libtbb-dev libspdlog-dev libfmt-dev libcli11-dev \
+    arm64) echo libdnnl-dev libtbb-dev libspdlog-dev libfmt-dev libcli11-dev zlib1g-dev \
       nlohmann-json3-dev libgtest-dev libgmock-dev ;;
     fresh) echo debootstrap debian-archive-keyring ;;
     # clang-14 ships clang++-14; libclang_rt.fuzzer/asan/ubsan and the
