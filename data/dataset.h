@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -143,6 +144,20 @@ struct PlaneConfig {
   int canvas = kImageSide;
 };
 
+struct IdxData;
+// An IDX image set under its standard split (--data fashion-mnist, --data
+// idx:DIR; data/protocol_idx.cpp): read and checked when the flags are.
+struct IdxConfig {
+  std::string dir;
+  std::string source;  // as --data names it: "fashion-mnist" or "idx:DIR"
+  bool fashion = false;  // Fashion-MNIST: its ten class names
+  int classes = 0, side = 0;
+  long train_images = 0, test_images = 0;  // the training count before the validation part is taken out
+  int validation_images = 0;  // taken out of the training set for the stopping rules (0: none)
+  bool standardize = false;
+  std::shared_ptr<const IdxData> data;
+};
+
 struct DataConfig {
   uint64_t seed = 0;
   AngleRange train_azimuths{0, 150, 6};
@@ -166,6 +181,8 @@ struct DataConfig {
   // Set: a held-out axis of in-plane change (the translation and affine
   // protocols, data/plane_views.h) at the training viewpoints.
   std::optional<PlaneConfig> plane;
+  // Set: an IDX image set's files instead of the renderer; every rendering field is unused.
+  std::optional<IdxConfig> idx;
 };
 
 // Split ids key the noise streams, so every split has its own fresh noise.
@@ -258,11 +275,16 @@ double synthetic_images(const DataConfig& cfg);
 // Channels of every image make_dataset(cfg) gives, known before it is made
 // (a run builds its models while the data is synthesised).
 inline int image_channels(const DataConfig& cfg) { return cfg.norb ? norb_channels(cfg.norb->prep.cameras) : 1; }
-// Their side: the canvas of a protocol that draws on one (PlaneConfig::canvas), else the 32-pixel frame.
-inline int image_side(const DataConfig& cfg) { return cfg.plane ? cfg.plane->canvas : kImageSide; }
+// Their side: the canvas of a protocol that draws on one (PlaneConfig::canvas),
+// an IDX set's own, else the 32-pixel frame.
+inline int image_side(const DataConfig& cfg) {
+  return cfg.plane ? cfg.plane->canvas : cfg.idx ? cfg.idx->side : kImageSide;
+}
 // The shape of every image make_dataset(cfg) gives and its classes (each
 // split's Split::shape()), known before it is made: the models are built for it.
-inline ImageShape image_shape(const DataConfig& cfg) { return {image_channels(cfg), image_side(cfg), kNumClasses}; }
+inline ImageShape image_shape(const DataConfig& cfg) {
+  return {image_channels(cfg), image_side(cfg), cfg.idx ? cfg.idx->classes : kNumClasses};
+}
 
 // ---- The synthetic shapes as smallNORB files (viewgap export-norb): a test
 // fixture for the loader, and a dataset whose novel-viewpoint results can be

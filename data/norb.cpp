@@ -451,8 +451,10 @@ void norb_train_sample(const uint8_t* pair, const NorbPrep& prep, Stream& rng, f
 }
 
 void norb_standardize(float* dst, int channels, const NorbPrep& prep) {
-  if (!prep.standardize) return;
-  const int n = channels * kNorbCropPixels;
+  if (prep.standardize) standardize_pixels(dst, channels * kNorbCropPixels);
+}
+
+void standardize_pixels(float* dst, int n) {
   double sum = 0, sq = 0;
   for (int p = 0; p < n; ++p) sum += dst[p];
   const double mean = sum / n;

@@ -173,6 +173,9 @@ void norb_jitter(float* dst, int channels, const NorbPrep& prep, float ub, float
 
 // NorbPrep's standardisation of one sample (channels x 32 x 32 at dst); nothing when off.
 void norb_standardize(float* dst, int channels, const NorbPrep& prep);
+// The standardisation itself, of any n floats: x -> (x - mean) / max(std, 1 / sqrt(n)),
+// tf.image.per_image_standardization's rule (every source that offers --standardize).
+void standardize_pixels(float* dst, int n);
 
 // One pair -> channels x 32 x 32 floats in [0, 1] (standardised if prep says so).
 void norb_eval_sample(const uint8_t* pair, const NorbPrep& prep, float* dst);

@@ -32,6 +32,8 @@ const std::vector<Protocol>& protocol_registry() {
       norb_scale_protocol(),
       norb_shear_protocol(),
       norb_affine_protocol(),
+      fashion_mnist_protocol(),
+      idx_protocol(),
   };
   return registry;
 }
@@ -134,10 +136,21 @@ bool matches_preset(const Protocol& p, const DataConfig& cfg) {
 
 }  // namespace
 
+namespace {
+
+const Protocol& protocol_named(const char* name) {
+  for (const Protocol& p : protocol_registry())
+    if (p.name == std::string(name)) return p;
+  throw std::logic_error(std::string("protocol_of: '") + name + "' is not registered");
+}
+
+}  // namespace
+
 const Protocol& protocol_of(const DataConfig& cfg) {
   for (const Protocol& p : protocol_registry())
     if (matches_preset(p, cfg)) return p;
   if (cfg.plane && cfg.norb) return norb_plane_protocol_of(cfg);
+  if (cfg.idx) return protocol_named(cfg.idx->fashion ? "fashion-mnist-standard" : "idx-standard");
   const bool toys = cfg.norb && cfg.norb->toys;
   const char* name = cfg.plane ? cfg.plane->factor->protocol : cfg.norb ? (cfg.norb->split == NorbSplitKind::window ? "toys-azimuth-window"
                                  : cfg.norb->split == NorbSplitKind::azimuth     ? (toys ? "toys-paper-azimuth" : "norb-paper-azimuth")
@@ -145,9 +158,7 @@ const Protocol& protocol_of(const DataConfig& cfg) {
                                                                                : (toys ? "toys-full" : "norb-full"))
                      : cfg.test_elevations.count > 0 ? "elevation-extrapolation"
                                                      : "azimuth-window";
-  for (const Protocol& p : protocol_registry())
-    if (p.name == std::string(name)) return p;
-  throw std::logic_error(std::string("protocol_of: '") + name + "' is not registered");
+  return protocol_named(name);
 }
 
 Dataset make_dataset(const DataConfig& cfg) {
@@ -158,7 +169,7 @@ Dataset make_dataset(const DataConfig& cfg) {
   for (const auto& [set, what] : {std::pair{&d.train, "training"}, {&d.familiar, "familiar"}, {&d.heldout, "held-out"}})
     if (set->size() == 0)
       throw FlagError("split", p.split ? p.split : p.name, std::string("leaves the ") + what + " set empty (--data " +
-                                                               (cfg.norb ? (cfg.norb->toys ? std::string("toys") : "norb:" + cfg.norb->dir) : std::string("synthetic")) + ")");
+                                                               (cfg.idx ? cfg.idx->source : cfg.norb ? (cfg.norb->toys ? std::string("toys") : "norb:" + cfg.norb->dir) : std::string("synthetic")) + ")");
   return d;
 }
 
@@ -201,7 +212,7 @@ ShapeSet parse_shapes(const std::string& v) {
 
 // smallNORB's files carry its class numbers (animal, human, plane, truck, car).
 const char* class_name(const DataConfig& cfg, int cls) {
-  return cfg.norb ? kNorbClassNames[cls] : class_name(cfg.shapes, cls);
+  return cfg.idx ? idx_class_name(*cfg.idx, cls) : cfg.norb ? kNorbClassNames[cls] : class_name(cfg.shapes, cls);
 }
 
 std::vector<std::string> class_names(const DataConfig& cfg) {

@@ -220,5 +220,9 @@ Protocol rotation_protocol();                 // protocol_affine.cpp
 Protocol scale_protocol();                    // protocol_affine.cpp
 Protocol shear_protocol();                    // protocol_affine.cpp
 Protocol affine_protocol();                   // protocol_affnist.cpp
+Protocol fashion_mnist_protocol();            // protocol_idx.cpp: Fashion-MNIST's standard split
+Protocol idx_protocol();                      // protocol_idx.cpp: the same of any IDX set (--data idx:DIR)
+// An IDX set's class names: Fashion-MNIST's, or the labels as numbers.
+const char* idx_class_name(const IdxConfig& c, int cls);
 
 }  // namespace vg

@@ -7,6 +7,8 @@
 #include <set>
 
 #include "data/idx.h"
+#include "data/protocol.h"
+#include "harness/run_flags.h"
 #include "kernels/rng.h"
 #include "tests/test_util.h"
 
@@ -257,6 +259,112 @@ TEST(IdxFuzz, MutatedFilesParseOrRefuse) {
   EXPECT_GT(refused, 10000);
   EXPECT_GE(kinds.size(), 8u);  // the mutations reach most of the checks
 }
+
+// A stopping rule takes a seeded twelfth of the training file for validation:
+// disjoint from training, together all of it, the same for a seed and another
+// for another seed; without a rule every training image trains.
+TEST(IdxSource, ValidationPartIsDrawnBySeed) {
+  const std::string d = write_set("validation", false, 240, 30, 4);
+  auto dataset = [&](uint64_t seed, bool rule) {
+    RunFlags f;
+    f.data = "idx:" + d;
+    if (rule) *run_flag(f, "stop-at-familiar") = "0.9";
+    int threads = 1;
+    DataConfig cfg = validate_run(f, &threads).data;
+    cfg.seed = seed;
+    return make_dataset(cfg);
+  };
+  const Dataset all = dataset(1, false);
+  EXPECT_EQ(all.train.size(), 240);
+  EXPECT_EQ(all.validation.size(), 0);
+  // Each image's bytes identify it (random 4 x 4 images do not repeat).
+  auto image_set = [](const Split& s) {
+    std::set<std::vector<float>> out;
+    for (int i = 0; i < s.size(); ++i) out.insert(std::vector<float>(s.image(i), s.image(i) + s.pixels()));
+    return out;
+  };
+  const Dataset a = dataset(1, true), b = dataset(2, true), a2 = dataset(1, true);
+  EXPECT_EQ(a.validation.size(), 20);
+  EXPECT_EQ(a.train.size(), 220);
+  const auto train = image_set(a.train), val = image_set(a.validation);
+  for (const auto& im : val) EXPECT_EQ(train.count(im), 0u);
+  auto every = train;
+  every.insert(val.begin(), val.end());
+  EXPECT_EQ(every, image_set(all.train));
+  EXPECT_EQ(a2.validation.images, a.validation.images);
+  EXPECT_NE(b.validation.images, a.validation.images);
+}
+
+// ---- The IDX sources through the command line.
+#ifdef VIEWGAP_EXE
+
+// A small 28 x 28, 10-class set whose classes a model can tell apart: class c
+// lights a bar at row 2c + 4, with noise, so every model learns something.
+std::string write_learnable_set(const std::string& name, int n_train, int n_test) {
+  const std::string d = fresh_dir(name);
+  const IdxFiles f = idx_files(d);
+  auto part = [](int n, uint64_t tag, Bytes* labels) {
+    IdxImages im{n, 28, 28, Bytes(size_t(n) * 28 * 28)};
+    Stream s(11, Purpose::Test, tag);
+    for (int i = 0; i < n; ++i) {
+      const int c = i % 10;
+      labels->push_back(uint8_t(c));
+      uint8_t* px = im.pixels.data() + size_t(i) * 784;
+      for (int p = 0; p < 784; ++p) px[p] = uint8_t(s.below(60));
+      for (int col = 4; col < 24; ++col) px[(2 * c + 4) * 28 + col] = uint8_t(200 + s.below(56));
+    }
+    return im;
+  };
+  Bytes train_labels, test_labels;
+  idx_write_file(f.train_images + ".gz", idx_gzip(idx_encode_images(part(n_train, 1, &train_labels))));
+  idx_write_file(f.train_labels + ".gz", idx_gzip(idx_encode_labels(train_labels)));
+  idx_write_file(f.test_images, idx_encode_images(part(n_test, 2, &test_labels)));
+  idx_write_file(f.test_labels, idx_encode_labels(test_labels));
+  return d;
+}
+
+// Every registered model builds for 1 x 28 x 28 and 10 classes from the
+// data's shape, trains and is evaluated; the run JSON records the source.
+TEST(IdxSource, EveryRegisteredModelTrainsAtTheSetsShape) {
+  const std::string d = write_learnable_set("models", 200, 50);
+  const std::vector<std::string> trained = test::registered_models(true);
+  for (const std::string& m : test::registered_models(false)) {
+    const std::string json = test::temp_dir() + "idx_" + m + ".json";
+    const bool steps = std::find(trained.begin(), trained.end(), m) != trained.end();
+    const test::Outcome o = test::run("run --data idx:" + d + " --models " + m +
+                                      (steps ? " --n-epochs 1 --batch-size 20" : "") + " --out-json " + json);
+    ASSERT_EQ(o.code, 0) << m << ": " << o.err;
+    EXPECT_NE(o.out.find("200 training images, 50 test images of 28 x 28, 10 classes"), std::string::npos) << m << o.out;
+    const nlohmann::json j = nlohmann::json::parse(test::slurp(json));
+    EXPECT_EQ(j["config"]["protocol"], "idx-standard") << m;
+    EXPECT_EQ(j["config"]["data"]["classes"], 10) << m;
+    EXPECT_EQ(j["config"]["data"]["side"], 28) << m;
+  }
+}
+
+TEST(IdxSource, BadInputIsOneLineNamingTheFlagOrFile) {
+  const std::string d = write_learnable_set("bad", 40, 20);
+  const IdxFiles f = idx_files(d);
+  auto refused = [](const std::string& args, const std::string& says) {
+    const test::Outcome o = test::run(args);
+    EXPECT_EQ(o.code, 2) << args << ": " << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << args << ": " << o.err;
+    EXPECT_NE(o.err.find(says), std::string::npos) << args << ": " << o.err;
+  };
+  refused("run --data idx:", "--data 'idx:': expected idx:DIR");
+  refused("run --data idx:" + d + " --split paper-azimuth", "--split 'paper-azimuth': unknown split (expected standard)");
+  refused("run --data idx:" + d + " --noise 0.1", "--noise '0.1': does not apply to --data idx:");
+  refused("run --data idx:" + d + " --toy-instances 3", "--toy-instances '3'");
+  refused("run --data idx:" + d + " --cameras first", "--cameras 'first'");
+  refused("run --data idx:" + d + " --standardize maybe", "--standardize 'maybe': expected on or off");
+  refused("run --data idx:" + d + "missing", "cannot open");
+  // A broken file: named in the one line, before any training.
+  Bytes labels = read_regular_file(f.test_labels);
+  labels[labels.size() - 1] = 10;
+  idx_write_file(f.test_labels, labels);
+  refused("run --data idx:" + d + " --models linear", f.test_labels + ": label 10 at record 19 is out of range 0..9");
+}
+#endif
 
 }  // namespace
 }  // namespace vg
