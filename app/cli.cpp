@@ -388,10 +388,12 @@ int do_profile(const ProfileFlags& f) {
     throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
   const double need = model_bytes(f.model, given, o.batch) + dataset_bytes(DataConfig{}) + kBaseBytes;
   if (need > available_bytes()) {
-    const char* opt = size_option(f.model);
-    throw UsageError(opt ? std::string("--") + opt : "--model", opt ? option_value(f.options, opt) : f.model,
-                     "needs about " + gigabytes(need) + ", more than the " + gigabytes(available_bytes()) +
-                         " of memory available");
+    const ProfileFlags defaults;
+    const SizeFlag batch{f.typed.count("batch-size") > 0 || f.batch_size != defaults.batch_size, f.batch_size,
+                         int(parse_int("--batch-size", defaults.batch_size, 1, 4096)), "--batch-size"};
+    refuse_model_size(model_size_drivers(f.model, given, o.batch, batch, ImageShape{}, SizeFlag{}), "--model", f.model,
+                      "model '" + f.model + "' needs about " + gigabytes(need) + ", more than the " +
+                          gigabytes(available_bytes()) + " of memory available");
   }
   std::vector<OutputFile> outputs;
   for (const auto& [flag, path] : {std::pair{"--out", f.out}, std::pair{"--trace", f.trace}}) {

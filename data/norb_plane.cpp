@@ -382,8 +382,12 @@ Protocol norb_plane_protocol(const PlaneFactor& f, const char* name, void (*conf
   p.too_big = files.too_big;
   p.views = files.views;
   p.source_flags = files.source_flags;
+  // The files' flags but --standardize: it standardises the paper's crops
+  // (data/norb.h: norb_sample), and the window here is not one, so the flag
+  // is refused with these splits instead of ignored.
   p.flags = {f.train, f.test, f.count};
-  p.flags.insert(p.flags.end(), files.flags.begin(), files.flags.end());
+  for (const DataFlag& d : files.flags)
+    if (d.name != std::string("standardize")) p.flags.push_back(d);
   return p;
 }
 

@@ -50,6 +50,45 @@ bool reads(const std::string& source, const std::string& value) {
 // "norb:DIR" for a prefix source, as --data's messages write it.
 std::string source_form(const std::string& source) { return is_prefix(source) ? source + "DIR" : source; }
 
+// "a, b or c".
+std::string either(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return s;
+}
+
+// Where flag `name` applies, said from what the protocols declare, so that the
+// refusal of a flag set where it would be ignored names every place it is not:
+// a source all of whose protocols `declares` it ("--data toys"), or the splits
+// of a source that do ("--data norb:DIR --split paper-azimuth or full").
+std::string applies_with(const std::string& name, bool (*declares)(const Protocol&, const std::string&)) {
+  std::vector<std::string> sources, places;
+  for (const Protocol& p : protocol_registry())
+    if (std::find(sources.begin(), sources.end(), p.source) == sources.end()) sources.push_back(p.source);
+  for (const std::string& source : sources) {
+    std::vector<std::string> splits;
+    bool every = true;
+    for (const Protocol& p : protocol_registry()) {
+      if (p.source != source) continue;
+      if (!declares(p, name)) every = false;
+      else splits.push_back(p.split != nullptr ? p.split : "none");
+    }
+    if (splits.empty()) continue;
+    places.push_back("--data " + source_form(source) + (every ? "" : " --split " + either(splits)));
+  }
+  std::string with;
+  for (size_t i = 0; i < places.size(); ++i) with += (i == 0 ? "" : ", or with ") + places[i];
+  return "applies with " + with + " only";
+}
+
+bool reads_source_flag(const Protocol& p, const std::string& name) {
+  return std::find(p.source_flags.begin(), p.source_flags.end(), name) != p.source_flags.end();
+}
+
+bool declares_flag(const Protocol& p, const std::string& name) {
+  return std::any_of(p.flags.begin(), p.flags.end(), [&](const DataFlag& f) { return f.name == name; });
+}
+
 }  // namespace
 
 const Protocol& select_protocol(const FlagSource& flags) {
@@ -74,7 +113,7 @@ const Protocol& select_protocol(const FlagSource& flags) {
     if (p.source != *source)
       for (const char* name : p.source_flags)
         if (std::string(name) != "data" && flags.changed(name) && !read_here(name))
-          throw FlagError(name, flags.value(name), "applies to --data " + source_form(p.source) + " only");
+          throw FlagError(name, flags.value(name), applies_with(name, reads_source_flag));
   const std::string split = flags.value("split");
   std::string names;
   const Protocol* chosen = nullptr;
@@ -87,13 +126,9 @@ const Protocol& select_protocol(const FlagSource& flags) {
   }
   if (chosen == nullptr) throw FlagError("split", split, "unknown split (expected " + names + ")");
   // A protocol's own flag, set while another is chosen, would be silently ignored.
-  for (const Protocol& p : all)
-    for (const DataFlag& f : p.flags)
-      if (flags.changed(f.name) &&
-          std::none_of(chosen->flags.begin(), chosen->flags.end(),
-                       [&](const DataFlag& c) { return c.name == std::string(f.name); }))
-        throw FlagError(f.name, flags.value(f.name),
-                        "applies with --split " + std::string(p.split ? p.split : p.name) + " only");
+  for (const DataFlag& f : protocol_flags())
+    if (flags.changed(f.name) && !declares_flag(*chosen, f.name))
+      throw FlagError(f.name, flags.value(f.name), applies_with(f.name, declares_flag));
   return *chosen;
 }
 

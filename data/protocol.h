@@ -134,6 +134,10 @@ struct Protocol {
   // at_distance reads `width` (--test-width, the azimuth window's extent);
   // false: the held-out set keeps its own, and a sweep refuses --test-width.
   bool sweeps_width = false;
+  // A sweep's --gaps when not given, in the axis's unit (nullptr: the
+  // azimuth window's, 0,30,60,90,120): each gap's held-out set fits the
+  // protocol's limits at its flags' defaults.
+  const char* default_gaps = nullptr;
   // The sweep's gap of a configured cfg (cells.csv's true_gap: the held-out
   // set's distance from the training set, in the axis's unit), and the
   // held-out set as text ("60:120") for an error message.

@@ -85,11 +85,23 @@ void configure_shear(const FlagSource& f, DataConfig* cfg) { configure_plane(kSh
 
 }  // namespace
 
-Protocol rotation_protocol() { return plane_protocol(kRotation, configure_rotation); }
-Protocol scale_protocol() { return plane_protocol(kScale, configure_scale); }
-Protocol shear_protocol() { return plane_protocol(kShear, configure_shear); }
-Protocol norb_rotation_protocol() { return norb_plane_protocol<kRotation>("norb-rotation"); }
-Protocol norb_scale_protocol() { return norb_plane_protocol<kScale>("norb-scale"); }
-Protocol norb_shear_protocol() { return norb_plane_protocol<kShear>("norb-shear"); }
+namespace {
+
+// Gap g holds out the default range's width beyond training's largest, within
+// each factor's limit: turns g..g+60 deg (<= 180), scales 1+g..1.5+g (<= 2),
+// shears g..g+0.4 (<= 1).
+Protocol with_gaps(Protocol p, const char* gaps) {
+  p.default_gaps = gaps;
+  return p;
+}
+
+}  // namespace
+
+Protocol rotation_protocol() { return with_gaps(plane_protocol(kRotation, configure_rotation), "15,45,90"); }
+Protocol scale_protocol() { return with_gaps(plane_protocol(kScale, configure_scale), "0.125,0.25,0.5"); }
+Protocol shear_protocol() { return with_gaps(plane_protocol(kShear, configure_shear), "0.1,0.3,0.6"); }
+Protocol norb_rotation_protocol() { return with_gaps(norb_plane_protocol<kRotation>("norb-rotation"), "15,45,90"); }
+Protocol norb_scale_protocol() { return with_gaps(norb_plane_protocol<kScale>("norb-scale"), "0.125,0.25,0.5"); }
+Protocol norb_shear_protocol() { return with_gaps(norb_plane_protocol<kShear>("norb-shear"), "0.1,0.3,0.6"); }
 
 }  // namespace vg

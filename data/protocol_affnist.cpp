@@ -51,7 +51,17 @@ void configure(const FlagSource& f, DataConfig* cfg) { configure_plane(kAffine, 
 
 }  // namespace
 
-Protocol affine_protocol() { return plane_protocol(kAffine, configure); }
-Protocol norb_affine_protocol() { return norb_plane_protocol<kAffine>("norb-affine"); }
+// Gap g holds out strengths g..g+1 (the default range's width) beyond
+// training's largest, within the limit of 3.
+Protocol affine_protocol() {
+  Protocol p = plane_protocol(kAffine, configure);
+  p.default_gaps = "0.5,1,2";
+  return p;
+}
+Protocol norb_affine_protocol() {
+  Protocol p = norb_plane_protocol<kAffine>("norb-affine");
+  p.default_gaps = "0.5,1,2";
+  return p;
+}
 
 }  // namespace vg

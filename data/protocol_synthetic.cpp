@@ -156,6 +156,9 @@ Protocol elevation_extrapolation_protocol() {
   Protocol p = synthetic("elevation-extrapolation", nullptr, {"elevation", "deg"});
   p.default_for = test_elevations_given;
   p.chosen_by = {{"test-elevations", "60:80"}};
+  // A band moved by g above the training elevations (10:50 by default) keeps
+  // its width and stays within 90.
+  p.default_gaps = "0,10,20";
   return p;
 }
 

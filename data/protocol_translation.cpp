@@ -55,7 +55,17 @@ void configure(const FlagSource& flags, DataConfig* cfg) { configure_plane(kShif
 
 }  // namespace
 
-Protocol translation_protocol() { return plane_protocol(kShift, configure); }
-Protocol norb_translation_protocol() { return norb_plane_protocol<kShift>("norb-translation"); }
+// Gap g holds out shifts g..g+3 px (beyond --train-shift): within the 16 px
+// of the default canvas, and the 8 px smallNORB's crop allows.
+Protocol translation_protocol() {
+  Protocol p = plane_protocol(kShift, configure);
+  p.default_gaps = "1,3,6";
+  return p;
+}
+Protocol norb_translation_protocol() {
+  Protocol p = norb_plane_protocol<kShift>("norb-translation");
+  p.default_gaps = "1,3,5";
+  return p;
+}
 
 }  // namespace vg

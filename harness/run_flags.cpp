@@ -341,10 +341,57 @@ double available_bytes() {
   return avail;
 }
 
+// In the largest unit that keeps a digit above zero, so that a size never
+// reads "0.0 GB".
 std::string gigabytes(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  char buf[48];
+  if (bytes >= 0.05e9 || !std::isfinite(bytes)) std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  else if (bytes >= 0.05e6) std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  else if (bytes >= 0.05e3) std::snprintf(buf, sizeof buf, "%.1f kB", bytes / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
   return buf;
+}
+
+// The flags the user set that drive the estimate of model `m`: each of its
+// options in `given`, --batch-size and `shape`'s flag whose default would
+// lower it, the largest drop first. A refusal names them, not a flag at its
+// default (a model's size option) that the user never typed.
+std::vector<SizeDriver> model_size_drivers(const std::string& m, const ModelOptions& given, int batch,
+                                           const SizeFlag& batch_flag, const ImageShape& shape,
+                                           const SizeFlag& shape_flag, int threads) {
+  const double bytes = model_bytes(m, given, batch, shape, threads);
+  std::vector<SizeDriver> out;
+  auto lower = [&](const std::string& flag, const std::string& value, double without) {
+    if (without < bytes) out.push_back({flag, value, bytes - without});
+  };
+  for (const auto& [name, value] : given) {
+    ModelOptions less = given;
+    less.erase(name);
+    double without = bytes;
+    try {
+      without = model_bytes(m, less, batch, shape, threads);
+    } catch (const std::exception&) {
+      continue;  // the option is what makes the model valid: not a size
+    }
+    lower("--" + name, value, without);
+  }
+  if (batch_flag.set) lower("--batch-size", batch_flag.value, model_bytes(m, given, batch_flag.default_value, shape, threads));
+  if (shape_flag.set) {
+    ImageShape at_default = shape;
+    at_default.side = ImageShape{}.side;
+    lower(shape_flag.flag, shape_flag.value, model_bytes(m, given, batch, at_default, threads));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const SizeDriver& a, const SizeDriver& b) { return a.drop > b.drop; });
+  return out;
+}
+
+void refuse_model_size(const std::vector<SizeDriver>& drivers, const std::string& model_flag,
+                       const std::string& model_value, const std::string& why) {
+  if (drivers.empty()) throw UsageError(model_flag, model_value, why);
+  std::string with;
+  for (size_t i = 1; i < drivers.size(); ++i)
+    with += (with.empty() ? "" : ", ") + drivers[i].flag + " '" + drivers[i].value + "'";
+  throw UsageError(drivers.front().flag, drivers.front().value, why + (with.empty() ? "" : " (with " + with + ")"));
 }
 
 
@@ -387,8 +434,11 @@ void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::s
   if (const double one = bytes(big, 1); one >= data) {
     const std::string why = "model '" + big + "' (" + fmt_num(std::round(model_params(big, mo, shape) / 1e5) / 10) +
                             " M parameters) needs about " + gigabytes(one + kBaseBytes) + ", " + more;
-    if (const char* opt = size_option(big)) throw UsageError(std::string("--") + opt, option_value(f.model, opt), why);
-    throw UsageError("--models", f.models, why);
+    const RunFlags defaults;
+    const DataShape ds = data_shape(f, o.data);
+    const SizeFlag batch{flag_set(f, defaults, "batch-size"), f.batch_size, int(parse_int("--batch-size", defaults.batch_size, 1, 4096)), "--batch-size"};
+    const SizeFlag side{!ds.flag.empty() && flag_set(f, defaults, ds.flag.substr(2)), ds.value, 0, ds.flag};
+    refuse_model_size(model_size_drivers(big, mo, o.train.batch_size, batch, shape, side, 1), "--models", f.models, why);
   }
   throw_usage(protocol.too_big(flags, o.data, "needs about " + gigabytes(data + kBaseBytes) + ", " + more));
 }
@@ -502,8 +552,14 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   if (!f.match_familiar.empty()) {
     if (std::find(o.models.begin(), o.models.end(), f.match_familiar) == o.models.end())
       throw UsageError("--match-familiar", f.match_familiar, "not among --models '" + f.models + "'");
-    if (o.models.size() < 2)
-      throw UsageError("--match-familiar", f.match_familiar, "needs another model to stop at its accuracy");
+    // The rule stops the other models that train; one fit in one pass (nn1)
+    // has no training to stop, so it does not count.
+    if (std::none_of(o.models.begin(), o.models.end(), [&](const std::string& m) {
+          return m != f.match_familiar && !find_model(m)->fit_in_one_pass;
+        }))
+      throw UsageError("--match-familiar", f.match_familiar,
+                       "needs another model that trains to stop at its accuracy (--models '" + f.models +
+                           "' has none: a model fit in one pass has no training to stop)");
     o.match_familiar = f.match_familiar;
   }
   if (!f.stop_check_every.empty()) {

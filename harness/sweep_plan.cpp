@@ -62,21 +62,30 @@ std::vector<uint64_t> parse_seeds(const std::string& v) {
   return seeds;
 }
 
-// A grid value as what it means, so "2e-3" and "0.002" (or "1" and "01") are one value.
+// A value as what it means: every number in it (between the separators of
+// the flags' forms: A:B, MODEL=LR, a comma list) read, so "2e-3" and "0.002",
+// "1" and "01", "dr=1e-3" and "dr=0.001" are one value.
 std::string canonical_value(const std::string& v) {
-  std::ostringstream o;
-  o.precision(17);
-  if (const auto w = parse_whole(v)) {
-    o << w.value;
-  } else if (const auto r = parse_real_number(v)) {
-    o << r.value;
-  } else if (const auto colon = v.find(':'); colon != std::string::npos && parse_real_number(v.substr(0, colon)) &&
-                                             parse_real_number(v.substr(colon + 1))) {
-    o << parse_real_number(v.substr(0, colon)).value << ':' << parse_real_number(v.substr(colon + 1)).value;
-  } else {
-    return v;
+  std::string out, atom;
+  auto flush = [&] {
+    std::ostringstream o;
+    o.precision(17);
+    if (const auto w = parse_whole(atom)) o << w.value;
+    else if (const auto r = parse_real_number(atom)) o << r.value;
+    else o << atom;
+    out += o.str();
+    atom.clear();
+  };
+  for (char c : v) {
+    if (c == ':' || c == '=' || c == ',' || c == ';' || c == '|') {
+      flush();
+      out += c;
+    } else {
+      atom += c;
+    }
   }
-  return o.str();
+  flush();
+  return out;
 }
 
 }  // namespace
@@ -119,7 +128,9 @@ std::vector<std::pair<std::string, std::string>> grid_pairs(
       std::vector<std::string> matches;
       for (const auto& point : points) {
         const bool all = std::all_of(want.begin(), want.end(), [&](const auto& w) {
-          return std::find(point.begin(), point.end(), w) != point.end();
+          return std::any_of(point.begin(), point.end(), [&](const auto& p) {
+            return p.first == w.first && canonical_value(p.second) == canonical_value(w.second);
+          });
         });
         if (all) matches.push_back(text(point));
       }
@@ -135,6 +146,11 @@ std::vector<std::pair<std::string, std::string>> grid_pairs(
       picked[k] = matches.front();
     }
     if (picked[0] == picked[1]) throw UsageError("--pair-grid", g, "both sides are the grid point " + picked[0]);
+    // The same pairing twice, however spelled, would write its rows twice.
+    for (size_t j = 0; j < out.size(); ++j)
+      if (out[j] == std::pair{picked[0], picked[1]})
+        throw UsageError("--pair-grid", g, "pairs " + picked[0] + " with " + picked[1] + ", as --pair-grid '" +
+                                               given[j] + "' does (give each pairing once)");
     out.emplace_back(picked[0], picked[1]);
   }
   return out;
@@ -181,12 +197,14 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     return false;
   };
   std::vector<double> gaps;
-  for (const std::string& g : given ? std::vector<std::string>{"0"} : split(f.gaps, ',')) {
+  // Not given, the gaps are the protocol's own (each fits its axis's limits).
+  const std::string gaps_text = gaps_set || protocol.default_gaps == nullptr ? f.gaps : protocol.default_gaps;
+  for (const std::string& g : given ? std::vector<std::string>{"0"} : split(gaps_text, ',')) {
     const double v = parse_real("--gaps", g, 0, 359, false);
-    if (std::find(gaps.begin(), gaps.end(), v) != gaps.end()) throw UsageError("--gaps", f.gaps, "gap " + fmt_num(v) + " listed twice");
+    if (std::find(gaps.begin(), gaps.end(), v) != gaps.end()) throw UsageError("--gaps", gaps_text, "gap " + fmt_num(v) + " listed twice");
     gaps.push_back(v);
   }
-  if (gaps.empty()) throw UsageError("--gaps", f.gaps, "no gap given");
+  if (gaps.empty()) throw UsageError("--gaps", gaps_text, "no gap given");
   const double width = parse_real("--test-width", f.test_width, 0, 359, false);
   const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
   int jobs = f.jobs.empty() ? hw : int(parse_int("--jobs", f.jobs, 1, 1024));
@@ -301,8 +319,8 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     for (double g : gaps) {
       const RunOptions opt = window(g);
       if (!given) {
-        const TestFlags at_gap{"--test-width", f.test_width, "--gaps", f.gaps,
-                               "gap " + fmt_num(g) + " (held-out window " + p.heldout_text(opt.data) + "): "};
+        const TestFlags at_gap{"--test-width", f.test_width, "--gaps", gaps_text,
+                               (gaps_set ? "gap " : "the protocol's default gap ") + fmt_num(g) + " (held-out window " + p.heldout_text(opt.data) + "): "};
         check_geometry_flags(rf, opt.data, true, &at_gap);
       }
       const double true_gap = p.sweep_gap(opt.data);

@@ -1,5 +1,6 @@
 #include "harness/sweep_resume.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -101,20 +102,60 @@ std::vector<std::string> config_differences(const nlohmann::json& theirs, const 
   return out;
 }
 
+// The flags typed beside --resume that define a sweep (not where it goes,
+// how fast or how loudly it runs).
+bool defines_a_sweep(const std::set<std::string>& typed) {
+  return std::any_of(typed.begin(), typed.end(), [](const std::string& name) {
+    return name != "out" && name != "resume" && name != "jobs" && name != "quiet";
+  });
+}
+
 SweepFlags resumed_sweep_flags(const SweepFlags& f) {
   if (!f.resume) return f;
+  const std::string meta_path = f.out + "/meta.json";
   nlohmann::json meta;
   SweepFlags stored;
+  std::string text;
   try {
-    std::ifstream in(f.out + "/meta.json");
-    if (!in) return f;
-    meta = nlohmann::json::parse(in);
-    if (!meta.is_object() || meta.value("kind", "") != "viewgap-sweep" ||
-        meta.value("schema_version", 0) != kSweepSchemaVersion)
-      return f;
-    stored = sweep_flags_of(meta.at("config"));
+    // Refuses what is not a regular file (a FIFO would block) before reading it.
+    if (!read_input_file(meta_path, &text)) {
+      // Nothing to resume: with the sweep's flags given (a job array passes
+      // them with every --resume) it starts; with none it would start the
+      // default sweep, which nobody asked to resume.
+      if (defines_a_sweep(f.run.typed)) return f;
+      throw UsageError("--out", f.out, "holds no sweep to --resume (no meta.json); give the sweep's flags to start one there");
+    }
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UsageError("--out", f.out, e.what());
+  }
+  try {
+    meta = nlohmann::json::parse(text);
   } catch (const std::exception&) {
-    return f;  // prepare_sweep_dir says what is wrong with it
+    return f;  // not JSON: prepare_sweep_dir says what is wrong with it
+  }
+  if (!meta.is_object() || meta.value("kind", "") != "viewgap-sweep" ||
+      meta.value("schema_version", 0) != kSweepSchemaVersion)
+    return f;  // another kind or version: prepare_sweep_dir says so
+  // A value there this viewgap cannot read or refuses is meta.json's fault,
+  // not a flag's the user typed: its configuration is read and planned alone
+  // first, and a refusal names the file.
+  auto recorded = [&](const std::string& why) {
+    return UsageError("--out", f.out, meta_path + ": the sweep's recorded configuration: " + why + " (not a flag given here)");
+  };
+  try {
+    stored = sweep_flags_of(meta.at("config"));
+  } catch (const std::exception& e) {
+    throw recorded(e.what());
+  }
+  try {
+    SweepFlags alone = stored;
+    alone.out = f.out;
+    alone.resume = true;
+    (void)plan_sweep(alone);
+  } catch (const UsageError& e) {
+    throw recorded(e.what());
   }
   SweepFlags out = stored;
   out.out = f.out;

@@ -1,5 +1,7 @@
 #include "harness/sweep_store.h"
 
+#include "harness/sweep_resume.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -468,7 +470,13 @@ MergedShards read_shards(const SweepPlan& plan, const std::vector<std::string>& 
     nlohmann::json cfg = meta["config"];
     const std::string shard = cfg.value("shard", "");
     cfg.erase("shard");
-    if (cfg != plan.config) throw std::runtime_error("'" + d + "': a shard of another sweep configuration");
+    if (cfg != plan.config) {
+      // Each flag that differs, as merging whole sweeps (and --resume) say it.
+      std::string diff;
+      for (const std::string& x : config_differences(plan.config, cfg)) diff += (diff.empty() ? "" : "; ") + x;
+      throw std::runtime_error("'" + d + "': a shard of another sweep configuration than '" + dirs.front() + "' (" +
+                               diff + ")");
+    }
     int k = -1, n = 0;
     if (std::sscanf(shard.c_str(), "%d/%d", &k, &n) != 2 || k < 0 || n < 1 || k >= n)
       throw std::runtime_error("'" + d + "': not a shard (made without --shard K/N)");

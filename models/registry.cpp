@@ -108,8 +108,8 @@ EmConfig em_config(const ModelOptions& opts) {
       ModelOptions final_value{{"em-lambda-schedule", sched.substr(9)}};
       try {
         em.lambda = float(real(final_value, "em-lambda-schedule", 0, 1e6, true));
-      } catch (const ModelOptionError&) {
-        throw ModelOptionError("em-lambda-schedule", sched, "the final lambda after 'official:' must be a number > 0");
+      } catch (const ModelOptionError& e) {
+        throw ModelOptionError("em-lambda-schedule", sched, "the final lambda after 'official:' " + e.why);
       }
     }
   } else if (sched != "fixed") {

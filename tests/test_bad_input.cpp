@@ -11,7 +11,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "data/norb.h"
+#include "data/protocol.h"
+#include "harness/run_flags.h"
+#include "harness/sweep_plan.h"
+#include "models/registry.h"
 #include "tests/test_util.h"
 
 using vg::test::shim_env;
@@ -162,6 +168,221 @@ TEST(BadInput, ExportNorbThatFailsMidwayRemovesWhatItWrote) {
   EXPECT_FALSE(fs::exists(fs::path(dir).parent_path())) << "left behind: the directory it made";
   fs::remove_all(probe);
   fs::remove(log);
+}
+
+// ---- The classes of an audit of bad input, each through its mechanism.
+
+// A tiny finished sweep in `dir` (extra flags appended).
+void tiny_sweep(const std::string& dir, const std::string& extra = "") {
+  const Outcome o = run("sweep --quiet --seeds 0:1 --gaps 0 --models linear --n-epochs 1 --n-per-combo 1 --jobs 1 --out " +
+                        dir + extra, kNoHang);
+  ASSERT_EQ(o.code, 0) << o.err;
+}
+
+// The memory refusal names the flags the user set that drive the estimate
+// (each whose default would lower it, the largest first), never a size
+// option the user left alone; with none set, the model's own flag.
+TEST(BadInput, MemoryRefusalNamesTheFlagsTheUserSet) {
+  const SizeFlag batch_set{true, "4096", 32, "--batch-size"}, batch_unset{false, "32", 32, "--batch-size"};
+  // convcaps with a wide B and a large batch: both drive it, caps-a does not appear.
+  const std::vector<SizeDriver> d = model_size_drivers("convcaps", {{"caps-b", "1024"}}, 4096, batch_set, ImageShape{}, SizeFlag{});
+  ASSERT_EQ(d.size(), 2u);
+  std::set<std::string> named{d[0].flag, d[1].flag};
+  EXPECT_EQ(named, (std::set<std::string>{"--caps-b", "--batch-size"}));
+  EXPECT_GE(d[0].drop, d[1].drop);
+  // An option set that does not change the size is not blamed.
+  EXPECT_TRUE(model_size_drivers("convcaps", {{"em-iters", "2"}}, 32, batch_unset, ImageShape{}, SizeFlag{}).empty());
+  // The canvas, set, drives a model's size too.
+  const ImageShape wide{1, 128, 5};
+  const std::vector<SizeDriver> c = model_size_drivers("cnn", {}, 32, batch_unset, wide, SizeFlag{true, "128", 0, "--canvas"});
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].flag, "--canvas");
+  try {
+    refuse_model_size(d, "--models", "convcaps", "needs a lot");
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(d[0].flag + " '" + d[0].value + "': needs a lot (with " + d[1].flag + " '" + d[1].value + "')", 0), 0u) << what;
+    EXPECT_EQ(what.find("caps-a"), std::string::npos) << what;
+  }
+  try {
+    refuse_model_size({}, "--model", "convcaps", "needs a lot");
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--model 'convcaps': needs a lot");
+  }
+}
+
+// A stopping rule that can stop nothing is refused the same whatever makes
+// it so: for every trained model and every model fit in one pass, matching
+// the one with the other beside it alone.
+TEST(BadInput, MatchFamiliarWithNothingThatTrainsBesideItIsRefused) {
+  std::vector<std::string> trained, one_pass;
+  for (const ModelEntry& e : model_registry()) {
+    std::string n = e.name;
+    if (n.size() > 1 && n.back() == 'N') n.pop_back();
+    (e.fit_in_one_pass ? one_pass : trained).push_back(n);
+  }
+  ASSERT_FALSE(one_pass.empty());
+  for (const std::string& t : {trained.front(), trained.back()})
+    for (const std::string& p : one_pass)
+      for (const std::string& cmd : {std::string("run --quiet"), "sweep --quiet --out " + fresh_dir("match")}) {
+        SCOPED_TRACE(cmd + " " + t + "," + p);
+        expect_refused(run(cmd + " --match-familiar " + t + " --models " + t + "," + p, kNoHang),
+                       "--match-familiar '" + t + "': needs another model that trains");
+      }
+}
+
+// Duplicates are judged by what they mean: a grid value spelled two ways
+// (a number in any flag's form: A:B, MODEL=LR), a pairing given twice.
+TEST(BadInput, DuplicateGridValuesAndPairingsAreRefusedHoweverSpelled) {
+  const std::string out = " --out " + fresh_dir("dups");
+  expect_refused(run("sweep --quiet --models caps,dr --grid model-lr=dr=1e-3,dr=0.001" + out), "are the same model-lr");
+  expect_refused(run("sweep --quiet --grid train-azimuths=0:60,0:60.0" + out), "are the same train-azimuths");
+  expect_refused(run("sweep --quiet --grid n-per-combo=2,02" + out), "are the same n-per-combo");
+  expect_refused(run("sweep --quiet --grid loss=xent,spread --pair-grid 'loss=spread|loss=xent' --pair-grid 'loss=spread|loss=xent'" + out),
+                 "--pair-grid 'loss=spread|loss=xent': pairs loss=spread with loss=xent, as --pair-grid 'loss=spread|loss=xent' does");
+  expect_refused(run("sweep --quiet --grid lr=1e-3,2e-3 --pair-grid 'lr=1e-3|lr=2e-3' --pair-grid 'lr=0.001|lr=0.002'" + out),
+                 "--pair-grid 'lr=0.001|lr=0.002': pairs lr=1e-3 with lr=2e-3");
+}
+
+// Merging shards made with different flags names each flag that differs, as
+// merging whole sweeps does.
+TEST(BadInput, MergingShardsOfAnotherConfigurationNamesTheFlags) {
+  const std::string a = fresh_dir("shard_a"), b = fresh_dir("shard_b"), out = fresh_dir("shard_out");
+  tiny_sweep(a, " --shard 0/2");
+  tiny_sweep(b, " --shard 1/2 --noise 0.05 --lr 1e-3");
+  const Outcome o = run("merge " + a + " " + b + " --out " + out, kNoHang);
+  expect_refused(o, "'" + b + "': a shard of another sweep configuration than '" + a + "'");
+  EXPECT_NE(o.err.find("--noise is '(not set)' there, '0.05' here"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("--lr is '2e-3' there, '1e-3' here"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(out));
+  for (const std::string& d : {a, b}) fs::remove_all(d);
+}
+
+// --resume of a directory with no sweep: refused, unless the flags of the
+// sweep to start come with it (a job array passes them with every --resume).
+TEST(BadInput, ResumeOfNothingSaysSoUnlessTheSweepsFlagsAreGiven) {
+  const std::string dir = fresh_dir("resume_nothing");
+  for (const std::string& extra : {std::string(""), std::string(" --quiet --jobs 1")}) {
+    expect_refused(run("sweep --resume --out " + dir + extra, kNoHang), "--out '" + dir + "': holds no sweep to --resume");
+    EXPECT_FALSE(fs::exists(dir));
+  }
+  fs::create_directories(dir);  // an empty directory holds no sweep either
+  expect_refused(run("sweep --resume --out " + dir, kNoHang), "holds no sweep to --resume");
+  tiny_sweep(dir, " --resume");
+  EXPECT_TRUE(fs::exists(dir + "/summary.csv"));
+  fs::remove_all(dir);
+}
+
+// A value in meta.json that this viewgap refuses is blamed on meta.json and
+// its directory, never on a flag the user did not type: every run flag the
+// sweep recorded, damaged in turn.
+TEST(BadInput, DamagedMetaJsonIsBlamedOnTheFileNotOnAFlag) {
+  const std::string dir = fresh_dir("damaged_meta");
+  tiny_sweep(dir);
+  const std::string meta = dir + "/meta.json", good = test::slurp(meta);
+  const nlohmann::json j = nlohmann::json::parse(good);
+  int tried = 0;
+  for (const auto& [name, value] : j["config"]["run_flags"].items()) {
+    for (const nlohmann::json& bad : {nlohmann::json("abc\x01"), nlohmann::json(5)}) {
+      SCOPED_TRACE(name + " = " + bad.dump());
+      nlohmann::json damaged = j;
+      damaged["config"]["run_flags"][name] = bad;
+      std::ofstream(meta) << damaged.dump(2);
+      const Outcome o = run("sweep --resume --out " + dir, kNoHang);
+      expect_refused(o, "--out '" + dir + "': " + meta + ": the sweep's recorded configuration: ");
+      EXPECT_NE(o.err.find("(not a flag given here)"), std::string::npos) << o.err;
+      ++tried;
+    }
+  }
+  EXPECT_GT(tried, 20);
+  std::ofstream(meta) << good;
+  fs::remove_all(dir);
+}
+
+// What is not a regular file is refused before it is opened for reading,
+// wherever viewgap reads: a sweep's meta.json and tables on --resume and
+// merge, and each of smallNORB's six files.
+TEST(BadInput, FifosWhereFilesAreReadAreRefusedWithoutWaiting) {
+  const std::string dir = fresh_dir("fifo_sweep"), out = fresh_dir("fifo_merge");
+  tiny_sweep(dir);
+  for (const char* name : {"meta.json", "cells.csv", "circle.csv"}) {
+    SCOPED_TRACE(name);
+    const std::string path = dir + "/" + name, keep = path + ".keep";
+    fs::rename(path, keep);
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    expect_refused(run("sweep --resume --out " + dir, kNoHang), "FIFO");
+    const Outcome m = run("merge " + dir + " " + dir + " --out " + out, kNoHang);
+    EXPECT_EQ(m.code, 2) << m.err;
+    EXPECT_EQ(lines(m.err), 1) << m.err;
+    EXPECT_FALSE(fs::exists(out));
+    fs::remove(path);
+    fs::rename(keep, path);
+  }
+  fs::remove_all(dir);
+  const std::string norb = norb_dir("fifo_six", every_view(), every_view());
+  for (NorbPart part : {NorbPart::training, NorbPart::testing}) {
+    const NorbFiles files = norb_files(norb, part);
+    for (const std::string* file : {&files.dat, &files.cat, &files.info}) {
+      SCOPED_TRACE(*file);
+      const std::string keep = *file + ".keep";
+      fs::rename(*file, keep);
+      ASSERT_EQ(::mkfifo(file->c_str(), 0600), 0);
+      expect_refused(run("run --quiet --data norb:" + norb, kNoHang), *file + ": is a FIFO, not a regular file");
+      fs::remove(*file);
+      fs::rename(keep, *file);
+    }
+  }
+  fs::remove_all(norb);
+}
+
+// A protocol's sweep with no --gaps runs the protocol's own gaps, each of
+// which fits its limits: every registered protocol that steps its held-out
+// set plans at its defaults.
+TEST(BadInput, EveryProtocolsSweepPlansAtItsOwnDefaultGaps) {
+  const std::string norb = norb_dir("default_gaps", every_view(), every_view());
+  for (const Protocol& p : protocol_registry()) {
+    if (p.at_distance == nullptr) continue;
+    SCOPED_TRACE(p.name);
+    SweepFlags f;
+    const std::string source = p.source;
+    f.run.data = source.back() == ':' ? source + norb : source;
+    if (p.split != nullptr) f.run.split = p.split;
+    for (const auto& [flag, value] : p.chosen_by) *run_flag(f.run, flag) = value;
+    if (source == "toys") *run_flag(f.run, "toy-instances") = "1", *run_flag(f.run, "toy-lightings") = "1";
+    f.run.train_az = sweep_run_defaults().train_az;
+    f.seeds = "0";
+    f.out = fresh_dir("default_gaps_out");
+    try {
+      const SweepPlan plan = plan_sweep(f);
+      const std::string want = p.default_gaps != nullptr ? p.default_gaps : SweepFlags{}.gaps;
+      std::string got;
+      for (const auto& g : plan.config["gaps"]) got += (got.empty() ? "" : ",") + fmt_num(g.get<double>());
+      EXPECT_EQ(got, want);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+  fs::remove_all(norb);
+}
+
+// Messages say what is accepted, in units that show the magnitude.
+TEST(BadInput, MessagesSayWhatIsAccepted) {
+  expect_refused(run("run --quiet --standardize on"),
+                 "--standardize 'on': applies with --data norb:DIR --split paper-azimuth, paper-elevation or full, or "
+                 "with --data toys only");
+  expect_refused(run("run --quiet --cameras first"), "--cameras 'first': applies with --data norb:DIR, or with --data toys only");
+  const std::string norb = norb_dir("messages", every_view(), every_view());
+  expect_refused(run("run --quiet --data norb:" + norb + " --split translation --canvas 40"),
+                 "--canvas '40': applies with --data synthetic --split translation only");
+  expect_refused(run("run --quiet --data norb:" + norb + " --split rotation --standardize on"), "--standardize 'on': applies with");
+  fs::remove_all(norb);
+  expect_refused(run("run --quiet --models convcaps --em-lambda-schedule official:1e7"),
+                 "--em-lambda-schedule 'official:1e7': the final lambda after 'official:' must be > 0 and <= 1e+06");
+  EXPECT_EQ(gigabytes(2.5e9), "2.5 GB");
+  EXPECT_EQ(gigabytes(0.05e9), "0.1 GB");
+  EXPECT_EQ(gigabytes(30e6), "30.0 MB");
+  EXPECT_EQ(gigabytes(4096), "4.1 kB");
+  EXPECT_EQ(gigabytes(0), "0 bytes");
 }
 
 // ---- tools/seed_table.py: with --seeds 3 the mean of seeds 0-2 is the mean of

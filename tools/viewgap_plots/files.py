@@ -4,6 +4,7 @@ import csv
 import json
 import math
 import os
+import stat
 import tempfile
 
 import numpy as np
@@ -23,7 +24,26 @@ class InputError(Exception):
         super().__init__(f"{path}: {what}")
 
 
+def regular_input(path):
+    """`path`, if it names a regular file (through symlinks). Every reader here opens its
+    file only after this: a FIFO would block the open until a writer came, a device or a
+    directory is no document. As viewgap's own readers (harness/sweep_store.h: read_input_file)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(path, "no such file")
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror})")
+    if not stat.S_ISREG(mode):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+        raise InputError(path, f"is {kind}, not a regular file")
+    return path
+
+
 def load_json(path, kind):
+    regular_input(path)
     try:
         with open(path) as f:
             d = json.load(f)
@@ -67,6 +87,7 @@ def numbers(values, n, path, what):
 
 def read_csv(path, columns, numeric):
     """Rows as dicts; `numeric` columns parsed to float (empty -> nan)."""
+    regular_input(path)
     try:
         with open(path, newline="") as f:
             reader = csv.DictReader(f)
@@ -92,6 +113,7 @@ def read_csv(path, columns, numeric):
 
 
 def load_npy(path, shape):
+    regular_input(path)
     try:
         a = np.load(path, allow_pickle=False)
     except FileNotFoundError:

@@ -5,43 +5,88 @@ import os
 
 import numpy as np
 
-from .files import InputError, make_out, save
+from .files import InputError, make_out, regular_input, save
 from .style import plt
 
+# The reader's rules (data/norb.h, data/norb.cpp): a file viewgap would refuse is refused
+# here too, with its reason, instead of being drawn. tests/test_plots.py checks these
+# numbers against data/norb.h.
 MAGIC_BYTE, MAGIC_INT = 0x1E3D4C55, 0x1E3D4C54
+CAMERAS, SIDE, INFO_COLS = 2, 96, 4
 CLASSES = ["animal", "human", "plane", "truck", "car"]
+INSTANCES, ELEVATIONS, AZIMUTH_MAX, LIGHTINGS = 10, 9, 34, 6
 FILES = {"training": "smallnorb-5x46789x9x18x6x2x96x96-training-{}.mat",
          "testing": "smallnorb-5x01235x9x18x6x2x96x96-testing-{}.mat"}
 
 
-def _matrix(path, magic):
-    """The NYU binary matrix at path: its dims and the data after the header (memory-mapped)."""
+def _matrix(path, kind):
+    """The NYU binary matrix at path (kind 'dat', 'cat' or 'info'), checked as the reader
+    checks it: magic, rank, dims, N > 0 and the exact size; the data after the header
+    (memory-mapped)."""
+    regular_input(path)
+    size = os.path.getsize(path)
     try:
-        head = np.fromfile(path, dtype="<i4", count=2)
+        head = np.fromfile(path, dtype="<u4", count=min(size, 24) // 4)
     except OSError as e:
         raise InputError(path, f"cannot read ({e})")
-    if head.size < 2 or (int(head[0]) & 0xFFFFFFFF) != magic:
-        raise InputError(path, "not a smallNORB matrix of the expected kind (magic number)")
-    ndim = int(head[1])
-    if not 1 <= ndim <= 4:
-        raise InputError(path, f"rank {ndim}")
-    dims = np.fromfile(path, dtype="<i4", count=2 + max(3, ndim))[2:2 + ndim]
+    if size < 8:
+        raise InputError(path, f"{size} bytes, too short for the 8-byte magic and rank")
+    magic = MAGIC_BYTE if kind == "dat" else MAGIC_INT
+    if int(head[0]) != magic:
+        raise InputError(path, f"magic {int(head[0]):#010x}, expected {magic:#010x} (not a smallNORB {kind} file)")
+    ndim = int(head[1].astype("<i4"))
+    ranks = {"dat": (4,), "info": (2,), "cat": (1, 2)}[kind]
+    if ndim not in ranks:
+        raise InputError(path, f"rank {ndim}, expected {ranks[0]}")
     offset = 8 + 4 * max(3, ndim)
-    dtype = np.uint8 if magic == MAGIC_BYTE else np.dtype("<i4")
-    n = int(np.prod(dims))
-    if os.path.getsize(path) != offset + n * np.dtype(dtype).itemsize:
-        raise InputError(path, f"size {os.path.getsize(path)} does not match its dims {list(dims)}")
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=tuple(int(d) for d in dims))
+    if size < offset:
+        raise InputError(path, f"truncated header: {size} bytes, a rank-{ndim} header needs {offset}")
+    dims = [int(d) for d in head[2:2 + ndim].astype("<i4")]
+    if any(d < 0 for d in dims):
+        raise InputError(path, f"a negative dimension ({dims})")
+    want = {"dat": {1: CAMERAS, 2: SIDE, 3: SIDE}, "info": {1: INFO_COLS}, "cat": {1: 1}}[kind]
+    for k, v in want.items():
+        if k < ndim and dims[k] != v:
+            raise InputError(path, f"dimension {k} is {dims[k]}, expected {v} (dims {dims})")
+    if dims[0] == 0:
+        raise InputError(path, "N is 0: no records")
+    dtype = np.uint8 if kind == "dat" else np.dtype("<i4")
+    expect = offset + int(np.prod(dims)) * np.dtype(dtype).itemsize
+    if size != expect:
+        raise InputError(path, f"size {size} does not match its dims {dims} ({expect} bytes)")
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=tuple(dims))
+
+
+def _check_records(path, labels, info):
+    """Every label and info field in the reader's ranges (the first bad record named)."""
+    bad = np.flatnonzero((labels < 0) | (labels >= len(CLASSES)))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError(path, f"record {i}: label {int(labels[i])} outside 0..{len(CLASSES) - 1}")
+    for col, what, hi in ((0, "instance", INSTANCES - 1), (1, "elevation", ELEVATIONS - 1),
+                          (2, "azimuth", AZIMUTH_MAX), (3, "lighting", LIGHTINGS - 1)):
+        bad = np.flatnonzero((info[:, col] < 0) | (info[:, col] > hi))
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(path, f"record {i}: {what} {int(info[i, col])} outside 0..{hi}")
+    odd = np.flatnonzero(info[:, 2] % 2 != 0)
+    if odd.size:
+        i = int(odd[0])
+        raise InputError(path, f"record {i}: azimuth {int(info[i, 2])} is odd (must be 0, 2, .., {AZIMUTH_MAX})")
 
 
 def load_split(directory, part):
     """(pairs N x 2 x 96 x 96, labels N, info N x 4) of one split."""
     name = os.path.join(directory, FILES[part])
-    pairs = _matrix(name.format("dat"), MAGIC_BYTE)
-    labels = np.asarray(_matrix(name.format("cat"), MAGIC_INT)).reshape(-1)
-    info = np.asarray(_matrix(name.format("info"), MAGIC_INT)).reshape(-1, 4)
-    if not (len(pairs) == len(labels) == len(info)):
-        raise InputError(name.format("dat"), "the triple disagrees on N")
+    pairs = _matrix(name.format("dat"), "dat")
+    labels = np.asarray(_matrix(name.format("cat"), "cat")).reshape(-1)
+    info = np.asarray(_matrix(name.format("info"), "info")).reshape(-1, 4)
+    if len(labels) != len(pairs):
+        raise InputError(name.format("cat"), f"N = {len(labels)} but {name.format('dat')} has N = {len(pairs)}")
+    if len(info) != len(pairs):
+        raise InputError(name.format("info"), f"N = {len(info)} but {name.format('dat')} has N = {len(pairs)}")
+    _check_records(name.format("cat"), labels, np.zeros((len(labels), 4), dtype=np.int64))
+    _check_records(name.format("info"), np.zeros(len(info), dtype=np.int64), info)
     return pairs, labels, info
 
 
