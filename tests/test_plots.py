@@ -64,6 +64,11 @@ def viewgap(*args):
         raise AssertionError(f"viewgap {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
 
 
+def viewgap_outcome(*args):
+    """`viewgap ARGS`, its exit code and output (no check)."""
+    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=120)
+
+
 def package_modules():
     return sorted(f[:-3] for f in os.listdir(PACKAGE) if f.endswith(".py") and f != "__init__.py")
 
@@ -553,6 +558,138 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(os.path.islink(os.path.join(out2, "training_curves.png")))
         self.assertTrue(os.path.isfile(os.path.join(out2, "elsewhere.png")))
+
+    # -- smallNORB-format directories: the reader's rules, and files that are no files --
+
+    NORB_FILES = {"training": "smallnorb-5x46789x9x18x6x2x96x96-training-{}.mat",
+                  "testing": "smallnorb-5x01235x9x18x6x2x96x96-testing-{}.mat"}
+
+    def norb_dir(self, name, damage=None):
+        """Six files of every smallNORB view (black pairs); damage(part, kind, header, data)
+        may change the first split's header or data (numpy arrays) before it is written."""
+        d = self.path(name)
+        os.makedirs(d)
+        info = np.array([(0, el, az, 0) for el in range(9) for az in range(0, 36, 2)], dtype="<i4")
+        n = len(info)
+        for part, pattern in self.NORB_FILES.items():
+            for kind, magic, data in (("dat", 0x1E3D4C55, np.zeros((n, 2, 96, 96), dtype=np.uint8)),
+                                      ("cat", 0x1E3D4C54, (np.arange(n) % 5).astype("<i4")),
+                                      ("info", 0x1E3D4C54, info.copy())):
+                dims = list(data.shape)
+                header = np.array([magic, len(dims)] + dims + [1] * (3 - len(dims)), dtype="<u4")
+                if damage is not None and part == "training":
+                    header, data = damage(kind, header, data)
+                with open(os.path.join(d, pattern.format(kind)), "wb") as f:
+                    f.write(header.astype("<u4").tobytes())
+                    f.write(np.ascontiguousarray(data).tobytes())
+        return d
+
+    def test_norb_constants_are_the_readers(self):
+        # plot.py checks smallNORB's files by the numbers of data/norb.h, the reader's.
+        import re
+        sys.path.insert(0, os.path.dirname(PACKAGE))
+        from viewgap_plots import norb_figures as nf
+        with open(os.path.join(ROOT, "data", "norb.h")) as f:
+            header = f.read()
+        def const(name):
+            m = re.search(r"\b" + name + r"\s*=\s*(0x[0-9A-Fa-f]+|\d+)", header)
+            self.assertIsNotNone(m, name)
+            return int(m.group(1), 0)
+        self.assertEqual(nf.MAGIC_BYTE, const("kNorbMagicByte"))
+        self.assertEqual(nf.MAGIC_INT, const("kNorbMagicInt"))
+        self.assertEqual(nf.CAMERAS, const("kNorbCameras"))
+        self.assertEqual(nf.SIDE, const("kNorbSide"))
+        self.assertEqual(nf.INFO_COLS, const("kNorbInfoCols"))
+        self.assertEqual(len(nf.CLASSES), const("kNorbClasses"))
+        for ours, theirs in ((nf.INSTANCES, "kNorbInstances"), (nf.ELEVATIONS, "kNorbElevations"),
+                             (nf.AZIMUTH_MAX, "kNorbAzimuthMax"), (nf.LIGHTINGS, "kNorbLightings")):
+            self.assertEqual(ours, const(theirs), theirs)
+
+    def test_norb_files_the_reader_refuses_are_refused(self):
+        # Each damage the reader (data/norb.cpp) refuses, plot.py refuses too, naming the file;
+        # and, where the binary is here, viewgap refuses the same directory naming the same file.
+        def field(col, value):
+            def damage(kind, header, data):
+                if kind == "info":
+                    data = data.copy()
+                    data[3, col] = value
+                return header, data
+            return damage
+
+        def label(value):
+            def damage(kind, header, data):
+                if kind == "cat":
+                    data = data.copy()
+                    data[3] = value
+                return header, data
+            return damage
+
+        def header_at(kind_of, k, value):
+            def damage(kind, header, data):
+                if kind == kind_of:
+                    header = header.copy()
+                    header[k] = value & 0xFFFFFFFF
+                return header, data
+            return damage
+
+        def trailing(kind_of):
+            def damage(kind, header, data):
+                if kind == kind_of:
+                    data = np.concatenate([data.reshape(-1).view(np.uint8), np.zeros(1, np.uint8)])
+                return header, data
+            return damage
+
+        cases = {
+            "label7": (label(7), "cat.mat: record 3: label 7 outside 0..4"),
+            "label-1": (label(-1), "cat.mat: record 3: label -1 outside 0..4"),
+            "lighting6": (field(3, 6), "info.mat: record 3: lighting 6 outside 0..5"),
+            "instance10": (field(0, 10), "info.mat: record 3: instance 10 outside 0..9"),
+            "elevation9": (field(1, 9), "info.mat: record 3: elevation 9 outside 0..8"),
+            "azimuth36": (field(2, 36), "info.mat: record 3: azimuth 36 outside 0..34"),
+            "azimuth_odd": (field(2, 3), "info.mat: record 3: azimuth 3 is odd"),
+            "rank": (header_at("info", 1, 3), "info.mat: rank 3"),
+            "magic": (header_at("dat", 0, 0x1E3D4C54), "dat.mat: magic"),
+            "cameras": (header_at("dat", 3, 3), "dat.mat: dimension 1 is 3, expected 2"),
+            "negative": (header_at("cat", 2, -5), "cat.mat: a negative dimension"),
+            "trailing": (trailing("info"), "info.mat: size"),
+        }
+        for name, (damage, needle) in cases.items():
+            with self.subTest(name):
+                d = self.norb_dir("norb_" + name, damage)
+                self.assert_error(plot("norb", d, "--out", self.path("fig_" + name)), needle)
+                if has_exe():
+                    r = viewgap_outcome("run", "--quiet", "--data", "norb:" + d, "--models", "nn1")
+                    self.assertEqual(r.returncode, 2, r.stderr)
+                    self.assertIn(needle.split(":")[0], r.stderr)
+        d = self.norb_dir("norb_sound")
+        r = plot("norb", d, "--out", self.path("fig_sound"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_inputs_that_are_not_regular_files_are_refused_without_waiting(self):
+        # A FIFO would block an open() until a writer came: each reader refuses it first.
+        d = self.norb_dir("norb_fifo")
+        for kind in ("dat", "cat", "info"):
+            with self.subTest(kind):
+                p = os.path.join(d, self.NORB_FILES["testing"].format(kind))
+                os.rename(p, p + ".keep")
+                os.mkfifo(p)
+                r = subprocess.run([sys.executable, PLOT, "norb", d, "--out", self.path("fig")],
+                                   capture_output=True, text=True, timeout=60)
+                self.assert_error(r, "is a FIFO, not a regular file")
+                os.remove(p)
+                os.rename(p + ".keep", p)
+        run = self.path("run_fifo.json")
+        os.mkfifo(run)
+        r = subprocess.run([sys.executable, PLOT, "run", run, "--out", self.path("fig")],
+                           capture_output=True, text=True, timeout=60)
+        self.assert_error(r, "run_fifo.json: is a FIFO, not a regular file")
+        sweep = self.path("sweep_fifo")
+        shutil.copytree(os.path.join(FIXTURES, "sweep"), sweep)
+        os.remove(os.path.join(sweep, "summary.csv"))
+        os.mkfifo(os.path.join(sweep, "summary.csv"))
+        r = subprocess.run([sys.executable, PLOT, "sweep", sweep, "--out", self.path("fig")],
+                           capture_output=True, text=True, timeout=60)
+        self.assert_error(r, "summary.csv: is a FIFO, not a regular file")
 
     def edit_json(self, d, name, change):
         p = os.path.join(d, name)
