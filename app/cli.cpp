@@ -112,6 +112,17 @@ void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& s
   add_model_flags(app, f.model);
 }
 
+// Each protocol's default gaps (Protocol::default_gaps), as --gaps' help says them.
+std::string default_gaps_text() {
+  std::string text;
+  for (const Protocol& p : protocol_registry()) {
+    if (p.at_distance == nullptr) continue;
+    text += (text.empty() ? "" : "; ") + std::string(p.name) + " " + (p.default_gaps ? p.default_gaps : SweepFlags{}.gaps) +
+            (std::string(p.axis.unit) == "deg" ? "" : " " + std::string(p.axis.unit));
+  }
+  return text;
+}
+
 int do_run(const RunFlags& f) {
   int threads = 1;
   RunOptions opt = validate_run(f, &threads);
@@ -485,7 +496,8 @@ int cli_main(int argc, char** argv) {
   sweep->add_option("--seeds", sf.seeds, "Seeds: A:B (inclusive) or a comma list")->capture_default_str();
   sweep->add_option("--gaps", sf.gaps,
                     "Gaps between the training views and the held-out set along the protocol's axis, in its unit; "
-                    "'given': the held-out set of --test-azimuths/--test-elevations/--split as given")->capture_default_str();
+                    "'given': the held-out set of --test-azimuths/--test-elevations/--split as given (default: " +
+                        default_gaps_text() + ")");
   sweep->add_option("--test-width", sf.test_width, "Width of the held-out azimuth window in degrees (stepped azimuth gaps only)")->capture_default_str();
   sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable)");
   sweep->add_option("--pair-grid", sf.pair_grid,

@@ -102,6 +102,8 @@ std::vector<std::string> config_differences(const nlohmann::json& theirs, const 
   return out;
 }
 
+namespace {
+
 // The flags typed beside --resume that define a sweep (not where it goes,
 // how fast or how loudly it runs).
 bool defines_a_sweep(const std::set<std::string>& typed) {
@@ -109,6 +111,8 @@ bool defines_a_sweep(const std::set<std::string>& typed) {
     return name != "out" && name != "resume" && name != "jobs" && name != "quiet";
   });
 }
+
+}  // namespace
 
 SweepFlags resumed_sweep_flags(const SweepFlags& f) {
   if (!f.resume) return f;

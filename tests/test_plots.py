@@ -665,6 +665,25 @@ class PlotTest(unittest.TestCase):
         r = plot("norb", d, "--out", self.path("fig_sound"))
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_gap_axis_says_what_a_gap_holds_out_on_an_in_plane_axis(self):
+        # An in-plane sweep's gap g holds out a range starting g beyond training's largest:
+        # the gap axis says which, from the protocol's record in run_config; an azimuth
+        # window's label stays as it was.
+        sys.path.insert(0, os.path.dirname(PACKAGE))
+        from viewgap_plots.sweep_figures import held_out_text
+        from viewgap_plots.paired_figures import gap_label
+        def meta(**data):
+            return {"run_config": {"data": data}}
+        self.assertEqual(held_out_text(meta(axis="shift", unit="px", train_max=0, test_from=1, test_to=4)),
+                         "gap g holds out shifts g..g+3 px")
+        self.assertEqual(held_out_text(meta(axis="scale", unit="x", train_max=1, test_from=1.125, test_to=1.625)),
+                         "gap g holds out scales 1+g..1.5+g x")
+        self.assertIsNone(held_out_text({"run_config": {"data": None}}))
+        self.assertIsNone(held_out_text({}))
+        rows = [{"axis": "shift", "unit": "px", "held_out": "gap g holds out shifts g..g+3 px"}]
+        self.assertEqual(gap_label(rows), "shift gap (pixels)\ngap g holds out shifts g..g+3 px")
+        self.assertEqual(gap_label([{"axis": "azimuth", "unit": "deg"}]), "azimuth gap (degrees)")
+
     def test_inputs_that_are_not_regular_files_are_refused_without_waiting(self):
         # A FIFO would block an open() until a writer came: each reader refuses it first.
         d = self.norb_dir("norb_fifo")

@@ -12,8 +12,10 @@ METRIC_WORDS = {"heldout": "held-out", "drop": "drop"}
 
 
 def gap_label(rows):
+    """The gap axis's label, and what a gap holds out where the sweep recorded it (held_out_text)."""
     name, unit = axis_of(rows)
-    return f"{name} gap ({unit_text(unit)})"
+    held = rows[0].get("held_out") if rows else None
+    return f"{name} gap ({unit_text(unit)})" + (f"\n{held}" if held else "")
 
 
 def difference_axes(ax, tick_rows, xlabel, ylabel, title):

@@ -26,7 +26,9 @@ def fig_sweep_gap(summary, title, out, suffix, written):
         gap_ticks(ax, summary)
         ax.margins(x=0.08)
         name, unit = axis_of(summary)
-        ax.set(xlabel=f"{name} gap between training and held-out views ({unit_text(unit)})", ylabel=ylabel,
+        held = summary[0].get("held_out") if summary else None
+        ax.set(xlabel=f"{name} gap between training and held-out views ({unit_text(unit)})"
+               + (f"\n{held}" if held else ""), ylabel=ylabel,
                title=f"{ylabel.split(' =')[0]} vs gap (mean, 95 % bootstrap CI)")
         ax.legend(fontsize=8)
     fig.suptitle(title)
@@ -70,6 +72,24 @@ def sweep_source(meta):
     return source, protocol
 
 
+def held_out_text(meta):
+    """What gap g holds out, for a protocol whose held-out set is a range along its axis
+    that the sweep moves (the in-plane ones: run_config's data records the first cell's
+    train_max, test_from and test_to): e.g. "gap g holds out shifts g..g+3 px". None for
+    the others, whose gap is the window's distance, as the label says."""
+    data = (meta.get("run_config") or {}).get("data")
+    if not isinstance(data, dict):
+        return None
+    try:
+        base, lo, hi = (float(data[k]) for k in ("train_max", "test_from", "test_to"))
+        name, unit = str(data["axis"]), str(data["unit"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    width = hi - lo
+    span = f"g..g+{width:g}" if base == 0 else f"{base:g}+g..{base + width:g}+g"
+    return f"gap g holds out {name}s {span} {unit}"
+
+
 def cmd_sweep(args):
     d, written = args.input, []
     if not os.path.isdir(d):
@@ -84,6 +104,10 @@ def cmd_sweep(args):
     recorded = (meta.get("run_config") or {}).get("train_azimuths")
     if isinstance(recorded, dict) and "views" in (meta.get("run_config") or {}):  # the views that ran
         train = f"{recorded.get('from'):g}:{recorded.get('to'):g}"
+    held = held_out_text(meta)
+    if held:
+        for r in summary:
+            r["held_out"] = held
     # Rows of kind paired-grid have a grid "A vs B" of their own: a figure of their own.
     grids = list(dict.fromkeys(r["grid"] for r in summary if r["kind"] != "paired-grid"))
 
