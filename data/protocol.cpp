@@ -57,36 +57,37 @@ std::string either(const std::vector<std::string>& names) {
   return s;
 }
 
-// Where flag `name` applies, said from what the protocols declare, so that the
-// refusal of a flag set where it would be ignored names every place it is not:
-// a source all of whose protocols `declares` it ("--data toys"), or the splits
-// of a source that do ("--data norb:DIR --split paper-azimuth or full").
-std::string applies_with(const std::string& name, bool (*declares)(const Protocol&, const std::string&)) {
-  std::vector<std::string> sources, places;
-  for (const Protocol& p : protocol_registry())
-    if (std::find(sources.begin(), sources.end(), p.source) == sources.end()) sources.push_back(p.source);
-  for (const std::string& source : sources) {
-    std::vector<std::string> splits;
-    bool every = true;
-    for (const Protocol& p : protocol_registry()) {
-      if (p.source != source) continue;
-      if (!declares(p, name)) every = false;
-      else splits.push_back(p.split != nullptr ? p.split : "none");
-    }
-    if (splits.empty()) continue;
-    places.push_back("--data " + source_form(source) + (every ? "" : " --split " + either(splits)));
-  }
-  std::string with;
-  for (size_t i = 0; i < places.size(); ++i) with += (i == 0 ? "" : ", or with ") + places[i];
-  return "applies with " + with + " only";
-}
-
-bool reads_source_flag(const Protocol& p, const std::string& name) {
-  return std::find(p.source_flags.begin(), p.source_flags.end(), name) != p.source_flags.end();
-}
-
 bool declares_flag(const Protocol& p, const std::string& name) {
   return std::any_of(p.flags.begin(), p.flags.end(), [&](const DataFlag& f) { return f.name == name; });
+}
+
+// Where a source flag applies, from the sources whose protocols read it:
+// "applies to --data norb:DIR or toys only".
+std::string applies_to_sources(const std::string& name) {
+  std::vector<std::string> sources;
+  for (const Protocol& p : protocol_registry())
+    if (std::find(p.source_flags.begin(), p.source_flags.end(), name) != p.source_flags.end() &&
+        std::find(sources.begin(), sources.end(), source_form(p.source)) == sources.end())
+      sources.push_back(source_form(p.source));
+  return "applies to --data " + either(sources) + " only";
+}
+
+// Where a protocol's flag applies, from the protocols that declare it: the
+// splits that do, and, where a split of that name on another source does
+// not, the sources that do ("applies with --split translation only, on
+// --data synthetic").
+std::string applies_with_splits(const std::string& name) {
+  auto split_of = [](const Protocol& p) { return std::string(p.split != nullptr ? p.split : p.name); };
+  auto add = [](std::vector<std::string>& list, const std::string& v) {
+    if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
+  };
+  std::vector<std::string> splits, sources;
+  for (const Protocol& p : protocol_registry())
+    if (declares_flag(p, name)) add(splits, split_of(p)), add(sources, source_form(p.source));
+  bool elsewhere = false;  // a split of those names, on another source, that does not declare it
+  for (const Protocol& p : protocol_registry())
+    elsewhere = elsewhere || (!declares_flag(p, name) && std::find(splits.begin(), splits.end(), split_of(p)) != splits.end());
+  return "applies with --split " + either(splits) + " only" + (elsewhere ? ", on --data " + either(sources) : "");
 }
 
 }  // namespace
@@ -113,7 +114,7 @@ const Protocol& select_protocol(const FlagSource& flags) {
     if (p.source != *source)
       for (const char* name : p.source_flags)
         if (std::string(name) != "data" && flags.changed(name) && !read_here(name))
-          throw FlagError(name, flags.value(name), applies_with(name, reads_source_flag));
+          throw FlagError(name, flags.value(name), applies_to_sources(name));
   const std::string split = flags.value("split");
   std::string names;
   const Protocol* chosen = nullptr;
@@ -128,7 +129,7 @@ const Protocol& select_protocol(const FlagSource& flags) {
   // A protocol's own flag, set while another is chosen, would be silently ignored.
   for (const DataFlag& f : protocol_flags())
     if (flags.changed(f.name) && !declares_flag(*chosen, f.name))
-      throw FlagError(f.name, flags.value(f.name), applies_with(f.name, declares_flag));
+      throw FlagError(f.name, flags.value(f.name), applies_with_splits(f.name));
   return *chosen;
 }
 

@@ -368,13 +368,13 @@ TEST(BadInput, EveryProtocolsSweepPlansAtItsOwnDefaultGaps) {
 // Messages say what is accepted, in units that show the magnitude.
 TEST(BadInput, MessagesSayWhatIsAccepted) {
   expect_refused(run("run --quiet --standardize on"),
-                 "--standardize 'on': applies with --data norb:DIR --split paper-azimuth, paper-elevation or full, or "
-                 "with --data toys only");
-  expect_refused(run("run --quiet --cameras first"), "--cameras 'first': applies with --data norb:DIR, or with --data toys only");
+                 "--standardize 'on': applies with --split paper-azimuth, paper-elevation, full or window only, on "
+                 "--data norb:DIR or toys");
+  expect_refused(run("run --quiet --cameras first"), "--cameras 'first': applies to --data norb:DIR or toys only");
   const std::string norb = norb_dir("messages", every_view(), every_view());
   expect_refused(run("run --quiet --data norb:" + norb + " --split translation --canvas 40"),
-                 "--canvas '40': applies with --data synthetic --split translation only");
-  expect_refused(run("run --quiet --data norb:" + norb + " --split rotation --standardize on"), "--standardize 'on': applies with");
+                 "--canvas '40': applies with --split translation only, on --data synthetic");
+  expect_refused(run("run --quiet --data norb:" + norb + " --split rotation --standardize on"), "--standardize 'on': applies with --split paper-azimuth");
   fs::remove_all(norb);
   expect_refused(run("run --quiet --models convcaps --em-lambda-schedule official:1e7"),
                  "--em-lambda-schedule 'official:1e7': the final lambda after 'official:' must be > 0 and <= 1e+06");

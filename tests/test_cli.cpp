@@ -558,7 +558,7 @@ TEST(NorbRun, BadInputIsOneLineExitTwo) {
       {"run " + d + " --batch-size 1000", "", "--batch-size '1000': larger than the training set (270 images"},
       {"run " + d + " --stop-at-familiar 0.9", "", "--stop-at-familiar '0.9': needs a familiar validation split"},
       {"run " + d + " --dump " + broken + "/dump", "", "--dump '" + broken + "/dump': draws the synthetic data only"},
-      {"run --cameras first", "", "--cameras 'first': applies to --data norb:DIR only"},
+      {"run --cameras first", "", "--cameras 'first': applies to --data norb:DIR or toys only"},
       {"run --split full", "", "--split 'full': unknown split"},
       {"sweep " + d + " --gaps 30 --out " + broken + "/s", "", "--gaps '30': with --data norb the split fixes"},
       {"export-norb " + broken + "/e --instances 6", "", "--instances '6'"},

@@ -306,9 +306,9 @@ TEST(NorbPlane, BadFlagsAreOneLineNamingTheFlag) {
       {t + " --train-rotation 10", "--train-rotation '10': applies with --split rotation only"},
       {norb_args("rotation") + " --test-rotations 90:200", "--test-rotations '90:200'"},
       {norb_args("scale") + " --test-scales 0.5:1.5", "--test-scales '0.5:1.5'"},
-      {" --split translation --cameras first", "--cameras 'first': applies to --data norb:DIR only"},
-      {" --brightness 0.1", "--brightness '0.1': applies to --data norb:DIR only"},
-      {" --split rotation --contrast 0.1", "--contrast '0.1': applies to --data norb:DIR only"},
+      {" --split translation --cameras first", "--cameras 'first': applies to --data norb:DIR or toys only"},
+      {" --brightness 0.1", "--brightness '0.1': applies to --data norb:DIR or toys only"},
+      {" --split rotation --contrast 0.1", "--contrast '0.1': applies to --data norb:DIR or toys only"},
   };
   for (const auto& [args, named] : cases) {
     SCOPED_TRACE(args);

@@ -162,7 +162,7 @@ TEST(Records, IgnoredFlagsAreRefused) {
       {"run --split translation --test-azimuths 200:330", "--test-azimuths '200:330'"},
       {"run --split paper-azimuth --train-azimuths 0:150", "--split 'paper-azimuth': conflicts with --train-azimuths"},
       {"run --data norb:" + norb_dir() + " --n-per-combo 5", "--n-per-combo '5': applies to --data synthetic only"},
-      {"run --cameras both", "--cameras 'both': applies to --data norb:DIR only"},
+      {"run --cameras both", "--cameras 'both': applies to --data norb:DIR or toys only"},
       {"sweep --grid em-lambda=1,2 --em-lambda-schedule official" + out, "--em-lambda '1'"},
       {"run --models nn1 --n-epochs 10", "--n-epochs '10': no model in --models 'nn1' trains"},
       {"sweep --models nn1 --grid lr=1e-3,2e-3" + out, "--lr '1e-3': no model in --models 'nn1' trains"},

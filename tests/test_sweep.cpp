@@ -198,7 +198,7 @@ TEST(Sweep, GivenHeldOutSetRunsOneCellPerSeed) {
   const std::string dir = fresh_dir("given");
   const Outcome o = run("sweep --out " + dir +
                         " --split paper-elevation --gaps given --seeds 0:1 --n-epochs 1 --n-per-combo 1 "
-                        "--n-eval-per-combo 1 --models cnn,nn1 --match-familiar cnn --quiet");
+                        "--n-eval-per-combo 1 --models cnn,linear --match-familiar cnn --quiet");
   ASSERT_EQ(o.code, 0) << o.err;
   const std::string cells = slurp(dir + "/cells.csv");
   EXPECT_EQ(lines(cells), 1 + 2 * 2);  // 2 seeds x 2 models
