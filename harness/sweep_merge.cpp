@@ -18,7 +18,7 @@ SweepFlags flags_of(const nlohmann::json& cfg, const std::string& dir, const std
   try {
     f = sweep_flags_of(cfg);
   } catch (const std::exception& e) {
-    throw std::invalid_argument("'" + dir + "': not a sweep this viewgap can merge (" + e.what() + ")");
+    throw std::invalid_argument("'" + dir + "': its meta.json records a sweep this viewgap cannot merge (" + e.what() + ")");
   }
   f.out = out;
   f.quiet = true;
@@ -29,7 +29,7 @@ SweepPlan plan_of(const SweepFlags& f, const std::string& dir) {
   try {
     return plan_sweep(f);
   } catch (const std::exception& e) {
-    throw std::invalid_argument("'" + dir + "': a sweep this viewgap cannot plan again (" + e.what() + ")");
+    throw std::invalid_argument("'" + dir + "': its meta.json records a sweep this viewgap cannot plan again (" + e.what() + ")");
   }
 }
 

@@ -278,7 +278,7 @@ TEST(BadInput, ResumeOfNothingSaysSoUnlessTheSweepsFlagsAreGiven) {
 // sweep recorded, damaged in turn.
 TEST(BadInput, DamagedMetaJsonIsBlamedOnTheFileNotOnAFlag) {
   const std::string dir = fresh_dir("damaged_meta");
-  tiny_sweep(dir);
+  tiny_sweep(dir, " --shard 0/2");  // a shard: merge plans it from its meta.json first thing
   const std::string meta = dir + "/meta.json", good = test::slurp(meta);
   const nlohmann::json j = nlohmann::json::parse(good);
   int tried = 0;
@@ -291,6 +291,8 @@ TEST(BadInput, DamagedMetaJsonIsBlamedOnTheFileNotOnAFlag) {
       const Outcome o = run("sweep --resume --out " + dir, kNoHang);
       expect_refused(o, "--out '" + dir + "': " + meta + ": the sweep's recorded configuration: ");
       EXPECT_NE(o.err.find("(not a flag given here)"), std::string::npos) << o.err;
+      // merge reads the same file: it names the directory and its meta.json.
+      expect_refused(run("merge " + dir + " --out " + dir + ".merged", kNoHang), "'" + dir + "': its meta.json records a sweep");
       ++tried;
     }
   }
