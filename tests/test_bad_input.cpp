@@ -370,8 +370,8 @@ TEST(BadInput, EveryProtocolsSweepPlansAtItsOwnDefaultGaps) {
 // Messages say what is accepted, in units that show the magnitude.
 TEST(BadInput, MessagesSayWhatIsAccepted) {
   expect_refused(run("run --quiet --standardize on"),
-                 "--standardize 'on': applies with --split paper-azimuth, paper-elevation, full or window only, on "
-                 "--data norb:DIR or toys");
+                 "--standardize 'on': applies with --split paper-azimuth, paper-elevation, full, window or standard "
+                 "only, on --data norb:DIR, toys, fashion-mnist or idx:DIR");
   expect_refused(run("run --quiet --cameras first"), "--cameras 'first': applies to --data norb:DIR or toys only");
   const std::string norb = norb_dir("messages", every_view(), every_view());
   expect_refused(run("run --quiet --data norb:" + norb + " --split translation --canvas 40"),

@@ -13,7 +13,6 @@
 #include <set>
 #include <tuple>
 
-#include "data/idx.h"
 #include "data/plane_views.h"
 #include "data/protocol.h"
 #include "harness/run_flags.h"
@@ -22,44 +21,12 @@
 namespace vg {
 namespace {
 
-// smallNORB-format files of the rendered shapes (one instance, one lighting:
-// 810 pairs a split), written once for every norb protocol.
-const std::string& norb_fixture() {
-  static const std::string dir = [] {
-    const std::string d = vg::test::temp_dir() + "viewgap_protocol_norb." + std::to_string(getpid());
-    test::write_norb_fixture(d);
-    return d;
-  }();
-  return dir;
-}
-
-// A small IDX set (240 training and 60 test images of 28 x 28, 10 classes),
-// written once for every protocol of --data idx:DIR.
-const std::string& idx_fixture() {
-  static const std::string dir = [] {
-    const std::string d = vg::test::temp_dir() + "viewgap_protocol_idx." + std::to_string(getpid());
-    std::filesystem::create_directories(d);
-    const IdxFiles f = idx_files(d);
-    for (const auto& [images, labels, n] : {std::tuple{f.train_images, f.train_labels, 240}, {f.test_images, f.test_labels, 60}}) {
-      IdxImages im{n, 28, 28, std::vector<uint8_t>(size_t(n) * 784)};
-      std::vector<uint8_t> l;
-      Stream s(5, Purpose::Test, uint64_t(n));
-      for (uint8_t& b : im.pixels) b = uint8_t(s.below(256));
-      for (int i = 0; i < n; ++i) l.push_back(uint8_t(i % 10));
-      idx_write_file(images, idx_encode_images(im));
-      idx_write_file(labels, idx_encode_labels(l));
-    }
-    return d;
-  }();
-  return dir;
-}
-
 // The run flags that choose `p`: its source, its --split or the flags its
 // default rule reads.
 RunFlags flags_choosing(const Protocol& p) {
   RunFlags f;
   const std::string source = p.source;
-  f.data = source == "idx:" ? source + idx_fixture() : source.back() == ':' ? source + norb_fixture() : source;
+  f.data = test::fixture_data(source);
   if (p.split != nullptr) f.split = p.split;
   for (const auto& [flag, value] : p.chosen_by) *run_flag(f, flag) = value;
   // The toys at their smallest (810 records a split, as the files' fixture).
@@ -327,7 +294,7 @@ TEST(Protocol, FlagProblemsNameTheFlag) {
                  "evaluation views x 2) = 13510260 images) would exceed 2 million images");
   }
   f = RunFlags{};
-  f.data = "norb:" + norb_fixture();
+  f.data = test::fixture_data("norb:");
   f.protocol["cameras"] = "third";
   try {
     validate_run(f, &threads);

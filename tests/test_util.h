@@ -14,9 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/idx.h"
 #include "models/model.h"
 #include "models/registry.h"
 #include "kernels/isa.h"
@@ -190,6 +192,23 @@ inline void write_norb_fixture(const std::string& dir, int stride = 1) {
   }
 }
 
+// A small IDX set in a fresh `dir`: 240 training and 60 test images of
+// 28 x 28 random bytes, labels cycling through 10 classes.
+inline void write_idx_fixture(const std::string& dir) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const IdxFiles f = idx_files(dir);
+  for (const auto& [images, labels, n] : {std::tuple{f.train_images, f.train_labels, 240}, {f.test_images, f.test_labels, 60}}) {
+    IdxImages im{n, 28, 28, std::vector<uint8_t>(size_t(n) * 784)};
+    std::vector<uint8_t> l;
+    Stream s(5, Purpose::Test, uint64_t(n));
+    for (uint8_t& b : im.pixels) b = uint8_t(s.below(256));
+    for (int i = 0; i < n; ++i) l.push_back(uint8_t(i % 10));
+    idx_write_file(images, idx_encode_images(im));
+    idx_write_file(labels, idx_encode_labels(l));
+  }
+}
+
 inline int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
 // A sweep's cells.csv without its timing column (the header's "seconds").
@@ -230,6 +249,25 @@ inline const std::string& temp_dir() {
   };
   static const Dir d;
   return d.path;
+}
+
+// The --data value that reads protocol source `source` in tests: a directory
+// source ("norb:", "idx:") gets its fixture, written once per process; the
+// others are their own name.
+inline std::string fixture_data(const std::string& source) {
+  static const std::string norb = [] {
+    const std::string d = temp_dir() + "fixture_norb." + std::to_string(getpid());
+    write_norb_fixture(d);
+    return d;
+  }();
+  static const std::string idx = [] {
+    const std::string d = temp_dir() + "fixture_idx." + std::to_string(getpid());
+    write_idx_fixture(d);
+    return d;
+  }();
+  if (source == "norb:") return source + norb;
+  if (source == "idx:") return source + idx;
+  return source;
 }
 
 // The viewgap binary run as a user would: exit code, stdout, stderr.
