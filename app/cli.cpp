@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/checkpoint.h"
 #include "harness/output.h"
 #include "harness/report.h"
 #include "harness/run_flags.h"
@@ -137,6 +138,11 @@ int do_run(const RunFlags& f) {
             onednn_isa(), opt.reproducible ? ", reproducible" : "");
   std::vector<ClassPose> poses;
   ClassReconstructions recons;
+  // --save-model: each model as it finishes, written once the run is through.
+  // The configuration without its thread count, on which no result depends.
+  nlohmann::json config = run_config_json(opt, threads);
+  config.erase("threads");
+  std::vector<std::pair<std::string, Checkpoint>> model_files;
   const RunResult r = run_experiment(
       opt,
       [&](const std::string& model, const EpochStats& e) {
@@ -144,6 +150,12 @@ int do_run(const RunFlags& f) {
                   model, e.epoch, opt.train.n_epochs, e.loss, e.familiar, e.heldout, e.seconds);
       },
       [&](const std::string& name, Model& model, const Dataset& data) {
+        if (!f.save_model.empty()) {
+          Checkpoint c = capture_model({name, model_options_of(name, opt.train.model), data.train.shape()}, model);
+          c.config = config.dump();
+          c.config_hash = checkpoint_config_hash(c.config);
+          model_files.emplace_back(model_file_path(f.save_model, name), std::move(c));
+        }
         // The figures show the first model with class capsules, and the first
         // with a decoder.
         if (f.dump.empty()) return;
@@ -159,6 +171,10 @@ int do_run(const RunFlags& f) {
   if (!f.dump.empty()) {
     write_dump(f.dump, opt.train.seed, j, poses, recons);
     log->info("wrote figure inputs to {}", f.dump);
+  }
+  for (const auto& [file, c] : model_files) {
+    write_checkpoint(file, c);
+    log->info("wrote model {} to {}", c.model.name, file);
   }
   flush_stdout();
   return 0;
@@ -486,6 +502,9 @@ int cli_main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "Train and evaluate the models on one configuration");
   add_run_flags(run, rf, {});
   run->add_option("--out-json", rf.out_json, "Write the full results as JSON (atomically)");
+  run->add_option("--save-model", rf.save_model,
+                  "Write each trained model to FILE (atomically; docs/checkpoints.md); with several --models, "
+                  "FILE holds {model}, which each model's name replaces");
   run->add_option("--dump", rf.dump, "Also write figure inputs to DIR (dataset samples, poses, snapshots)");
   run->add_flag("--quiet,-q", rf.quiet, "No progress on stderr");
   const char* repro_help = "Bit-identical results on every x86-64 CPU with AVX2+FMA (pins oneDNN and the kernels at AVX2; one thread)";

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "harness/checkpoint.h"
 #include "harness/output.h"
 #include "harness/report.h"
 #include "models/numbers.h"
@@ -582,7 +583,28 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   if (!f.out_json.empty()) outputs.push_back({"--out-json", f.out_json, f.out_json});
   if (!f.dump.empty())
     for (const std::string& file : dump_files(f.dump)) outputs.push_back({"--dump", f.dump, file});
+  // --save-model: a model file each (docs/checkpoints.md); several models need "{model}" to tell them apart.
+  if (!f.save_model.empty()) {
+    if (o.models.size() > 1 && f.save_model.find("{model}") == std::string::npos)
+      throw UsageError("--save-model", f.save_model,
+                       "names one file for the " + std::to_string(o.models.size()) +
+                           " models of --models; put {model} in it (e.g. model-{model}.vgm) for each one's name");
+    for (const std::string& m : o.models) {
+      if (find_model(m)->fit_in_one_pass)
+        throw UsageError("--save-model", f.save_model,
+                         "model '" + m + "' is fit in one pass and has no weights to save (it keeps its training set)");
+      outputs.push_back({"--save-model", f.save_model, model_file_path(f.save_model, m)});
+    }
+  }
   check_distinct_outputs(outputs);
+  for (const OutputFile& out : outputs) {
+    if (out.flag != "--save-model") continue;
+    try {
+      check_writable(out.file);
+    } catch (const std::runtime_error& e) {
+      throw UsageError("--save-model", out.value, (out.file != out.value ? out.file + ": " : "") + e.what());
+    }
+  }
   if (!f.out_json.empty()) {
     try {
       check_writable(f.out_json);

@@ -44,6 +44,7 @@ struct RunFlags {
   ModelOptions model = default_model_options();  // --cnn-hidden, --em-*, --loss, ...: the models' own
   ModelOptions protocol = default_protocol_flags();  // --train-shift, ...: the protocols' own (data/protocol.h)
   std::string out_json, dump;
+  std::string save_model;  // "": none; a file per model, "{model}" replaced by its name (harness/checkpoint.h)
   bool quiet = false, reproducible = false;
   // The flags typed on the command line, by name without "--" (a command's
   // own too: sweep's gaps, test-width; a --grid axis for its cells): typed

@@ -121,6 +121,13 @@ void Cnn::set_training_labels(const int* labels) {
   training_ = labels != nullptr;
 }
 
+void Cnn::restore_training_state(const std::vector<uint64_t>& state) {
+  if (state.size() != 2)
+    throw std::invalid_argument("cnn: a training state of " + std::to_string(state.size()) + " values, not 2 (seed, step)");
+  seed_ = state[0];
+  step_ = state[1];
+}
+
 void Cnn::prepare_training(int B) {
   conv1_.prepare_backward(B);
   if (cfg_.is_paper()) {

@@ -73,6 +73,9 @@ class Cnn final : public Model {
   // A forward with labels set trains: dropout is on, with the mask of this
   // step; the step count advances when the labels are cleared (Trainer::step's end).
   void set_training_labels(const int* labels) override;
+  // The dropout stream's position: {seed, step}.
+  std::vector<uint64_t> training_state() const override { return {seed_, step_}; }
+  void restore_training_state(const std::vector<uint64_t>& state) override;
 
   int conv_w, conv_b, conv2_w = -1, conv2_b = -1, hid_w, hid_b, out_w, out_b;
 

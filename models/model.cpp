@@ -61,6 +61,15 @@ void Adam::advance() {
   inv_sqrt_c2_ = float(1.0 / std::sqrt(c2));
 }
 
+void Adam::restore(long steps, const std::vector<float>& m, const std::vector<float>& v) {
+  if (steps < 0 || m.size() != m_.size() || v.size() != v_.size())
+    throw std::invalid_argument("Adam::restore: a state of another size (" + std::to_string(m.size()) + " and " +
+                                std::to_string(v.size()) + " moments for " + std::to_string(m_.size()) + ")");
+  t_ = steps;
+  m_ = m;
+  v_ = v;
+}
+
 void Adam::update(ParamSet& p, size_t begin, size_t end) {
   elementwise().adam_update(p.values().data() + begin, m_.data() + begin, v_.data() + begin,
                             p.grads().data() + begin, end - begin, cfg_.beta1, cfg_.beta2, lr_c1_,

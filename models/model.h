@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,13 @@ class Adam {
   // on any thread (elementwise: the parts give step()'s bits).
   void advance();
   void update(ParamSet& p, size_t begin, size_t end);
+  // Its whole state, for a checkpoint: the steps taken and the moments (the
+  // bias corrections follow from the steps). restore() takes what these gave,
+  // of the same size, and the next step continues from there.
+  long steps() const { return t_; }
+  const std::vector<float>& m() const { return m_; }
+  const std::vector<float>& v() const { return v_; }
+  void restore(long steps, const std::vector<float>& m, const std::vector<float>& v);
 
  private:
   AdamConfig cfg_;
@@ -187,6 +195,15 @@ class Model {
   // first step, which otherwise does it; a run prepares its first model while
   // the data is synthesised. Changes no result.
   virtual void prepare_training(int /*batch*/) {}
+  // Counters a training step reads and advances besides the parameters (the
+  // dropout stream's seed and step count: models/cnn.h), for a checkpoint:
+  // restored, the next steps draw what they would have. Empty where there are
+  // none; restore_training_state throws std::invalid_argument for a state of
+  // another size, changing nothing.
+  virtual std::vector<uint64_t> training_state() const { return {}; }
+  virtual void restore_training_state(const std::vector<uint64_t>& state) {
+    if (!state.empty()) throw std::invalid_argument(name() + " keeps no training state");
+  }
   // The loss the scores are trained with, and the classes they score (a row of scores each).
   const LossConfig& loss() const { return loss_; }
   int classes() const { return classes_; }
@@ -257,6 +274,9 @@ class Trainer final : private GradientSink {
   // an idle thread while this one goes on with backward; whichever thread
   // claims it first runs it. The same bits with or without.
   void set_helper(StepHelper* helper) { helper_ = helper; }
+  // The optimizer's state, for a checkpoint (harness/checkpoint.h).
+  Adam& optimizer() { return adam_; }
+  const Adam& optimizer() const { return adam_; }
 
  private:
   // One offered gradient. `state` is (generation << 2 | phase), so a job

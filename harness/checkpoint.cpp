@@ -1,0 +1,406 @@
+#include "harness/checkpoint.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "data/idx.h"
+#include "harness/output.h"
+
+namespace vg {
+
+// The bytes are little-endian; the hosts viewgap builds for (x86-64, aarch64) are.
+static_assert(std::endian::native == std::endian::little, "checkpoint.cpp writes the host's floats as they are");
+
+namespace {
+
+// PNG's trick: a high byte and a CR LF catch a file mangled as text.
+constexpr uint8_t kMagic[8] = {0x89, 'V', 'G', 'M', 'F', '\r', '\n', 0x1a};
+constexpr size_t kPreamble = 32;  // magic, version, flags, size, chunk count, CRC-32 of the 28 before it
+constexpr size_t kChunkHeader = 12;  // tag, length (u64)
+constexpr size_t kTrailer = 4;       // CRC-32 of everything before it
+// This version's chunks; any other tag is carried as it is.
+const char* const kKnownTags[] = {"HEAD", "WGHT", "MSTA", "ADAM", "CONF"};
+
+uint32_t crc32_of(const uint8_t* p, size_t n) {
+  uLong c = crc32(0L, Z_NULL, 0);
+  while (n > 0) {  // zlib takes a uInt length
+    const uInt k = uInt(std::min<size_t>(n, 1u << 30));
+    c = crc32(c, p, k);
+    p += k;
+    n -= k;
+  }
+  return uint32_t(c);
+}
+
+bool known_tag(const std::string& tag) {
+  for (const char* t : kKnownTags)
+    if (tag == t) return true;
+  return false;
+}
+
+bool printable_tag(const std::string& tag) {
+  if (tag.size() != 4) return false;
+  for (char c : tag)
+    if (c < 0x21 || c > 0x7e) return false;
+  return true;
+}
+
+// ---- writing ----
+struct Out {
+  std::vector<uint8_t> b;
+  void raw(const void* p, size_t n) {
+    const auto* c = static_cast<const uint8_t*>(p);
+    b.insert(b.end(), c, c + n);
+  }
+  void u32(uint32_t v) { raw(&v, 4); }
+  void u64(uint64_t v) { raw(&v, 8); }
+  void str(const std::string& s) {
+    if (s.size() > std::numeric_limits<uint32_t>::max()) throw std::invalid_argument("checkpoint: a string too long");
+    u32(uint32_t(s.size()));
+    raw(s.data(), s.size());
+  }
+  void floats(const std::vector<float>& v) { raw(v.data(), v.size() * sizeof(float)); }
+  void chunk(const std::string& tag, const Out& payload) {
+    raw(tag.data(), 4);
+    u64(payload.b.size());
+    raw(payload.b.data(), payload.b.size());
+  }
+};
+
+// ---- reading: every length is checked against what is left before it is used ----
+class In {
+ public:
+  In(const uint8_t* p, size_t n, std::string file, std::string where)
+      : p_(p), n_(n), file_(std::move(file)), where_(std::move(where)) {}
+  [[noreturn]] void bad(const std::string& what) const {
+    throw CheckpointError(file_ + ": malformed " + where_ + " chunk: " + what);
+  }
+  void need(size_t k, const char* what) const {
+    if (n_ - at_ < k) bad(std::string(what) + " runs past its end");
+  }
+  uint32_t u32(const char* what) {
+    need(4, what);
+    uint32_t v;
+    std::memcpy(&v, p_ + at_, 4);
+    at_ += 4;
+    return v;
+  }
+  uint64_t u64(const char* what) {
+    need(8, what);
+    uint64_t v;
+    std::memcpy(&v, p_ + at_, 8);
+    at_ += 8;
+    return v;
+  }
+  std::string str(const char* what) {
+    const uint32_t k = u32(what);
+    need(k, what);
+    std::string s(reinterpret_cast<const char*>(p_ + at_), k);
+    at_ += k;
+    return s;
+  }
+  std::vector<float> floats(uint64_t count, const char* what) {
+    if (count > (n_ - at_) / sizeof(float)) bad(std::string(what) + " runs past its end");
+    std::vector<float> v(static_cast<size_t>(count));
+    std::memcpy(v.data(), p_ + at_, size_t(count) * sizeof(float));
+    at_ += size_t(count) * sizeof(float);
+    return v;
+  }
+  size_t left() const { return n_ - at_; }
+  void end() const {
+    if (left() != 0) bad(std::to_string(left()) + " bytes after its last field");
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t n_, at_ = 0;
+  std::string file_, where_;
+};
+
+void parse_head(In in, Checkpoint& c) {
+  c.model.name = in.str("the model's name");
+  c.config_hash = in.u64("the configuration's hash");
+  c.model.shape.channels = int(in.u32("the image shape"));
+  c.model.shape.side = int(in.u32("the image shape"));
+  c.model.shape.classes = int(in.u32("the image shape"));
+  for (int v : {c.model.shape.channels, c.model.shape.side, c.model.shape.classes})
+    if (v < 1 || v > 65535) in.bad("an image shape of " + c.model.shape.text());
+  for (uint32_t k = 0, n = in.u32("the option count"); k < n; ++k) {
+    std::string name = in.str("an option's name");
+    if (!c.model.options.emplace(name, in.str("an option's value")).second) in.bad("option '" + name + "' twice");
+  }
+  uint64_t total = 0;
+  for (uint32_t k = 0, n = in.u32("the tensor count"); k < n; ++k) {
+    TensorShape t;
+    t.name = in.str("a tensor's name");
+    t.size = in.u64("a tensor's size");
+    if (t.size > std::numeric_limits<uint64_t>::max() / 8 - total) in.bad("tensor sizes that overflow");
+    total += t.size;
+    c.tensors.push_back(std::move(t));
+  }
+  in.end();
+}
+
+uint64_t tensor_total(const std::vector<TensorShape>& tensors) {
+  uint64_t n = 0;
+  for (const TensorShape& t : tensors) n += t.size;
+  return n;
+}
+
+}  // namespace
+
+uint64_t checkpoint_config_hash(const std::string& config) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : config) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+Checkpoint capture_model(const ModelSpec& spec, const Model& model, const Adam* adam) {
+  Checkpoint c;
+  c.model = spec;
+  const ParamSet& p = model.params();
+  for (int t = 0; t < p.num_tensors(); ++t) c.tensors.push_back({p.tensor(t).name, p.tensor(t).size});
+  c.weights = p.values();
+  c.model_state = model.training_state();
+  if (adam) c.adam = AdamState{adam->steps(), adam->m(), adam->v()};
+  return c;
+}
+
+std::vector<uint8_t> encode_checkpoint(const Checkpoint& c) {
+  const uint64_t n = tensor_total(c.tensors);
+  if (n != c.weights.size())
+    throw std::invalid_argument("encode_checkpoint: tensors of " + std::to_string(n) + " floats, " +
+                                std::to_string(c.weights.size()) + " weights");
+  if (c.adam && (c.adam->m.size() != n || c.adam->v.size() != n || c.adam->step < 0))
+    throw std::invalid_argument("encode_checkpoint: Adam's state is not of the weights' size");
+  for (const auto& [tag, payload] : c.extra)
+    if (!printable_tag(tag) || known_tag(tag))
+      throw std::invalid_argument("encode_checkpoint: extra chunk tag '" + tag + "'");
+
+  std::vector<std::pair<std::string, Out>> chunks;
+  Out head;
+  head.str(c.model.name);
+  head.u64(c.config_hash);
+  head.u32(uint32_t(c.model.shape.channels));
+  head.u32(uint32_t(c.model.shape.side));
+  head.u32(uint32_t(c.model.shape.classes));
+  head.u32(uint32_t(c.model.options.size()));
+  for (const auto& [name, value] : c.model.options) {
+    head.str(name);
+    head.str(value);
+  }
+  head.u32(uint32_t(c.tensors.size()));
+  for (const TensorShape& t : c.tensors) {
+    head.str(t.name);
+    head.u64(t.size);
+  }
+  chunks.emplace_back("HEAD", std::move(head));
+  Out w;
+  w.floats(c.weights);
+  chunks.emplace_back("WGHT", std::move(w));
+  if (!c.model_state.empty()) {
+    Out m;
+    for (uint64_t v : c.model_state) m.u64(v);
+    chunks.emplace_back("MSTA", std::move(m));
+  }
+  if (c.adam) {
+    Out a;
+    a.u64(uint64_t(c.adam->step));
+    a.floats(c.adam->m);
+    a.floats(c.adam->v);
+    chunks.emplace_back("ADAM", std::move(a));
+  }
+  if (!c.config.empty()) {
+    Out j;
+    j.raw(c.config.data(), c.config.size());
+    chunks.emplace_back("CONF", std::move(j));
+  }
+  for (const auto& [tag, payload] : c.extra) {
+    Out e;
+    e.raw(payload.data(), payload.size());
+    chunks.emplace_back(tag, std::move(e));
+  }
+
+  Out body;
+  for (const auto& [tag, payload] : chunks) body.chunk(tag, payload);
+  Out f;
+  f.raw(kMagic, sizeof kMagic);
+  f.u32(kCheckpointVersion);
+  f.u32(0);  // flags: none defined
+  f.u64(kPreamble + body.b.size() + kTrailer);
+  f.u32(uint32_t(chunks.size()));
+  f.u32(crc32_of(f.b.data(), f.b.size()));
+  f.raw(body.b.data(), body.b.size());
+  f.u32(crc32_of(f.b.data(), f.b.size()));
+  return std::move(f.b);
+}
+
+Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& file) {
+  auto fail = [&](const std::string& what) -> CheckpointError { return CheckpointError(file + ": " + what); };
+  const size_t size = bytes.size();
+  const uint8_t* p = bytes.data();
+  auto u32_at = [&](size_t at) {
+    uint32_t v;
+    std::memcpy(&v, p + at, 4);
+    return v;
+  };
+  auto hex = [](uint32_t v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08x", v);
+    return std::string(buf);
+  };
+  if (size == 0) throw fail("truncated: an empty file");
+  // The preamble and the trailing CRC are laid out alike in every version, so
+  // damage is told from another version before the version is read.
+  if (std::memcmp(p, kMagic, std::min(size, sizeof kMagic)) != 0)
+    throw fail("not a viewgap model file or checkpoint (its first bytes are not the format's magic)");
+  if (size < kPreamble)
+    throw fail("truncated: " + std::to_string(size) + " bytes, less than the " + std::to_string(kPreamble) +
+               "-byte preamble");
+  if (crc32_of(p, kPreamble - 4) != u32_at(kPreamble - 4)) throw fail("corrupted: the preamble's CRC-32 does not match");
+  uint64_t declared;
+  std::memcpy(&declared, p + 16, 8);
+  if (size < declared)
+    throw fail("truncated: " + std::to_string(size) + " of the " + std::to_string(declared) + " bytes it should hold");
+  if (size > declared)
+    throw fail("corrupted: " + std::to_string(size) + " bytes where its preamble says " + std::to_string(declared));
+  if (size < kPreamble + kTrailer) throw fail("corrupted: a size too small to hold its checksum");
+  const uint32_t stored = u32_at(size - kTrailer), computed = crc32_of(p, size - kTrailer);
+  if (stored != computed)
+    throw fail("corrupted: the CRC-32 of its contents is " + hex(computed) + ", the file records " + hex(stored));
+  const uint32_t version = u32_at(8);
+  if (version != kCheckpointVersion)
+    throw fail("format version " + std::to_string(version) + "; this viewgap reads version " +
+               std::to_string(kCheckpointVersion));
+
+  // The chunks: each tag once, HEAD first, WGHT present.
+  Checkpoint c;
+  const uint32_t count = u32_at(24);
+  size_t at = kPreamble;
+  const size_t end = size - kTrailer;
+  bool have_weights = false;
+  std::vector<std::string> seen;
+  for (uint32_t k = 0; k < count; ++k) {
+    if (end - at < kChunkHeader) throw fail("malformed: chunk " + std::to_string(k + 1) + " runs past the end");
+    const std::string tag(reinterpret_cast<const char*>(p + at), 4);
+    uint64_t length;
+    std::memcpy(&length, p + at + 4, 8);
+    at += kChunkHeader;
+    if (!printable_tag(tag)) throw fail("malformed: chunk " + std::to_string(k + 1) + " has no printable tag");
+    if (length > end - at) throw fail("malformed: chunk " + tag + " runs past the end");
+    if (std::find(seen.begin(), seen.end(), tag) != seen.end()) throw fail("malformed: chunk " + tag + " twice");
+    if (k == 0 && tag != "HEAD") throw fail("malformed: its first chunk is " + tag + ", not HEAD");
+    seen.push_back(tag);
+    In in(p + at, size_t(length), file, tag);
+    if (tag == "HEAD") {
+      parse_head(in, c);
+    } else if (tag == "WGHT") {
+      if (length % sizeof(float) != 0) in.bad("a length that is no whole number of floats");
+      c.weights = in.floats(length / sizeof(float), "the weights");
+      have_weights = true;
+    } else if (tag == "MSTA") {
+      if (length % 8 != 0 || length == 0) in.bad("a length that is no whole, nonzero number of u64 values");
+      while (in.left() > 0) c.model_state.push_back(in.u64("a value"));
+    } else if (tag == "ADAM") {
+      AdamState a;
+      const uint64_t step = in.u64("the step count");
+      if (step > uint64_t(std::numeric_limits<long>::max())) in.bad("a step count out of range");
+      a.step = long(step);
+      if (in.left() % (2 * sizeof(float)) != 0) in.bad("moments m and v of different sizes");
+      const uint64_t n = in.left() / (2 * sizeof(float));
+      a.m = in.floats(n, "m");
+      a.v = in.floats(n, "v");
+      c.adam = std::move(a);
+    } else if (tag == "CONF") {
+      c.config.assign(reinterpret_cast<const char*>(p + at), size_t(length));
+    } else {
+      c.extra[tag].assign(reinterpret_cast<const char*>(p + at), size_t(length));
+    }
+    at += size_t(length);
+  }
+  if (at != end) throw fail("malformed: " + std::to_string(end - at) + " bytes after its last chunk");
+  if (count == 0) throw fail("malformed: no HEAD chunk");
+  if (!have_weights) throw fail("malformed: no WGHT chunk (the weights)");
+  const uint64_t n = tensor_total(c.tensors);
+  if (n != c.weights.size())
+    throw fail("malformed: its tensors hold " + std::to_string(n) + " floats, its weights " +
+               std::to_string(c.weights.size()));
+  if (c.adam && c.adam->m.size() != n)
+    throw fail("malformed: Adam's moments hold " + std::to_string(c.adam->m.size()) + " floats, the weights " +
+               std::to_string(n));
+  return c;
+}
+
+void write_checkpoint(const std::string& path, const Checkpoint& c) {
+  const std::vector<uint8_t> bytes = encode_checkpoint(c);
+  write_file_atomic(path, std::span<const uint8_t>(bytes));
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = read_regular_file(path);  // refuses a FIFO, a directory, a device before reading
+  } catch (const IdxError& e) {
+    throw CheckpointError(e.what());  // already "PATH: what is wrong"
+  }
+  return decode_checkpoint(bytes, path);
+}
+
+void restore_model(const Checkpoint& c, const std::string& expected, Model& model, const std::string& file) {
+  if (c.model.name != expected)
+    throw CheckpointError(file + ": holds model '" + c.model.name + "', not '" + expected + "'");
+  ParamSet& p = model.params();
+  if (size_t(p.num_tensors()) != c.tensors.size())
+    throw CheckpointError(file + ": holds " + std::to_string(c.tensors.size()) + " parameter tensors; model '" +
+                          expected + "' here has " + std::to_string(p.num_tensors()));
+  for (int t = 0; t < p.num_tensors(); ++t) {
+    const TensorShape& f = c.tensors[size_t(t)];
+    if (f.name != p.tensor(t).name || f.size != p.tensor(t).size)
+      throw CheckpointError(file + ": parameter tensor " + std::to_string(t + 1) + " is '" + f.name + "' of " +
+                            std::to_string(f.size) + " floats; model '" + expected + "' here has '" +
+                            p.tensor(t).name + "' of " + std::to_string(p.tensor(t).size));
+  }
+  // A model file need not hold the state (it matters to training alone).
+  if (!c.model_state.empty()) {
+    try {
+      model.restore_training_state(c.model_state);
+    } catch (const std::invalid_argument& e) {
+      throw CheckpointError(file + ": its training state does not fit model '" + expected + "': " + e.what());
+    }
+  }
+  std::copy(c.weights.begin(), c.weights.end(), p.values().begin());
+}
+
+void restore_adam(const Checkpoint& c, Adam& adam, const std::string& file) {
+  if (!c.adam) throw CheckpointError(file + ": holds no optimizer state (a model file, not a checkpoint)");
+  if (c.adam->m.size() != adam.m().size())
+    throw CheckpointError(file + ": Adam's state of " + std::to_string(c.adam->m.size()) + " parameters; here " +
+                          std::to_string(adam.m().size()));
+  adam.restore(c.adam->step, c.adam->m, c.adam->v);
+}
+
+std::string model_file_path(const std::string& pattern, const std::string& model) {
+  static const std::string kPlaceholder = "{model}";
+  std::string out = pattern;
+  for (size_t at = 0; (at = out.find(kPlaceholder, at)) != std::string::npos; at += model.size())
+    out.replace(at, kPlaceholder.size(), model);
+  return out;
+}
+
+std::unique_ptr<Model> load_model(const Checkpoint& c, int max_batch, const std::string& file) {
+  std::unique_ptr<Model> m;
+  try {
+    m = make_model(c.model.name, c.model.options, max_batch, c.model.shape);
+  } catch (const std::invalid_argument& e) {
+    throw CheckpointError(file + ": holds a model this viewgap cannot build: " + e.what());
+  }
+  restore_model(c, c.model.name, *m, file);
+  return m;
+}
+
+}  // namespace vg
