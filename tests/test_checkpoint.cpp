@@ -289,9 +289,12 @@ TEST(Checkpoint, AnotherModelOrOtherShapesAreRefused) {
     restore_model(w, "cnn", *cnn.model, "f.vgm");
     ADD_FAILURE() << "no error";
   } catch (const CheckpointError& e) {
-    const std::string m = e.what();
-    EXPECT_EQ(m.rfind("f.vgm: parameter tensor ", 0), 0u) << m;
-    EXPECT_NE(m.find("model 'cnn' here has"), std::string::npos) << m;
+    // The first tensor that differs: the hidden layer's weights (tensor 3).
+    const ParamSet &file = wide.model->params(), &here = cnn.model->params();
+    ASSERT_EQ(file.tensor(2).name, "hidden.weight");
+    EXPECT_EQ(std::string(e.what()), "f.vgm: parameter tensor 3 is 'hidden.weight' of " +
+                                         std::to_string(file.tensor(2).size) + " floats; model 'cnn' here has " +
+                                         "'hidden.weight' of " + std::to_string(here.tensor(2).size));
   }
   Checkpoint odd_state = capture_model(cnn.spec, *cnn.model);
   odd_state.model_state.push_back(0);
