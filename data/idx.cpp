@@ -12,6 +12,8 @@
 #include <cstring>
 #include <limits>
 
+#include "core/file_kind.h"
+
 namespace vg {
 
 namespace {
@@ -213,16 +215,6 @@ std::vector<uint8_t> parse(std::span<const uint8_t> file, Kind kind, const std::
 bool exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
-}
-
-// What a file that is not regular is, for the message.
-std::string non_regular_kind(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
 }
 
 struct Fd {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "core/file_kind.h"
 #include "data/grey_bytes.h"
 
 namespace vg {
@@ -190,17 +191,6 @@ struct OpenFile {
   std::unique_ptr<Fd> fd;
   Header h;
 };
-// What is not a regular file, for the message; "" for one.
-std::string non_regular_kind(mode_t m) {
-  if (S_ISREG(m)) return "";
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
-}
-
 OpenFile open_checked(const std::string& path, Kind kind) {
   // O_NONBLOCK: opening a FIFO (or a terminal) for reading would wait for a
   // writer; it is refused below instead, before anything is read.
@@ -217,7 +207,7 @@ OpenFile open_checked(const std::string& path, Kind kind) {
   struct stat st {};
   if (::fstat(fd->fd, &st) != 0) fail(path, std::string("cannot stat: ") + std::strerror(errno));
   if (const std::string kind_of = non_regular_kind(st.st_mode); !kind_of.empty())
-    fail(path, (kind_of == "not a regular file" ? kind_of : "is " + kind_of + ", not a regular file"));
+    fail(path, "is " + kind_of + ", not a regular file");
   // A regular file never blocks; the flag is dropped so later reads are plain.
   ::fcntl(fd->fd, F_SETFL, ::fcntl(fd->fd, F_GETFL) & ~O_NONBLOCK);
   const uint64_t size = uint64_t(st.st_size);

@@ -1,5 +1,6 @@
 #include "harness/sweep_store.h"
 
+#include "core/file_kind.h"
 #include "harness/sweep_resume.h"
 
 #include <fcntl.h>
@@ -57,13 +58,7 @@ bool read_input_file(const std::string& path, std::string* text) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw std::runtime_error("'" + path + "': cannot stat: " + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
-    throw std::runtime_error("'" + path + "' is " +
-                             (S_ISDIR(st.st_mode)    ? "a directory"
-                              : S_ISFIFO(st.st_mode) ? "a FIFO"
-                              : S_ISCHR(st.st_mode)  ? "a character device"
-                              : S_ISSOCK(st.st_mode) ? "a socket"
-                                                     : "a special file") +
-                             ", not a regular file");
+    throw std::runtime_error("'" + path + "' is " + non_regular_kind(st.st_mode) + ", not a regular file");
   text->clear();
   char buf[1 << 16];
   for (;;) {
