@@ -63,7 +63,7 @@ def sweep_rows(d):
     for path in sorted(glob.glob(os.path.join(d, "*", "summary.csv"))):
         sweep = os.path.dirname(path)
         meta = read_json(os.path.join(sweep, "meta.json"))
-        epochs = meta.get("config", {}).get("n_epochs")
+        epochs = meta.get("config", {}).get("run_flags", {}).get("n-epochs")
         with open(path, newline="") as f:
             for r in csv.DictReader(f):
                 if r["kind"] == "model" and r["metric"] == "heldout":
