@@ -72,8 +72,8 @@ echo "cross_arm64: cross build took $(secs "$t0") s"
 # --- tests under qemu ------------------------------------------------------------
 # What can differ on aarch64 runs here: the kernels (NEON variants against their
 # scalar references), the layers and models built on them, their gradient
-# checks, oneDNN, the RNG, the statistics (libm), the smallNORB reader and the
-# data (byte order, char signedness), and the flag parser. The harness and the
+# checks, oneDNN, the RNG, the statistics (libm), the smallNORB and IDX readers
+# and the data (byte order, char signedness), and the flag parser. The harness and the
 # command line (sweeps, resume, merge, MPI, records) are the same C++ over the
 # same numbers: they run natively on x86-64 in every other stage, and one epoch
 # of `viewgap run` runs here end to end below. Emulation costs ~100-500x, so a
@@ -83,7 +83,7 @@ included_suites=(
   ConvVotes ConvEmRouting ConvCaps CapsLayers MaxPool2d Elementwise Layers Loss Adam Init
   Onednn Heap Dropout Rng Stats DenseReference ConvReference PaperCnn Models DrModel
   GradientCheck DrGradientCheck Registry DrRegistry NearestNeighbour DrTraining
-  Norb NorbErrors NorbPrep NorbSplits NorbFuzz NorbPlane Dataset PlaneTransform Validation
+  Norb NorbErrors NorbPrep NorbSplits NorbFuzz NorbPlane Idx Dataset PlaneTransform Validation
   Raster Toys ToysPinned ToyParts
 )
 # Left out of those suites, with the reason:
