@@ -3,7 +3,8 @@
 
   python3 tools/results_summary.py [--results results] [--out results/SUMMARY.md] [--check]
 
-Reads RESULTS/*/summary.csv (every sweep), RESULTS/seed_table.csv and the
+Reads RESULTS/*/summary.csv (every sweep; those one level down that SWEEPS
+names), RESULTS/seed_table.csv and the
 class-activation table of RESULTS/ablation.md, and writes SUMMARY.md (default
 RESULTS/SUMMARY.md) through a temporary file and a rename. The output is a pure
 function of those files: the same tables give the same bytes. README.md,
@@ -41,6 +42,7 @@ SWEEPS = [
     ("toys_paper_azimuth", "The toys dataset, the paper's azimuth split (Table 2 on the toys)"),
     ("toys_paper_elevation", "The toys dataset, the paper's elevation split (Table 2 on the toys)"),
     ("toys_window", "The toys dataset across gaps (train 0:60, a 60° window `gap` degrees on)"),
+    ("fashion_mnist/linear", "Fashion-MNIST, the standard split: softmax regression"),
 ]
 TABLE2 = [("azimuth", "seed"), ("azimuth", "paper"), ("elevation", "seed"), ("elevation", "paper")]
 
@@ -128,6 +130,8 @@ def sweep_tables(results, d, rows):
         vals = " | ".join(acc_ci(m[k]) if k in m else "" for k in ("familiar", "heldout", "drop"))
         out.append(f"| {cell(first)}{model} | {first['n']} | {vals} | {src} |")
     names = {model for (_, _, model) in models}
+    if not any(r["kind"] == "paired" for r in rows):  # one model: nothing paired
+        return out
     out += ["", f"| {g_head}gap | true gap | pair | metric | n | difference (95 % CI) | wins / ties / losses | "
                 f"P(better) | Wilcoxon p | source |",
             f"|{g_rule}---|---|---|---|---|---|---|---|---|---|"]
@@ -225,6 +229,8 @@ def class_activations(results):
 
 def render(results):
     found = sorted(d for d in os.listdir(results) if os.path.isfile(os.path.join(results, d, "summary.csv")))
+    # Sweeps one level down (a part's folder of several outputs) are read where SWEEPS names them.
+    found += [d for d, _ in SWEEPS if "/" in d and os.path.isfile(os.path.join(results, d, "summary.csv"))]
     order = [(d, t) for d, t in SWEEPS if d in found] + [(d, d) for d in found if d not in dict(SWEEPS)]
     sweeps = {d: read_summary(results, d) for d, _ in order}
     text = [
