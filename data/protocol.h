@@ -164,6 +164,10 @@ struct Protocol {
   const char* shape_flag = nullptr;
 };
 
+// --standardize, which smallNORB's, the toys' and the IDX sources' splits declare
+// (protocol_norb.cpp): one flag, one rule (data/norb.h: standardize_pixels).
+extern const DataFlag kStandardizeFlag;
+
 // Every protocol's own flags, each name once.
 const std::vector<DataFlag>& protocol_flags();
 

@@ -37,10 +37,7 @@ constexpr int kValidationShare = 12;
 // Its draw: a permutation of the training file keyed by the data seed.
 constexpr Purpose kIdxValidationPurpose = Purpose(0x49445856u);  // "IDXV"
 
-const DataFlag kStandardize{"standardize", "off",
-                            "With --data norb, toys, fashion-mnist or idx and the paper's splits: each image "
-                            "standardised (on: as google-research's capsule_em; off: pixels in [0, 1])",
-                            false};
+const DataFlag& kStandardize = kStandardizeFlag;  // smallNORB's, with the same rule
 
 // The flags of the rendered data and of smallNORB-format sources, which an IDX set has no use for.
 const char* const kForeignFlags[] = {"train-azimuths", "test-azimuths", "n-train-views", "n-test-views", "elevations",

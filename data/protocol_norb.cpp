@@ -182,14 +182,20 @@ const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-tra
 
 // The flags only smallNORB's protocols read (the command line registers them
 // from here; harness/ names none).
-const DataFlag kCameras{"cameras", "both", "With --data norb: both (2 input channels), first or second"};
-const DataFlag kBrightness{"brightness", "0", "With --data norb: training brightness jitter, uniform in +-B (0..1)"};
-const DataFlag kContrast{"contrast", "0", "With --data norb: training contrast jitter, a factor uniform in 1 +- C (0..1)"};
+const DataFlag kCameras{"cameras", "both", "With --data norb or toys: both (2 input channels), first or second"};
+const DataFlag kBrightness{"brightness", "0", "With --data norb or toys: training brightness jitter, uniform in +-B (0..1)"};
+const DataFlag kContrast{"contrast", "0", "With --data norb or toys: training contrast jitter, a factor uniform in 1 +- C (0..1)"};
+}  // namespace
+
 // Added after sweeps of these protocols were made: hashed only when set.
-const DataFlag kStandardize{"standardize", "off",
-                            "With --data norb or toys and the paper's splits: each crop standardised (on: as "
-                            "google-research's capsule_em; off: pixels in [0, 1], as the paper says)",
-                            false};
+const DataFlag kStandardizeFlag{"standardize", "off",
+                                "With --data norb, toys, fashion-mnist or idx and their paper or standard splits: each "
+                                "image standardised (on: as google-research's capsule_em; off: pixels in [0, 1], as the "
+                                "paper says)",
+                                false};
+
+namespace {
+const DataFlag& kStandardize = kStandardizeFlag;
 
 // The toys' own flags (--data toys).
 constexpr const char* kToysSource = "toys";

@@ -304,5 +304,20 @@ TEST(Protocol, FlagProblemsNameTheFlag) {
   }
 }
 
+// --data's help names every source a protocol reads ("norb:DIR" for a
+// directory source), so a new source's registration shows in --help or fails here.
+TEST(Protocol, DataHelpNamesEverySource) {
+  const test::Outcome o = test::run("run --help");
+  ASSERT_EQ(o.code, 0) << o.err;
+  const size_t at = o.out.find("--data TEXT");
+  ASSERT_NE(at, std::string::npos) << o.out;
+  const std::string line = o.out.substr(at, o.out.find('\n', at) - at);
+  for (const Protocol& p : protocol_registry()) {
+    const std::string source = p.source;
+    const std::string form = source.back() == ':' ? source + "DIR" : source;
+    EXPECT_NE(line.find(form), std::string::npos) << form << " missing from: " << line;
+  }
+}
+
 }  // namespace
 }  // namespace vg
