@@ -11,9 +11,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <filesystem>
 #include <map>
-#include <regex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -41,16 +42,40 @@ std::string scratch(const std::string& name) {
 
 // The options of `command` as its --help lists them, each with whether it
 // takes a value (a flag such as --quiet takes none).
+// One --help line's option, "  [-x,]--name[,-x] [TYPE]": its name and whether
+// a value type follows (TEXT, INT, FLOAT, UINT, or a NAME:SET); nullopt for a
+// line that lists no option. (No std::regex: GCC 12 warns inside it under ASan.)
+std::optional<std::pair<std::string, bool>> option_of(const std::string& line) {
+  auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  auto name_char = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; };
+  size_t i = 0;
+  while (i < line.size() && space(line[i])) ++i;
+  if (i == 0) return std::nullopt;
+  if (i + 2 < line.size() && line[i] == '-' && line[i + 1] != '-' && line[i + 2] == ',') i += 3;  // "-q,"
+  if (line.compare(i, 2, "--") != 0) return std::nullopt;
+  size_t j = i += 2;
+  while (j < line.size() && name_char(line[j])) ++j;
+  if (j == i) return std::nullopt;
+  const std::string name = line.substr(i, j - i);
+  if (j + 2 < line.size() && line.compare(j, 2, ",-") == 0) j += 3;  // ",-q"
+  size_t k = j;
+  while (k < line.size() && space(line[k])) ++k;
+  bool typed = false;
+  if (k > j && k < line.size()) {
+    const std::string token = line.substr(k, line.find_first_of(" \t", k) - k);
+    for (const char* t : {"TEXT", "INT", "FLOAT", "UINT"}) typed = typed || token.rfind(t, 0) == 0;
+    typed = typed || token.find(':') != std::string::npos;
+  }
+  return std::pair{name, typed};
+}
+
 std::map<std::string, bool> help_options(const std::string& command) {
   const Outcome o = test::run(command + " --help");
   EXPECT_EQ(o.code, 0) << o.err;
   std::map<std::string, bool> out;
-  const std::regex option(R"(^\s+(?:-\w,)?--([a-z0-9-]+)(?:,-\w)?(\s+(?:TEXT|INT|FLOAT|UINT|\S+:\S+))?)");
   std::istringstream in(o.out);
-  for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, option) && m[1] != "help") out[m[1]] = m[2].matched;
-  }
+  for (std::string line; std::getline(in, line);)
+    if (const auto option = option_of(line); option && option->first != "help") out[option->first] = option->second;
   return out;
 }
 
