@@ -83,20 +83,16 @@ class In {
   void need(size_t k, const char* what) const {
     if (n_ - at_ < k) bad(std::string(what) + " runs past its end");
   }
-  uint32_t u32(const char* what) {
-    need(4, what);
-    uint32_t v;
-    std::memcpy(&v, p_ + at_, 4);
-    at_ += 4;
+  template <class T>
+  T scalar(const char* what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, p_ + at_, sizeof(T));
+    at_ += sizeof(T);
     return v;
   }
-  uint64_t u64(const char* what) {
-    need(8, what);
-    uint64_t v;
-    std::memcpy(&v, p_ + at_, 8);
-    at_ += 8;
-    return v;
-  }
+  uint32_t u32(const char* what) { return scalar<uint32_t>(what); }
+  uint64_t u64(const char* what) { return scalar<uint64_t>(what); }
   std::string str(const char* what) {
     const uint32_t k = u32(what);
     need(k, what);
