@@ -18,8 +18,6 @@
 //
 // `idx_fuzz --write-seeds=DIR` writes the seed corpus instead of fuzzing
 // (libFuzzer ignores flags that start with "--").
-#include <sanitizer/allocator_interface.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -30,18 +28,13 @@
 #include <vector>
 
 #include "data/idx.h"
+#include "fuzz/fuzz_common.h"
 
 namespace {
 
 using namespace vg;
 using Bytes = std::vector<uint8_t>;
 
-bool g_watch = false;
-size_t g_largest = 0;
-void on_malloc(const volatile void*, size_t n) {
-  if (g_watch && n > g_largest) g_largest = n;
-}
-void on_free(const volatile void*) {}
 constexpr size_t kAllocSlack = 1024;  // names, error strings
 constexpr size_t kDeflateRatio = 1032;
 constexpr size_t kZlibWindow = size_t(1) << 15;  // inflate's sliding window, one allocation
@@ -74,15 +67,6 @@ void check_error(const IdxError& e) {
   if (m.rfind("fuzz: ", 0) != 0 || m.size() <= 6) finding("an IdxError message does not start with the file's name");
 }
 
-void write_file(const std::filesystem::path& p, const Bytes& b) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-  if (!f) {
-    std::fprintf(stderr, "idx_fuzz: cannot write %s\n", p.c_str());
-    std::exit(1);
-  }
-}
-
 void write_seeds(const std::string& dir) {
   std::filesystem::create_directories(dir);
   int written = 0;
@@ -91,7 +75,7 @@ void write_seeds(const std::string& dir) {
       Bytes in = {which};
       const Bytes body = gz ? idx_gzip(file) : file;
       in.insert(in.end(), body.begin(), body.end());
-      write_file(std::filesystem::path(dir) / (name + (gz ? "_gz" : "")), in);
+      fuzz::write_file("idx_fuzz", std::filesystem::path(dir) / (name + (gz ? "_gz" : "")), in);
       ++written;
     }
   };
@@ -109,13 +93,7 @@ void write_seeds(const std::string& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  const std::string flag = "--write-seeds=";
-  for (int k = 1; k < *argc; ++k)
-    if (std::string a = (*argv)[k]; a.rfind(flag, 0) == 0) {
-      write_seeds(a.substr(flag.size()));
-      std::exit(0);
-    }
-  __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
+  fuzz::initialize(*argc, *argv, write_seeds);
   return 0;
 }
 
@@ -125,25 +103,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Bytes file(data + 1, data + size);  // its own exact-size block, for ASan
   const size_t bound =
       (gzipped(file) ? std::max(kDeflateRatio * file.size(), kZlibWindow) : file.size()) + kAllocSlack;
-  g_largest = 0;
-  g_watch = true;
+  fuzz::largest = 0;
+  fuzz::watch = true;
   try {
     if (images) {
       const IdxImages im = idx_parse_images(file, "fuzz");
-      g_watch = false;
+      fuzz::watch = false;
       if (im.pixels.size() != size_t(im.count) * size_t(im.rows) * size_t(im.cols))
         finding("the pixels' size is not count x rows x columns");
       if (!gzipped(file)) check_plain(file, true, im.pixels.size(), im.pixels.data());
     } else {
       const Bytes labels = idx_parse_labels(file, "fuzz");
-      g_watch = false;
+      fuzz::watch = false;
       if (!gzipped(file)) check_plain(file, false, labels.size(), labels.data());
     }
   } catch (const IdxError& e) {
-    g_watch = false;
+    fuzz::watch = false;
     check_error(e);
   }
-  g_watch = false;
-  if (g_largest > bound) finding("an allocation larger than the file allows");
+  fuzz::watch = false;
+  if (fuzz::largest > bound) finding("an allocation larger than the file allows");
   return 0;
 }

@@ -34,8 +34,6 @@
 // with -cat as rank 1 (N) and rank 2 (N x 1), each checked to expand to exactly
 // the writer's bytes. libFuzzer ignores flags that start with "--", so the flag
 // reaches LLVMFuzzerInitialize only.
-#include <sanitizer/allocator_interface.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -50,19 +48,13 @@
 #include <vector>
 
 #include "data/norb.h"
+#include "fuzz/fuzz_common.h"
 
 namespace {
 
 using namespace vg;
 using Bytes = std::vector<uint8_t>;
 
-// Allocation watch: the largest single malloc while the reader runs.
-bool g_watch = false;
-size_t g_largest = 0;
-void on_malloc(const volatile void*, size_t n) {
-  if (g_watch && n > g_largest) g_largest = n;
-}
-void on_free(const volatile void*) {}
 constexpr size_t kAllocSlack = 1024;  // names, error strings, control blocks
 
 [[noreturn]] void finding(const char* what) {
@@ -192,15 +184,6 @@ void check_error(const NorbError& e) {
 
 // ---- Seeds: valid triples from the project's writer.
 
-void write_file(const std::filesystem::path& p, const Bytes& b) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-  if (!f) {
-    std::fprintf(stderr, "norb_fuzz: cannot write %s\n", p.c_str());
-    std::exit(1);
-  }
-}
-
 // Record i: every field at its top value for i = 0 and stepping down, so the
 // seeds sit next to every range check. Pixels are the fill, so a seed keeps
 // only the -dat header and a few of them.
@@ -240,7 +223,7 @@ void write_seeds(const std::string& dir) {
         std::fprintf(stderr, "norb_fuzz: seed N=%d refused: %s\n", n, e.what());
         std::exit(1);
       }
-      write_file(std::filesystem::path(dir) / ("seed_n" + std::to_string(n) + (cat_2d ? "_cat2d" : "_cat1d")), in);
+      fuzz::write_file("norb_fuzz", std::filesystem::path(dir) / ("seed_n" + std::to_string(n) + (cat_2d ? "_cat2d" : "_cat1d")), in);
       ++written;
     }
   std::printf("norb_fuzz: %d seeds in %s\n", written, dir.c_str());
@@ -249,13 +232,7 @@ void write_seeds(const std::string& dir) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  const std::string flag = "--write-seeds=";
-  for (int k = 1; k < *argc; ++k)
-    if (std::string a = (*argv)[k]; a.rfind(flag, 0) == 0) {
-      write_seeds(a.substr(flag.size()));
-      std::exit(0);
-    }
-  __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free);
+  fuzz::initialize(*argc, *argv, write_seeds);
   return 0;
 }
 
@@ -263,16 +240,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Triple t = split_input(data, size);
   const size_t files = t.dat.size() + t.cat.size() + t.info.size();
   std::optional<NorbSet> s;
-  g_largest = 0;
-  g_watch = true;
+  fuzz::largest = 0;
+  fuzz::watch = true;
   try {
     s = norb_parse_split(t.dat, t.cat, t.info, "fuzz");
   } catch (const NorbError& e) {
-    g_watch = false;
+    fuzz::watch = false;
     check_error(e);
   }
-  g_watch = false;
-  if (g_largest > files + kAllocSlack) finding("an allocation larger than the files + 1 KiB");
+  fuzz::watch = false;
+  if (fuzz::largest > files + kAllocSlack) finding("an allocation larger than the files + 1 KiB");
   if (!s) return 0;
   try {
     check_loaded(*s, t);
