@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole of viewgap on aarch64, from an x86-64 machine: cross-builds the
-# library, the `viewgap` executable and `viewgap_tests` with Debian's cross
-# toolchain against Debian's arm64 packages, then runs the tests of what can
-# differ on aarch64 (ctest, each test under qemu-aarch64; the list below) and
+# library, the `viewgap` executable and `viewgap_tests` (its portable tests,
+# CMakeLists.txt's viewgap_portable_tests) with Debian's cross toolchain
+# against Debian's arm64 packages, then runs the tests of what can differ on
+# aarch64 (ctest, each test under qemu-aarch64; the list below) and
 # `viewgap run --n-epochs 1` under qemu.
 #
 # The arm64 packages (tools/deps.sh --list arm64) are resolved and downloaded by
@@ -125,6 +126,13 @@ excluded=(
   "NorbPlane.EveryModelRunsTheShift"
   "NorbPlane.SweepStepsTheHeldOutShift"
 )
+# The cross build compiles only CMakeLists.txt's viewgap_portable_tests: each
+# suite named above must be among them.
+listed=$(ctest --preset aarch64 -N)
+for s in "${included_suites[@]}"; do
+  grep -qE "Test +#[0-9]+: $s[./]" <<< "$listed" \
+    || die "suite $s has no test in the aarch64 build (is its file in CMakeLists.txt's viewgap_portable_tests?)"
+done
 include=$(printf '^%s[./]|' "${included_suites[@]}")
 regex=$(printf '^%s$|' "${excluded[@]}")
 echo "cross_arm64: under qemu, the suites ${included_suites[*]}; left out of them: ${excluded[*]}"
