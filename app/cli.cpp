@@ -5,10 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,7 +23,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "data/export_norb.h"
 #include "harness/checkpoint.h"
+#include "harness/new_files.h"
 #include "harness/output.h"
 #include "harness/report.h"
 #include "harness/run_flags.h"
@@ -93,12 +91,21 @@ void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& s
     // The registries' models and splits, named in --models' and --split's help.
     std::string help = s.help;
     if (std::string(s.name) == "models") help = "Comma-separated, of: " + model_names();
+    if (std::string(s.name) == "data") {
+      // "synthetic (rendered), norb:DIR (smallNORB's ...) or idx:DIR (...)".
+      const std::vector<Source>& sources = source_registry();
+      help.clear();
+      for (size_t i = 0; i < sources.size(); ++i)
+        help += std::string(i == 0 ? "" : i + 1 == sources.size() ? " or " : ", ") + sources[i].form() + " (" +
+                sources[i].help + ")";
+      help += "; docs/data.md";
+    }
     if (std::string(s.name) == "split") {
       // Per data source: "--data synthetic: a, b; --data norb:DIR: c".
       std::vector<std::pair<std::string, std::string>> by_source;
       for (const Protocol& p : protocol_registry()) {
         if (p.split == nullptr) continue;
-        const std::string source = std::string(p.source) + (std::string(p.source).back() == ':' ? "DIR" : "");
+        const std::string source = source_named(p.source).form();
         auto it = std::find_if(by_source.begin(), by_source.end(), [&](const auto& s) { return s.first == source; });
         if (it == by_source.end()) it = by_source.insert(by_source.end(), {source, ""});
         it->second += (it->second.empty() ? "" : ", ") + std::string(p.split);
@@ -268,96 +275,29 @@ struct ExportFlags {
   bool quiet = false;
 };
 
-// The directories make_output_dir(path) would create, deepest first.
-std::vector<std::string> missing_dirs(const std::string& path) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (std::filesystem::path p = resolve_output_path(path); !p.empty() && !std::filesystem::exists(p, ec);
-       p = p.parent_path()) {
-    out.push_back(p.string());
-    if (p == p.parent_path()) break;
-  }
-  return out;
-}
-
-// Creates and removes the temporary file write_file_atomic would make for
-// `path`: the one check that no permission test stands in for (a directory
-// root may write by its mode but that takes no files, as /proc).
-void probe_create(const std::string& path) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd < 0) throw std::runtime_error("cannot create a file in it ('" + tmp + "': " + std::strerror(errno) + ")");
-  ::close(fd);
-  ::unlink(tmp.c_str());
-}
-
 int do_export_norb(const ExportFlags& f) {
   NorbExportConfig c;
   c.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
   // The toys, or the point shapes' sets (seed, asym).
-  const bool toys = f.shapes == "toys";
-  if (!toys && f.shapes != "seed" && f.shapes != "asym")
+  c.toys = f.shapes == "toys";
+  if (!c.toys && f.shapes != "seed" && f.shapes != "asym")
     throw UsageError("--shapes", f.shapes, "unknown shape set (expected seed, asym or toys)");
-  if (!toys) c.shapes = parse_shapes_flag(f.shapes);
+  if (!c.toys) c.shapes = parse_shapes_flag(f.shapes);
   c.instances = int(parse_int("--instances", f.instances, 1, 5));  // the NYU files' numbers hold 10 toys
   c.lightings = int(parse_int("--lightings", f.lightings, 1, kNorbLightings));
-  const ToyConfig toy{.instances = c.instances, .lightings = c.lightings};
-  // Every output judged before any work: DIR made if absent, none of the six
-  // files there yet (an export never replaces a file), each one creatable and
-  // room for all of them. Whatever this export made goes again if it fails.
-  const std::pair<NorbPart, NorbFiles> parts[] = {{NorbPart::training, norb_files(f.dir, NorbPart::training)},
-                                                   {NorbPart::testing, norb_files(f.dir, NorbPart::testing)}};
-  std::vector<std::string> made_dirs, written;
-  auto undo = [&] {
-    for (const std::string& p : written) ::unlink(p.c_str());
-    for (const std::string& d : made_dirs) ::rmdir(d.c_str());  // deepest first; only if empty
-  };
-  try {
-    made_dirs = missing_dirs(f.dir);
-    make_output_dir(f.dir);
-    remove_stale_temps(resolve_output_path(f.dir), false);
-    for (const auto& [part, files] : parts)
-      for (const std::string* path : {&files.dat, &files.cat, &files.info}) {
-        struct stat st;
-        if (::lstat(path->c_str(), &st) == 0)
-          throw std::runtime_error("holds " + *path + " already (export-norb replaces no file: remove it, or choose another DIR)");
-        check_writable(*path);
-        probe_create(*path);
-      }
-    const double n = double(kNorbClasses) * c.instances * kNorbElevations * (kNorbAzimuthMax / 2 + 1) * c.lightings;
-    const double need = 2 * (kNorbPairsHeader + n * kNorbPairBytes + 20 + 4 * n + 20 + 16 * n);
-    struct statvfs vfs;
-    if (::statvfs(resolve_output_path(f.dir).c_str(), &vfs) == 0 && double(vfs.f_bavail) * double(vfs.f_frsize) < need)
-      throw std::runtime_error("has " + gigabytes(double(vfs.f_bavail) * double(vfs.f_frsize)) +
-                               " free; the six files take " + gigabytes(need));
-  } catch (const std::runtime_error& e) {
-    undo();
-    throw UsageError("DIR", f.dir, e.what());
-  }
   const auto t0 = std::chrono::steady_clock::now();
-  long pairs = 0;
   try {
-    for (const auto& [part, files] : parts) {
-      NorbExportSplit s = toys ? render_toy_split(toy, c.seed, part) : render_norb_split(c, part);
-      std::vector<int32_t> info;
-      for (const NorbInfo& r : s.info) info.insert(info.end(), {r.instance, r.elevation, r.azimuth, r.lighting});
-      const int32_t n = int32_t(s.labels.size()), cat_dims[] = {n}, info_dims[] = {n, kNorbInfoCols};
-      for (const auto& [path, bytes] : {std::pair{&files.info, norb_encode_ints(info, info_dims)},
-                                        std::pair{&files.cat, norb_encode_ints(s.labels, cat_dims)}}) {
-        write_file_atomic(*path, bytes);
-        written.push_back(*path);
-      }
-      write_file_atomic(files.dat, s.dat);
-      written.push_back(files.dat);
-      pairs += n;
-    }
-  } catch (...) {
-    undo();  // no half of a dataset: a reader would take three files for a whole split
-    throw;
+    // No half of a dataset: a reader would take three files for a whole split.
+    write_new_files(f.dir, norb_export_paths(f.dir), norb_export_bytes(c), [&](const PutFile& put) {
+      for (NorbPart part : {NorbPart::training, NorbPart::testing})
+        for (const ExportFile& file : norb_export_part(c, f.dir, part)) put(file.path, file.bytes);
+    });
+  } catch (const NewFilesRefused& e) {
+    throw UsageError("DIR", f.dir, e.what());
   }
   if (!f.quiet)
     std::fprintf(stderr, "viewgap export-norb: %ld stereo pairs of 96 x 96 (%s shapes, %d instance(s), %d lighting(s)) in %s, %.1f s\n",
-                 pairs, f.shapes.c_str(), c.instances, c.lightings, f.dir.c_str(),
+                 2 * norb_export_records(c), f.shapes.c_str(), c.instances, c.lightings, f.dir.c_str(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return 0;
 }

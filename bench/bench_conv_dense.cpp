@@ -13,10 +13,10 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "core/rng.h"
 #include "kernels/conv.h"
 #include "kernels/dense.h"
 #include "kernels/dnnl_common.h"
-#include "kernels/rng.h"
 
 namespace vg {
 namespace {

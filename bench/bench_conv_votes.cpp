@@ -8,9 +8,9 @@
 #include <cstdio>
 
 #include "bench/bench_util.h"
+#include "core/rng.h"
 #include "kernels/conv_votes.h"
 #include "kernels/fma_probe.h"
-#include "kernels/rng.h"
 
 namespace vg {
 namespace {

@@ -5,8 +5,8 @@
 #include <benchmark/benchmark.h>
 
 #include "bench/bench_util.h"
+#include "core/rng.h"
 #include "kernels/dr_routing.h"
-#include "kernels/rng.h"
 
 namespace vg {
 namespace {

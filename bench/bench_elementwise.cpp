@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "bench/bench_util.h"
+#include "core/rng.h"
 #include "kernels/elementwise.h"
-#include "kernels/rng.h"
 
 namespace vg {
 namespace {

@@ -6,8 +6,8 @@
 #include <benchmark/benchmark.h>
 
 #include "bench/bench_util.h"
+#include "core/rng.h"
 #include "kernels/em_routing.h"
-#include "kernels/rng.h"
 
 namespace vg {
 namespace {

@@ -3,9 +3,9 @@
 #include <benchmark/benchmark.h>
 
 #include "bench/bench_util.h"
+#include "core/rng.h"
 #include "harness/report.h"
 #include "kernels/pose_matmul.h"
-#include "kernels/rng.h"
 
 namespace vg {
 namespace {

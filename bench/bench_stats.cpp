@@ -7,8 +7,8 @@
 
 #include <vector>
 
+#include "core/rng.h"
 #include "harness/stats.h"
-#include "kernels/rng.h"
 
 namespace vg {
 namespace {

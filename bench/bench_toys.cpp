@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/export_norb.h"
 #include "data/protocol.h"
 #include "data/toy_views.h"
 #include "data/toys.h"

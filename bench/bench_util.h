@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/rng.h"
+#include "core/rng.h"
 
 namespace vg::bench {
 

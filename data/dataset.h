@@ -1,6 +1,9 @@
-// Synthetic smallNORB: five 3D point-set classes rendered as 32x32 images
-// (SPEC section 1), and the train / familiar / held-out / circle splits; or
-// the same splits read from smallNORB's files (--data norb:DIR, data/norb.h).
+// A configuration's data (DataConfig: which source, protocol and views), its
+// splits (Split: images, labels, each sample's viewpoint and position along
+// the held-out axis) and the Dataset a run trains and tests on; the rendered
+// shapes' splits (make_synthetic_dataset) and the checks of a view geometry.
+// The renderer is data/render.h, the sources data/source.h, the protocols
+// that make a Dataset data/protocol.h.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -10,30 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "core/image_shape.h"
 #include "data/norb.h"
+#include "data/render.h"
 #include "data/toy_views.h"
-#include "models/image_shape.h"
 
 namespace vg {
-
-// The rendered object's frame (and smallNORB's crops): 32 x 32 pixels. What a
-// model reads is the data's ImageShape (image_shape, Split::shape), whose side
-// is this frame's unless a protocol draws on a larger canvas (--canvas).
-inline constexpr int kImageSide = 32;
-inline constexpr int kImagePixels = kImageSide * kImageSide;
-// Both data sources have five classes (class_name, data/protocol.h: class_names).
-inline constexpr int kNumClasses = 5;
-inline constexpr const char* kClassNames[kNumClasses] = {"cross", "L", "T", "frame", "tripod"};
-
-// The shape sets (--shapes). `seed`: the seed's five (SPEC section 1); cross and
-// frame look the same every 90 degrees of azimuth and T every 180, so their
-// held-out views are familiar ones. `asym`: five shapes with no rotational
-// symmetry about the vertical axis, so every class carries the gap.
-enum class ShapeSet { seed, asym };
-inline constexpr const char* kAsymClassNames[kNumClasses] = {"hook", "stairs", "prongs", "chair", "helix"};
-inline const char* class_name(ShapeSet s, int cls) {
-  return s == ShapeSet::asym ? kAsymClassNames[cls] : kClassNames[cls];
-}
 
 // K evenly spaced angles from `from` to `to` inclusive, in degrees; values wrap
 // modulo 360 (300:420 crosses 0). K == 1 gives just `from`.
@@ -47,35 +32,6 @@ struct AngleRange {
 double circular_distance(double a_deg, double b_deg);
 // Smallest circular distance between any test and any train azimuth.
 double azimuth_gap(const std::vector<double>& train_az, const std::vector<double>& test_az);
-
-using Point3 = std::array<float, 3>;
-// The points of class `cls` (0..4), exactly as SPEC section 1 lists them.
-std::vector<Point3> shape_points(int cls);
-// The points of class `cls` of shape set `set`.
-std::vector<Point3> shape_points(int cls, ShapeSet set);
-
-// Noise-free render of class `cls` at (azimuth, elevation) into img[32*32]
-// (row-major, row v then column u), values in [0, 1].
-void render_clean(int cls, double azimuth_deg, double elevation_deg, float* img,
-                  ShapeSet set = ShapeSet::seed);
-
-// An in-plane affine change of a render about the centre of the object's frame
-// (pixel 16, 16 of the 32 x 32 image), in its pixels:
-// p -> centre + [a b; c d] (p - centre) + (tx, ty), p = (column, row).
-// The translation and affine protocols draw their held-out views with it.
-struct PlaneTransform {
-  double a = 1, b = 0, c = 0, d = 1, tx = 0, ty = 0;
-  bool identity() const { return a == 1 && b == 0 && c == 0 && d == 1 && tx == 0 && ty == 0; }
-  // Shear (x += shear * y), then scale, then rotation by rotation_deg, then the shift.
-  static PlaneTransform make(double rotation_deg, double scale, double shear, double tx, double ty);
-};
-// render_clean under `plane` (the identity gives render_clean's bytes), on a
-// canvas x canvas image (canvas >= 1): the object keeps its size in pixels and
-// its 32 x 32 frame sits at the canvas's centre, (canvas - 32) / 2 pixels in
-// from each edge (a canvas of 40: the frame plus 4 pixels each side, as
-// affNIST's 40 x 40 holds MNIST's 28 x 28); a canvas of 32 is the frame itself.
-void render_clean(int cls, double azimuth_deg, double elevation_deg, const PlaneTransform& plane, float* img,
-                  ShapeSet set = ShapeSet::seed, int canvas = kImageSide);
 
 // One split: N images of channels x side x side floats, labels and the viewpoint of each.
 struct Split {
@@ -272,50 +228,10 @@ Dataset make_dataset(const DataConfig& cfg);
 Dataset make_synthetic_dataset(const DataConfig& cfg);
 // Images the rendered dataset of cfg holds (every split, the circle's 36 views included).
 double synthetic_images(const DataConfig& cfg);
-// Channels of every image make_dataset(cfg) gives, known before it is made
-// (a run builds its models while the data is synthesised).
-inline int image_channels(const DataConfig& cfg) { return cfg.norb ? norb_channels(cfg.norb->prep.cameras) : 1; }
-// Their side: the canvas of a protocol that draws on one (PlaneConfig::canvas),
-// an IDX set's own, else the 32-pixel frame.
-inline int image_side(const DataConfig& cfg) {
-  return cfg.plane ? cfg.plane->canvas : cfg.idx ? cfg.idx->side : kImageSide;
-}
 // The shape of every image make_dataset(cfg) gives and its classes (each
-// split's Split::shape()), known before it is made: the models are built for it.
-inline ImageShape image_shape(const DataConfig& cfg) {
-  return {image_channels(cfg), image_side(cfg), cfg.idx ? cfg.idx->classes : kNumClasses};
-}
-
-// ---- The synthetic shapes as smallNORB files (viewgap export-norb): a test
-// fixture for the loader, and a dataset whose novel-viewpoint results can be
-// set beside the 32 x 32 path's.
-// - 96 x 96 stereo pairs: two cameras kNorbStereoDeg apart in azimuth;
-// - smallNORB's grid: 18 azimuths (0..340 by 20), 9 elevations (30..70 by 5);
-// - lighting l (0..5) as brightness: intensity x (0.5 + 0.1 l);
-// - instances as small shape variations: each axis stretched or shrunk by up
-//   to kNorbInstanceStretch (NYU's instance numbers: 4,6,7,8,9 train, 0,1,2,3,5 test);
-// - Gaussian pixel noise of kNorbExportNoise grey levels, from the stream
-//   (seed, Noise, part, record), then rounded to uint8.
-inline constexpr double kNorbStereoDeg = 5.0;
-inline constexpr double kNorbInstanceStretch = 0.08;
-inline constexpr double kNorbExportNoise = 3.0;
-struct NorbExportConfig {
-  uint64_t seed = 0;
-  ShapeSet shapes = ShapeSet::seed;
-  int instances = 5;  // per split, 1..5 (the first of NYU's numbers)
-  int lightings = 6;  // 1..6
-};
-struct NorbExportSplit {
-  std::vector<uint8_t> dat;  // the -dat file's bytes (norb_pairs_file): N x 2 x 96 x 96 after its header
-  std::vector<int32_t> labels;
-  std::vector<NorbInfo> info;
-};
-// Records ordered by (class, instance, elevation, azimuth, lighting), as many
-// as 5 x instances x 9 x 18 x lightings (24,300 at the defaults).
-NorbExportSplit render_norb_split(const NorbExportConfig& cfg, NorbPart part);
-// The toys' records of `part` (data/toy_views.h: toy_norb_data), as the same
-// files hold them: export-norb --shapes toys, read back, gives --data toys's bytes.
-NorbExportSplit render_toy_split(const ToyConfig& cfg, uint64_t seed, NorbPart part);
+// split's Split::shape()), known before it is made: the models are built for
+// it. Its source's (data/source.h: Source::shape).
+ImageShape image_shape(const DataConfig& cfg);
 
 // What is wrong with a split geometry, and in which input (the CLI names the flag).
 enum class GeometryPart {

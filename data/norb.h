@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/rng.h"
+#include "core/rng.h"
 
 namespace vg {
 

@@ -9,7 +9,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "kernels/rng.h"
+#include "core/rng.h"
 
 namespace vg {
 
@@ -381,7 +381,6 @@ Protocol norb_plane_protocol(const PlaneFactor& f, const char* name, void (*conf
   p.bytes = files.bytes;
   p.too_big = files.too_big;
   p.views = files.views;
-  p.source_flags = files.source_flags;
   // The files' flags but --standardize: it standardises the paper's crops
   // (data/norb.h: norb_sample), and the window here is not one, so the flag
   // is refused with these splits instead of ignored.
@@ -389,13 +388,6 @@ Protocol norb_plane_protocol(const PlaneFactor& f, const char* name, void (*conf
   for (const DataFlag& d : files.flags)
     if (d.name != std::string("standardize")) p.flags.push_back(d);
   return p;
-}
-
-const Protocol& norb_plane_protocol_of(const DataConfig& cfg) {
-  const std::string split = cfg.plane->factor->protocol;
-  for (const Protocol& p : protocol_registry())
-    if (p.split != nullptr && split == p.split && std::string(p.source) == "norb:") return p;
-  throw std::logic_error("norb_plane_protocol_of: no smallNORB protocol of --split " + split + " is registered");
 }
 
 }  // namespace vg

@@ -42,10 +42,6 @@ Protocol norb_plane_protocol(const char* name) {
   return norb_plane_protocol(F, name, [](const FlagSource& flags, DataConfig* cfg) { configure_norb_plane(F, flags, cfg); });
 }
 
-// The registered protocol of a configuration with both cfg.norb and cfg.plane
-// set (protocol_of's answer for it).
-const Protocol& norb_plane_protocol_of(const DataConfig& cfg);
-
 // The smallNORB protocols' shared flag handling (data/protocol_norb.cpp): the
 // directory of --data norb:DIR, the cameras and jitter, and the refusal of
 // every flag the files replace (the rendering's) or cannot serve (a

@@ -6,7 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "kernels/rng.h"
+#include "core/rng.h"
+#include "kernels/elementwise.h"
 
 namespace vg {
 
@@ -69,7 +70,7 @@ Split plane_split(const DataConfig& cfg, SplitId id, const std::vector<double>& 
     std::vector<float> clean(pixels);
     render_clean(cls, az[size_t(a)], el[size_t(e)], t, clean.data(), cfg.shapes, canvas);
     float* dst = s.images.data() + size_t(i) * pixels;
-    Stream(cfg.seed, Purpose::Noise, uint32_t(id), uint64_t(i)).fill_normal(dst, pixels, float(cfg.noise_std));
+    fill_normal(Stream(cfg.seed, Purpose::Noise, uint32_t(id), uint64_t(i)), dst, pixels, float(cfg.noise_std));
     for (size_t p = 0; p < pixels; ++p) dst[p] = std::clamp(clean[p] + dst[p], 0.f, 1.f);
     s.labels[size_t(i)] = cls;
     s.azimuth[size_t(i)] = float(az[size_t(a)]);
@@ -236,6 +237,7 @@ void configure_plane(const PlaneFactor& f, const FlagSource& flags, DataConfig* 
 
 Protocol plane_protocol(const PlaneFactor& f, void (*configure)(const FlagSource&, DataConfig*)) {
   Protocol p{.name = f.protocol, .source = "synthetic", .split = f.protocol, .axis = f.axis};
+  p.holds = [](const Protocol& self, const DataConfig& c) { return c.plane && c.plane->factor->protocol == std::string(self.split); };
   p.configure = configure;
   p.check = check;
   p.training_size = synthetic_training_size;

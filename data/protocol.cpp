@@ -40,16 +40,6 @@ const std::vector<Protocol>& protocol_registry() {
 
 namespace {
 
-bool is_prefix(const std::string& source) { return !source.empty() && source.back() == ':'; }
-
-// Does --data `value` name `source` ("synthetic" exactly, "norb:" as a prefix)?
-bool reads(const std::string& source, const std::string& value) {
-  return is_prefix(source) ? value.rfind(source, 0) == 0 : value == source;
-}
-
-// "norb:DIR" for a prefix source, as --data's messages write it.
-std::string source_form(const std::string& source) { return is_prefix(source) ? source + "DIR" : source; }
-
 // "a, b or c".
 std::string either(const std::vector<std::string>& names) {
   std::string s;
@@ -61,14 +51,16 @@ bool declares_flag(const Protocol& p, const std::string& name) {
   return std::any_of(p.flags.begin(), p.flags.end(), [&](const DataFlag& f) { return f.name == name; });
 }
 
-// Where a source flag applies, from the sources whose protocols read it:
+bool reads_flag(const Source& s, const std::string& name) {
+  return std::find(s.flags.begin(), s.flags.end(), name) != s.flags.end();
+}
+
+// Where a source flag applies, from the sources that read it:
 // "applies to --data norb:DIR or toys only".
 std::string applies_to_sources(const std::string& name) {
   std::vector<std::string> sources;
-  for (const Protocol& p : protocol_registry())
-    if (std::find(p.source_flags.begin(), p.source_flags.end(), name) != p.source_flags.end() &&
-        std::find(sources.begin(), sources.end(), source_form(p.source)) == sources.end())
-      sources.push_back(source_form(p.source));
+  for (const Source& s : source_registry())
+    if (reads_flag(s, name)) sources.push_back(s.form());
   return "applies to --data " + either(sources) + " only";
 }
 
@@ -83,7 +75,7 @@ std::string applies_with_splits(const std::string& name) {
   };
   std::vector<std::string> splits, sources;
   for (const Protocol& p : protocol_registry())
-    if (declares_flag(p, name)) add(splits, split_of(p)), add(sources, source_form(p.source));
+    if (declares_flag(p, name)) add(splits, split_of(p)), add(sources, source_named(p.source).form());
   bool elsewhere = false;  // a split of those names, on another source, that does not declare it
   for (const Protocol& p : protocol_registry())
     elsewhere = elsewhere || (!declares_flag(p, name) && std::find(splits.begin(), splits.end(), split_of(p)) != splits.end());
@@ -95,31 +87,24 @@ std::string applies_with_splits(const std::string& name) {
 const Protocol& select_protocol(const FlagSource& flags) {
   const std::vector<Protocol>& all = protocol_registry();
   const std::string data = flags.value("data");
-  std::vector<std::string> sources;
-  for (const Protocol& p : all)
-    if (std::find(sources.begin(), sources.end(), p.source) == sources.end()) sources.push_back(p.source);
-  const auto source = std::find_if(sources.begin(), sources.end(), [&](const std::string& s) { return reads(s, data); });
+  const std::vector<Source>& sources = source_registry();
+  const auto source = std::find_if(sources.begin(), sources.end(), [&](const Source& s) { return s.reads(data); });
   if (source == sources.end()) {
     std::string expected;
-    for (const std::string& s : sources) expected += (expected.empty() ? "" : " or ") + source_form(s);
+    for (const Source& s : sources) expected += (expected.empty() ? "" : " or ") + s.form();
     throw FlagError("data", data, "expected " + expected);
   }
   // A flag only another source reads, set here, would be silently ignored.
-  auto read_here = [&](const std::string& name) {
-    return std::any_of(all.begin(), all.end(), [&](const Protocol& p) {
-      return p.source == *source && std::find(p.source_flags.begin(), p.source_flags.end(), name) != p.source_flags.end();
-    });
-  };
-  for (const Protocol& p : all)
-    if (p.source != *source)
-      for (const char* name : p.source_flags)
-        if (std::string(name) != "data" && flags.changed(name) && !read_here(name))
+  for (const Source& s : sources)
+    if (&s != &*source)
+      for (const char* name : s.flags)
+        if (std::string(name) != "data" && flags.changed(name) && !reads_flag(*source, name))
           throw FlagError(name, flags.value(name), applies_to_sources(name));
   const std::string split = flags.value("split");
   std::string names;
   const Protocol* chosen = nullptr;
   for (const Protocol& p : all) {
-    if (p.source != *source) continue;
+    if (p.source != std::string(source->name)) continue;
     if (p.split != nullptr) names += (names.empty() ? "" : ", ") + std::string(p.split);
     if (chosen == nullptr &&
         (split.empty() ? p.default_for != nullptr && p.default_for(flags) : p.split != nullptr && split == p.split))
@@ -147,11 +132,11 @@ const std::vector<DataFlag>& protocol_flags() {
 
 namespace {
 
-// Does the rendered data's cfg hold exactly the views preset protocol p sets?
+// Does cfg (of p's source) hold exactly the views preset protocol p sets?
 // (The paper's splits are presets of the rendering flags: their data is the
 // flags', and a run records the split by name.)
 bool matches_preset(const Protocol& p, const DataConfig& cfg) {
-  if (p.preset.empty() || cfg.norb || cfg.plane) return false;
+  if (p.preset.empty() || cfg.plane) return false;
   bool sets_test_elevations = false;
   for (const auto& [flag, value] : p.preset) {
     const std::string f = flag, v = value;
@@ -172,29 +157,13 @@ bool matches_preset(const Protocol& p, const DataConfig& cfg) {
 
 }  // namespace
 
-namespace {
-
-const Protocol& protocol_named(const char* name) {
-  for (const Protocol& p : protocol_registry())
-    if (p.name == std::string(name)) return p;
-  throw std::logic_error(std::string("protocol_of: '") + name + "' is not registered");
-}
-
-}  // namespace
-
 const Protocol& protocol_of(const DataConfig& cfg) {
+  const std::string source = source_of(cfg).name;
   for (const Protocol& p : protocol_registry())
-    if (matches_preset(p, cfg)) return p;
-  if (cfg.plane && cfg.norb) return norb_plane_protocol_of(cfg);
-  if (cfg.idx) return protocol_named(cfg.idx->fashion ? "fashion-mnist-standard" : "idx-standard");
-  const bool toys = cfg.norb && cfg.norb->toys;
-  const char* name = cfg.plane ? cfg.plane->factor->protocol : cfg.norb ? (cfg.norb->split == NorbSplitKind::window ? "toys-azimuth-window"
-                                 : cfg.norb->split == NorbSplitKind::azimuth     ? (toys ? "toys-paper-azimuth" : "norb-paper-azimuth")
-                                 : cfg.norb->split == NorbSplitKind::elevation ? (toys ? "toys-paper-elevation" : "norb-paper-elevation")
-                                                                               : (toys ? "toys-full" : "norb-full"))
-                     : cfg.test_elevations.count > 0 ? "elevation-extrapolation"
-                                                     : "azimuth-window";
-  return protocol_named(name);
+    if (p.source == source && matches_preset(p, cfg)) return p;
+  for (const Protocol& p : protocol_registry())
+    if (p.source == source && p.holds != nullptr && p.holds(p, cfg)) return p;
+  throw std::logic_error("protocol_of: no protocol of --data " + source + " holds this configuration");
 }
 
 Dataset make_dataset(const DataConfig& cfg) {
@@ -204,8 +173,8 @@ Dataset make_dataset(const DataConfig& cfg) {
   // own flags that lead here before any work; this catches one that does not.
   for (const auto& [set, what] : {std::pair{&d.train, "training"}, {&d.familiar, "familiar"}, {&d.heldout, "held-out"}})
     if (set->size() == 0)
-      throw FlagError("split", p.split ? p.split : p.name, std::string("leaves the ") + what + " set empty (--data " +
-                                                               (cfg.idx ? cfg.idx->source : cfg.norb ? (cfg.norb->toys ? std::string("toys") : "norb:" + cfg.norb->dir) : std::string("synthetic")) + ")");
+      throw FlagError("split", p.split ? p.split : p.name,
+                      std::string("leaves the ") + what + " set empty (--data " + source_of(cfg).data_text(cfg) + ")");
   return d;
 }
 
@@ -246,10 +215,7 @@ ShapeSet parse_shapes(const std::string& v) {
   throw FlagError("shapes", v, "unknown shape set (expected seed, asym)");
 }
 
-// smallNORB's files carry its class numbers (animal, human, plane, truck, car).
-const char* class_name(const DataConfig& cfg, int cls) {
-  return cfg.idx ? idx_class_name(*cfg.idx, cls) : cfg.norb ? kNorbClassNames[cls] : class_name(cfg.shapes, cls);
-}
+const char* class_name(const DataConfig& cfg, int cls) { return source_of(cfg).class_name(cfg, cls); }
 
 std::vector<std::string> class_names(const DataConfig& cfg) {
   std::vector<std::string> n;

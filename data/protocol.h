@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/source.h"
 
 namespace vg {
 
@@ -91,7 +92,7 @@ struct RecordedViews {
 
 struct Protocol {
   const char* name = nullptr;    // unique, e.g. "azimuth-window", "norb-paper-elevation"
-  const char* source = nullptr;  // the --data it reads: "synthetic", or "norb:" (a prefix: norb:DIR)
+  const char* source = nullptr;  // the source it splits (data/source.h: Source::name)
   const char* split = nullptr;   // the --split value that chooses it, or nullptr (chosen by default_for)
   HeldOutAxis axis{};
   // Chosen without --split when this returns true (nullptr: never), e.g. by
@@ -101,6 +102,9 @@ struct Protocol {
   // Run flags it sets, as typed, before configure reads them (the paper's
   // presets); a user who also sets one of them is told of the conflict.
   std::vector<std::pair<const char*, const char*>> preset{};
+  // Among its source's protocols, whether configured cfg is this one's
+  // (protocol_of); nullptr: a preset, known by its views alone.
+  bool (*holds)(const Protocol& self, const DataConfig& cfg) = nullptr;
   // Reads and validates the flags it owns into cfg; throws FlagError naming the first bad one.
   void (*configure)(const FlagSource& flags, DataConfig* cfg) = nullptr;
   // The held-out set's geometry against the training set (nullopt: sound).
@@ -152,9 +156,6 @@ struct Protocol {
   // nullptr reads them from cfg's ranges (flag_views); a source whose views
   // come from elsewhere (smallNORB's files) gives its own.
   RecordedViews (*views)(const DataConfig& cfg) = nullptr;
-  // Flags only this protocol's source reads: hashed into a sweep's
-  // configuration only when it is chosen, so older sweeps keep their hash.
-  std::vector<const char*> source_flags{};
   // Flags this protocol alone declares (the command line registers them;
   // a sweep hashes them only when the protocol is chosen).
   std::vector<DataFlag> flags{};
@@ -180,7 +181,9 @@ const std::vector<Protocol>& protocol_registry();
 const Protocol& select_protocol(const FlagSource& flags);
 
 // The protocol that made (or makes) cfg: make_dataset(cfg) is protocol_of(cfg).make(cfg).
-// The rendered data at exactly a preset's views is that preset's (paper-azimuth).
+// Among the protocols of cfg's source (data/source.h: source_of), a preset
+// whose views cfg holds exactly (the rendered data at paper-azimuth's views is
+// paper-azimuth's), else the one whose Protocol::holds says so.
 const Protocol& protocol_of(const DataConfig& cfg);
 
 // The views of cfg's ranges (train_azimuths, test_azimuths, elevations,

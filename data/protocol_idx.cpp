@@ -210,6 +210,7 @@ bool always(const FlagSource&) { return true; }
 Protocol standard(const char* name, const char* source) {
   Protocol p{.name = name, .source = source, .split = "standard", .axis = {"none", "deg"}};
   p.default_for = always;
+  p.holds = [](const Protocol&, const DataConfig&) { return true; };
   p.configure = configure_idx;
   p.check = no_problem;
   p.training_size = training_size;
@@ -223,7 +224,6 @@ Protocol standard(const char* name, const char* source) {
   p.describe = describe;
   p.source_json = source_json;
   p.views = no_views;
-  p.source_flags = {"data"};
   p.flags = {kStandardize};
   return p;
 }
@@ -241,5 +241,23 @@ const char* idx_class_name(const IdxConfig& c, int cls) {
 
 Protocol fashion_mnist_protocol() { return standard("fashion-mnist-standard", kFashionSource); }
 Protocol idx_protocol() { return standard("idx-standard", "idx:"); }
+
+Source idx_source() {
+  return {.name = "idx:",
+          .help = "MNIST-format files in DIR",
+          .flags = {"data"},
+          .holds = [](const DataConfig& c) { return c.idx && !c.idx->fashion; },
+          .shape = [](const DataConfig& c) { return ImageShape{1, c.idx->side, c.idx->classes}; },
+          .class_name = [](const DataConfig& c, int cls) { return idx_class_name(*c.idx, cls); },
+          .data_text = [](const DataConfig& c) { return c.idx->source; }};
+}
+
+Source fashion_mnist_source() {
+  Source s = idx_source();
+  s.name = kFashionSource;
+  s.help = "Debian's dataset-fashion-mnist";
+  s.holds = [](const DataConfig& c) { return c.idx && c.idx->fashion; };
+  return s;
+}
 
 }  // namespace vg

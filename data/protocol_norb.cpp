@@ -403,6 +403,7 @@ Protocol norb_protocol(NorbSplitKind kind) {
                      : kind == NorbSplitKind::full      ? HeldOutAxis{"none", "deg"}
                                                         : HeldOutAxis{"azimuth", "deg"}};
   if (kind == NorbSplitKind::azimuth) p.default_for = always;  // --split's default with --data norb
+  p.holds = [](const Protocol& self, const DataConfig& c) { return !c.plane && norb_split_name(c.norb->split) == std::string(self.split); };
   p.configure = kind == NorbSplitKind::azimuth     ? configure_norb<NorbSplitKind::azimuth>
                 : kind == NorbSplitKind::elevation ? configure_norb<NorbSplitKind::elevation>
                                                    : configure_norb<NorbSplitKind::full>;
@@ -420,7 +421,6 @@ Protocol norb_protocol(NorbSplitKind kind) {
   p.describe = describe;
   p.source_json = source_json;
   p.views = norb_views;
-  p.source_flags = {"data", kCameras.name, kBrightness.name, kContrast.name};
   p.flags = {kCameras, kBrightness, kContrast, kStandardize};
   return p;
 }
@@ -434,11 +434,34 @@ Protocol toys_protocol(NorbSplitKind kind) {
            : kind == NorbSplitKind::window    ? "toys-azimuth-window"
                                               : "toys-full";
   p.source = kToysSource;
-  for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection}) {
-    p.source_flags.push_back(f.name);
-    p.flags.push_back(f);
-  }
+  for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection}) p.flags.push_back(f);
   return p;
+}
+
+Source norb_source() {
+  return {.name = "norb:",
+          .help = "smallNORB's six NYU files in DIR",
+          .viewpoints = true,
+          .flags = {"data", kCameras.name, kBrightness.name, kContrast.name},
+          .holds = [](const DataConfig& c) { return c.norb && !c.norb->toys; },
+          // The paper's crops, or a protocol's canvas (data/norb_plane.h).
+          .shape = [](const DataConfig& c) {
+            return ImageShape{norb_channels(c.norb->prep.cameras), c.plane ? c.plane->canvas : kImageSide, kNumClasses};
+          },
+          // The files carry smallNORB's class numbers (animal, human, plane, truck, car).
+          .class_name = [](const DataConfig&, int cls) { return kNorbClassNames[cls]; },
+          .data_text = [](const DataConfig& c) { return "norb:" + c.norb->dir; }};
+}
+
+// smallNORB's records drawn instead of read: its shape and classes, and the toys' own flags.
+Source toys_source() {
+  Source s = norb_source();
+  s.name = kToysSource;
+  s.help = "drawn in smallNORB's format";
+  for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection}) s.flags.push_back(f.name);
+  s.holds = [](const DataConfig& c) { return c.norb && c.norb->toys; };
+  s.data_text = [](const DataConfig&) { return std::string(kToysSource); };
+  return s;
 }
 
 }  // namespace vg

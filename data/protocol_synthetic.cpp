@@ -149,12 +149,14 @@ TrainingSize synthetic_training_size(const DataConfig& d) {
 Protocol azimuth_window_protocol() {
   Protocol p = synthetic("azimuth-window", nullptr, {"azimuth", "deg"});
   p.default_for = no_test_elevations;
+  p.holds = [](const Protocol&, const DataConfig& c) { return !c.plane && c.test_elevations.count == 0; };
   return p;
 }
 
 Protocol elevation_extrapolation_protocol() {
   Protocol p = synthetic("elevation-extrapolation", nullptr, {"elevation", "deg"});
   p.default_for = test_elevations_given;
+  p.holds = [](const Protocol&, const DataConfig& c) { return !c.plane && c.test_elevations.count > 0; };
   p.chosen_by = {{"test-elevations", "60:80"}};
   // A band moved by g above the training elevations (10:50 by default) keeps
   // its width and stays within 90.
@@ -168,6 +170,7 @@ namespace {
 // sweep runs them as given (no gaps), whatever the data source.
 Protocol paper_preset(const char* name, HeldOutAxis axis) {
   Protocol p = synthetic(name, name, axis);
+  p.holds = nullptr;
   p.at_distance = nullptr;
   p.swept_flag = nullptr;
   p.sweeps_width = false;
@@ -191,6 +194,18 @@ Protocol paper_elevation_protocol() {
               {"n-test-views", "18"}, {"elevations", "30:40"}, {"n-elev", "3"},
               {"test-elevations", "45:70"}, {"n-test-elev", "6"}};
   return p;
+}
+
+Source synthetic_source() {
+  return {.name = "synthetic",
+          .help = "rendered",
+          .rendered = true,
+          .viewpoints = true,
+          .holds = [](const DataConfig& c) { return !c.norb && !c.idx; },
+          // The object's frame, or a protocol's canvas (data/plane_views.h).
+          .shape = [](const DataConfig& c) { return ImageShape{1, c.plane ? c.plane->canvas : kImageSide, kNumClasses}; },
+          .class_name = [](const DataConfig& c, int cls) { return class_name(c.shapes, cls); },
+          .data_text = [](const DataConfig&) { return std::string("synthetic"); }};
 }
 
 }  // namespace vg

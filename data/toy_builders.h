@@ -5,8 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/rng.h"
 #include "data/toy_parts.h"
-#include "kernels/rng.h"
 
 namespace vg::toys {
 

@@ -8,10 +8,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/rng.h"
 #include "data/dataset.h"
+#include "data/export_norb.h"
 #include "data/grey_bytes.h"
 #include "data/toys.h"
-#include "kernels/rng.h"
+#include "kernels/elementwise.h"
 
 namespace vg {
 
@@ -203,7 +205,7 @@ NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed) {
       // Keyed by what the record is, not where it lies: a subset, or another
       // count of lightings, draws the same pixels for the same record.
       Stream rng(seed, Purpose::Noise, 0x70790000ull + uint64_t(r.lighting), view);
-      rng.fill_normal(noise.data(), size_t(kNorbPairBytes), float(kToyNoise));
+      fill_normal(rng, noise.data(), size_t(kNorbPairBytes), float(kToyNoise));
       grey_bytes(clean.data(), 255.f, noise.data(), kNorbPairBytes, dst);
     };
     *sets[k].first = NorbSet::rendered(std::move(labels), std::move(info), std::move(render),

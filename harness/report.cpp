@@ -156,10 +156,11 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
   // the protocol and data source that chose them.
   j.update(views_json(opt.data));
   const Protocol& p = protocol_of(opt.data);
+  const Source& source = source_of(opt.data);
   j["protocol"] = p.name;
-  j["source"] = std::string(p.source, std::strcspn(p.source, ":"));
-  // Files are not rendered: the rendering's own fields did nothing there.
-  if (j["source"] != "synthetic")
+  j["source"] = source.record();
+  // Where the renderer drew no image, its own fields did nothing.
+  if (!source.rendered)
     for (const char* unused : {"shapes", "n_per_combo", "n_eval_per_combo", "noise_std"}) j[unused] = nullptr;
   // Absent where the protocol's source gives none (the synthetic data: its readers expect none).
   if (p.source_json != nullptr) j["data"] = p.source_json(opt.data);
@@ -202,7 +203,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                  {"heldout", r.data.heldout.size()}, {"circle", size_of(r.data.circle_splits())},
                  {"axis", size_of(r.data.axis_splits())}, {"validation", r.data.validation.size()}}},
       {"classes", class_names(opt.data)},
-      // What the models read: every image's channels and side, and the classes (models/image_shape.h).
+      // What the models read: every image's channels and side, and the classes (core/image_shape.h).
       {"image", {{"channels", r.data.train.channels}, {"side", r.data.train.side}, {"classes", r.data.train.classes}}},
       {"circle_azimuths", r.data.circle_az},
       {"circle_distance_deg", dist},

@@ -62,7 +62,7 @@ const FlagSpec kRunFlags[] = {
     {"shapes", &RunFlags::shapes, "The shape set: seed (the seed's five) or asym (no rotational symmetry)"},
     {"split", &RunFlags::split,
      "A named split of the data source (docs/protocols.md)"},
-    {"data", &RunFlags::data, "synthetic (rendered), norb:DIR (smallNORB's six NYU files in DIR), toys (drawn in smallNORB's format), fashion-mnist (Debian's dataset-fashion-mnist) or idx:DIR (MNIST-format files in DIR); docs/data.md"},
+    {"data", &RunFlags::data, "The data source (docs/data.md)"},
     {"n-per-combo", &RunFlags::n_per_combo, "Training images per (class, azimuth, elevation)"},
     {"n-eval-per-combo", &RunFlags::n_eval_per_combo, "Evaluation images per combination"},
     {"noise", &RunFlags::noise,

@@ -34,7 +34,7 @@ struct RunFlags {
   std::string train_az = "0:150", test_az = "200:330", elevations = "10:50";
   std::string test_elevations, n_test_elev, split;  // "": the training elevations; no preset
   std::string shapes = "seed";
-  std::string data = "synthetic";  // or norb:DIR
+  std::string data = source_registry().front().name;  // the default source (data/source.h)
   std::string n_train_views = "6", n_test_views = "6", n_elev = "3";
   std::string n_per_combo = "5", n_eval_per_combo = "2";
   std::string noise = "0.04";  // DataConfig::noise_std

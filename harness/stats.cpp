@@ -8,7 +8,7 @@
 #include <string>
 #include <tuple>
 
-#include "kernels/rng.h"
+#include "core/rng.h"
 
 namespace vg {
 

@@ -174,8 +174,9 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   // presets on any source) runs it as given; --gaps may only say so.
   auto refuse_fixed = [&](const Protocol& p, const std::string& grid) {
     if (p.at_distance != nullptr) return;
-    const std::string source(p.source, std::strcspn(p.source, ":"));
-    const std::string by = grid.empty() ? "with --data " + source + (source == "synthetic" ? " --split " + std::string(p.split) : "")
+    const Source& source = source_named(p.source);
+    // A rendered source's fixed splits are presets among swept ones: --split names which.
+    const std::string by = grid.empty() ? "with --data " + source.record() + (source.rendered ? " --split " + std::string(p.split) : "")
                                         : "with grid point '" + grid + "'";
     if (gaps_set && f.gaps != "given")
       throw UsageError("--gaps", f.gaps, by + " the split fixes the held-out views (leave --gaps out, or give 'given')");
@@ -359,15 +360,15 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   nlohmann::json run_flags;
   // A data source's own flags only when it is chosen, so sweeps made before
   // them keep their hash; the swept flag only when the sweep does not set it.
-  auto source_flag = [](const Protocol& p, const std::string& name) {
-    return std::find(p.source_flags.begin(), p.source_flags.end(), name) != p.source_flags.end();
+  auto source_flag = [](const Source& s, const std::string& name) {
+    return std::find(s.flags.begin(), s.flags.end(), name) != s.flags.end();
   };
   auto hashed = [&](const std::string& name) {
     if (name == "seed" || name == "threads") return false;
     if (!given && protocol.swept_flag != nullptr && name == protocol.swept_flag) return false;
-    if (source_flag(protocol, name)) return true;
-    for (const Protocol& p : protocol_registry())
-      if (source_flag(p, name)) return false;
+    if (source_flag(source_named(protocol.source), name)) return true;
+    for (const Source& s : source_registry())
+      if (source_flag(s, name)) return false;
     return true;
   };
   for (const FlagSpec& s : run_flag_specs())

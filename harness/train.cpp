@@ -15,7 +15,7 @@
 #include <optional>
 #include <thread>
 
-#include "kernels/rng.h"
+#include "core/rng.h"
 
 namespace vg {
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/rng.h"
 #include "kernels/isa.h"
 
 namespace vg {
@@ -28,7 +29,7 @@ using ReluBackwardFn = void (*)(float* d, const float* y, size_t n);
 using TransposeFn = void (*)(float* dst, const float* src, int rows, int cols);
 
 // out[0, n) = N(0, std^2) from the Philox stream (key, sub) starting at block
-// ctr0 (kernels/rng.h): block b's four words give out[4b .. 4b+3], two
+// ctr0 (core/rng.h): block b's four words give out[4b .. 4b+3], two
 // Box-Muller pairs (normal_pair below); an odd n keeps the last pair's first value.
 using NormalFn = void (*)(float* out, size_t n, float std, uint64_t key, uint64_t sub, uint64_t ctr0);
 
@@ -143,6 +144,16 @@ struct ElementwiseKernels {
 const ElementwiseKernels* elementwise_variants(int* count);
 const ElementwiseKernels* elementwise_for(Isa isa);
 const ElementwiseKernels& elementwise();
+
+// n values of N(0, std^2) in float from stream s, for bulk noise and
+// initialisation: the kernel `normal` (Box-Muller on one 32-bit word per
+// uniform, both values of a pair kept; the same bits on every ISA), from the
+// stream's next whole block on.
+inline void fill_normal(Stream& s, float* out, size_t n, float std) {
+  const uint64_t ctr0 = s.take_blocks((n + 3) / 4);
+  elementwise().normal(out, n, std, s.key(), s.sub(), ctr0);
+}
+inline void fill_normal(Stream&& s, float* out, size_t n, float std) { fill_normal(s, out, n, std); }
 
 // Bytes moved per element: Adam reads w, m, v, g and writes w, m, v.
 inline constexpr double kAdamBytesPerParam = 7 * sizeof(float);

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <initializer_list>
 
+#include "core/rng.h"
 #include "kernels/elementwise.h"
-#include "kernels/rng.h"
 
 namespace vg {
 

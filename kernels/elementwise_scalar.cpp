@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/rng.h"
 #include "kernels/elementwise.h"
-#include "kernels/rng.h"
 
 namespace vg {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kernels/rng.h"
+#include "core/rng.h"
 
 namespace vg {
 

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/rng.h"
 #include "kernels/elementwise.h"
-#include "kernels/rng.h"
 #include "models/side_job.h"
 
 namespace vg {
@@ -49,7 +49,7 @@ bool all_finite(const float* x, size_t n) {
 void init_normal(float* p, size_t n, float std, uint64_t seed, const std::string& name) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a of the tensor name
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  Stream(seed, Purpose::Init, h).fill_normal(p, n, std);
+  fill_normal(Stream(seed, Purpose::Init, h), p, n, std);
 }
 
 void Adam::advance() {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "models/image_shape.h"
+#include "core/image_shape.h"
 #include "models/loss.h"
 
 namespace vg {

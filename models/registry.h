@@ -52,7 +52,7 @@ struct ModelEntry {
   const char* name;  // as in --models; a name ending in "N" takes a number there ("cnnN")
   const char* help;
   std::vector<const char*> options;  // the options this model reads
-  // Input images and classes as the data gives them (models/image_shape.h):
+  // Input images and classes as the data gives them (core/image_shape.h):
   // every layer is sized from shape. A shape the model cannot take throws ShapeError.
   std::unique_ptr<Model> (*make)(const std::string& name, const ModelOptions& opts, const ImageShape& shape,
                                  int max_batch);

@@ -11,11 +11,11 @@
 #include <tuple>
 #include <vector>
 
+#include "core/rng.h"
 #include "kernels/conv.h"
-#include "kernels/dnnl_common.h"
 #include "kernels/dense.h"
+#include "kernels/dnnl_common.h"
 #include "kernels/pool.h"
-#include "kernels/rng.h"
 
 namespace vg {
 namespace {

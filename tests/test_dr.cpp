@@ -10,10 +10,11 @@
 #include <functional>
 #include <numeric>
 
+#include "core/rng.h"
 #include "data/dataset.h"
 #include "harness/train.h"
 #include "kernels/dr_routing.h"
-#include "kernels/rng.h"
+#include "kernels/elementwise.h"
 #include "models/dr.h"
 #include "models/registry.h"
 #include "tests/test_util.h"
@@ -396,7 +397,7 @@ TEST(DrModel, RoutingWeightsStartAtTheOptionsStandardDeviation) {
   const int B = 8;
   std::vector<float> images(size_t(B) * 1024);
   Stream rng(7, Purpose::Noise, 0, 0);
-  rng.fill_normal(images.data(), images.size(), 1.f);  // standardised images' scale
+  fill_normal(rng, images.data(), images.size(), 1.f);  // standardised images' scale
   double mean_len[2];
   for (int k = 0; k < 2; ++k) {
     const char* std_text = k == 0 ? "0.5" : "0.1";

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/rng.h"
 #include "kernels/elementwise.h"
-#include "kernels/rng.h"
 #include "tests/test_util.h"
 
 namespace vg {

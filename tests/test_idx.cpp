@@ -6,10 +6,10 @@
 
 #include <set>
 
+#include "core/rng.h"
 #include "data/idx.h"
 #include "data/protocol.h"
 #include "harness/run_flags.h"
-#include "kernels/rng.h"
 #include "tests/test_util.h"
 
 namespace vg {

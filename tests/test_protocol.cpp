@@ -16,30 +16,14 @@
 #include "data/plane_views.h"
 #include "data/protocol.h"
 #include "harness/run_flags.h"
+#include "tests/protocol_util.h"
 #include "tests/test_util.h"
 
 namespace vg {
 namespace {
 
-// The run flags that choose `p`: its source, its --split or the flags its
-// default rule reads.
-RunFlags flags_choosing(const Protocol& p) {
-  RunFlags f;
-  const std::string source = p.source;
-  f.data = test::fixture_data(source);
-  if (p.split != nullptr) f.split = p.split;
-  for (const auto& [flag, value] : p.chosen_by) *run_flag(f, flag) = value;
-  // The toys at their smallest (810 records a split, as the files' fixture).
-  if (source == "toys") *run_flag(f, "toy-instances") = "1", *run_flag(f, "toy-lightings") = "1";
-  return f;
-}
-
-DataConfig configured(const Protocol& p) {
-  int threads = 1;
-  DataConfig d = validate_run(flags_choosing(p), &threads).data;
-  d.seed = 7;
-  return d;
-}
+using test::configured;
+using test::flags_choosing;
 
 // The viewpoints of a split, rounded to 1e-3 degrees (azimuth mod 360), and
 // (`with_axis`) each sample's position on the protocol's axis, which for an

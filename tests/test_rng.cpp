@@ -1,6 +1,7 @@
 // Counter-based RNG: determinism per key, and the moments of each distribution.
 // Tolerances are 6 standard errors of the estimate over kDraws draws.
-#include "kernels/rng.h"
+#include "core/rng.h"
+#include "kernels/elementwise.h"
 
 #include <gtest/gtest.h>
 
@@ -94,8 +95,8 @@ namespace {
 TEST(Rng, FillNormalMomentsAndDeterminism) {
   const size_t n = 200001;  // odd: the last value comes from a half-used pair
   std::vector<float> a(n), b(n);
-  Stream(3, Purpose::Noise, 1, 2).fill_normal(a.data(), n, 2.f);
-  Stream(3, Purpose::Noise, 1, 2).fill_normal(b.data(), n, 2.f);
+  fill_normal(Stream(3, Purpose::Noise, 1, 2), a.data(), n, 2.f);
+  fill_normal(Stream(3, Purpose::Noise, 1, 2), b.data(), n, 2.f);
   EXPECT_EQ(a, b);
   double m = 0, v = 0, k4 = 0;
   for (float x : a) m += x / 2.0;

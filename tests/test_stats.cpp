@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/rng.h"
+#include "core/rng.h"
 
 namespace vg {
 namespace {

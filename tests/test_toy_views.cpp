@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/export_norb.h"
 #include "data/toy_views.h"
 #include "data/toys.h"
 #include "test_util.h"

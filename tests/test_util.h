@@ -17,12 +17,13 @@
 #include <tuple>
 #include <vector>
 
+#include "core/rng.h"
 #include "data/dataset.h"
+#include "data/export_norb.h"
 #include "data/idx.h"
+#include "kernels/isa.h"
 #include "models/model.h"
 #include "models/registry.h"
-#include "kernels/isa.h"
-#include "kernels/rng.h"
 
 #ifdef VIEWGAP_FAULT_SHIM
 constexpr bool kHaveShim = true;

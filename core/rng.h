@@ -6,8 +6,6 @@
 #include <cstdint>
 #include <numbers>
 
-#include "kernels/elementwise.h"
-
 namespace vg {
 
 // What a stream of random numbers is for; part of the key, so streams of
@@ -73,15 +71,18 @@ class Stream {
     spare_ = r * std::sin(t); has_spare_ = true;
     return r * std::cos(t);
   }
-  // n values of N(0, std^2) in float, for bulk noise and initialisation: the
-  // elementwise kernel `normal` (Box-Muller on one 32-bit word per uniform,
-  // both values of a pair kept; the same bits on every ISA). It starts at the
-  // stream's next whole block: words left in a part-used block are skipped.
-  void fill_normal(float* out, size_t n, float std) {
-    elementwise().normal(out, n, std, key_, sub_, ctr_);
-    ctr_ += (n + 3) / 4;
+  // Hands the stream's next `blocks` whole Philox blocks (four words each) to a
+  // bulk kernel that draws them itself (kernels/elementwise.h: fill_normal),
+  // and returns the first one's counter; words left in a part-used block are
+  // skipped.
+  uint64_t take_blocks(uint64_t blocks) {
+    const uint64_t first = ctr_;
+    ctr_ += blocks;
     pos_ = 4;
+    return first;
   }
+  uint64_t key() const { return key_; }
+  uint64_t sub() const { return sub_; }
   // Uniform integer in [0, n) by rejection (no modulo bias).
   uint32_t below(uint32_t n) {
     const uint32_t lim = uint32_t(-n) % n;
