@@ -19,52 +19,14 @@ constexpr int kHalfPixels = kNorbHalfSide * kNorbHalfSide;
 // The crop's largest offset from the centre: (48 - 32) / 2.
 constexpr double kNorbShiftLimit = kNorbCentreOffset;
 
-// A shift is a crop: whole pixels, drawn as whole pixels.
-bool is_shift(const PlaneFactor& f) { return std::string(f.axis.name) == "shift"; }
 bool whole(double v) { return v == std::floor(v); }
 
 const PlaneFactor& factor_of(const DataConfig& cfg) { return *cfg.plane->factor; }
 
-std::string g(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
+std::string g(double v) { return plane_number(v); }
 
-// The axis sweep's positions: neutral to the limit in the factor's steps, as
-// the samples record them (float).
-std::vector<double> axis_values(const DataConfig& cfg) {
-  const PlaneFactor& f = factor_of(cfg);
-  std::vector<double> v;
-  const long n = std::lround((norb_plane_limit(f) - f.neutral) / f.profile_step);
-  for (long i = 0; i <= n; ++i) v.push_back(double(float(f.neutral + double(i) * f.profile_step)));
-  return v;
-}
-
-// A training change of magnitude at most m from two uniforms in (0, 1): a
-// shift's coordinates uniform over the whole pixels -m..m, the others the
-// factor's own draw.
-PlaneTransform draw_change(const PlaneFactor& f, double m, double u1, double u2, double* magnitude) {
-  if (!is_shift(f)) return f.draw(m, u1, u2, magnitude);
-  const int s = int(std::lround(m)), span = 2 * s + 1;
-  const int dx = std::min(int(u1 * span), span - 1) - s, dy = std::min(int(u2 * span), span - 1) - s;
-  *magnitude = std::max(std::abs(dx), std::abs(dy));
-  return {.tx = double(dx), .ty = double(dy)};
-}
-
-// Which held-out magnitude and direction each test image gets: its rank in a
-// permutation of the test set keyed by (seed, split), cycled over the
-// magnitudes and then the directions, so every magnitude is as common, each
-// sees every direction, and none follows the files' order of classes or views.
-std::vector<int> ranks(uint64_t seed, SplitId id, int n) {
-  std::vector<int> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  Stream r(seed, Purpose::Plane, uint32_t(id), ~uint64_t(0));
-  for (int k = n - 1; k > 0; --k) std::swap(order[size_t(k)], order[r.below(uint32_t(k + 1))]);
-  std::vector<int> rank(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) rank[size_t(order[size_t(k)])] = k;
-  return rank;
-}
+// The axis sweep's positions: neutral to smallNORB's limit in the factor's steps.
+std::vector<double> axis_values(const DataConfig& cfg) { return plane_axis_steps(factor_of(cfg), norb_plane_limit(factor_of(cfg))); }
 
 // A pair's cameras downsampled to 48 x 48, with each one's background.
 struct Halves {
@@ -105,7 +67,7 @@ struct TrainDraw {
     const double u1 = rng.uniform(), u2 = rng.uniform();
     const float ub = float(rng.uniform()), uc = float(rng.uniform());
     double magnitude = 0;
-    const PlaneTransform t = draw_change(*factor, train_max, u1, u2, &magnitude);
+    const PlaneTransform t = draw_on_pixels(*factor, train_max, u1, u2, &magnitude);
     norb_plane_sample(pair, prep.cameras, t, dst);
     norb_jitter(dst, norb_channels(prep.cameras), prep, ub, uc);
     return magnitude;
@@ -197,8 +159,8 @@ Dataset make(const DataConfig& cfg) {
   d.circle = empty_split(files->test, channels);
   const std::vector<double> held = plane_test_magnitudes(p);
   const int n = files->test.size(), n_held = int(held.size()), n_axis = int(d.axis_values.size());
-  const std::vector<int> held_rank = ranks(cfg.seed, SplitId::HeldOut, n),
-                         axis_rank = ranks(cfg.seed, SplitId::ElevationProfile, n);
+  const std::vector<int> held_rank = plane_test_ranks(cfg.seed, SplitId::HeldOut, n),
+                         axis_rank = plane_test_ranks(cfg.seed, SplitId::ElevationProfile, n);
   for_each_pair(files->test, [&](int j, const uint8_t* pair) {
     Halves h;
     h.load(pair, nc.prep.cameras);
@@ -206,7 +168,7 @@ Dataset make(const DataConfig& cfg) {
     Stream r(cfg.seed, Purpose::Plane, uint32_t(SplitId::Familiar), uint64_t(j));
     const double u1 = r.uniform(), u2 = r.uniform();
     double magnitude = 0;
-    h.window(draw_change(f, p.train_max, u1, u2, &magnitude), d.familiar.images.data() + at);
+    h.window(draw_on_pixels(f, p.train_max, u1, u2, &magnitude), d.familiar.images.data() + at);
     d.familiar.axis[size_t(j)] = float(magnitude);
     const int hr = held_rank[size_t(j)], ar = axis_rank[size_t(j)];
     h.window(f.at(held[size_t(hr % n_held)], hr / n_held), d.heldout.images.data() + at);
@@ -219,46 +181,14 @@ Dataset make(const DataConfig& cfg) {
   return d;
 }
 
-// The plane protocols' judgement (data/plane_views.cpp: check) at smallNORB's
-// limit, and a shift's whole pixels.
+// The plane protocols' judgement at smallNORB's limit, the crop's whole pixels.
 std::optional<GeometryProblem> check(const DataConfig& cfg, bool allow_touching_end) {
   const PlaneFactor& f = factor_of(cfg);
-  const PlaneConfig& p = *cfg.plane;
-  const double limit = norb_plane_limit(f);
-  const std::string name = f.axis.name, range = g(p.test_from) + ":" + g(p.test_to);
-  const std::string why_limit =
-      is_shift(f) ? " (a 32x32 crop of smallNORB's 48x48 image moves at most " + g(kNorbShiftLimit) + " pixels)"
-                  : " (" + std::string(f.limit_why) + ")";
-  if (p.train_max > limit + 1e-9)
-    return GeometryProblem{GeometryPart::train_range,
-                           "training " + name + " up to " + g(p.train_max) + " exceeds " + g(limit) + why_limit,
-                           f.train.name};
-  if (is_shift(f) && !whole(p.train_max))
-    return GeometryProblem{GeometryPart::train_range,
-                           "smallNORB's shifts move the crop by whole pixels: training's largest must be whole",
-                           f.train.name};
-  if (p.test_to > limit + 1e-9)
-    return GeometryProblem{GeometryPart::test_overlap, "held-out " + name + " " + range + " exceeds " + g(limit) + why_limit,
-                           f.test.name};
-  if (is_shift(f)) {
-    if (!whole(p.test_from) || !whole(p.test_to))
-      return GeometryProblem{GeometryPart::test_overlap,
-                             "held-out shifts " + range + ": smallNORB's shifts move the crop by whole pixels",
-                             f.test.name};
-    for (double m : plane_test_magnitudes(p))
-      if (!whole(m))
-        return GeometryProblem{GeometryPart::test_count,
-                               std::to_string(p.test_count) + " shifts evenly spaced over " + range + " include " + g(m) +
-                                   ", not a whole pixel (smallNORB's shifts move the crop)",
-                               f.count.name};
-  }
-  const bool touching = std::fabs(p.test_from - p.train_max) < 1e-9;
-  if (p.test_from < p.train_max - 1e-9 || (touching && !allow_touching_end))
-    return GeometryProblem{GeometryPart::test_overlap,
-                           "held-out " + name + " " + range + " overlaps training's (up to " + g(p.train_max) + ", --" +
-                               f.train.name + "): held-out must lie beyond it",
-                           f.test.name};
-  return std::nullopt;
+  const std::string why_limit = is_shift(f) ? " (a 32x32 crop of smallNORB's 48x48 image moves at most " +
+                                                  g(kNorbShiftLimit) + " pixels)"
+                                            : " (" + std::string(f.limit_why) + ")";
+  return check_plane_on_pixels(cfg, allow_touching_end, norb_plane_limit(f), why_limit,
+                               "smallNORB's shifts move the crop by whole pixels");
 }
 
 std::string describe(const DataConfig& cfg, const Dataset& d) {

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <sstream>
+#include <string>
 
 #include "core/rng.h"
 #include "kernels/elementwise.h"
@@ -15,21 +17,9 @@ namespace {
 
 const PlaneFactor& factor_of(const DataConfig& cfg) { return *cfg.plane->factor; }
 
-std::string g(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
-}
+std::string g(double v) { return plane_number(v); }
 
-std::vector<double> axis_values(const DataConfig& cfg) {
-  const PlaneFactor& f = factor_of(cfg);
-  std::vector<double> v;
-  // Steps up to the limit (an odd canvas's is a half pixel: the step below it).
-  const long n = long(std::floor((plane_limit(*cfg.plane) - f.neutral) / f.profile_step + 1e-6));
-  // As the samples record them (Split::axis is float), so a sample's value is one of these.
-  for (long i = 0; i <= n; ++i) v.push_back(double(float(f.neutral + double(i) * f.profile_step)));
-  return v;
-}
+std::vector<double> axis_values(const DataConfig& cfg) { return plane_axis_steps(factor_of(cfg), plane_limit(*cfg.plane)); }
 
 double distance(const DataConfig& cfg, double value) { return std::max(0.0, value - cfg.plane->train_max); }
 
@@ -221,18 +211,22 @@ void configure_plane(const PlaneFactor& f, const FlagSource& flags, DataConfig* 
     if (side > kMaxCanvas) throw FlagError(name, flags.value(name), "too large" + range);
     p.canvas = int(side);
   }
-  const double limit = plane_limit(p);
-  p.train_max = flags.real(f.train.name, f.neutral, limit);
-  const auto [from, to] = flags.interval(f.test.name, f.neutral, limit);
-  p.test_from = from;
-  p.test_to = to;
-  p.test_count = int(flags.integer(f.count.name, 1, 64));
-  const std::string range = flags.value(f.test.name);
-  if (p.test_count >= 2 && to == from)
-    throw FlagError(f.test.name, range, std::to_string(p.test_count) + " magnitudes of " + range + " would all be one");
-  if (p.test_count == 1 && to != from)
-    throw FlagError(f.count.name, flags.value(f.count.name), "1 magnitude of " + range + " would drop " + g(to));
+  configure_plane_magnitudes(f, flags, &p);
   d->plane = p;
+}
+
+void configure_plane_magnitudes(const PlaneFactor& f, const FlagSource& flags, PlaneConfig* p) {
+  const double limit = plane_limit(*p);
+  p->train_max = flags.real(f.train.name, f.neutral, limit);
+  const auto [from, to] = flags.interval(f.test.name, f.neutral, limit);
+  p->test_from = from;
+  p->test_to = to;
+  p->test_count = int(flags.integer(f.count.name, 1, 64));
+  const std::string range = flags.value(f.test.name);
+  if (p->test_count >= 2 && to == from)
+    throw FlagError(f.test.name, range, std::to_string(p->test_count) + " magnitudes of " + range + " would all be one");
+  if (p->test_count == 1 && to != from)
+    throw FlagError(f.count.name, flags.value(f.count.name), "1 magnitude of " + range + " would drop " + g(to));
 }
 
 Protocol plane_protocol(const PlaneFactor& f, void (*configure)(const FlagSource&, DataConfig*)) {
@@ -259,6 +253,76 @@ Protocol plane_protocol(const PlaneFactor& f, void (*configure)(const FlagSource
     p.shape_flag = f.canvas->name;
   }
   return p;
+}
+
+bool is_shift(const PlaneFactor& f) { return std::string(f.axis.name) == "shift"; }
+
+PlaneTransform draw_on_pixels(const PlaneFactor& f, double m, double u1, double u2, double* magnitude) {
+  if (!is_shift(f)) return f.draw(m, u1, u2, magnitude);
+  const int s = int(std::lround(m)), span = 2 * s + 1;
+  const int dx = std::min(int(u1 * span), span - 1) - s, dy = std::min(int(u2 * span), span - 1) - s;
+  *magnitude = std::max(std::abs(dx), std::abs(dy));
+  return {.tx = double(dx), .ty = double(dy)};
+}
+
+std::vector<int> plane_test_ranks(uint64_t seed, SplitId id, int n) {
+  std::vector<int> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  Stream r(seed, Purpose::Plane, uint32_t(id), ~uint64_t(0));
+  for (int k = n - 1; k > 0; --k) std::swap(order[size_t(k)], order[r.below(uint32_t(k + 1))]);
+  std::vector<int> rank(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) rank[size_t(order[size_t(k)])] = k;
+  return rank;
+}
+
+std::string plane_number(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+std::vector<double> plane_axis_steps(const PlaneFactor& f, double limit) {
+  std::vector<double> v;
+  // Steps up to the limit (an odd canvas's is a half pixel: the step below it).
+  const long n = long(std::floor((limit - f.neutral) / f.profile_step + 1e-6));
+  // As the samples record them (Split::axis is float), so a sample's value is one of these.
+  for (long i = 0; i <= n; ++i) v.push_back(double(float(f.neutral + double(i) * f.profile_step)));
+  return v;
+}
+
+std::optional<GeometryProblem> check_plane_on_pixels(const DataConfig& cfg, bool allow_touching_end, double limit,
+                                                    const std::string& why_limit, const std::string& whole_why) {
+  const PlaneFactor& f = *cfg.plane->factor;
+  const PlaneConfig& p = *cfg.plane;
+  const auto whole = [](double v) { return v == std::floor(v); };
+  const std::string name = f.axis.name, range = plane_number(p.test_from) + ":" + plane_number(p.test_to);
+  if (p.train_max > limit + 1e-9)
+    return GeometryProblem{GeometryPart::train_range,
+                           "training " + name + " up to " + plane_number(p.train_max) + " exceeds " + plane_number(limit) +
+                               why_limit,
+                           f.train.name};
+  if (is_shift(f) && !whole(p.train_max))
+    return GeometryProblem{GeometryPart::train_range, whole_why + ": training's largest must be whole", f.train.name};
+  if (p.test_to > limit + 1e-9)
+    return GeometryProblem{GeometryPart::test_overlap,
+                           "held-out " + name + " " + range + " exceeds " + plane_number(limit) + why_limit, f.test.name};
+  if (is_shift(f)) {
+    if (!whole(p.test_from) || !whole(p.test_to))
+      return GeometryProblem{GeometryPart::test_overlap, "held-out shifts " + range + ": " + whole_why, f.test.name};
+    for (double m : plane_test_magnitudes(p))
+      if (!whole(m))
+        return GeometryProblem{GeometryPart::test_count,
+                               std::to_string(p.test_count) + " shifts evenly spaced over " + range + " include " +
+                                   plane_number(m) + ", not a whole pixel (" + whole_why + ")",
+                               f.count.name};
+  }
+  const bool touching = std::fabs(p.test_from - p.train_max) < 1e-9;
+  if (p.test_from < p.train_max - 1e-9 || (touching && !allow_touching_end))
+    return GeometryProblem{GeometryPart::test_overlap,
+                           "held-out " + name + " " + range + " overlaps training's (up to " + plane_number(p.train_max) +
+                               ", --" + f.train.name + "): held-out must lie beyond it",
+                           f.test.name};
+  return std::nullopt;
 }
 
 }  // namespace vg

@@ -1,6 +1,7 @@
 // The protocol registry, and choosing a protocol from the flags.
 #include "data/protocol.h"
 
+#include "data/idx_plane.h"
 #include "data/norb_plane.h"
 #include "data/plane_views.h"
 
@@ -33,7 +34,17 @@ const std::vector<Protocol>& protocol_registry() {
       norb_shear_protocol(),
       norb_affine_protocol(),
       fashion_mnist_protocol(),
+      fashion_translation_protocol(),
+      fashion_rotation_protocol(),
+      fashion_scale_protocol(),
+      fashion_shear_protocol(),
+      fashion_affine_protocol(),
       idx_protocol(),
+      idx_translation_protocol(),
+      idx_rotation_protocol(),
+      idx_scale_protocol(),
+      idx_shear_protocol(),
+      idx_affine_protocol(),
   };
   return registry;
 }

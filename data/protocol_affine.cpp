@@ -6,6 +6,7 @@
 // smallNORB's files too (data/norb_plane.h).
 #include <cmath>
 
+#include "data/idx_plane.h"
 #include "data/norb_plane.h"
 #include "data/plane_views.h"
 
@@ -90,18 +91,25 @@ namespace {
 // Gap g holds out the default range's width beyond training's largest, within
 // each factor's limit: turns g..g+60 deg (<= 180), scales 1+g..1.5+g (<= 2),
 // shears g..g+0.4 (<= 1).
-Protocol with_gaps(Protocol p, const char* gaps) {
-  p.default_gaps = gaps;
-  return p;
-}
-
 }  // namespace
 
-Protocol rotation_protocol() { return with_gaps(plane_protocol(kRotation, configure_rotation), "15,45,90"); }
-Protocol scale_protocol() { return with_gaps(plane_protocol(kScale, configure_scale), "0.125,0.25,0.5"); }
-Protocol shear_protocol() { return with_gaps(plane_protocol(kShear, configure_shear), "0.1,0.3,0.6"); }
-Protocol norb_rotation_protocol() { return with_gaps(norb_plane_protocol<kRotation>("norb-rotation"), "15,45,90"); }
-Protocol norb_scale_protocol() { return with_gaps(norb_plane_protocol<kScale>("norb-scale"), "0.125,0.25,0.5"); }
-Protocol norb_shear_protocol() { return with_gaps(norb_plane_protocol<kShear>("norb-shear"), "0.1,0.3,0.6"); }
+Protocol rotation_protocol() { return with_default_gaps(plane_protocol(kRotation, configure_rotation), "15,45,90"); }
+Protocol scale_protocol() { return with_default_gaps(plane_protocol(kScale, configure_scale), "0.125,0.25,0.5"); }
+Protocol shear_protocol() { return with_default_gaps(plane_protocol(kShear, configure_shear), "0.1,0.3,0.6"); }
+Protocol norb_rotation_protocol() { return with_default_gaps(norb_plane_protocol<kRotation>("norb-rotation"), "15,45,90"); }
+Protocol norb_scale_protocol() { return with_default_gaps(norb_plane_protocol<kScale>("norb-scale"), "0.125,0.25,0.5"); }
+Protocol norb_shear_protocol() { return with_default_gaps(norb_plane_protocol<kShear>("norb-shear"), "0.1,0.3,0.6"); }
+Protocol fashion_rotation_protocol() {
+  return with_default_gaps(idx_plane_protocol<kRotation>("fashion-mnist-rotation", "fashion-mnist"), "15,45,90");
+}
+Protocol idx_rotation_protocol() { return with_default_gaps(idx_plane_protocol<kRotation>("idx-rotation", "idx:"), "15,45,90"); }
+Protocol fashion_scale_protocol() {
+  return with_default_gaps(idx_plane_protocol<kScale>("fashion-mnist-scale", "fashion-mnist"), "0.125,0.25,0.5");
+}
+Protocol idx_scale_protocol() { return with_default_gaps(idx_plane_protocol<kScale>("idx-scale", "idx:"), "0.125,0.25,0.5"); }
+Protocol fashion_shear_protocol() {
+  return with_default_gaps(idx_plane_protocol<kShear>("fashion-mnist-shear", "fashion-mnist"), "0.1,0.3,0.6");
+}
+Protocol idx_shear_protocol() { return with_default_gaps(idx_plane_protocol<kShear>("idx-shear", "idx:"), "0.1,0.3,0.6"); }
 
 }  // namespace vg

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "data/idx_plane.h"
 #include "data/norb_plane.h"
 #include "data/plane_views.h"
 
@@ -53,15 +54,11 @@ void configure(const FlagSource& f, DataConfig* cfg) { configure_plane(kAffine, 
 
 // Gap g holds out strengths g..g+1 (the default range's width) beyond
 // training's largest, within the limit of 3.
-Protocol affine_protocol() {
-  Protocol p = plane_protocol(kAffine, configure);
-  p.default_gaps = "0.5,1,2";
-  return p;
+Protocol affine_protocol() { return with_default_gaps(plane_protocol(kAffine, configure), "0.5,1,2"); }
+Protocol norb_affine_protocol() { return with_default_gaps(norb_plane_protocol<kAffine>("norb-affine"), "0.5,1,2"); }
+Protocol fashion_affine_protocol() {
+  return with_default_gaps(idx_plane_protocol<kAffine>("fashion-mnist-affine", "fashion-mnist"), "0.5,1,2");
 }
-Protocol norb_affine_protocol() {
-  Protocol p = norb_plane_protocol<kAffine>("norb-affine");
-  p.default_gaps = "0.5,1,2";
-  return p;
-}
+Protocol idx_affine_protocol() { return with_default_gaps(idx_plane_protocol<kAffine>("idx-affine", "idx:"), "0.5,1,2"); }
 
 }  // namespace vg

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "data/idx.h"
+#include "data/idx_plane.h"
 #include "data/protocol.h"
 
 namespace vg {
@@ -54,7 +55,30 @@ std::vector<int> validation_order(int n, uint64_t seed) {
   return order;
 }
 
-void configure_idx(const FlagSource& f, DataConfig* d) {
+}  // namespace
+
+std::vector<int> idx_records(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+IdxTrainingParts idx_training_parts(const DataConfig& cfg) {
+  const IdxConfig& c = *cfg.idx;
+  const int n = c.data->train.size();
+  IdxTrainingParts parts{idx_records(n), {}};
+  if (c.validation_images > 0 && cfg.n_val_per_combo > 0) {
+    const std::vector<int> order = validation_order(n, cfg.seed);
+    parts.validation.assign(order.begin(), order.begin() + c.validation_images);
+    parts.train.assign(order.begin() + c.validation_images, order.end());
+    // Each part in file order, so that an image's place in it does not depend on the draw's order.
+    std::sort(parts.validation.begin(), parts.validation.end());
+    std::sort(parts.train.begin(), parts.train.end());
+  }
+  return parts;
+}
+
+void configure_idx_source(const FlagSource& f, DataConfig* d) {
   const std::string data = f.value("data");
   IdxConfig c;
   c.source = data;
@@ -100,6 +124,8 @@ void configure_idx(const FlagSource& f, DataConfig* d) {
   d->idx = std::move(c);
 }
 
+namespace {
+
 // Images `idx` of a part as floats / 255 (standardised if asked), with labels.
 Split to_split(const IdxPart& part, const std::vector<int>& idx, const IdxConfig& c) {
   Split s;
@@ -125,30 +151,16 @@ Split to_split(const IdxPart& part, const std::vector<int>& idx, const IdxConfig
   return s;
 }
 
-std::vector<int> all_of(int n) {
-  std::vector<int> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0);
-  return v;
-}
-
 Dataset make_idx_dataset(const DataConfig& cfg) {
   const IdxConfig& c = *cfg.idx;
   const IdxData& files = *c.data;
   Dataset d;
   d.views_from_test = true;
   d.heldout_is_familiar = true;
-  std::vector<int> train = all_of(files.train.size());
-  if (c.validation_images > 0 && cfg.n_val_per_combo > 0) {
-    const std::vector<int> order = validation_order(files.train.size(), cfg.seed);
-    std::vector<int> val(order.begin(), order.begin() + c.validation_images);
-    train.assign(order.begin() + c.validation_images, order.end());
-    // Each part in file order, so that an image's place in it does not depend on the draw's order.
-    std::sort(val.begin(), val.end());
-    std::sort(train.begin(), train.end());
-    d.validation = to_split(files.train, val, c);
-  }
-  d.train = to_split(files.train, train, c);
-  d.familiar = to_split(files.test, all_of(files.test.size()), c);
+  const IdxTrainingParts parts = idx_training_parts(cfg);
+  if (!parts.validation.empty()) d.validation = to_split(files.train, parts.validation, c);
+  d.train = to_split(files.train, parts.train, c);
+  d.familiar = to_split(files.test, idx_records(files.test.size()), c);
   d.heldout = d.familiar;
   d.train_az = d.test_az = d.circle_az = d.axis_values = {0.0};
   d.elevations = d.test_elevations = {0.0};
@@ -210,8 +222,8 @@ bool always(const FlagSource&) { return true; }
 Protocol standard(const char* name, const char* source) {
   Protocol p{.name = name, .source = source, .split = "standard", .axis = {"none", "deg"}};
   p.default_for = always;
-  p.holds = [](const Protocol&, const DataConfig&) { return true; };
-  p.configure = configure_idx;
+  p.holds = [](const Protocol&, const DataConfig& c) { return !c.plane; };
+  p.configure = configure_idx_source;
   p.check = no_problem;
   p.training_size = training_size;
   p.images = images;
@@ -247,7 +259,8 @@ Source idx_source() {
           .help = "MNIST-format files in DIR",
           .flags = {"data"},
           .holds = [](const DataConfig& c) { return c.idx && !c.idx->fashion; },
-          .shape = [](const DataConfig& c) { return ImageShape{1, c.idx->side, c.idx->classes}; },
+          // The files' side, or an in-plane protocol's canvas (data/idx_plane.h).
+          .shape = [](const DataConfig& c) { return ImageShape{1, c.plane ? c.plane->canvas : c.idx->side, c.idx->classes}; },
           .class_name = [](const DataConfig& c, int cls) { return idx_class_name(*c.idx, cls); },
           .data_text = [](const DataConfig& c) { return c.idx->source; }};
 }

@@ -8,6 +8,7 @@
 // frame itself) a shift beyond 4 pixels cuts the object at the edge, as a
 // crop would; a canvas of 32 + 2m holds about m + 4 before the edge cuts it. A shift
 // may reach N / 2, where the object's centre leaves the canvas.
+#include "data/idx_plane.h"
 #include "data/norb_plane.h"
 #include "data/plane_views.h"
 
@@ -46,7 +47,7 @@ const PlaneFactor kShift{
     .draw = shift_draw,
     .canvas = DataFlag{"canvas", "32",
                        "With --split translation: the images' side N in pixels (32 to 128), the object at its "
-                       "centre at its 32 x 32 size; shifts up to N/2",
+                       "centre at its 32 x 32 size (an IDX set's images at theirs: N from their side); shifts up to N/2",
                        /*hashed_at_default=*/false},
     .limit_on = shift_limit,
 };
@@ -57,15 +58,11 @@ void configure(const FlagSource& flags, DataConfig* cfg) { configure_plane(kShif
 
 // Gap g holds out shifts g..g+3 px (beyond --train-shift): within the 16 px
 // of the default canvas, and the 8 px smallNORB's crop allows.
-Protocol translation_protocol() {
-  Protocol p = plane_protocol(kShift, configure);
-  p.default_gaps = "1,3,6";
-  return p;
+Protocol translation_protocol() { return with_default_gaps(plane_protocol(kShift, configure), "1,3,6"); }
+Protocol norb_translation_protocol() { return with_default_gaps(norb_plane_protocol<kShift>("norb-translation"), "1,3,5"); }
+Protocol fashion_translation_protocol() {
+  return with_default_gaps(idx_plane_protocol<kShift>("fashion-mnist-translation", "fashion-mnist"), "1,3,6");
 }
-Protocol norb_translation_protocol() {
-  Protocol p = norb_plane_protocol<kShift>("norb-translation");
-  p.default_gaps = "1,3,5";
-  return p;
-}
+Protocol idx_translation_protocol() { return with_default_gaps(idx_plane_protocol<kShift>("idx-translation", "idx:"), "1,3,6"); }
 
 }  // namespace vg

@@ -22,6 +22,17 @@ inline RunFlags flags_choosing(const Protocol& p) {
   return f;
 }
 
+// Whether the tests that make or run every protocol's data make p's: not a
+// protocol whose code another runs on the fixture (Fashion-MNIST's 70,000
+// images through the same make as idx:DIR's, tested there on a few hundred).
+inline bool made_in_tests(const Protocol& p) {
+  if (fixture_data(p.source) != p.source || std::string(p.source) == "synthetic" || std::string(p.source) == "toys")
+    return true;
+  for (const Protocol& q : protocol_registry())
+    if (q.make == p.make && &q != &p && fixture_data(q.source) != q.source) return false;
+  return true;
+}
+
 // Its configuration, through the command line's validation, at seed 7.
 inline DataConfig configured(const Protocol& p) {
   int threads = 1;

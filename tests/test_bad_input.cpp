@@ -347,7 +347,7 @@ TEST(BadInput, EveryProtocolsSweepPlansAtItsOwnDefaultGaps) {
     SCOPED_TRACE(p.name);
     SweepFlags f;
     const std::string source = p.source;
-    f.run.data = source.back() == ':' ? source + norb : source;
+    f.run.data = source == "norb:" ? source + norb : test::fixture_data(source);
     if (p.split != nullptr) f.run.split = p.split;
     for (const auto& [flag, value] : p.chosen_by) *run_flag(f.run, flag) = value;
     if (source == "toys") *run_flag(f.run, "toy-instances") = "1", *run_flag(f.run, "toy-lightings") = "1";
@@ -370,7 +370,7 @@ TEST(BadInput, EveryProtocolsSweepPlansAtItsOwnDefaultGaps) {
 // Messages say what is accepted, in units that show the magnitude.
 TEST(BadInput, MessagesSayWhatIsAccepted) {
   expect_refused(run("run --quiet --standardize on"),
-                 "--standardize 'on': applies with --split paper-azimuth, paper-elevation, full, window or standard "
+                 "--standardize 'on': applies with --split paper-azimuth, paper-elevation, full, window, standard, translation, rotation, scale, shear or affine "
                  "only, on --data norb:DIR, toys, fashion-mnist or idx:DIR");
   expect_refused(run("run --quiet --cameras first"), "--cameras 'first': applies to --data norb:DIR or toys only");
   const std::string norb = norb_dir("messages", every_view(), every_view());

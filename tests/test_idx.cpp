@@ -352,7 +352,7 @@ TEST(IdxSource, BadInputIsOneLineNamingTheFlagOrFile) {
     EXPECT_NE(o.err.find(says), std::string::npos) << args << ": " << o.err;
   };
   refused("run --data idx:", "--data 'idx:': expected idx:DIR");
-  refused("run --data idx:" + d + " --split paper-azimuth", "--split 'paper-azimuth': unknown split (expected standard)");
+  refused("run --data idx:" + d + " --split paper-azimuth", "--split 'paper-azimuth': unknown split (expected standard, translation, rotation, scale, shear, affine)");
   refused("run --data idx:" + d + " --noise 0.1", "--noise '0.1': does not apply to --data idx:");
   refused("run --data idx:" + d + " --toy-instances 3", "--toy-instances '3'");
   refused("run --data idx:" + d + " --cameras first", "--cameras 'first'");
