@@ -131,6 +131,28 @@ std::string default_gaps_text() {
   return text;
 }
 
+// run --resume: each model's checkpoint, where it has one, judged before any
+// work (another configuration, model or shape is bad input, exit 2).
+void resume_from(const RunOptions& opt, spdlog::logger& log) {
+  DataConfig dc = opt.data;
+  dc.seed = opt.train.seed;
+  const ImageShape shape = image_shape(dc);
+  const CheckpointConfig& ck = opt.train.checkpoint;
+  for (const std::string& m : opt.models) {
+    if (find_model(m)->fit_in_one_pass) continue;
+    const std::string file = model_file_path(ck.file, m);
+    std::error_code ec;
+    if (std::filesystem::symlink_status(file, ec).type() == std::filesystem::file_type::not_found) {
+      log.info("[{}] no checkpoint {}: trains from the start", m, file);
+      continue;
+    }
+    const Checkpoint c = read_checkpoint(file);
+    check_resumable(c, {m, model_options_of(m, opt.train.model), shape}, ck.config, file);
+    log.info("[{}] resumes from {} at step {} of {}{}", m, file, c.progress->step, c.progress->total_steps,
+             c.progress->done ? " (trained: evaluates)" : "");
+  }
+}
+
 int do_run(const RunFlags& f) {
   int threads = 1;
   RunOptions opt = validate_run(f, &threads);
@@ -150,6 +172,12 @@ int do_run(const RunFlags& f) {
   nlohmann::json config = run_config_json(opt, threads);
   config.erase("threads");
   std::vector<std::pair<std::string, Checkpoint>> model_files;
+  CheckpointConfig& ck = opt.train.checkpoint;
+  ck.config = config.dump();
+  if (ck.resume) resume_from(opt, *log);
+  // An interrupt ends the training between two steps, after a checkpoint;
+  // what finished is written below, and this guard's end exits 128 + signal.
+  const DeferInterrupts defer;
   const RunResult r = run_experiment(
       opt,
       [&](const std::string& model, const EpochStats& e) {
@@ -169,6 +197,12 @@ int do_run(const RunFlags& f) {
         if (poses.empty() && model.class_capsules().pose_dim > 0) poses = class_poses(model, data.heldout);
         if (recons.model.empty()) recons = class_reconstructions(name, model, data.heldout);
       });
+  if (interrupt_pending()) {
+    if (!f.out_json.empty()) write_file_atomic(f.out_json, run_to_json(opt, r, threads).dump(2) + "\n");
+    if (ck.writes())
+      log->warn("interrupted: checkpoints in {}; rerun with --resume to continue", ck.file);
+    return 130;  // not reached: `defer` ends the process as the signal asks
+  }
   std::cout << format_run_table(opt, r);  // flushed, and checked, by flush_stdout() below
   const nlohmann::json j = run_to_json(opt, r, threads);
   if (!f.out_json.empty()) {
@@ -183,6 +217,9 @@ int do_run(const RunFlags& f) {
     write_checkpoint(file, c);
     log->info("wrote model {} to {}", c.model.name, file);
   }
+  // The run is through and its results written: its checkpoints have served.
+  if (!ck.file.empty())
+    for (const std::string& m : opt.models) remove_output(model_file_path(ck.file, m));
   flush_stdout();
   return 0;
 }
@@ -229,6 +266,9 @@ int report_error(const std::exception_ptr& ep, const std::string& command) {
     std::rethrow_exception(ep);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "viewgap %s: error: %s\n", command.c_str(), e.what());
+    return 2;
+  } catch (const CheckpointError& e) {  // a file given to resume from: bad input
+    std::fprintf(stderr, "viewgap %s: error: %s\n", command.c_str(), printable(e.what()).c_str());
     return 2;
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "viewgap: error: %s\n", printable(e.what()).c_str());
@@ -445,6 +485,13 @@ int cli_main(int argc, char** argv) {
   run->add_option("--save-model", rf.save_model,
                   "Write each trained model to FILE (atomically; docs/checkpoints.md); with several --models, "
                   "FILE holds {model}, which each model's name replaces");
+  run->add_option("--checkpoint", rf.checkpoint,
+                  "Write a checkpoint of each model's training to FILE as it goes (atomically; docs/checkpoints.md); "
+                  "with several --models, FILE holds {model}. Default with --save-model FILE: FILE.ckpt");
+  run->add_option("--checkpoint-every", rf.checkpoint_every,
+                  "Checkpoint interval: steps (500) or a duration (30s, 10m, 2h); default 10m (with --checkpoint)");
+  run->add_flag("--resume", rf.resume,
+                "Continue each model's training from its checkpoint (same flags; bit-identical to a run never stopped)");
   run->add_option("--dump", rf.dump, "Also write figure inputs to DIR (dataset samples, poses, snapshots)");
   run->add_flag("--quiet,-q", rf.quiet, "No progress on stderr");
   const char* repro_help = "Bit-identical results on every x86-64 CPU with AVX2+FMA (pins oneDNN and the kernels at AVX2; one thread)";
@@ -466,6 +513,9 @@ int cli_main(int argc, char** argv) {
   sweep->add_option("--jobs", sf.jobs, "Trainings (each with its cells at every gap) run in parallel (default: the number of cores, or as many as fit in memory)");
   sweep->add_option("--out", sf.out, "Output directory")->required();
   sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells (its configuration from meta.json: flags given must agree)");
+  sweep->add_option("--checkpoint-every", sf.checkpoint_every,
+                    "Checkpoint each training in progress into --out/checkpoints every N steps or a duration "
+                    "(30s, 10m); --resume continues from them");
   sweep->add_option("--shard", sf.shard,
                     "K/N: run only the trainings (seed x grid point, each with its cells at every gap) whose index is K mod N (a Slurm array task: K = $SLURM_ARRAY_TASK_ID)");
   sweep->add_flag("--quiet,-q", sf.quiet, "No progress on stderr");

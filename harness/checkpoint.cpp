@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
 #include "data/idx.h"
 #include "harness/output.h"
 
@@ -24,7 +26,8 @@ constexpr size_t kPreamble = 32;  // magic, version, flags, size, chunk count, C
 constexpr size_t kChunkHeader = 12;  // tag, length (u64)
 constexpr size_t kTrailer = 4;       // CRC-32 of everything before it
 // This version's chunks; any other tag is carried as it is.
-const char* const kKnownTags[] = {"HEAD", "WGHT", "MSTA", "ADAM", "CONF"};
+const char* const kKnownTags[] = {"HEAD", "WGHT", "MSTA", "ADAM", "CONF", "PROG", "LOSS", "HIST"};
+constexpr uint32_t kDone = 1, kStoppedEarly = 2;  // PROG's flags
 
 uint32_t crc32_of(const uint8_t* p, size_t n) {
   uLong c = crc32(0L, Z_NULL, 0);
@@ -59,6 +62,7 @@ struct Out {
   }
   void u32(uint32_t v) { raw(&v, 4); }
   void u64(uint64_t v) { raw(&v, 8); }
+  void f64(double v) { raw(&v, 8); }
   void str(const std::string& s) {
     if (s.size() > std::numeric_limits<uint32_t>::max()) throw std::invalid_argument("checkpoint: a string too long");
     u32(uint32_t(s.size()));
@@ -93,6 +97,13 @@ class In {
   }
   uint32_t u32(const char* what) { return scalar<uint32_t>(what); }
   uint64_t u64(const char* what) { return scalar<uint64_t>(what); }
+  double f64(const char* what) { return scalar<double>(what); }
+  // A count or a position: a u64 that must fit a long.
+  long count(const char* what) {
+    const uint64_t v = u64(what);
+    if (v > uint64_t(std::numeric_limits<long>::max())) bad(std::string(what) + " out of range");
+    return long(v);
+  }
   std::string str(const char* what) {
     const uint32_t k = u32(what);
     need(k, what);
@@ -138,6 +149,85 @@ void parse_head(In in, Checkpoint& c) {
     if (t.size > std::numeric_limits<uint64_t>::max() / 8 - total) in.bad("tensor sizes that overflow");
     total += t.size;
     c.tensors.push_back(std::move(t));
+  }
+  in.end();
+}
+
+Out progress_chunk(const TrainingProgress& g) {
+  Out o;
+  o.u64(g.seed);
+  o.u64(uint64_t(g.steps_per_epoch));
+  o.u64(uint64_t(g.total_steps));
+  o.u64(uint64_t(g.step));
+  o.u32(uint32_t(g.epoch));
+  o.u64(uint64_t(g.next));
+  o.f64(g.loss_sum);
+  o.u32((g.done ? kDone : 0) | (g.stopped_early ? kStoppedEarly : 0));
+  o.f64(g.stop_target);
+  o.f64(g.train_s);
+  o.f64(g.eval_s);
+  return o;
+}
+
+void parse_progress(In in, TrainingProgress& g) {
+  g.seed = in.u64("the seed");
+  g.steps_per_epoch = in.count("the steps per epoch");
+  g.total_steps = in.count("the step cap");
+  g.step = in.count("the step");
+  const uint32_t epoch = in.u32("the epoch");
+  g.next = in.count("the position in the epoch");
+  g.loss_sum = in.f64("the epoch's loss");
+  const uint32_t flags = in.u32("the flags");
+  g.stop_target = in.f64("the stopping rule's target");
+  g.train_s = in.f64("the training time");
+  g.eval_s = in.f64("the evaluation time");
+  in.end();
+  if (flags & ~(kDone | kStoppedEarly)) in.bad("unknown flags " + std::to_string(flags));
+  g.done = flags & kDone;
+  g.stopped_early = flags & kStoppedEarly;
+  if (epoch < 1 || epoch > uint32_t(std::numeric_limits<int>::max())) in.bad("epoch " + std::to_string(epoch));
+  g.epoch = int(epoch);
+  if (g.steps_per_epoch < 1 || g.total_steps < g.steps_per_epoch || g.step > g.total_steps)
+    in.bad("step " + std::to_string(g.step) + " of " + std::to_string(g.total_steps) + " (" +
+           std::to_string(g.steps_per_epoch) + " an epoch)");
+}
+
+Out history_chunk(const std::vector<std::vector<EpochRecord>>& history) {
+  Out o;
+  o.u32(uint32_t(history.size()));
+  for (const std::vector<EpochRecord>& set : history) {
+    o.u32(uint32_t(set.size()));
+    for (const EpochRecord& e : set) {
+      o.u32(uint32_t(e.epoch));
+      for (double v : {e.loss, e.familiar, e.heldout, e.seconds}) o.f64(v);
+      o.u32(uint32_t(e.circle.size()));
+      for (double v : e.circle) o.f64(v);
+    }
+  }
+  return o;
+}
+
+void parse_history(In in, std::vector<std::vector<EpochRecord>>& history) {
+  // Each count is checked against the bytes left before anything is sized by it.
+  const uint32_t sets = in.u32("the dataset count");
+  if (sets > in.left() / 4) in.bad("a dataset count past its end");
+  history.resize(sets);
+  for (std::vector<EpochRecord>& set : history) {
+    const uint32_t epochs = in.u32("an epoch count");
+    if (epochs > in.left() / 40) in.bad("an epoch count past its end");
+    set.resize(epochs);
+    for (EpochRecord& e : set) {
+      e.epoch = int(in.u32("an epoch"));
+      if (e.epoch < 1) in.bad("epoch " + std::to_string(e.epoch));
+      e.loss = in.f64("a loss");
+      e.familiar = in.f64("an accuracy");
+      e.heldout = in.f64("an accuracy");
+      e.seconds = in.f64("a time");
+      const uint32_t n = in.u32("a circle count");
+      if (n > in.left() / 8) in.bad("a circle count past its end");
+      e.circle.resize(n);
+      for (double& v : e.circle) v = in.f64("a circle accuracy");
+    }
   }
   in.end();
 }
@@ -216,6 +306,16 @@ std::vector<uint8_t> encode_checkpoint(const Checkpoint& c) {
     j.raw(c.config.data(), c.config.size());
     chunks.emplace_back("CONF", std::move(j));
   }
+  if (c.progress) {
+    const TrainingProgress& g = *c.progress;
+    if (g.step_loss.size() != size_t(g.step) || g.step > g.total_steps || g.epoch < 1 || g.steps_per_epoch < 1)
+      throw std::invalid_argument("encode_checkpoint: a training progress that contradicts itself");
+    chunks.emplace_back("PROG", progress_chunk(g));
+    Out l;
+    for (double v : g.step_loss) l.f64(v);
+    chunks.emplace_back("LOSS", std::move(l));
+    chunks.emplace_back("HIST", history_chunk(g.history));
+  }
   for (const auto& [tag, payload] : c.extra) {
     Out e;
     e.raw(payload.data(), payload.size());
@@ -276,6 +376,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
 
   // The chunks: each tag once, HEAD first, WGHT present.
   Checkpoint c;
+  TrainingProgress progress;  // PROG, LOSS and HIST, which come together
   const uint32_t count = u32_at(24);
   size_t at = kPreamble;
   const size_t end = size - kTrailer;
@@ -314,6 +415,13 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
       c.adam = std::move(a);
     } else if (tag == "CONF") {
       c.config.assign(reinterpret_cast<const char*>(p + at), size_t(length));
+    } else if (tag == "PROG") {
+      parse_progress(in, progress);
+    } else if (tag == "LOSS") {
+      if (length % 8 != 0) in.bad("a length that is no whole number of f64 values");
+      while (in.left() > 0) progress.step_loss.push_back(in.f64("a loss"));
+    } else if (tag == "HIST") {
+      parse_history(in, progress.history);
     } else {
       c.extra[tag].assign(reinterpret_cast<const char*>(p + at), size_t(length));
     }
@@ -329,6 +437,16 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
   if (c.adam && c.adam->m.size() != n)
     throw fail("malformed: Adam's moments hold " + std::to_string(c.adam->m.size()) + " floats, the weights " +
                std::to_string(n));
+  const int parts = int(std::count(seen.begin(), seen.end(), "PROG")) +
+                    int(std::count(seen.begin(), seen.end(), "LOSS")) + int(std::count(seen.begin(), seen.end(), "HIST"));
+  if (parts != 0 && parts != 3) throw fail("malformed: PROG, LOSS and HIST come together; it holds " + std::to_string(parts) + " of them");
+  if (parts == 3) {
+    if (progress.step_loss.size() != size_t(progress.step))
+      throw fail("malformed: " + std::to_string(progress.step_loss.size()) + " step losses for step " +
+                 std::to_string(progress.step));
+    if (!c.adam) throw fail("malformed: a training's progress without the optimizer's state (ADAM)");
+    c.progress = std::move(progress);
+  }
   return c;
 }
 
@@ -370,6 +488,37 @@ void restore_model(const Checkpoint& c, const std::string& expected, Model& mode
     }
   }
   std::copy(c.weights.begin(), c.weights.end(), p.values().begin());
+}
+
+void check_resumable(const Checkpoint& c, const ModelSpec& expected, const std::string& config, const std::string& file) {
+  if (!c.progress) throw CheckpointError(file + ": holds no training progress (a model file, not a checkpoint)");
+  if (c.model.name != expected.name)
+    throw CheckpointError(file + ": holds model '" + c.model.name + "', not '" + expected.name + "'");
+  if (c.model.shape != expected.shape)
+    throw CheckpointError(file + ": holds a model for images of " + c.model.shape.text() + "; this run's are " +
+                          expected.shape.text());
+  for (const auto& [name, value] : expected.options) {
+    const auto it = c.model.options.find(name);
+    if (it == c.model.options.end() || it->second != value)
+      throw CheckpointError(file + ": holds model '" + expected.name + "' with --" + name + " " +
+                            (it == c.model.options.end() ? std::string("unset") : "'" + it->second + "'") +
+                            "; this run's is '" + value + "'");
+  }
+  if (c.config_hash == checkpoint_config_hash(config)) return;
+  // Name what differs where both texts are JSON objects (CONF and the run's).
+  std::string what;
+  const nlohmann::json a = nlohmann::json::parse(c.config, nullptr, false), b = nlohmann::json::parse(config, nullptr, false);
+  if (a.is_object() && b.is_object())
+    for (const auto& [key, value] : b.items())
+      if (!a.contains(key) || a[key] != value) {
+        what = " (its \"" + key + "\" is " + (a.contains(key) ? a[key].dump() : std::string("absent")) +
+               ", this run's " + value.dump() + ")";
+        break;
+      }
+  char hex[64];
+  std::snprintf(hex, sizeof hex, "%016llx, this run's %016llx", (unsigned long long)c.config_hash,
+                (unsigned long long)checkpoint_config_hash(config));
+  throw CheckpointError(file + ": a checkpoint of another configuration: hash " + hex + what);
 }
 
 void restore_adam(const Checkpoint& c, Adam& adam, const std::string& file) {

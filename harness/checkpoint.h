@@ -10,10 +10,15 @@
 //   MSTA  the model's training state beyond its weights (Model::training_state:
 //         cnn's dropout stream), where it has one;
 //   ADAM  Adam's step count and moments m and v (a checkpoint's; optional);
-//   CONF  the run's configuration as JSON text (provenance; optional).
+//   CONF  the run's configuration as JSON text (provenance; optional);
+//   PROG  where a training stands: step, epoch, the position in the epoch's
+//         data order and its loss so far, the stopping rule's state, whether
+//         training is over (a checkpoint's; with LOSS and HIST);
+//   LOSS  the loss of every step taken;
+//   HIST  the per-epoch history so far, for each dataset evaluated on.
 // A reader skips chunks it does not know and keeps them (Checkpoint::extra),
-// so later steps add what resume needs (step, epoch, data order, the stopping
-// rule's state, the history) as new chunks without a new version.
+// so a chunk added later needs no new version: PROG, LOSS and HIST came after
+// the first files of version 1, which load as model files.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -56,6 +61,34 @@ struct AdamState {
   std::vector<float> m, v;
 };
 
+// One evaluated epoch, as harness/train.h's EpochStats with its circle accuracies.
+struct EpochRecord {
+  int epoch = 0;
+  double loss = 0, familiar = 0, heldout = 0, seconds = 0;
+  std::vector<double> circle;  // per circle azimuth, where every epoch evaluates them
+};
+
+// Where a training stands between two steps: what resuming it needs beyond
+// the weights and the optimizer. The data order needs no counter of its own:
+// an epoch's shuffle is the stream (seed, Shuffle, epoch) and a sample's draw
+// a function of (sample, epoch), so `epoch` and `next` place it; the dropout
+// stream's counter is the model's training state (MSTA).
+struct TrainingProgress {
+  uint64_t seed = 0;               // of the run (the shuffle's key)
+  long steps_per_epoch = 0;        // of the data it trained on: checked on resume
+  long total_steps = 0;            // the cap (n_epochs x steps_per_epoch)
+  long step = 0;                   // steps taken
+  int epoch = 1;                   // the epoch under way (1-based)
+  long next = 0;                   // its next batch's first position in the epoch's order
+  double loss_sum = 0;             // its loss so far, summed over images
+  bool done = false;               // training is over: every epoch, or the stopping rule
+  bool stopped_early = false;      // the stopping rule ended it
+  double stop_target = 0;          // the stopping rule's target (NaN: no rule)
+  double train_s = 0, eval_s = 0;  // time spent so far (timings only)
+  std::vector<double> step_loss;   // LOSS: one per step taken
+  std::vector<std::vector<EpochRecord>> history;  // HIST: per dataset evaluated on, per epoch evaluated
+};
+
 struct Checkpoint {
   ModelSpec model;
   uint64_t config_hash = 0;  // of the configuration that trained it (checkpoint_config_hash)
@@ -64,6 +97,7 @@ struct Checkpoint {
   std::vector<uint64_t> model_state;  // Model::training_state(); empty: none (no MSTA chunk)
   std::optional<AdamState> adam;
   std::string config;  // the configuration as JSON text, or "" (no CONF chunk)
+  std::optional<TrainingProgress> progress;  // PROG, LOSS, HIST: a checkpoint of a training in progress
   // Chunks this version does not define, by their four-character tag, as read
   // (written back as they are).
   std::map<std::string, std::string> extra;
@@ -95,6 +129,11 @@ Checkpoint read_checkpoint(const std::string& path);
 // copies its weights and its training state (if the file holds one) in;
 // `file` names it in the error. Throws CheckpointError, changing nothing.
 void restore_model(const Checkpoint& c, const std::string& expected, Model& model, const std::string& file);
+// Checks that `c` is a checkpoint of a training `expected` describes, under the
+// configuration whose text is `config` (its hash in HEAD): a training's progress
+// (not a model file), the same model, options and image shape, the same
+// configuration (the first key that differs is named). Throws CheckpointError.
+void check_resumable(const Checkpoint& c, const ModelSpec& expected, const std::string& config, const std::string& file);
 // Adam's state from `c` (which must hold one, of the model's size) into `adam`.
 void restore_adam(const Checkpoint& c, Adam& adam, const std::string& file);
 

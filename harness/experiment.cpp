@@ -72,7 +72,10 @@ RunResult run_on(const RunOptions& opt, const std::function<Dataset()>& make_dat
     const auto tm = std::chrono::steady_clock::now();
     TrainConfig tc = opt.train;
     const bool matched = !opt.match_familiar.empty() && m == opt.match_familiar;
-    if (target > 0 && !matched) tc.stop = stop_at_accuracy(target);
+    if (target > 0 && !matched) {
+      tc.stop = stop_at_accuracy(target);
+      tc.stop_target = target;
+    }
     auto take_turn = [&] {  // once every earlier model has been reported (or failed)
       pool.help_until([&] { return turn == i; });
     };
@@ -91,6 +94,8 @@ RunResult run_on(const RunOptions& opt, const std::function<Dataset()>& make_dat
             pass_turn(i);
           },
           workers > 1 ? &pool : nullptr);
+      // Interrupted, it was not reported (on_trained): the models after it go on.
+      if (results[i].front().interrupted) pass_turn(i);
       // A model fit in one pass (no history) has no training to stop.
       for (ModelResult& res : results[i])
         if (target > 0 && !matched && !res.history.empty()) res.stop_target = target;

@@ -123,8 +123,13 @@ std::atomic<bool> g_tty{false};  // stderr is a terminal: a progress line may be
   ::_exit(128 + sig);
 }
 
+std::atomic<int> g_deferred{0};    // DeferInterrupts alive
+std::atomic<bool> g_forced{false};  // a second signal: no more deferring
+
 void on_signal(int sig) {
-  g_pending.store(sig);
+  // Under DeferInterrupts the first signal is left to the work to act on.
+  if (g_pending.exchange(sig) == 0 && g_deferred.load() > 0) return;
+  g_forced.store(true);
   if (g_writers.load() == 0) interrupt_exit(sig);
 }
 
@@ -314,6 +319,13 @@ DirLock::~DirLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the flock
 }
 
+void remove_output(const std::string& path) {
+  const std::string target = resolve_output_path(path);
+  WriteGuard guard;
+  if (::unlink(target.c_str()) != 0 && errno != ENOENT)
+    throw std::runtime_error("cannot remove '" + target + "': " + errno_text(errno));
+}
+
 void install_interrupt_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -333,8 +345,19 @@ WriteGuard::WriteGuard() { g_writers.fetch_add(1); }
 WriteGuard::~WriteGuard() {
   if (g_writers.fetch_sub(1) == 1) {
     const int sig = g_pending.load();
+    if (sig != 0 && (g_deferred.load() == 0 || g_forced.load())) interrupt_exit(sig);
+  }
+}
+
+DeferInterrupts::DeferInterrupts() { g_deferred.fetch_add(1); }
+
+DeferInterrupts::~DeferInterrupts() {
+  if (g_deferred.fetch_sub(1) == 1 && g_writers.load() == 0) {
+    const int sig = g_pending.load();
     if (sig != 0) interrupt_exit(sig);
   }
 }
+
+bool interrupt_pending() { return g_deferred.load() > 0 && g_pending.load() != 0; }
 
 }  // namespace vg

@@ -39,6 +39,10 @@ void check_writable(const std::string& path);
 void write_file_atomic(const std::string& path, const std::string& content);
 void write_file_atomic(const std::string& path, std::span<const uint8_t> content);
 
+// Removes the file `path` leads to (through symlinks), if there is one, as one
+// step an interrupt waits for. Throws std::runtime_error naming it on failure.
+void remove_output(const std::string& path);
+
 // Appends whole records to an existing regular file with write(2), unbuffered. A
 // failed append (a full disk) is cut back to where it began, if the file system
 // allows, and throws std::runtime_error naming the file.
@@ -93,6 +97,21 @@ void install_interrupt_handlers();
 // (k read from `done`, which must outlive the setting; nullptr clears it); else
 // "viewgap: interrupted".
 void set_interrupt_progress(const std::atomic<int>* done, int total);
+
+// While alive (nests; any thread), the first SIGINT, SIGTERM or SIGHUP is only
+// recorded: the work polls interrupt_pending() and ends in order (a training
+// between two steps, after a checkpoint), and when the last DeferInterrupts
+// goes the process ends as above (exit 128 + signal, "viewgap: interrupted").
+// A second signal ends it at once, as without one.
+class DeferInterrupts {
+ public:
+  DeferInterrupts();
+  ~DeferInterrupts();
+  DeferInterrupts(const DeferInterrupts&) = delete;
+  DeferInterrupts& operator=(const DeferInterrupts&) = delete;
+};
+// A signal recorded under DeferInterrupts (false outside one).
+bool interrupt_pending();
 
 // Defers interrupts while alive (nests; any thread).
 class WriteGuard {

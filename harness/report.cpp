@@ -245,8 +245,9 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                                                                    : json(m.validation >= m.stop_target)},
                       {"timing_s", {{"train", m.train_s}, {"eval", m.eval_s}, {"circle", m.circle_s},
                                     {"steps", step_timing(m.step_s)}}}});
+    if (m.interrupted) models.back()["interrupted"] = true;  // its history so far; no final evaluation
   }
-  return {{"schema_version", kRunSchemaVersion},
+  json out = {{"schema_version", kRunSchemaVersion},
           {"kind", "viewgap-run"},
           {"config", cfg},
           {"dataset", data},
@@ -254,6 +255,9 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
           {"fingerprint", run_fingerprint(r)},
           {"timing_s", {{"dataset", r.dataset_s}, {"total", r.total_s}}},
           {"meta", build_meta(threads)}};
+  if (std::any_of(r.models.begin(), r.models.end(), [](const ModelResult& m) { return m.interrupted; }))
+    out["interrupted"] = true;
+  return out;
 }
 
 namespace {

@@ -473,6 +473,24 @@ RunFlags with_preset(const Protocol& p, const RunFlags& given, const RunFlags& d
 }  // namespace
 
 // The defaults of `sweep`'s run flags (its training range is 0:60).
+CheckpointInterval parse_checkpoint_every(const std::string& flag, const std::string& v) {
+  const std::string want =
+      "expected a step count (e.g. 500) or a duration in whole seconds, minutes or hours (e.g. 30s, 10m, 2h)";
+  const char unit = v.empty() ? '\0' : v.back();
+  const bool duration = unit == 's' || unit == 'm' || unit == 'h';
+  const std::string digits = duration ? v.substr(0, v.size() - 1) : v;
+  if (digits.empty() || digits.size() > 12 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    throw UsageError(flag, v, want);
+  const long n = std::stol(digits);
+  if (!duration) {
+    if (n < 1 || n > 1000000000) throw UsageError(flag, v, "a step count from 1 to 1000000000");
+    return {n, 0};
+  }
+  const double seconds = double(n) * (unit == 'h' ? 3600 : unit == 'm' ? 60 : 1);
+  if (seconds < 1 || seconds > 7 * 86400) throw UsageError(flag, v, "a duration from 1s to 168h");
+  return {0, seconds};
+}
+
 RunFlags sweep_run_defaults() {
   RunFlags f;
   f.train_az = "0:60";
@@ -596,13 +614,37 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
       outputs.push_back({"--save-model", f.save_model, model_file_path(f.save_model, m)});
     }
   }
+  // Checkpoints: a file per model that trains by steps (one fit in one pass
+  // has no training to resume), by --checkpoint or else beside --save-model's.
+  if (!f.checkpoint.empty() || !f.checkpoint_every.empty() || f.resume) {
+    const CheckpointInterval every = f.checkpoint_every.empty()
+                                         ? CheckpointInterval{0, kDefaultCheckpointSeconds}
+                                         : parse_checkpoint_every("--checkpoint-every", f.checkpoint_every);
+    const std::string pattern = !f.checkpoint.empty() ? f.checkpoint : f.save_model.empty() ? "" : f.save_model + ".ckpt";
+    const std::string flag = !f.checkpoint.empty() ? "--checkpoint" : f.save_model.empty() ? "" : "--save-model";
+    if (pattern.empty()) {
+      if (f.resume) throw UsageError("--resume", "needs --checkpoint FILE (or --save-model FILE: then FILE.ckpt), the checkpoints to continue from");
+      throw UsageError("--checkpoint-every", f.checkpoint_every,
+                       "needs --checkpoint FILE (or --save-model FILE: then FILE.ckpt), where to write them");
+    }
+    if (o.models.size() > 1 && pattern.find("{model}") == std::string::npos)
+      throw UsageError(flag, flag == "--checkpoint" ? f.checkpoint : f.save_model,
+                       "names one checkpoint for the " + std::to_string(o.models.size()) +
+                           " models of --models; put {model} in it (e.g. run-{model}.ckpt) for each one's name");
+    for (const std::string& m : o.models)
+      if (!find_model(m)->fit_in_one_pass) outputs.push_back({flag, flag == "--checkpoint" ? f.checkpoint : f.save_model, model_file_path(pattern, m)});
+    o.train.checkpoint.file = pattern;
+    o.train.checkpoint.every_steps = every.steps;
+    o.train.checkpoint.every_seconds = every.seconds;
+    o.train.checkpoint.resume = f.resume;
+  }
   check_distinct_outputs(outputs);
   for (const OutputFile& out : outputs) {
-    if (out.flag != "--save-model") continue;
+    if (out.flag != "--save-model" && out.flag != "--checkpoint") continue;
     try {
       check_writable(out.file);
     } catch (const std::runtime_error& e) {
-      throw UsageError("--save-model", out.value, (out.file != out.value ? out.file + ": " : "") + e.what());
+      throw UsageError(out.flag, out.value, (out.file != out.value ? out.file + ": " : "") + e.what());
     }
   }
   if (!f.out_json.empty()) {

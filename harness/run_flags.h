@@ -45,6 +45,10 @@ struct RunFlags {
   ModelOptions protocol = default_protocol_flags();  // --train-shift, ...: the protocols' own (data/protocol.h)
   std::string out_json, dump;
   std::string save_model;  // "": none; a file per model, "{model}" replaced by its name (harness/checkpoint.h)
+  // Checkpoints (docs/checkpoints.md): --checkpoint's file per model ("": --save-model's
+  // with ".ckpt" added), written every --checkpoint-every; --resume continues from them.
+  std::string checkpoint, checkpoint_every;
+  bool resume = false;
   bool quiet = false, reproducible = false;
   // The flags typed on the command line, by name without "--" (a command's
   // own too: sweep's gaps, test-width; a --grid axis for its cells): typed
@@ -180,6 +184,16 @@ void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::s
                   int threads = 1);
 // How many jobs of `datasets` datasets fit in memory at once (at least 1; check_memory refuses less).
 int jobs_that_fit(const RunOptions& o, int datasets = 1);
+
+// --checkpoint-every: a step count ("500") or a duration of whole seconds,
+// minutes or hours ("30s", "10m", "2h"); the default interval when the flag is
+// not given is kDefaultCheckpointSeconds. Throws UsageError naming `flag`.
+inline constexpr double kDefaultCheckpointSeconds = 600;
+struct CheckpointInterval {
+  long steps = 0;
+  double seconds = 0;
+};
+CheckpointInterval parse_checkpoint_every(const std::string& flag, const std::string& v);
 
 // The defaults of `sweep`'s run flags (its training range is 0:60).
 RunFlags sweep_run_defaults();

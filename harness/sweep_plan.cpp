@@ -251,6 +251,11 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   plan.dir = f.out;
   plan.resume = f.resume;
   plan.quiet = f.quiet;
+  if (!f.checkpoint_every.empty()) {
+    const CheckpointInterval every = parse_checkpoint_every("--checkpoint-every", f.checkpoint_every);
+    plan.checkpoint_steps = every.steps;
+    plan.checkpoint_seconds = every.seconds;
+  }
   for (size_t point_index = 0; point_index < points.size(); ++point_index) {
     const auto& point = points[point_index];
     RunFlags rf = f.run;

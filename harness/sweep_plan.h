@@ -39,6 +39,10 @@ struct SweepPlan {
   int jobs = 1;
   std::string dir;
   bool resume = false, quiet = false;
+  // --checkpoint-every: each training in progress checkpointed into
+  // DIR/checkpoints (sweep_runner.h); not part of the configuration.
+  long checkpoint_steps = 0;
+  double checkpoint_seconds = 0;
   nlohmann::json config;      // what defines the results; hashed into meta.json
   nlohmann::json run_config;  // the first cell's typed configuration, as the run JSON has it
   // Slurm arrays and the like: this process runs the cells whose training
@@ -59,6 +63,7 @@ struct SweepFlags {
   std::string shard;  // "K/N"
   std::vector<std::string> grid;
   std::vector<std::string> pair_grid;  // "A|B": settings of two grid points, each "name=value,..."
+  std::string checkpoint_every;        // "": no checkpoints
   bool resume = false, quiet = false;
 };
 

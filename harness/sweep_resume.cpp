@@ -166,6 +166,7 @@ SweepFlags resumed_sweep_flags(const SweepFlags& f) {
   out.resume = true;
   out.quiet = f.quiet;
   out.jobs = f.jobs;
+  out.checkpoint_every = f.checkpoint_every;
   out.run.typed.insert(f.run.typed.begin(), f.run.typed.end());  // beside what the sweep recorded typed
   const std::set<std::string>& typed = f.run.typed;
   auto typed_flag = [&](const char* name) { return typed.count(name) > 0; };

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "harness/report.h"
+#include "harness/sweep_checkpoints.h"
 
 namespace vg {
 
@@ -55,12 +56,6 @@ struct InterruptProgress {
   ~InterruptProgress() { set_interrupt_progress(nullptr, 0); }
 };
 
-void remove_if_present(const std::string& path) {
-  WriteGuard guard;
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    throw std::runtime_error("cannot remove '" + path + "': " + std::strerror(errno));
-}
-
 // The cells of one training group (one seed and grid point, the gaps still to
 // run): each model trained once and evaluated at every cell's held-out set
 // (run_experiments), with the bits `viewgap run` gives each cell alone. A
@@ -73,6 +68,7 @@ std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const Sw
   for (const SweepCell* c : cells) {
     opts.push_back(c->opt);
     opts.back().keep_going = true;
+    opts.back().train.checkpoint = cell_checkpoints(plan, *c);
   }
   std::vector<RunResult> results;
   std::string group_error;
@@ -244,14 +240,19 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   }
   std::stable_sort(todo.begin(), todo.end(), [](const Group& a, const Group& b) { return a.front()->group < b.front()->group; });
 
+  // Checkpoints: those of finished cells go, those to resume from are judged.
+  std::vector<const SweepCell*> leads;
+  for (const Group& g : todo) leads.push_back(g.front());
+  prepare_checkpoints(plan, leads, std::vector<int>(finished.begin(), finished.end()));
+
   // meta.json first: from its first table on, the directory is this sweep's.
   nlohmann::json meta = sweep_meta(plan, total);
   meta["cells_done"] = out.resumed;
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
   // The statistics exist only for a complete sweep.
   if (!todo.empty()) {
-    remove_if_present(dir + "/summary.csv");
-    remove_if_present(dir + "/azimuth.csv");
+    remove_output(dir + "/summary.csv");
+    remove_output(dir + "/azimuth.csv");
   }
   // Rewrite the kept rows (dropping anything of unfinished cells) before appending.
   sort_rows(rows, plan.models);
@@ -296,6 +297,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
         circle_f.append(circle_add);
         cells_f.append(cells_add);
         ++done;
+        remove_checkpoints(plan, plan.cells[size_t(g.rows[a].cell)]);  // its training is in the tables now
       } catch (const std::exception& e) {
         write_error = e.what();  // the first failed write stops the sweep
         cells.stop();
@@ -403,6 +405,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
     std::fprintf(stderr, "sweep: %d of %d trainings were of cells apart from their group: their training data depends on the held-out set\n",
                  trainings - groups_ran, trainings);
   out.failed = write_final_tables(plan, rows, total, plan.shards == 1, meta, t0);
+  remove_checkpoint_dir(plan);
   out.wall_s = meta["wall_time_s"].get<double>();
   return out;
 }

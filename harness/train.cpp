@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -16,6 +17,8 @@
 #include <thread>
 
 #include "core/rng.h"
+#include "harness/checkpoint.h"
+#include "harness/output.h"
 
 namespace vg {
 
@@ -227,6 +230,8 @@ bool same_draws(const Split& a, const Split& b) {
     }
   return true;
 }
+
+bool same_target(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 }  // namespace
 
 bool same_training(const Dataset& a, const Dataset& b) {
@@ -434,6 +439,109 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
                          (where.empty() ? "" : " (first non-finite: " + where + ")"));
   };
 
+  // Checkpoints: this model's file, and where a resumed training goes on from.
+  const CheckpointConfig& ck = cfg.checkpoint;
+  const std::string ck_file = ck.file.empty() ? "" : model_file_path(ck.file, name);
+  const ModelSpec spec{name, model_options_of(name, cfg.model), train.shape()};
+  int first_epoch = 1;
+  long first_next = 0;
+  double first_loss = 0;
+  bool trained = false;  // a checkpoint of a training that was over
+  long saved_step = 0;   // the step of the checkpoint on disk
+  auto saved_at = std::chrono::steady_clock::now();
+  auto restore = [&] {
+    const Checkpoint c = read_checkpoint(ck_file);
+    check_resumable(c, spec, ck.config, ck_file);
+    const TrainingProgress& g = *c.progress;
+    auto refuse = [&](const std::string& what) { throw CheckpointError(ck_file + ": " + what); };
+    if (g.seed != cfg.seed || g.steps_per_epoch != steps_per_epoch || g.total_steps != total_steps)
+      refuse("a training of " + std::to_string(g.total_steps) + " steps (" + std::to_string(g.steps_per_epoch) +
+             " an epoch, seed " + std::to_string(g.seed) + "); this run's has " + std::to_string(total_steps) + " (" +
+             std::to_string(steps_per_epoch) + ", seed " + std::to_string(cfg.seed) + ")");
+    if (!same_target(g.stop_target, cfg.stop_target))
+      refuse("its stopping rule's target is " + std::to_string(g.stop_target) + "; this run's is " +
+             std::to_string(cfg.stop_target));
+    if (g.history.size() != sets.size())
+      refuse("its history is of " + std::to_string(g.history.size()) + " datasets; this training evaluates " +
+             std::to_string(sets.size()));
+    const bool positioned = g.epoch <= cfg.n_epochs && g.next < N && g.next % cfg.batch_size == 0 &&
+                            g.step == (g.epoch - 1) * steps_per_epoch + g.next / cfg.batch_size;
+    if (!g.done && !positioned)
+      refuse("step " + std::to_string(g.step) + " is not epoch " + std::to_string(g.epoch) + " at position " +
+             std::to_string(g.next));
+    for (const std::vector<EpochRecord>& set : g.history)
+      for (const EpochRecord& e : set)
+        if (e.circle.empty() == cfg.circle_every_epoch)
+          refuse(std::string("its history ") + (cfg.circle_every_epoch ? "lacks" : "holds") +
+                 " each epoch's circle accuracies (run --dump): resume with the flags it was written with");
+    restore_model(c, name, *model, ck_file);
+    restore_adam(c, trainer.optimizer(), ck_file);
+    step = g.step;
+    first_epoch = g.epoch;
+    first_next = g.next;
+    first_loss = g.loss_sum;
+    trained = g.done;
+    res.stopped_early = g.stopped_early;
+    res.step_loss = g.step_loss;
+    res.train_s = g.train_s;
+    for (size_t k = 0; k < sets.size(); ++k) {
+      if (k == 0) recorded[k].eval_s = g.eval_s;
+      for (const EpochRecord& e : g.history[k]) {
+        recorded[k].history.push_back(EpochStats{e.epoch, e.loss, e.familiar, e.heldout, e.seconds});
+        if (cfg.circle_every_epoch) recorded[k].circle_history.push_back(e.circle);
+      }
+    }
+    saved_step = step;
+  };
+  // A checkpoint of the training between two steps: the next is epoch
+  // `epoch`'s batch from `next` on, its loss so far `loss_sum`. The pending
+  // evaluations are waited for, so the history holds every epoch trained.
+  auto save = [&](int epoch, long next, double loss_sum, bool done) {
+    if (pool) {
+      pool->help_until(drained);
+      if (handoff.error) std::rethrow_exception(handoff.error);
+    }
+    Checkpoint c = capture_model(spec, *model, &trainer.optimizer());
+    c.config = ck.config;
+    c.config_hash = checkpoint_config_hash(c.config);
+    TrainingProgress g;
+    g.seed = cfg.seed;
+    g.steps_per_epoch = steps_per_epoch;
+    g.total_steps = total_steps;
+    g.step = step;
+    g.epoch = epoch;
+    g.next = next;
+    g.loss_sum = loss_sum;
+    g.done = done;
+    g.stopped_early = res.stopped_early;
+    g.stop_target = cfg.stop_target;
+    g.train_s = res.train_s;
+    g.eval_s = recorded[0].eval_s;
+    g.step_loss = res.step_loss;
+    for (const Recorded& r : recorded) {
+      std::vector<EpochRecord>& set = g.history.emplace_back();
+      for (size_t e = 0; e < r.history.size(); ++e) {
+        const EpochStats& st = r.history[e];
+        set.push_back({st.epoch, st.loss, st.familiar, st.heldout, st.seconds,
+                       cfg.circle_every_epoch ? r.circle_history[e] : std::vector<double>{}});
+      }
+    }
+    c.progress = std::move(g);
+    write_checkpoint(ck_file, c);
+    saved_step = step;
+    saved_at = std::chrono::steady_clock::now();
+  };
+  // Between two steps: a checkpoint if one is due; true if an interrupt ends training here.
+  auto between_steps = [&](int epoch, long next, double loss_sum) {
+    const bool interrupted = interrupt_pending();
+    if (ck.writes() && step > saved_step &&
+        (interrupted || (ck.every_steps > 0 && step - saved_step >= ck.every_steps) ||
+         (ck.every_seconds > 0 && seconds_since(saved_at) >= ck.every_seconds)))
+      save(epoch, next, loss_sum, false);
+    res.interrupted = interrupted;
+    return interrupted;
+  };
+
   // A model fit in one pass (nn1) has no epochs: evaluated once, no history.
   const bool fitted = [&] {
     const auto t0 = std::chrono::steady_clock::now();
@@ -445,16 +553,20 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
     const auto t1 = std::chrono::steady_clock::now();
     last = evaluate_epoch(*model, sets, false);
     res.eval_s += seconds_since(t1);
+  } else if (ck.resume && !ck_file.empty()) {
+    std::error_code ec;
+    if (std::filesystem::symlink_status(ck_file, ec).type() != std::filesystem::file_type::not_found) restore();
   }
-  for (int epoch = 1; epoch <= cfg.n_epochs && !fitted; ++epoch) {
+  for (int epoch = first_epoch; epoch <= cfg.n_epochs && !fitted && !trained; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
     // Fisher-Yates from a stream keyed by the epoch: both models see the same order.
     std::iota(order.begin(), order.end(), 0);
     Stream shuffle(cfg.seed, Purpose::Shuffle, uint64_t(epoch));
     for (int k = N - 1; k > 0; --k) std::swap(order[k], order[shuffle.below(uint32_t(k + 1))]);
 
-    double loss_sum = 0;
-    for (int start = 0; start < N; start += cfg.batch_size) {
+    double loss_sum = epoch == first_epoch ? first_loss : 0;
+    for (int start = epoch == first_epoch ? int(first_next) : 0; start < N; start += cfg.batch_size) {
+      if (between_steps(epoch, start, loss_sum)) break;
       const int B = std::min(cfg.batch_size, N - start);
       for (int b = 0; b < B; ++b) {
         float* x = batch_x.data() + size_t(b) * pixels;
@@ -475,6 +587,10 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
         res.stopped_early = true;
         break;
       }
+    }
+    if (res.interrupted) {
+      res.train_s += seconds_since(t0);
+      break;
     }
     if (!all_finite(model->params().values().data(), model->params().count()))
       fail("non-finite weights", epoch, 0);
@@ -511,6 +627,21 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
     pool->help_until(drained);
     if (handoff.error) std::rethrow_exception(handoff.error);
   }
+  if (res.interrupted) {  // what the epochs trained so far recorded; no final evaluation
+    std::vector<ModelResult> out(sets.size(), res);
+    for (size_t k = 0; k < sets.size(); ++k) {
+      out[k].history = std::move(recorded[k].history);
+      out[k].circle_history = std::move(recorded[k].circle_history);
+      out[k].eval_s += recorded[k].eval_s;
+      out[k].familiar = out[k].heldout = out[k].drop = NAN;
+      if (k > 0) out[k].train_s = 0, out[k].step_s.clear();
+    }
+    return out;
+  }
+  // Training is over: a last checkpoint, so that a resume goes straight to the evaluation.
+  if (ck.writes() && !fitted && !trained && step > saved_step) save(cfg.n_epochs, 0, 0, true);
+  // Resumed after its training: the final epoch's per-sample correctness again (the same weights, the same bits).
+  if (trained) last = evaluate_epoch(*model, sets, false);
 
   // Each dataset's results: the training's, then its own evaluations.
   const auto t2 = std::chrono::steady_clock::now();

@@ -34,6 +34,19 @@ inline StopRule stop_at_accuracy(double target) {
   return [target](const StopCheck& c) { return c.validation >= target; };
 }
 
+// Checkpoints of a training in progress, and resuming from one
+// (harness/checkpoint.h, docs/checkpoints.md). A checkpoint is taken between
+// two steps; resumed from it, a training takes the same steps with the same
+// bits as one never stopped.
+struct CheckpointConfig {
+  std::string file;          // "{model}" replaced by the model's name; "": none
+  long every_steps = 0;      // write one once this many steps were taken since the last,
+  double every_seconds = 0;  // or once this long has passed (0: not by that measure)
+  bool resume = false;       // continue from `file` where it exists (else from the start)
+  std::string config;        // the configuration as JSON text: CONF, and HEAD's hash of it
+  bool writes() const { return !file.empty() && (every_steps > 0 || every_seconds > 0); }
+};
+
 struct TrainConfig {
   // The learning rate model `name` trains at.
   float lr_of(const std::string& name) const {
@@ -49,6 +62,8 @@ struct TrainConfig {
   bool circle_every_epoch = false;  // also evaluate the circle split after each epoch
   StopRule stop;                    // empty: all n_epochs
   int stop_every = 0;               // steps between checks of `stop`; 0: after each epoch
+  double stop_target = NAN;         // the parameter of `stop` a checkpoint records (NaN: none)
+  CheckpointConfig checkpoint;
 };
 
 struct EpochStats {
@@ -62,6 +77,9 @@ struct ModelResult {
   std::vector<EpochStats> history;
   std::vector<double> step_loss;  // mean loss of every training batch, in order
   std::string error;              // empty, or why training failed (RunOptions::keep_going)
+  // An interrupt (harness/output.h: DeferInterrupts) ended training between two
+  // steps: the history and step losses so far, no final evaluation (NaN).
+  bool interrupted = false;
   long steps = 0;                 // training steps taken
   bool stopped_early = false;     // the stop rule ended training before the cap
   double validation = NAN;        // final accuracy on the validation split (if there is one)
@@ -136,6 +154,9 @@ PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, con
 // Trains `name` from its seeded initialisation (Adam, softmax cross-entropy,
 // reshuffling each epoch from the stream (seed, Shuffle, epoch)), evaluating
 // familiar and held-out accuracy after every epoch and the circle split at the end.
+// With cfg.checkpoint, writes checkpoints as it goes and resumes from one (a
+// file that does not fit is a CheckpointError); between two steps it stops
+// at an interrupt (ModelResult::interrupted), after a checkpoint.
 // `on_trained`, if given, sees the trained model before it is destroyed. With
 // a `pool`, the epochs' evaluations run on its threads, on a copy of the model
 // with that epoch's weights: the results are the same bits.

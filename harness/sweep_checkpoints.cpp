@@ -1,0 +1,67 @@
+#include "harness/sweep_checkpoints.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "harness/checkpoint.h"
+#include "harness/output.h"
+#include "harness/report.h"
+
+namespace vg {
+
+namespace {
+std::string checkpoint_dir(const SweepPlan& plan) { return plan.dir + "/checkpoints"; }
+
+std::string pattern_of(const SweepPlan& plan, const SweepCell& cell) {
+  return checkpoint_dir(plan) + "/cell-" + std::to_string(cell.id) + "-{model}.vgck";
+}
+
+bool present(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::symlink_status(path, ec).type() != std::filesystem::file_type::not_found;
+}
+}  // namespace
+
+CheckpointConfig cell_checkpoints(const SweepPlan& plan, const SweepCell& lead) {
+  CheckpointConfig ck;
+  if (plan.checkpoint_steps == 0 && plan.checkpoint_seconds == 0 && !plan.resume) return ck;
+  ck.file = pattern_of(plan, lead);
+  ck.every_steps = plan.checkpoint_steps;
+  ck.every_seconds = plan.checkpoint_seconds;
+  ck.resume = plan.resume;
+  // The cell's configuration as a run of it would record it (threads aside).
+  nlohmann::json config = run_config_json(lead.opt, 1);
+  config.erase("threads");
+  ck.config = config.dump();
+  return ck;
+}
+
+void prepare_checkpoints(const SweepPlan& plan, const std::vector<const SweepCell*>& leads,
+                         const std::vector<int>& finished) {
+  if (plan.checkpoint_steps > 0 || plan.checkpoint_seconds > 0) make_output_dir(checkpoint_dir(plan));
+  if (!present(checkpoint_dir(plan))) return;
+  for (int id : finished) remove_checkpoints(plan, plan.cells[size_t(id)]);
+  if (!plan.resume) return;
+  for (const SweepCell* lead : leads) {
+    const CheckpointConfig ck = cell_checkpoints(plan, *lead);
+    DataConfig dc = lead->opt.data;
+    dc.seed = lead->opt.train.seed;
+    const ImageShape shape = image_shape(dc);
+    for (const std::string& m : plan.models) {
+      const std::string file = model_file_path(ck.file, m);
+      if (!present(file)) continue;
+      check_resumable(read_checkpoint(file), {m, model_options_of(m, lead->opt.train.model), shape}, ck.config, file);
+    }
+  }
+}
+
+void remove_checkpoints(const SweepPlan& plan, const SweepCell& cell) {
+  for (const std::string& m : plan.models) remove_output(model_file_path(pattern_of(plan, cell), m));
+}
+
+void remove_checkpoint_dir(const SweepPlan& plan) {
+  if (present(checkpoint_dir(plan))) ::rmdir(checkpoint_dir(plan).c_str());  // only if empty: best effort
+}
+
+}  // namespace vg
