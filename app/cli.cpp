@@ -174,6 +174,12 @@ int do_run(const RunFlags& f) {
   std::vector<std::pair<std::string, Checkpoint>> model_files;
   CheckpointConfig& ck = opt.train.checkpoint;
   ck.config = config.dump();
+  // The temporary files of checkpoint writers that are gone (killed mid-write).
+  if (!ck.file.empty())
+    for (const std::string& m : opt.models) {
+      const std::filesystem::path dir = std::filesystem::path(resolve_output_path(model_file_path(ck.file, m))).parent_path();
+      remove_stale_temps(dir.empty() ? "." : dir.string(), false);
+    }
   if (ck.resume) resume_from(opt, *log);
   // An interrupt ends the training between two steps, after a checkpoint;
   // what finished is written below, and this guard's end exits 128 + signal.

@@ -37,12 +37,8 @@ CheckpointConfig cell_checkpoints(const SweepPlan& plan, const SweepCell& lead) 
   return ck;
 }
 
-void prepare_checkpoints(const SweepPlan& plan, const std::vector<const SweepCell*>& leads,
-                         const std::vector<int>& finished) {
-  if (plan.checkpoint_steps > 0 || plan.checkpoint_seconds > 0) make_output_dir(checkpoint_dir(plan));
-  if (!present(checkpoint_dir(plan))) return;
-  for (int id : finished) remove_checkpoints(plan, plan.cells[size_t(id)]);
-  if (!plan.resume) return;
+void check_checkpoints(const SweepPlan& plan, const std::vector<const SweepCell*>& leads) {
+  if (!plan.resume || !present(checkpoint_dir(plan))) return;
   for (const SweepCell* lead : leads) {
     const CheckpointConfig ck = cell_checkpoints(plan, *lead);
     DataConfig dc = lead->opt.data;
@@ -54,6 +50,13 @@ void prepare_checkpoints(const SweepPlan& plan, const std::vector<const SweepCel
       check_resumable(read_checkpoint(file), {m, model_options_of(m, lead->opt.train.model), shape}, ck.config, file);
     }
   }
+}
+
+void prepare_checkpoints(const SweepPlan& plan, const std::vector<int>& finished) {
+  if (plan.checkpoint_steps > 0 || plan.checkpoint_seconds > 0) make_output_dir(checkpoint_dir(plan));
+  if (!present(checkpoint_dir(plan))) return;
+  remove_stale_temps(checkpoint_dir(plan), true);  // the sweep's lock is held: no live writer owns one
+  for (int id : finished) remove_checkpoints(plan, plan.cells[size_t(id)]);
 }
 
 void remove_checkpoints(const SweepPlan& plan, const SweepCell& cell) {

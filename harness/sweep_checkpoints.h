@@ -15,11 +15,13 @@ namespace vg {
 // to run) leads: written at the plan's interval, resumed from under --resume.
 CheckpointConfig cell_checkpoints(const SweepPlan& plan, const SweepCell& lead);
 
-// Before any cell runs: the checkpoints of the cells finished already are
-// removed, and under --resume those of `leads` are judged (CheckpointError:
-// one line naming the file, exit 2). Makes DIR/checkpoints with an interval.
-void prepare_checkpoints(const SweepPlan& plan, const std::vector<const SweepCell*>& leads,
-                         const std::vector<int>& finished);
+// Under --resume, before anything is written: the checkpoints of `leads`
+// are judged (CheckpointError: one line naming the file, exit 2).
+void check_checkpoints(const SweepPlan& plan, const std::vector<const SweepCell*>& leads);
+// Once meta.json is written (the directory is a sweep's): DIR/checkpoints made
+// with an interval, its stale temporary files and the checkpoints of the cells
+// finished already removed.
+void prepare_checkpoints(const SweepPlan& plan, const std::vector<int>& finished);
 
 // Removes the checkpoints of `cell`'s training (its rows are committed).
 void remove_checkpoints(const SweepPlan& plan, const SweepCell& cell);

@@ -240,15 +240,16 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   }
   std::stable_sort(todo.begin(), todo.end(), [](const Group& a, const Group& b) { return a.front()->group < b.front()->group; });
 
-  // Checkpoints: those of finished cells go, those to resume from are judged.
+  // The checkpoints to resume from are judged before anything is written.
   std::vector<const SweepCell*> leads;
   for (const Group& g : todo) leads.push_back(g.front());
-  prepare_checkpoints(plan, leads, std::vector<int>(finished.begin(), finished.end()));
+  check_checkpoints(plan, leads);
 
   // meta.json first: from its first table on, the directory is this sweep's.
   nlohmann::json meta = sweep_meta(plan, total);
   meta["cells_done"] = out.resumed;
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
+  prepare_checkpoints(plan, std::vector<int>(finished.begin(), finished.end()));
   // The statistics exist only for a complete sweep.
   if (!todo.empty()) {
     remove_output(dir + "/summary.csv");

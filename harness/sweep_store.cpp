@@ -304,7 +304,8 @@ std::string config_difference(const nlohmann::json& theirs, const nlohmann::json
 
 // Files a sweep directory may hold besides temporary ones.
 bool is_sweep_file(const std::string& name) {
-  for (const char* f : {kSweepLockFile, "meta.json", "cells.csv", "circle.csv", "summary.csv", "azimuth.csv"})
+  // "checkpoints": the trainings in progress (harness/sweep_checkpoints.h).
+  for (const char* f : {kSweepLockFile, "meta.json", "cells.csv", "circle.csv", "summary.csv", "azimuth.csv", "checkpoints"})
     if (name == f) return true;
   return false;
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "harness/checkpoint.h"
@@ -205,6 +207,89 @@ TEST(Checkpoint, UnknownChunksAreKeptAndTheChecksumIsCrc32) {
   Checkpoint short_weights = c;
   short_weights.weights.pop_back();
   EXPECT_THROW(encode_checkpoint(short_weights), std::invalid_argument);
+}
+
+// A training's progress (PROG, LOSS, HIST) round-trips bit for bit, NaN
+// and all; a file with part of it, or one that contradicts itself, is refused;
+// a model file (step 1's, no progress) still loads, and is no checkpoint to resume.
+TEST(Checkpoint, ATrainingsProgressRoundTripsAndIsChecked) {
+  const std::string dir = scratch("progress");
+  Trained t = trained("linear");
+  Checkpoint c = capture_model(t.spec, *t.model, &t.trainer->optimizer());
+  c.config = R"({"seed":3})";
+  c.config_hash = checkpoint_config_hash(c.config);
+  TrainingProgress g;
+  g.seed = 3;
+  g.steps_per_epoch = 4;
+  g.total_steps = 8;
+  g.step = 5;
+  g.epoch = 2;
+  g.next = 10;
+  g.loss_sum = 1.0 / 3.0;
+  g.stop_target = NAN;
+  g.train_s = 0.25;
+  g.step_loss = {2.5, 2.25, 2.0, 1.75, 1.0 / 7.0};
+  g.history = {{{1, 1.5, 0.25, 0.125, 0.5, {0.5, 1.0 / 3.0}}}, {{1, 1.5, 0.75, NAN, 0.5, {0.25, 0.0}}}};
+  c.progress = g;
+  write_checkpoint(dir + "c.vgck", c);
+  const Checkpoint r = read_checkpoint(dir + "c.vgck");
+  ASSERT_TRUE(r.progress.has_value());
+  const TrainingProgress& h = *r.progress;
+  EXPECT_EQ(std::make_tuple(h.seed, h.steps_per_epoch, h.total_steps, h.step, h.epoch, h.next, h.done, h.stopped_early),
+            std::make_tuple(g.seed, g.steps_per_epoch, g.total_steps, g.step, g.epoch, g.next, g.done, g.stopped_early));
+  EXPECT_EQ(std::memcmp(&h.loss_sum, &g.loss_sum, 8), 0);
+  EXPECT_TRUE(std::isnan(h.stop_target));
+  EXPECT_EQ(h.step_loss, g.step_loss);
+  ASSERT_EQ(h.history.size(), 2u);
+  EXPECT_EQ(h.history[0][0].circle, g.history[0][0].circle);
+  EXPECT_TRUE(std::isnan(h.history[1][0].heldout));
+  EXPECT_TRUE(r.extra.empty());
+  const ModelSpec spec = t.spec;
+  EXPECT_NO_THROW(check_resumable(r, spec, c.config, "c.vgck"));
+  auto refusal = [&](const Checkpoint& x, const ModelSpec& s, const std::string& config) {
+    try {
+      check_resumable(x, s, config, "c.vgck");
+    } catch (const CheckpointError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(refusal(r, spec, R"({"seed":4})"),
+            "c.vgck: a checkpoint of another configuration: hash " + [&] {
+              char hex[64];
+              std::snprintf(hex, sizeof hex, "%016llx, this run's %016llx", (unsigned long long)c.config_hash,
+                            (unsigned long long)checkpoint_config_hash(R"({"seed":4})"));
+              return std::string(hex);
+            }() + " (its \"seed\" is 3, this run's 4)");
+  ModelSpec other = spec;
+  other.name = "cnn";
+  EXPECT_EQ(refusal(r, other, c.config), "c.vgck: holds model 'linear', not 'cnn'");
+  other = spec;
+  other.shape.side = 28;
+  EXPECT_NE(refusal(r, other, c.config).find("holds a model for images of"), std::string::npos);
+
+  // A model file, as step 1 wrote them: loads; no checkpoint to resume.
+  Checkpoint model_file = c;
+  model_file.progress.reset();
+  model_file.adam.reset();
+  write_checkpoint(dir + "m.vgm", model_file);
+  EXPECT_NO_THROW(load_model(read_checkpoint(dir + "m.vgm"), kBatch, "m.vgm"));
+  EXPECT_EQ(refusal(read_checkpoint(dir + "m.vgm"), spec, c.config),
+            "c.vgck: holds no training progress (a model file, not a checkpoint)");
+
+  // The writer refuses a progress that contradicts itself.
+  Checkpoint bad = c;
+  bad.progress->step_loss.pop_back();
+  EXPECT_THROW(encode_checkpoint(bad), std::invalid_argument);
+  // PROG without LOSS and HIST (sealed, so the reader gets to it): malformed.
+  std::vector<uint8_t> b = encode_checkpoint(c);
+  const std::string text(b.begin(), b.end());
+  const size_t loss = text.find("LOSS");
+  ASSERT_NE(loss, std::string::npos);
+  b[loss] = 'l';  // an unknown chunk now
+  reseal(b);
+  put(dir + "bad.vgck", b);
+  expect_refused(dir + "bad.vgck", "PROG, LOSS and HIST come together", "LOSS renamed");
 }
 
 // A file cut anywhere is truncated; one byte changed anywhere is corrupted

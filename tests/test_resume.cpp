@@ -1,0 +1,315 @@
+// Checkpoints of a training in progress and resuming from them
+// (docs/checkpoints.md): every registered model killed (SIGKILL) at a seeded
+// random moment of its training resumes to the bits of a run never stopped,
+// alone, under the stopping rule and at another thread count; so does a sweep;
+// Ctrl-C keeps a checkpoint and the JSON of what finished; a checkpoint that
+// does not fit is refused in one line (exit 2); and a full disk during a
+// checkpoint leaves the previous one, from which the run resumes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/checkpoint.h"
+#include "core/rng.h"
+#include "tests/test_util.h"
+
+namespace vg {
+namespace {
+
+namespace fs = std::filesystem;
+using test::slurp;
+
+std::string scratch(const std::string& name) {
+  const std::string d = test::temp_dir() + "resume/" + name + "/";
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// 30 training images, two epochs of three steps: a fraction of a second a run.
+const std::string kTiny =
+    " --n-epochs 2 --n-per-combo 1 --batch-size 10 --n-elev 1 --elevations 30:30 --n-eval-per-combo 1 --quiet";
+
+// A run's JSON without what is timing or the machine's (the same run twice differs there only).
+nlohmann::json results_of(const std::string& path) {
+  nlohmann::json j = nlohmann::json::parse(slurp(path));
+  j.erase("timing_s");
+  j.erase("meta");
+  j["config"].erase("threads");  // on which no result depends
+  for (nlohmann::json& m : j["models"]) {
+    m.erase("timing_s");
+    for (nlohmann::json& e : m["history"]) e.erase("seconds");
+  }
+  return j;
+}
+
+// The calls the fault shim counts in a run of `args` (tools/fault_shim.c), by name, in order.
+std::vector<std::string> counted_calls(const std::string& args, const std::string& dir) {
+  const std::string log = dir + "calls.log";
+  fs::remove(log);
+  const test::Outcome o = test::run(args, test::shim_env() + " VIEWGAP_FAULT_LOG=" + log);
+  EXPECT_EQ(o.code, 0) << args << "\n" << o.err;
+  std::vector<std::string> calls;
+  std::ifstream in(log);
+  long n = 0;
+  std::string call;
+  while (in >> n >> call) calls.push_back(call);
+  fs::remove(log);
+  return calls;
+}
+
+std::set<std::string> listing(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+// A run of `flags` killed at a seeded random one of the file calls it makes
+// with checkpoints (each checkpoint's writes, its rename, the JSON's, the
+// removal at the end), then resumed with `resume_extra`: the JSON is the
+// uninterrupted run's, timings aside, and no checkpoint is left. Every 4th
+// step of 3 an epoch: one checkpoint mid-epoch 2 (epoch 1's history, the
+// epoch's loss so far), one when training is over (a resume then evaluates).
+void kill_and_resume(const std::string& name, const std::string& flags, uint64_t seed,
+                     const std::string& resume_extra = "") {
+  const std::string dir = scratch(name);
+  const std::string ref = dir + "ref.json", got = dir + "got.json";
+  const test::Outcome plain = test::run("run" + flags + " --out-json " + ref);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const std::string ck = " --checkpoint " + dir + "{model}.ckpt --checkpoint-every 4 --out-json " + got;
+  const std::vector<std::string> calls = counted_calls("run" + flags + ck, dir);
+  ASSERT_GT(calls.size(), 8u);
+  EXPECT_EQ(results_of(got), results_of(ref)) << "checkpointing changed the results";
+  Stream pick(seed, Purpose::Test, 53);
+  const size_t at = 1 + pick.below(uint32_t(calls.size()));
+  fs::remove(got);
+  const std::string where = name + ": SIGKILL at call " + std::to_string(at) + " of " +
+                            std::to_string(calls.size()) + " (" + calls[at - 1] + ")";
+  const test::Outcome killed = test::run("run" + flags + ck, test::shim_env() + " VIEWGAP_FAULT_KILL_AT=" + std::to_string(at));
+  // The shell reports the kill as 128 + 9, or (where it exec'd viewgap) std::system as no exit code.
+  ASSERT_TRUE(killed.code == 128 + SIGKILL || killed.code == -1) << where << ": not killed\n" << killed.err;
+  const test::Outcome resumed = test::run("run" + flags + ck + " --resume" + resume_extra);
+  ASSERT_EQ(resumed.code, 0) << where << "\n" << resumed.err;
+  EXPECT_EQ(results_of(got), results_of(ref)) << where;
+  for (const std::string& f : listing(dir))
+    EXPECT_TRUE(f == "ref.json" || f == "got.json") << where << ": left " << f;
+}
+
+class ResumeEveryModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ResumeEveryModel, KilledAtARandomMomentResumesBitForBit) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  const std::string& m = GetParam();
+  uint64_t seed = 0;
+  for (char c : m) seed = seed * 131 + uint8_t(c);
+  kill_and_resume(m, " --seed 4 --models " + m + kTiny, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, ResumeEveryModel, ::testing::ValuesIn(test::registered_models(/*trained=*/true)),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           std::string n = p.param;
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+// Two models under the stopping rule, checked every step: a fixed target
+// that stops cnn mid-training, and the matched model's (so the matched one's
+// checkpoint must give it again); the resumed run on two threads: the same bits.
+TEST(Resume, TheStoppingRuleAndAnotherThreadCountResumeBitForBit) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  kill_and_resume("fixed", " --seed 1 --models caps,cnn --stop-at-familiar 0.5 --stop-check-every 1" + kTiny, 1,
+                  " --threads 2");
+  EXPECT_TRUE(results_of(test::temp_dir() + "resume/fixed/ref.json")["models"][1]["stopped_early"].get<bool>());
+  kill_and_resume("matched", " --seed 1 --models caps,cnn --match-familiar cnn --stop-check-every 1" + kTiny, 2,
+                  " --threads 2");
+}
+
+// A sweep killed at a seeded random file call, with a checkpoint of each
+// training every step, resumes to the tables of one never stopped; its
+// checkpoints are gone at the end.
+TEST(Resume, ASweepKilledMidTrainingResumesToIdenticalTables) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  const std::string args = " --seeds 0:1 --gaps 0,30 --n-epochs 2 --n-per-combo 1 --batch-size 10 --n-elev 1"
+                           " --elevations 30:30 --n-eval-per-combo 1 --models caps,cnn --jobs 1 --quiet";
+  const std::string dir = scratch("sweep");
+  ASSERT_EQ(test::run("sweep --out " + dir + "ref" + args).code, 0);
+  auto tables = [](const std::string& d) {
+    return std::vector<std::string>{slurp(d + "/summary.csv"), slurp(d + "/circle.csv"),
+                                    test::without_seconds(slurp(d + "/cells.csv"))};
+  };
+  const auto want = tables(dir + "ref");
+  const std::vector<std::string> calls = counted_calls("sweep --out " + dir + "count --checkpoint-every 1" + args, dir);
+  ASSERT_GT(calls.size(), 40u);
+  EXPECT_EQ(tables(dir + "count"), want) << "checkpointing changed the tables";
+  EXPECT_FALSE(fs::exists(dir + "count/checkpoints"));
+  Stream pick(7, Purpose::Test, 53);
+  for (int k = 0; k < 2; ++k) {
+    const size_t at = 1 + pick.below(uint32_t(calls.size()));
+    const std::string out = dir + "k" + std::to_string(k), where = "SIGKILL at call " + std::to_string(at) + " (" + calls[at - 1] + ")";
+    test::run("sweep --out " + out + " --checkpoint-every 1" + args, test::shim_env() + " VIEWGAP_FAULT_KILL_AT=" + std::to_string(at));
+    const test::Outcome again = test::run("sweep --resume --out " + out + " --checkpoint-every 1" + args);
+    ASSERT_EQ(again.code, 0) << where << "\n" << again.err;
+    EXPECT_EQ(tables(out), want) << where;
+    EXPECT_FALSE(fs::exists(out + "/checkpoints")) << where;
+  }
+}
+
+// The viewgap binary started in the background (for a signal), its output to files.
+pid_t start(const std::string& args, const std::string& err) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::string cmd = std::string("exec ") + VIEWGAP_EXE + " " + args + " >/dev/null 2>" + err;
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Ctrl-C (SIGINT) or SIGTERM once the first checkpoint is there: the run
+// stops between two steps, writes its checkpoint and the JSON of what
+// finished (marked interrupted), exits 128 + signal; resumed, it ends with the
+// results of a run never stopped.
+TEST(Resume, AnInterruptKeepsACheckpointAndTheJsonOfWhatFinished) {
+  const std::string flags = " --seed 2 --models cnn --n-epochs 40 --n-per-combo 1 --batch-size 10 --n-elev 1"
+                            " --elevations 30:30 --n-eval-per-combo 1 --quiet";
+  for (const int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(sig);
+    const std::string dir = scratch("signal" + std::to_string(sig));
+    ASSERT_EQ(test::run("run" + flags + " --out-json " + dir + "ref.json").code, 0);
+    const std::string ck = " --checkpoint " + dir + "cnn.ckpt --checkpoint-every 1 --out-json " + dir + "got.json";
+    const pid_t pid = start("run" + flags + ck, dir + "err");
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!fs::exists(dir + "cnn.ckpt") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << "ended by the signal itself";
+    const nlohmann::json partial = nlohmann::json::parse(slurp(dir + "got.json"));
+    if (!partial.contains("interrupted")) GTEST_SKIP() << "the training was over before the signal (a loaded machine)";
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+    const std::string err = slurp(dir + "err");
+    EXPECT_EQ(err.substr(err.rfind('\n', err.size() - 2) + 1), "viewgap: interrupted\n") << err;
+    EXPECT_EQ(partial.value("interrupted", false), true);
+    const nlohmann::json& m = partial["models"][0];
+    EXPECT_EQ(m.value("interrupted", false), true);
+    EXPECT_TRUE(m["familiar"].is_null());
+    EXPECT_EQ(m["step_loss"].size(), m["steps"].get<size_t>());
+    EXPECT_LT(m["steps"].get<long>(), 120);
+    EXPECT_EQ(m["history"].size(), m["steps"].get<size_t>() / 3);  // every epoch it finished, evaluated
+    const Checkpoint c = read_checkpoint(dir + "cnn.ckpt");
+    ASSERT_TRUE(c.progress.has_value());
+    EXPECT_EQ(c.progress->step, m["steps"].get<long>());
+    const test::Outcome resumed = test::run("run" + flags + ck + " --resume");
+    ASSERT_EQ(resumed.code, 0) << resumed.err;
+    EXPECT_EQ(results_of(dir + "got.json"), results_of(dir + "ref.json"));
+    EXPECT_FALSE(fs::exists(dir + "cnn.ckpt"));
+  }
+}
+
+// A checkpoint that is no checkpoint of this training: exit 2, one line that
+// names the file and what is wrong, before any training (nothing written).
+TEST(Resume, ACheckpointThatDoesNotFitIsRefusedInOneLine) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  const std::string dir = scratch("bad");
+  const std::string flags = " --seed 5 --models cnn" + kTiny, file = dir + "cnn.ckpt";
+  const std::string ck = " --checkpoint " + file + " --checkpoint-every 1";
+  // Killed at its last call (the checkpoint's removal): the last checkpoint stays.
+  const std::vector<std::string> calls = counted_calls("run" + flags + ck, dir);
+  ASSERT_EQ(calls.back(), "unlink");
+  test::run("run" + flags + ck, test::shim_env() + " VIEWGAP_FAULT_KILL_AT=" + std::to_string(calls.size()));
+  const std::string good = slurp(file);
+  ASSERT_GT(good.size(), 100u);
+  ASSERT_TRUE(read_checkpoint(file).progress.has_value());
+  ASSERT_EQ(test::run("run" + flags + " --save-model " + dir + "model.vgm").code, 0);
+  const std::string model_file = slurp(dir + "model.vgm");
+
+  struct Case {
+    std::string what, extra, why;
+    std::function<void()> make;
+  };
+  auto write = [&](const std::string& bytes) {
+    return [&, bytes] {
+      fs::remove_all(file);
+      std::ofstream(file, std::ios::binary) << bytes;
+    };
+  };
+  std::string flipped = good;
+  flipped[flipped.size() / 2] ^= 0x10;
+  const std::vector<Case> cases = {
+      {"truncated", "", "truncated: 100 of the", write(good.substr(0, 100))},
+      {"corrupted", "", "corrupted: the CRC-32 of its contents", write(flipped)},
+      {"another configuration", " --lr 0.001", "a checkpoint of another configuration: hash ", write(good)},
+      {"another model's options", " --cnn-hidden 40", "holds model 'cnn' with --cnn-hidden", write(good)},
+      {"a model file", "", "holds no training progress (a model file, not a checkpoint)", write(model_file)},
+      {"a FIFO", "", "is a FIFO, not a regular file", [&] {
+         fs::remove_all(file);
+         ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+       }},
+      {"a directory", "", "is a directory, not a regular file", [&] {
+         fs::remove_all(file);
+         fs::create_directories(file);
+       }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    c.make();
+    const test::Outcome o = test::run("run" + flags + c.extra + ck + " --resume --out-json " + dir + "out.json", "timeout 60");
+    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_EQ(test::lines(o.err), 1) << o.err;
+    // Named as the file read (or, for what is no regular file, as --checkpoint's value).
+    EXPECT_TRUE(o.err.rfind("viewgap run: error: " + file + ": ", 0) == 0 ||
+                o.err.rfind("viewgap run: error: --checkpoint '" + file + "': ", 0) == 0) << o.err;
+    EXPECT_NE(o.err.find(c.why), std::string::npos) << o.err;
+    EXPECT_FALSE(fs::exists(dir + "out.json"));
+  }
+}
+
+// A full disk at each write of a checkpoint: the run stops (exit 1, one line
+// naming the file), the previous checkpoint is whole and no temporary file is
+// left; resumed on a disk with room, the run ends with the results of one
+// never stopped.
+TEST(Resume, DiskFullDuringACheckpointLeavesThePreviousOneToResumeFrom) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  const std::string dir = scratch("full");
+  const std::string flags = " --seed 6 --models cnn" + kTiny, file = dir + "cnn.ckpt";
+  const std::string ck = " --checkpoint " + file + " --checkpoint-every 1 --out-json " + dir + "got.json";
+  ASSERT_EQ(test::run("run" + flags + " --out-json " + dir + "ref.json").code, 0);
+  const std::vector<std::string> calls = counted_calls("run" + flags + ck, dir);
+  int injected = 0;
+  for (size_t n = 1; n <= calls.size(); ++n) {
+    if (calls[n - 1] != "write" && calls[n - 1] != "fsync") continue;
+    if (injected++ % 3 != 0) continue;  // a third of them: the test stays short
+    const std::string at = "ENOSPC at call " + std::to_string(n) + " (" + calls[n - 1] + ")";
+    fs::remove(file);
+    fs::remove(dir + "got.json");
+    const test::Outcome full = test::run("run" + flags + ck, test::shim_env() + " VIEWGAP_FAULT_ENOSPC_AT=" + std::to_string(n));
+    EXPECT_EQ(full.code, 1) << at << "\n" << full.err;
+    EXPECT_EQ(test::lines(full.err), 1) << at << "\n" << full.err;
+    EXPECT_NE(full.err.find("No space left on device"), std::string::npos) << at << "\n" << full.err;
+    for (const std::string& f : listing(dir))
+      EXPECT_TRUE(f == "ref.json" || f == "cnn.ckpt" || f == "got.json") << at << ": left " << f;
+    if (fs::exists(file)) {
+      EXPECT_NO_THROW(read_checkpoint(file)) << at;
+    }
+    const test::Outcome resumed = test::run("run" + flags + ck + " --resume");
+    ASSERT_EQ(resumed.code, 0) << at << "\n" << resumed.err;
+    EXPECT_EQ(results_of(dir + "got.json"), results_of(dir + "ref.json")) << at;
+  }
+  EXPECT_GE(injected, 10);
+}
+
+}  // namespace
+}  // namespace vg
