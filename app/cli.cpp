@@ -252,6 +252,9 @@ int sweep_on(const SweepFlags& given, Cluster* cluster) {
   if (cluster != nullptr) {
     if (!f.shard.empty())
       throw UsageError("--shard", f.shard, "conflicts with an MPI launch (mpirun/srun hands out the cells; shards are for job arrays)");
+    if (!f.checkpoint_every.empty())
+      throw UsageError("--checkpoint-every", f.checkpoint_every,
+                       "conflicts with an MPI launch (the ranks' trainings would checkpoint into rank 0's directory)");
     if (cluster->rank() != 0) return serve_sweep(plan, *cluster);
   }
   const std::unique_ptr<DirLock> lock = lock_out(plan);

@@ -108,7 +108,7 @@ namespace {
 // how fast or how loudly it runs).
 bool defines_a_sweep(const std::set<std::string>& typed) {
   return std::any_of(typed.begin(), typed.end(), [](const std::string& name) {
-    return name != "out" && name != "resume" && name != "jobs" && name != "quiet";
+    return name != "out" && name != "resume" && name != "jobs" && name != "quiet" && name != "checkpoint-every";
   });
 }
 

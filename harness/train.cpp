@@ -232,6 +232,35 @@ bool same_draws(const Split& a, const Split& b) {
 }
 
 bool same_target(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+// Why a checkpoint's progress `g` cannot go on as this training ("" if it
+// can): another seed or step count (of `N` images an epoch), another stopping
+// target, history of another number of datasets or without (with) the
+// per-epoch circle accuracies, or a position that is no step's.
+std::string progress_problem(const TrainingProgress& g, const TrainConfig& cfg, long steps_per_epoch,
+                             long total_steps, int N, const std::vector<const Dataset*>& sets) {
+  if (g.seed != cfg.seed || g.steps_per_epoch != steps_per_epoch || g.total_steps != total_steps)
+    return "a training of " + std::to_string(g.total_steps) + " steps (" + std::to_string(g.steps_per_epoch) +
+           " an epoch, seed " + std::to_string(g.seed) + "); this run's has " + std::to_string(total_steps) + " (" +
+           std::to_string(steps_per_epoch) + ", seed " + std::to_string(cfg.seed) + ")";
+  if (!same_target(g.stop_target, cfg.stop_target))
+    return "its stopping rule's target is " + std::to_string(g.stop_target) + "; this run's is " +
+           std::to_string(cfg.stop_target);
+  if (g.history.size() != sets.size())
+    return "its history is of " + std::to_string(g.history.size()) + " datasets; this training evaluates " +
+           std::to_string(sets.size());
+  const bool positioned = g.epoch <= cfg.n_epochs && g.next < N && g.next % cfg.batch_size == 0 &&
+                          g.step == (g.epoch - 1) * steps_per_epoch + g.next / cfg.batch_size;
+  if (!g.done && !positioned)
+    return "step " + std::to_string(g.step) + " is not epoch " + std::to_string(g.epoch) + " at position " +
+           std::to_string(g.next);
+  for (size_t k = 0; k < sets.size(); ++k)
+    for (const EpochRecord& e : g.history[k])
+      if (!sets[k]->circle_az.empty() && e.circle.empty() == cfg.circle_every_epoch)
+        return std::string("its history ") + (cfg.circle_every_epoch ? "lacks" : "holds") +
+               " each epoch's circle accuracies (run --dump): resume with the flags it was written with";
+  return "";
+}
 }  // namespace
 
 bool same_training(const Dataset& a, const Dataset& b) {
@@ -453,27 +482,8 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
     const Checkpoint c = read_checkpoint(ck_file);
     check_resumable(c, spec, ck.config, ck_file);
     const TrainingProgress& g = *c.progress;
-    auto refuse = [&](const std::string& what) { throw CheckpointError(ck_file + ": " + what); };
-    if (g.seed != cfg.seed || g.steps_per_epoch != steps_per_epoch || g.total_steps != total_steps)
-      refuse("a training of " + std::to_string(g.total_steps) + " steps (" + std::to_string(g.steps_per_epoch) +
-             " an epoch, seed " + std::to_string(g.seed) + "); this run's has " + std::to_string(total_steps) + " (" +
-             std::to_string(steps_per_epoch) + ", seed " + std::to_string(cfg.seed) + ")");
-    if (!same_target(g.stop_target, cfg.stop_target))
-      refuse("its stopping rule's target is " + std::to_string(g.stop_target) + "; this run's is " +
-             std::to_string(cfg.stop_target));
-    if (g.history.size() != sets.size())
-      refuse("its history is of " + std::to_string(g.history.size()) + " datasets; this training evaluates " +
-             std::to_string(sets.size()));
-    const bool positioned = g.epoch <= cfg.n_epochs && g.next < N && g.next % cfg.batch_size == 0 &&
-                            g.step == (g.epoch - 1) * steps_per_epoch + g.next / cfg.batch_size;
-    if (!g.done && !positioned)
-      refuse("step " + std::to_string(g.step) + " is not epoch " + std::to_string(g.epoch) + " at position " +
-             std::to_string(g.next));
-    for (const std::vector<EpochRecord>& set : g.history)
-      for (const EpochRecord& e : set)
-        if (e.circle.empty() == cfg.circle_every_epoch)
-          refuse(std::string("its history ") + (cfg.circle_every_epoch ? "lacks" : "holds") +
-                 " each epoch's circle accuracies (run --dump): resume with the flags it was written with");
+    if (const std::string why = progress_problem(g, cfg, steps_per_epoch, total_steps, N, sets); !why.empty())
+      throw CheckpointError(ck_file + ": " + why);
     restore_model(c, name, *model, ck_file);
     restore_adam(c, trainer.optimizer(), ck_file);
     step = g.step;
