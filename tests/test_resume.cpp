@@ -4,7 +4,8 @@
 // alone, under the stopping rule and at another thread count; so does a sweep;
 // Ctrl-C keeps a checkpoint and the JSON of what finished; a checkpoint that
 // does not fit is refused in one line (exit 2); and a full disk during a
-// checkpoint leaves the previous one, from which the run resumes.
+// checkpoint leaves the previous one, from which the run resumes; a training
+// resumed after it was over only evaluates.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -18,10 +19,13 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "harness/checkpoint.h"
 #include "core/rng.h"
+#include "harness/run_flags.h"
+#include "harness/train.h"
 #include "tests/test_util.h"
 
 namespace vg {
@@ -309,6 +313,51 @@ TEST(Resume, DiskFullDuringACheckpointLeavesThePreviousOneToResumeFrom) {
     EXPECT_EQ(results_of(dir + "got.json"), results_of(dir + "ref.json")) << at;
   }
   EXPECT_GE(injected, 10);
+}
+
+// In process: a time interval writes between steps (here, at every one), the
+// last checkpoint is of the training over, and a run resumed from it only
+// evaluates (it times no step) and reports the same bits, on one thread or two.
+TEST(Resume, ATrainingResumedFromItsLastCheckpointOnlyEvaluates) {
+  const std::string dir = scratch("inprocess");
+  RunFlags f;
+  f.n_epochs = "2", f.n_per_combo = "1", f.batch_size = "10", f.n_elev = "1", f.elevations = "30:30";
+  f.n_eval_per_combo = "1";
+  f.models = "linear,cnn";
+  int threads = 1;
+  RunOptions opt = validate_run(f, &threads);
+  const RunResult plain = run_experiment(opt);
+  opt.train.checkpoint.file = dir + "{model}.ckpt";
+  opt.train.checkpoint.every_seconds = 1e-9;
+  opt.train.checkpoint.config = "{}";
+  const RunResult written = run_experiment(opt);
+  opt.train.checkpoint.resume = true;
+  for (const int t : {1, 2}) {
+    opt.threads = t;
+    const RunResult resumed = run_experiment(opt);
+    for (size_t m = 0; m < 2; ++m) {
+      SCOPED_TRACE(plain.models[m].name + " on " + std::to_string(t) + " thread(s)");
+      const Checkpoint c = read_checkpoint(dir + plain.models[m].name + ".ckpt");
+      ASSERT_TRUE(c.progress.has_value());
+      EXPECT_TRUE(c.progress->done);
+      EXPECT_EQ(c.progress->step, plain.models[m].steps);
+      EXPECT_EQ(c.progress->step_loss, plain.models[m].step_loss);
+      EXPECT_EQ(written.models[m].step_s.size(), size_t(plain.models[m].steps));
+      EXPECT_TRUE(resumed.models[m].step_s.empty());  // not one step trained again
+      for (const RunResult* r : {&written, &resumed}) {
+        const ModelResult& a = plain.models[m];
+        const ModelResult& b = r->models[m];
+        EXPECT_EQ(a.step_loss, b.step_loss);
+        EXPECT_EQ(std::make_tuple(a.familiar, a.heldout), std::make_tuple(b.familiar, b.heldout));
+        EXPECT_EQ(a.heldout_per_class, b.heldout_per_class);
+        EXPECT_EQ(a.circle_acc, b.circle_acc);
+        ASSERT_EQ(a.history.size(), b.history.size());
+        for (size_t e = 0; e < a.history.size(); ++e)
+          EXPECT_EQ(std::make_tuple(a.history[e].loss, a.history[e].familiar, a.history[e].heldout),
+                    std::make_tuple(b.history[e].loss, b.history[e].familiar, b.history[e].heldout));
+      }
+    }
+  }
 }
 
 }  // namespace
