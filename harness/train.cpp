@@ -267,6 +267,115 @@ bool same_training(const Dataset& a, const Dataset& b) {
   return same_samples(a.train, b.train) && same_draws(a.train, b.train) && same_samples(a.validation, b.validation);
 }
 
+namespace {
+// What the evaluations of one training recorded, in epoch order, on whichever
+// thread ran them; one per dataset evaluated on (the evaluation's time is the first's).
+struct Recorded {
+  std::vector<EpochStats> history;
+  std::vector<std::vector<double>> circle_history;
+  double eval_s = 0;
+};
+
+// Each dataset's results once training is over: the training's `res`, the
+// dataset's recorded epochs, its final per-sample correctness (`last`), its
+// validation accuracy and class activations, the circle and the axis sweep
+// (their batches shared with `helper` on the pool, given one).
+std::vector<ModelResult> final_results(const ModelResult& res, std::vector<Recorded>& recorded,
+                                       const std::vector<EpochEval>& last, const std::vector<const Dataset*>& sets,
+                                       bool fitted, Model& model, Model* helper, EvalPool* pool) {
+  // Each dataset's results: the training's, then its own evaluations.
+  const auto t2 = std::chrono::steady_clock::now();
+  std::vector<ModelResult> out(sets.size(), res);
+  for (size_t k = 0; k < sets.size(); ++k) {
+    ModelResult& r = out[k];
+    if (k > 0) r.train_s = 0, r.step_s.clear();  // one training: the first dataset's result carries its time
+    r.history = std::move(recorded[k].history);
+    r.circle_history = std::move(recorded[k].circle_history);
+    r.eval_s += recorded[k].eval_s;
+    r.familiar = fitted ? last[k].familiar : r.history.back().familiar;
+    r.heldout = fitted ? last[k].heldout : r.history.back().heldout;
+    r.drop = r.familiar - r.heldout;
+    const Split& heldout = sets[k]->heldout;
+    std::vector<int> n_cls(size_t(heldout.classes), 0), ok_cls(size_t(heldout.classes), 0);
+    for (int i = 0; i < heldout.size(); ++i) {
+      ++n_cls[heldout.labels[i]];
+      ok_cls[heldout.labels[i]] += last[k].heldout_ok[i];
+    }
+    for (int c = 0; c < heldout.classes; ++c)
+      r.heldout_per_class.push_back(n_cls[size_t(c)] ? double(ok_cls[size_t(c)]) / n_cls[size_t(c)] : 0.0);
+  }
+
+  // The circle and the axis sweep. A dataset whose views are the first's
+  // samples takes the first's correctness.
+  std::vector<const Split*> first_views;
+  std::vector<std::vector<uint8_t>> first_ok;
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const Dataset& d = *sets[k];
+    ModelResult& r = out[k];
+    const std::vector<const Split*> views = to_evaluate(d, d.axis_splits(), to_evaluate(d, d.circle_splits()));
+    const bool reuse = k > 0 && views.size() == first_views.size() &&
+                       std::equal(views.begin(), views.end(), first_views.begin(),
+                                  [](const Split* a, const Split* b) { return same_samples(*a, *b); });
+    std::vector<std::vector<uint8_t>> views_ok =
+        reuse ? first_ok : correct_on(model, helper, pool, views, [&] {
+          if (d.validation.size() > 0) r.validation = accuracy(model, d.validation);
+          class_activation_stats(model, d.heldout, &r);
+        });
+    if (reuse) {
+      r.validation = out[0].validation;  // the same split (same_training)
+      class_activation_stats(model, d.heldout, &r);
+    }
+    r.circle_acc = per_view(d, d.circle_az, d.circle_splits(), &Split::azimuth, true, last[k].familiar_ok,
+                            last[k].heldout_ok, views, views_ok);
+    r.axis_acc = per_view(d, d.axis_values, d.axis_splits(), &Split::axis, false, last[k].familiar_ok,
+                          last[k].heldout_ok, views, views_ok);
+    if (k == 0) first_views = views, first_ok = std::move(views_ok);
+  }
+  const double views_s = seconds_since(t2);
+  for (ModelResult& r : out) r.circle_s = views_s / double(out.size());
+  return out;
+}
+
+// An epoch's order of the `order.size()` training samples: Fisher-Yates from
+// the stream keyed by the epoch, so every model (and a resumed training) sees the same.
+void epoch_order(std::vector<int>& order, uint64_t seed, int epoch) {
+  std::iota(order.begin(), order.end(), 0);
+  Stream shuffle(seed, Purpose::Shuffle, uint64_t(epoch));
+  for (int k = int(order.size()) - 1; k > 0; --k) std::swap(order[size_t(k)], order[shuffle.below(uint32_t(k + 1))]);
+}
+
+// The batch of samples idx[0..B) as epoch `epoch` draws them.
+void fill_batch(const Split& train, const int* idx, int B, int epoch, float* x, int* y) {
+  const size_t pixels = train.pixels();
+  for (int b = 0; b < B; ++b) {
+    if (train.draw) train.draw(idx[b], uint64_t(epoch), x + size_t(b) * pixels);
+    else std::copy_n(train.image(idx[b]), pixels, x + size_t(b) * pixels);
+    y[b] = train.labels[idx[b]];
+  }
+}
+
+// The checkpoint's history of `recorded` (HIST), and back.
+std::vector<std::vector<EpochRecord>> records_of(const std::vector<Recorded>& recorded, bool circle) {
+  std::vector<std::vector<EpochRecord>> out;
+  for (const Recorded& r : recorded) {
+    std::vector<EpochRecord>& set = out.emplace_back();
+    for (size_t e = 0; e < r.history.size(); ++e) {
+      const EpochStats& st = r.history[e];
+      set.push_back({st.epoch, st.loss, st.familiar, st.heldout, st.seconds,
+                     circle ? r.circle_history[e] : std::vector<double>{}});
+    }
+  }
+  return out;
+}
+void restore_records(const std::vector<std::vector<EpochRecord>>& history, bool circle, std::vector<Recorded>& recorded) {
+  for (size_t k = 0; k < recorded.size(); ++k)
+    for (const EpochRecord& e : history[k]) {
+      recorded[k].history.push_back(EpochStats{e.epoch, e.loss, e.familiar, e.heldout, e.seconds});
+      if (circle) recorded[k].circle_history.push_back(e.circle);
+    }
+}
+}  // namespace
+
 void EvalPool::post(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -392,14 +501,6 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
     bool abandoned = false;  // training failed: evaluate nothing more
     std::exception_ptr error;
   } handoff;
-  // What the evaluations recorded, in epoch order, on whichever thread ran them;
-  // res takes it once training is over.
-  // One per dataset of `sets`; the evaluation's time is the first's.
-  struct Recorded {
-    std::vector<EpochStats> history;
-    std::vector<std::vector<double>> circle_history;
-    double eval_s = 0;
-  };
   std::vector<Recorded> recorded(sets.size());
   auto record = [&](const EpochStats& trained, std::vector<EpochEval> evs, double eval_s) {
     for (size_t k = 0; k < sets.size(); ++k) {
@@ -494,13 +595,8 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
     res.stopped_early = g.stopped_early;
     res.step_loss = g.step_loss;
     res.train_s = g.train_s;
-    for (size_t k = 0; k < sets.size(); ++k) {
-      if (k == 0) recorded[k].eval_s = g.eval_s;
-      for (const EpochRecord& e : g.history[k]) {
-        recorded[k].history.push_back(EpochStats{e.epoch, e.loss, e.familiar, e.heldout, e.seconds});
-        if (cfg.circle_every_epoch) recorded[k].circle_history.push_back(e.circle);
-      }
-    }
+    recorded[0].eval_s = g.eval_s;
+    restore_records(g.history, cfg.circle_every_epoch, recorded);
     saved_step = step;
   };
   // A checkpoint of the training between two steps: the next is epoch
@@ -528,14 +624,7 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
     g.train_s = res.train_s;
     g.eval_s = recorded[0].eval_s;
     g.step_loss = res.step_loss;
-    for (const Recorded& r : recorded) {
-      std::vector<EpochRecord>& set = g.history.emplace_back();
-      for (size_t e = 0; e < r.history.size(); ++e) {
-        const EpochStats& st = r.history[e];
-        set.push_back({st.epoch, st.loss, st.familiar, st.heldout, st.seconds,
-                       cfg.circle_every_epoch ? r.circle_history[e] : std::vector<double>{}});
-      }
-    }
+    g.history = records_of(recorded, cfg.circle_every_epoch);
     c.progress = std::move(g);
     write_checkpoint(ck_file, c);
     saved_step = step;
@@ -569,21 +658,13 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
   }
   for (int epoch = first_epoch; epoch <= cfg.n_epochs && !fitted && !trained; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
-    // Fisher-Yates from a stream keyed by the epoch: both models see the same order.
-    std::iota(order.begin(), order.end(), 0);
-    Stream shuffle(cfg.seed, Purpose::Shuffle, uint64_t(epoch));
-    for (int k = N - 1; k > 0; --k) std::swap(order[k], order[shuffle.below(uint32_t(k + 1))]);
+    epoch_order(order, cfg.seed, epoch);
 
     double loss_sum = epoch == first_epoch ? first_loss : 0;
     for (int start = epoch == first_epoch ? int(first_next) : 0; start < N; start += cfg.batch_size) {
       if (between_steps(epoch, start, loss_sum)) break;
       const int B = std::min(cfg.batch_size, N - start);
-      for (int b = 0; b < B; ++b) {
-        float* x = batch_x.data() + size_t(b) * pixels;
-        if (train.draw) train.draw(order[start + b], uint64_t(epoch), x);
-        else std::copy_n(train.image(order[start + b]), pixels, x);
-        batch_y[b] = train.labels[order[start + b]];
-      }
+      fill_batch(train, order.data() + start, B, epoch, batch_x.data(), batch_y.data());
       const double progress = total_steps > 1 ? double(step) / double(total_steps - 1) : 1.0;
       const auto ts = std::chrono::steady_clock::now();
       const double loss = trainer.step(batch_x.data(), batch_y.data(), B, progress);
@@ -653,64 +734,16 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
   // Resumed after its training: the final epoch's per-sample correctness again (the same weights, the same bits).
   if (trained) last = evaluate_epoch(*model, sets, false);
 
-  // Each dataset's results: the training's, then its own evaluations.
-  const auto t2 = std::chrono::steady_clock::now();
-  std::vector<ModelResult> out(sets.size(), res);
-  for (size_t k = 0; k < sets.size(); ++k) {
-    ModelResult& r = out[k];
-    if (k > 0) r.train_s = 0, r.step_s.clear();  // one training: the first dataset's result carries its time
-    r.history = std::move(recorded[k].history);
-    r.circle_history = std::move(recorded[k].circle_history);
-    r.eval_s += recorded[k].eval_s;
-    r.familiar = fitted ? last[k].familiar : r.history.back().familiar;
-    r.heldout = fitted ? last[k].heldout : r.history.back().heldout;
-    r.drop = r.familiar - r.heldout;
-    const Split& heldout = sets[k]->heldout;
-    std::vector<int> n_cls(size_t(heldout.classes), 0), ok_cls(size_t(heldout.classes), 0);
-    for (int i = 0; i < heldout.size(); ++i) {
-      ++n_cls[heldout.labels[i]];
-      ok_cls[heldout.labels[i]] += last[k].heldout_ok[i];
-    }
-    for (int c = 0; c < heldout.classes; ++c)
-      r.heldout_per_class.push_back(n_cls[size_t(c)] ? double(ok_cls[size_t(c)]) / n_cls[size_t(c)] : 0.0);
-  }
-
   // The circle and the axis sweep: with a pool, their batches are shared with
-  // the copy the epochs were evaluated on, given the final weights. A dataset
-  // whose views are the first's samples takes the first's correctness.
+  // the copy the epochs were evaluated on, given the final weights.
   Model* helper = nullptr;
   if (pool && handoff.copy) {
     std::copy(model->params().values().begin(), model->params().values().end(),
               handoff.copy->params().values().begin());
     helper = handoff.copy.get();
   }
-  std::vector<const Split*> first_views;
-  std::vector<std::vector<uint8_t>> first_ok;
-  for (size_t k = 0; k < sets.size(); ++k) {
-    const Dataset& d = *sets[k];
-    ModelResult& r = out[k];
-    const std::vector<const Split*> views = to_evaluate(d, d.axis_splits(), to_evaluate(d, d.circle_splits()));
-    const bool reuse = k > 0 && views.size() == first_views.size() &&
-                       std::equal(views.begin(), views.end(), first_views.begin(),
-                                  [](const Split* a, const Split* b) { return same_samples(*a, *b); });
-    std::vector<std::vector<uint8_t>> views_ok =
-        reuse ? first_ok : correct_on(*model, helper, pool, views, [&] {
-          if (d.validation.size() > 0) r.validation = accuracy(*model, d.validation);
-          class_activation_stats(*model, d.heldout, &r);
-        });
-    if (reuse) {
-      r.validation = out[0].validation;  // the same split (same_training)
-      class_activation_stats(*model, d.heldout, &r);
-    }
-    r.circle_acc = per_view(d, d.circle_az, d.circle_splits(), &Split::azimuth, true, last[k].familiar_ok,
-                            last[k].heldout_ok, views, views_ok);
-    r.axis_acc = per_view(d, d.axis_values, d.axis_splits(), &Split::axis, false, last[k].familiar_ok,
-                          last[k].heldout_ok, views, views_ok);
-    if (k == 0) first_views = views, first_ok = std::move(views_ok);
-  }
+  std::vector<ModelResult> out = final_results(res, recorded, last, sets, fitted, *model, helper, pool);
   handoff.copy.reset();
-  const double views_s = seconds_since(t2);
-  for (ModelResult& r : out) r.circle_s = views_s / double(out.size());
   if (on_trained) on_trained(*model);
   return out;
 }
