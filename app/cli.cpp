@@ -225,7 +225,8 @@ int do_run(const RunFlags& f) {
   }
   // The run is through and its results written: its checkpoints have served.
   if (!ck.file.empty())
-    for (const std::string& m : opt.models) remove_output(model_file_path(ck.file, m));
+    for (const std::string& m : opt.models)
+      if (!find_model(m)->fit_in_one_pass) remove_output(model_file_path(ck.file, m));
   flush_stdout();
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "harness/run_flags.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -616,6 +618,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   }
   // Checkpoints: a file per model that trains by steps (one fit in one pass
   // has no training to resume), by --checkpoint or else beside --save-model's.
+  std::vector<OutputFile> checkpoints;
   if (!f.checkpoint.empty() || !f.checkpoint_every.empty() || f.resume) {
     const CheckpointInterval every = f.checkpoint_every.empty()
                                          ? CheckpointInterval{0, kDefaultCheckpointSeconds}
@@ -632,7 +635,9 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
                        "names one checkpoint for the " + std::to_string(o.models.size()) +
                            " models of --models; put {model} in it (e.g. run-{model}.ckpt) for each one's name");
     for (const std::string& m : o.models)
-      if (!find_model(m)->fit_in_one_pass) outputs.push_back({flag, flag == "--checkpoint" ? f.checkpoint : f.save_model, model_file_path(pattern, m)});
+      if (!find_model(m)->fit_in_one_pass)
+        checkpoints.push_back({flag, flag == "--checkpoint" ? f.checkpoint : f.save_model, model_file_path(pattern, m)});
+    outputs.insert(outputs.end(), checkpoints.begin(), checkpoints.end());
     o.train.checkpoint.file = pattern;
     o.train.checkpoint.every_steps = every.steps;
     o.train.checkpoint.every_seconds = every.seconds;
@@ -646,6 +651,12 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
     } catch (const std::runtime_error& e) {
       throw UsageError(out.flag, out.value, (out.file != out.value ? out.file + ": " : "") + e.what());
     }
+  }
+  // A checkpoint there already is a training to continue: only --resume may replace it.
+  for (const OutputFile& out : checkpoints) {
+    struct stat st;
+    if (!f.resume && ::stat(out.file.c_str(), &st) == 0)
+      throw UsageError(out.flag, out.value, out.file + " holds a checkpoint already: add --resume to continue from it, or remove it");
   }
   if (!f.out_json.empty()) {
     try {

@@ -279,6 +279,13 @@ TEST(Resume, ACheckpointThatDoesNotFitIsRefusedInOneLine) {
     EXPECT_NE(o.err.find(c.why), std::string::npos) << o.err;
     EXPECT_FALSE(fs::exists(dir + "out.json"));
   }
+  // A checkpoint there without --resume: a training to continue, not to overwrite.
+  write(good)();
+  const test::Outcome o = test::run("run" + flags + ck);
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_EQ(o.err, "viewgap run: error: --checkpoint '" + file + "': " + file +
+                       " holds a checkpoint already: add --resume to continue from it, or remove it\n");
+  EXPECT_EQ(slurp(file), good);
 }
 
 // A full disk at each write of a checkpoint: the run stops (exit 1, one line
