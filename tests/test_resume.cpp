@@ -22,8 +22,8 @@
 #include <tuple>
 #include <vector>
 
-#include "harness/checkpoint.h"
 #include "core/rng.h"
+#include "harness/checkpoint.h"
 #include "harness/run_flags.h"
 #include "harness/train.h"
 #include "tests/test_util.h"
