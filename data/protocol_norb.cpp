@@ -204,6 +204,14 @@ const DataFlag kToyInstancesFlag{"toy-instances", "5",
 const DataFlag kToyLightingsFlag{"toy-lightings", "6", "With --data toys: lightings per view, the first L of the six (1..6)"};
 const DataFlag kStereoDeg{"stereo-deg", "2", "With --data toys: the cameras' baseline as the angle it subtends at the toy, degrees (0..20)"};
 const DataFlag kProjection{"projection", "perspective", "With --data toys: perspective or orthographic"};
+// Added after the toys' sweeps were made: hashed only away from their defaults, so those keep their hash.
+const DataFlag kToyMinSizeFlag{"toy-min-size", "0.7",
+                           "With --data toys: each toy's size uniform in [M, 1] (1: every toy the same size; 0.01..1)",
+                           /*hashed_at_default=*/false};
+const DataFlag kToyScaleFlag{"toy-scale", "1",
+                         "With --data toys: every toy's size times S (1: a toy of size 1 fills the central two thirds "
+                         "of the frame, 1.5 all of it; 0.25..2)",
+                         /*hashed_at_default=*/false};
 
 ToyConfig configure_toys(const FlagSource& f) {
   ToyConfig t;
@@ -214,6 +222,8 @@ ToyConfig configure_toys(const FlagSource& f) {
   if (projection != "perspective" && projection != "orthographic")
     throw FlagError(kProjection.name, projection, "expected perspective or orthographic");
   t.perspective = projection == "perspective";
+  t.min_size = f.real(kToyMinSizeFlag.name, 0.01, 1);
+  t.scale = f.real(kToyScaleFlag.name, 0.25, 2);
   return t;
 }
 
@@ -229,7 +239,9 @@ std::string norb_source_text(const NorbConfig& nc) {
   std::ostringstream o;
   o << "toys (" << t.instances << " training and " << t.instances << " test toys per category, " << t.lightings
     << " lighting(s), " << (t.perspective ? "perspective" : "orthographic") << ", cameras " << t.stereo_deg
-    << " deg apart)";
+    << " deg apart";
+  if (t.min_size != kToyMinSize || t.scale != 1) o << ", sizes " << t.min_size << "..1 x " << t.scale;
+  o << ")";
   return o.str();
 }
 
@@ -240,7 +252,9 @@ nlohmann::json norb_source_json(const NorbConfig& nc) {
            {{"instances_per_split", t.instances},
             {"lightings", t.lightings},
             {"stereo_deg", t.stereo_deg},
-            {"projection", t.perspective ? "perspective" : "orthographic"}}}};
+            {"projection", t.perspective ? "perspective" : "orthographic"},
+            {"min_size", t.min_size},
+            {"scale", t.scale}}}};
 }
 
 NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d, bool window) {
@@ -434,7 +448,7 @@ Protocol toys_protocol(NorbSplitKind kind) {
            : kind == NorbSplitKind::window    ? "toys-azimuth-window"
                                               : "toys-full";
   p.source = kToysSource;
-  for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection}) p.flags.push_back(f);
+  for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection, kToyMinSizeFlag, kToyScaleFlag}) p.flags.push_back(f);
   return p;
 }
 
@@ -458,7 +472,7 @@ Source toys_source() {
   Source s = norb_source();
   s.name = kToysSource;
   s.help = "drawn in smallNORB's format";
-  for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection}) s.flags.push_back(f.name);
+  for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection, kToyMinSizeFlag, kToyScaleFlag}) s.flags.push_back(f.name);
   s.holds = [](const DataConfig& c) { return c.norb && c.norb->toys; };
   s.data_text = [](const DataConfig&) { return std::string(kToysSource); };
   return s;

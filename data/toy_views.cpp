@@ -66,6 +66,10 @@ void check(const ToyConfig& c) {
     throw std::invalid_argument("toys: " + std::to_string(c.lightings) + " lightings (1..6)");
   if (!(c.stereo_deg >= 0 && c.stereo_deg <= 20))
     throw std::invalid_argument("toys: a stereo baseline of " + std::to_string(c.stereo_deg) + " deg (0..20)");
+  if (!(c.min_size > 0 && c.min_size <= 1))
+    throw std::invalid_argument("toys: a smallest size of " + std::to_string(c.min_size) + " (0..1]");
+  if (!(c.scale >= 0.25 && c.scale <= 2))
+    throw std::invalid_argument("toys: a scale of " + std::to_string(c.scale) + " (0.25..2)");
   if (c.azimuth_step != 1 && c.azimuth_step != 2)
     throw std::invalid_argument("toys: an azimuth step of " + std::to_string(c.azimuth_step) + " codes (1 or 2)");
 }
@@ -96,24 +100,24 @@ Light toy_light(int lighting, const Camera& cam) {
   return Light{{float(d[0] / n), float(d[1] / n), float(d[2] / n)}, l.intensity, l.ambient};
 }
 
-ToyShelf::ToyShelf(int instances_per_split) : instances_(3 * instances_per_split) {
+ToyShelf::ToyShelf(int instances_per_split, double min_size, double scale) : instances_(3 * instances_per_split) {
   if (instances_per_split < 1 || instances_per_split > kToyMaxInstances)
     throw std::invalid_argument("ToyShelf: " + std::to_string(instances_per_split) + " instances per split");
   meshes_.reserve(size_t(kToyCategories) * size_t(instances_));
   for (int c = 0; c < kToyCategories; ++c)
     for (int i = 0; i < instances_; ++i) {
       Mesh m = toy_mesh(c, i);
-      const float size = float(toy_size(c, i));
+      const float size = float(toy_size(c, i, min_size) * scale);
       for (Vec3& v : m.vertices)
         for (float& x : v) x *= size;
       meshes_.push_back(std::move(m));
     }
 }
 
-double toy_size(int category, int instance) {
+double toy_size(int category, int instance, double min_size) {
   // Its own stream (seed 1): toy_mesh's (seed 0) draws stay as they are.
   Stream s(1, Purpose::Toys, uint64_t(category), uint64_t(instance));
-  return kToyMinSize + (1.0 - kToyMinSize) * s.uniform();
+  return min_size + (1.0 - min_size) * s.uniform();
 }
 
 const Mesh& ToyShelf::mesh(int category, int instance) const {
@@ -176,7 +180,7 @@ std::atomic<uint64_t> g_toy_sets{0};
 
 NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed) {
   check(cfg);
-  const auto shelf = std::make_shared<const ToyShelf>(cfg.instances);
+  const auto shelf = std::make_shared<const ToyShelf>(cfg.instances, cfg.min_size, cfg.scale);
   NorbData d;
   const std::pair<NorbSet*, const char*> sets[] = {{&d.train, "training"}, {&d.test, "testing"}, {&d.validation, "validation"}};
   for (int k = 0; k < 3; ++k) {

@@ -36,6 +36,8 @@ inline constexpr double kToyNoise = 3.0;       // grey levels (of 255)
 // toy (2 deg: 0.21 object units, a disparity of ~6 px at 96 x 96).
 inline constexpr double kToyStereoDeg = 2.0;
 inline constexpr int kToyMaxInstances = 50;    // per split
+// Toy sizes are uniform in [kToyMinSize, 1] by default (ToyConfig::min_size).
+inline constexpr double kToyMinSize = 0.7;
 
 // What --data toys (and export-norb --shapes toys) draws.
 struct ToyConfig {
@@ -43,6 +45,13 @@ struct ToyConfig {
   int lightings = kToyLightings;  // the first L of the six
   double stereo_deg = kToyStereoDeg;  // 0: both cameras at one place
   bool perspective = true;            // else orthographic, the same width at the toy's centre
+  // How large the toys stand in the frame: each toy's size is uniform in
+  // [min_size, 1] (toy_size; 1: every toy the same size, as smallNORB's
+  // "normalized object sizes"), times `scale` (1: a toy of size 1 fills the
+  // central two thirds of the 96 x 96 frame, the paper's 32 x 32 crop of 48 x 48;
+  // 1.5: the whole frame).
+  double min_size = kToyMinSize;
+  double scale = 1;
   // The records' azimuths, in smallNORB's azimuth codes (10 deg each): 2 gives
   // its 18 (0, 20, .., 340; what export-norb writes), 1 every 10 degrees (the
   // window split's grid). A record's pixels do not depend on it.
@@ -56,15 +65,14 @@ Light toy_light(int lighting, const Camera& cam);
 
 // Physical toys differ in size: toy (category, instance) stands in the scene
 // at toy_size times toy_mesh's unit bounding sphere, uniform in
-// [kToyMinSize, 1] from the stream (1, Toys, category, instance).
-inline constexpr double kToyMinSize = 0.7;
-double toy_size(int category, int instance);
+// [min_size, 1] from the stream (1, Toys, category, instance).
+double toy_size(int category, int instance, double min_size = kToyMinSize);
 
-// Every toy a configuration uses, made once (each at its toy_size): categories x 3N instances (the
-// training, test and validation toys).
+// Every toy a configuration uses, made once (each at its toy_size, times the
+// scale): categories x 3N instances (the training, test and validation toys).
 class ToyShelf {
  public:
-  explicit ToyShelf(int instances_per_split);
+  explicit ToyShelf(int instances_per_split, double min_size = kToyMinSize, double scale = 1);
   const Mesh& mesh(int category, int instance) const;
   int instances() const { return instances_; }  // per category, all three sets
 

@@ -262,6 +262,25 @@ TEST(ToyViews, OrthographicAndPerspectiveAgreeInSizeAtTheToysCentre) {
   }
 }
 
+// The shelf's sizes: toy_mesh's unit sphere times toy_size (uniform in
+// [min_size, 1]) times the scale; min_size 1 makes every toy the same size.
+TEST(ToyViews, TheShelfSizesEachToyByItsSizeAndTheScale) {
+  auto radius = [](const Mesh& m) {
+    double r = 0;
+    for (const Vec3& v : m.vertices) r = std::max(r, std::sqrt(double(v[0]) * v[0] + double(v[1]) * v[1] + double(v[2]) * v[2]));
+    return r;
+  };
+  const ToyShelf plain(1), normalised(1, 1.0), scaled(1, 1.0, 1.5);
+  for (int c = 0; c < kToyCategories; ++c)
+    for (int i = 0; i < 3; ++i) {
+      const double unit = radius(toy_mesh(c, i));
+      EXPECT_NEAR(radius(plain.mesh(c, i)) / unit, toy_size(c, i), 1e-5) << c << "," << i;
+      EXPECT_GE(toy_size(c, i), kToyMinSize);
+      EXPECT_NEAR(radius(normalised.mesh(c, i)) / unit, 1.0, 1e-5) << c << "," << i;
+      EXPECT_NEAR(radius(scaled.mesh(c, i)) / unit, 1.5, 1e-5) << c << "," << i;
+    }
+}
+
 TEST(ToyViews, BadConfigurationsAreRefused) {
   EXPECT_THROW(toy_norb_data({.instances = 0}, 0), std::invalid_argument);
   EXPECT_THROW(toy_norb_data({.instances = kToyMaxInstances + 1}, 0), std::invalid_argument);
@@ -270,6 +289,8 @@ TEST(ToyViews, BadConfigurationsAreRefused) {
   EXPECT_THROW(toy_norb_data({.stereo_deg = NAN}, 0), std::invalid_argument);
   EXPECT_THROW(toy_light(6, toy_camera(0, 30, true)), std::invalid_argument);
   EXPECT_THROW(toy_norb_data({.azimuth_step = 3}, 0), std::invalid_argument);
+  EXPECT_THROW(toy_norb_data({.min_size = 0}, 0), std::invalid_argument);
+  EXPECT_THROW(toy_norb_data({.scale = 3}, 0), std::invalid_argument);
   // smallNORB's files hold its 18 azimuths only.
   EXPECT_THROW(render_toy_split({.instances = 1, .lightings = 1, .azimuth_step = 1}, 0, NorbPart::training),
                std::invalid_argument);
