@@ -1,0 +1,55 @@
+// Evaluating a model's weights, for the training loop (harness/train.cpp):
+// internal to the harness; accuracy() and the EvalPool are train.h's.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "harness/train.h"
+
+namespace vg {
+
+// Of `splits`, those not yet in `out` that are not the familiar or held-out split (smallNORB's test set).
+std::vector<const Split*> to_evaluate(const Dataset& data, const std::vector<const Split*>& splits,
+                                      std::vector<const Split*> out = {});
+
+// Per-sample correctness on each of `splits`, in batches of kEvalBatch, the
+// batches shared between this thread (on `model`) and, given a pool and a
+// `helper` (another instance holding the same weights), one job of the pool on
+// the helper. Each batch is evaluated whole by one of them, so every bit is
+// that of this thread alone (accuracy() is this without a helper). `meanwhile`
+// runs on this thread, on `model`, once the job is posted.
+std::vector<std::vector<uint8_t>> correct_on(Model& model, Model* helper, EvalPool* pool,
+                                             const std::vector<const Split*>& splits,
+                                             const std::function<void()>& meanwhile);
+
+// Accuracy at each of `grid` over `splits`, a sample counted at the grid entry
+// its `position` matches (`circular`: modulo 360): the familiar and held-out
+// splits' per-sample correctness under the current weights is `familiar_ok` /
+// `heldout_ok`, another split's is others_ok[k] for others[k].
+std::vector<double> per_view(const Dataset& data, const std::vector<double>& grid,
+                             const std::vector<const Split*>& splits, const std::vector<float> Split::*position,
+                             bool circular, const std::vector<uint8_t>& familiar_ok,
+                             const std::vector<uint8_t>& heldout_ok, const std::vector<const Split*>& others,
+                             const std::vector<std::vector<uint8_t>>& others_ok);
+
+// ModelResult::act_*: the class activations of `split` through a model with class capsules.
+void class_activation_stats(Model& model, const Split& split, ModelResult* res);
+
+// What evaluating the weights after an epoch yields.
+struct EpochEval {
+  double familiar = 0, heldout = 0;
+  std::vector<uint8_t> familiar_ok, heldout_ok;  // per sample
+  std::vector<double> circle;                    // TrainConfig::circle_every_epoch
+};
+
+// The same images and labels, so the same correctness under any weights (the
+// batches of kEvalBatch are the same too).
+bool same_samples(const Split& a, const Split& b);
+
+// Evaluates the weights after an epoch on every dataset of `sets` (the one
+// trained on first): a familiar split with the first's samples is not
+// evaluated again, its result is the same bits.
+std::vector<EpochEval> evaluate_epoch(Model& model, const std::vector<const Dataset*>& sets, bool circle);
+
+}  // namespace vg
