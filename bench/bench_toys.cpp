@@ -52,7 +52,7 @@ BENCHMARK(BM_toys_run_data)->Unit(benchmark::kSecond)->UseRealTime()->Iterations
 // One view of one toy: both cameras rasterised (arg 0), or one lighting
 // shaded on both (arg 1), at 96 x 96.
 void BM_toys_view(benchmark::State& state) {
-  const ToyShelf shelf(5);
+  const ToyShelf shelf(ToyConfig{});
   const ToyConfig cfg{};
   ToyStereo stereo;
   std::vector<float> pair(kNorbPairBytes);

@@ -212,6 +212,13 @@ const DataFlag kToyScaleFlag{"toy-scale", "1",
                          "With --data toys: every toy's size times S (1: a toy of size 1 fills the central two thirds "
                          "of the frame, 1.5 all of it; 0.25..2)",
                          /*hashed_at_default=*/false};
+const DataFlag kToyVarietyFlag{"toy-variety", "narrow",
+                           "With --data toys: narrow (one body plan per category) or wide (animals, humans and "
+                           "airplanes each drawn from several plans, docs/toys.md)",
+                           /*hashed_at_default=*/false};
+
+// Every flag only the toys read.
+const DataFlag kToyFlags[] = {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection, kToyMinSizeFlag, kToyScaleFlag, kToyVarietyFlag};
 
 ToyConfig configure_toys(const FlagSource& f) {
   ToyConfig t;
@@ -224,6 +231,9 @@ ToyConfig configure_toys(const FlagSource& f) {
   t.perspective = projection == "perspective";
   t.min_size = f.real(kToyMinSizeFlag.name, 0.01, 1);
   t.scale = f.real(kToyScaleFlag.name, 0.25, 2);
+  const std::string variety = f.value(kToyVarietyFlag.name);
+  if (variety != "narrow" && variety != "wide") throw FlagError(kToyVarietyFlag.name, variety, "expected narrow or wide");
+  t.variety = variety == "wide" ? ToyVariety::wide : ToyVariety::narrow;
   return t;
 }
 
@@ -241,6 +251,7 @@ std::string norb_source_text(const NorbConfig& nc) {
     << " lighting(s), " << (t.perspective ? "perspective" : "orthographic") << ", cameras " << t.stereo_deg
     << " deg apart";
   if (t.min_size != kToyMinSize || t.scale != 1) o << ", sizes " << t.min_size << "..1 x " << t.scale;
+  if (t.variety == ToyVariety::wide) o << ", wide variety";
   o << ")";
   return o.str();
 }
@@ -254,7 +265,8 @@ nlohmann::json norb_source_json(const NorbConfig& nc) {
             {"stereo_deg", t.stereo_deg},
             {"projection", t.perspective ? "perspective" : "orthographic"},
             {"min_size", t.min_size},
-            {"scale", t.scale}}}};
+            {"scale", t.scale},
+            {"variety", t.variety == ToyVariety::wide ? "wide" : "narrow"}}}};
 }
 
 NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d, bool window) {
@@ -448,7 +460,7 @@ Protocol toys_protocol(NorbSplitKind kind) {
            : kind == NorbSplitKind::window    ? "toys-azimuth-window"
                                               : "toys-full";
   p.source = kToysSource;
-  for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection, kToyMinSizeFlag, kToyScaleFlag}) p.flags.push_back(f);
+  for (const DataFlag& f : kToyFlags) p.flags.push_back(f);
   return p;
 }
 
@@ -472,7 +484,7 @@ Source toys_source() {
   Source s = norb_source();
   s.name = kToysSource;
   s.help = "drawn in smallNORB's format";
-  for (const DataFlag& f : {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection, kToyMinSizeFlag, kToyScaleFlag}) s.flags.push_back(f.name);
+  for (const DataFlag& f : kToyFlags) s.flags.push_back(f.name);
   s.holds = [](const DataConfig& c) { return c.norb && c.norb->toys; };
   s.data_text = [](const DataConfig&) { return std::string(kToysSource); };
   return s;

@@ -10,14 +10,23 @@
 
 namespace vg::toys {
 
+// A parameter's range: a toy draws it uniform in (lo, hi).
+struct Span {
+  double lo, hi;
+};
+
 // One toy's parameter draws. Builders draw every parameter up front in a
 // fixed order, used or not, so one parameter's draw never shifts another's.
+// A category's body plans (toy_plans in data/toys.h) differ only in their
+// Spans, never in what is drawn or in what order: plan 0's bytes are the
+// narrow variety's whatever the other plans hold.
 class Draw {
  public:
   Draw(int category, int instance)
       : s_(0, Purpose::Toys, uint64_t(category), uint64_t(instance)), instance_(instance) {}
   // Uniform in (lo, hi).
   double operator()(double lo, double hi) { return lo + (hi - lo) * s_.uniform(); }
+  double operator()(Span r) { return (*this)(r.lo, r.hi); }
   // Uniform in 0..n-1.
   int pick(int n) { return int(s_.below(uint32_t(n))); }
   // A toy's kind (a car's body style, an airplane's engine count) cycles
@@ -30,9 +39,11 @@ class Draw {
   int instance_;
 };
 
-Mesh build_animal(Draw& d);
-Mesh build_human(Draw& d);
-Mesh build_airplane(Draw& d);
+// `plan` is one of the category's body plans (toy_plans), 0 the narrow
+// variety's only one.
+Mesh build_animal(Draw& d, int plan);
+Mesh build_human(Draw& d, int plan);
+Mesh build_airplane(Draw& d, int plan);
 Mesh build_truck(Draw& d);
 Mesh build_car(Draw& d);
 

@@ -100,14 +100,13 @@ Light toy_light(int lighting, const Camera& cam) {
   return Light{{float(d[0] / n), float(d[1] / n), float(d[2] / n)}, l.intensity, l.ambient};
 }
 
-ToyShelf::ToyShelf(int instances_per_split, double min_size, double scale) : instances_(3 * instances_per_split) {
-  if (instances_per_split < 1 || instances_per_split > kToyMaxInstances)
-    throw std::invalid_argument("ToyShelf: " + std::to_string(instances_per_split) + " instances per split");
+ToyShelf::ToyShelf(const ToyConfig& cfg) : instances_(3 * cfg.instances) {
+  check(cfg);
   meshes_.reserve(size_t(kToyCategories) * size_t(instances_));
   for (int c = 0; c < kToyCategories; ++c)
     for (int i = 0; i < instances_; ++i) {
-      Mesh m = toy_mesh(c, i);
-      const float size = float(toy_size(c, i, min_size) * scale);
+      Mesh m = toy_mesh(c, i, cfg.variety);
+      const float size = float(toy_size(c, i, cfg.min_size) * cfg.scale);
       for (Vec3& v : m.vertices)
         for (float& x : v) x *= size;
       meshes_.push_back(std::move(m));
@@ -180,7 +179,7 @@ std::atomic<uint64_t> g_toy_sets{0};
 
 NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed) {
   check(cfg);
-  const auto shelf = std::make_shared<const ToyShelf>(cfg.instances, cfg.min_size, cfg.scale);
+  const auto shelf = std::make_shared<const ToyShelf>(cfg);
   NorbData d;
   const std::pair<NorbSet*, const char*> sets[] = {{&d.train, "training"}, {&d.test, "testing"}, {&d.validation, "validation"}};
   for (int k = 0; k < 3; ++k) {

@@ -23,6 +23,7 @@
 #include "data/mesh.h"
 #include "data/norb.h"
 #include "data/raster.h"
+#include "data/toys.h"
 
 namespace vg {
 
@@ -52,6 +53,8 @@ struct ToyConfig {
   // 1.5: the whole frame).
   double min_size = kToyMinSize;
   double scale = 1;
+  // How different the toys of one category are (data/toys.h).
+  ToyVariety variety = ToyVariety::narrow;
   // The records' azimuths, in smallNORB's azimuth codes (10 deg each): 2 gives
   // its 18 (0, 20, .., 340; what export-norb writes), 1 every 10 degrees (the
   // window split's grid). A record's pixels do not depend on it.
@@ -68,11 +71,12 @@ Light toy_light(int lighting, const Camera& cam);
 // [min_size, 1] from the stream (1, Toys, category, instance).
 double toy_size(int category, int instance, double min_size = kToyMinSize);
 
-// Every toy a configuration uses, made once (each at its toy_size, times the
-// scale): categories x 3N instances (the training, test and validation toys).
+// Every toy a configuration uses, made once (each of its variety, at its
+// toy_size, times the scale): categories x 3N instances (the training, test
+// and validation toys).
 class ToyShelf {
  public:
-  explicit ToyShelf(int instances_per_split, double min_size = kToyMinSize, double scale = 1);
+  explicit ToyShelf(const ToyConfig& cfg);
   const Mesh& mesh(int category, int instance) const;
   int instances() const { return instances_; }  // per category, all three sets
 

@@ -24,23 +24,52 @@ Mesh sphere(double r, int segments) { return ellipsoid(r, r, r, segments); }
 
 }  // namespace
 
+// An animal's body plan: the ranges its proportions and pose are drawn from.
+struct AnimalPlan {
+  Span body_len;    // the body ellipsoid's length
+  Span girth;       // its height
+  Span width;       // its width / its height
+  Span leg_len;     // hip to ground
+  Span leg_r;       // thickness at the hip / girth
+  Span stride;      // degrees each leg swings
+  Span neck_len;
+  Span neck_angle;  // above horizontal
+  Span head;        // head half-length
+  Span snout;       // snout length / head
+  Span tail_len;
+  Span tail_angle;  // above horizontal, pointing back
+};
+
+// Slender (a dog, a horse, a deer), heavy (a hippo, a rhino, a bear: a deep
+// body on short thick legs, a big low head), long-necked (a giraffe, a
+// llama: long legs and a near-upright neck).
+constexpr AnimalPlan kAnimalPlans[] = {
+    {{0.9, 1.6}, {0.28, 0.46}, {0.7, 1.0}, {0.3, 1.1}, {0.11, 0.2}, {0.0, 22.0}, {0.1, 0.8}, {10.0, 75.0},
+     {0.12, 0.24}, {0.3, 1.4}, {0.1, 0.8}, {-70.0, 40.0}},
+    {{1.2, 1.8}, {0.6, 0.95}, {0.8, 1.05}, {0.2, 0.55}, {0.2, 0.3}, {0.0, 12.0}, {0.0, 0.25}, {0.0, 30.0},
+     {0.22, 0.38}, {0.2, 1.6}, {0.05, 0.3}, {-80.0, -30.0}},
+    {{0.8, 1.2}, {0.3, 0.45}, {0.7, 0.9}, {1.0, 1.6}, {0.1, 0.16}, {0.0, 20.0}, {1.0, 1.7}, {55.0, 85.0},
+     {0.1, 0.18}, {0.8, 1.6}, {0.2, 0.6}, {-80.0, -40.0}},
+};
+
 // A four-legged animal, head towards +x: an ellipsoid body on four tapered
 // legs (a walking stride swings diagonal pairs), a neck rising at an angle, a
 // head with a snout, ears of one of three kinds, and a tail.
-Mesh build_animal(Draw& d) {
-  const double body_len = d(0.9, 1.6);         // the body ellipsoid's length
-  const double girth = d(0.28, 0.46);          // its height
-  const double width = girth * d(0.7, 1.0);    // its width
-  const double leg_len = d(0.3, 1.1);          // hip to ground
-  const double leg_r = girth * d(0.11, 0.2);   // thickness at the hip
-  const double stride = d(0.0, 22.0);          // degrees each leg swings
-  const double neck_len = d(0.1, 0.8);
-  const double neck_angle = d(10.0, 75.0);     // above horizontal
-  const double head = d(0.12, 0.24);           // head half-length
-  const double snout = head * d(0.3, 1.4);     // snout length
+Mesh build_animal(Draw& d, int plan) {
+  const AnimalPlan& p = kAnimalPlans[plan];
+  const double body_len = d(p.body_len);
+  const double girth = d(p.girth);
+  const double width = girth * d(p.width);
+  const double leg_len = d(p.leg_len);
+  const double leg_r = girth * d(p.leg_r);
+  const double stride = d(p.stride);
+  const double neck_len = d(p.neck_len);
+  const double neck_angle = d(p.neck_angle);
+  const double head = d(p.head);
+  const double snout = head * d(p.snout);
   const int ears = d.pick(3);                  // round, pointed, long
-  const double tail_len = d(0.1, 0.8);
-  const double tail_angle = d(-70.0, 40.0);    // above horizontal, pointing back
+  const double tail_len = d(p.tail_len);
+  const double tail_angle = d(p.tail_angle);
 
   Mesh m;
   const double body_y = leg_len + girth * 0.3;
@@ -81,27 +110,61 @@ Mesh build_animal(Draw& d) {
   return m;
 }
 
-// A standing human figure facing +x: legs, pelvis and a torso wider at the
+// A human figure's body plan: the ranges its proportions and pose are drawn from.
+struct HumanPlan {
+  Span leg_len;    // hip height
+  Span torso_len;  // hip to shoulder
+  Span shoulder;   // half-width at the shoulders
+  Span hip;        // half-width at the hips / shoulder
+  Span depth;      // torso front-to-back / side-to-side
+  Span head_r;
+  Span arm_len;
+  Span limb_r;
+  // Each side's pose, drawn per side:
+  Span raise;      // arm out to the side, degrees from hanging (180: straight up)
+  Span arm_swing;  // arm forward (+) or back
+  Span elbow;      // forearm bent forward
+  Span spread;     // leg out to the side
+  Span leg_swing;  // leg forward (+) or back
+  Span knee;       // shin bent back
+};
+
+// Standing; in action (arms high, a long stride, knees bent: a runner, a
+// dancer); bulky (an armoured figure, a robot, an astronaut: broad and
+// thick-limbed, arms low); crouching (thighs forward, knees sharply bent).
+constexpr HumanPlan kHumanPlans[] = {
+    {{0.72, 1.0}, {0.5, 0.68}, {0.16, 0.26}, {0.7, 0.95}, {0.5, 0.7}, {0.085, 0.135}, {0.55, 0.75}, {0.032, 0.055},
+     {5.0, 95.0}, {-45.0, 70.0}, {0.0, 100.0}, {2.0, 16.0}, {-22.0, 22.0}, {0.0, 45.0}},
+    {{0.72, 1.0}, {0.5, 0.68}, {0.15, 0.24}, {0.7, 0.95}, {0.5, 0.7}, {0.085, 0.13}, {0.6, 0.8}, {0.03, 0.05},
+     {60.0, 170.0}, {-60.0, 90.0}, {0.0, 120.0}, {5.0, 30.0}, {-45.0, 45.0}, {20.0, 90.0}},
+    {{0.55, 0.8}, {0.55, 0.75}, {0.26, 0.36}, {0.8, 1.0}, {0.6, 0.85}, {0.12, 0.17}, {0.5, 0.7}, {0.06, 0.09},
+     {5.0, 40.0}, {-30.0, 40.0}, {0.0, 60.0}, {4.0, 14.0}, {-12.0, 12.0}, {0.0, 20.0}},
+    {{0.72, 1.0}, {0.5, 0.68}, {0.16, 0.26}, {0.7, 0.95}, {0.5, 0.7}, {0.085, 0.135}, {0.55, 0.75}, {0.032, 0.055},
+     {5.0, 60.0}, {0.0, 80.0}, {20.0, 110.0}, {5.0, 25.0}, {40.0, 85.0}, {70.0, 130.0}},
+};
+
+// A human figure facing +x: legs, pelvis and a torso wider at the
 // shoulders, neck and head; each arm and leg a two-segment chain posed by
 // its own angles (raised sideways, swung forward or back, bent at the elbow
 // or knee), with joints, hands and feet.
-Mesh build_human(Draw& d) {
-  const double leg_len = d(0.72, 1.0);          // hip height
-  const double torso_len = d(0.5, 0.68);        // hip to shoulder
-  const double shoulder = d(0.16, 0.26);        // half-width at the shoulders
-  const double hip = shoulder * d(0.7, 0.95);   // half-width at the hips
-  const double depth = d(0.5, 0.7);             // torso front-to-back / side-to-side
-  const double head_r = d(0.085, 0.135);
-  const double arm_len = d(0.55, 0.75);
-  const double limb_r = d(0.032, 0.055);
+Mesh build_human(Draw& d, int plan) {
+  const HumanPlan& p = kHumanPlans[plan];
+  const double leg_len = d(p.leg_len);
+  const double torso_len = d(p.torso_len);
+  const double shoulder = d(p.shoulder);
+  const double hip = shoulder * d(p.hip);
+  const double depth = d(p.depth);
+  const double head_r = d(p.head_r);
+  const double arm_len = d(p.arm_len);
+  const double limb_r = d(p.limb_r);
   double raise[2], arm_swing[2], elbow[2], spread[2], leg_swing[2], knee[2];
   for (int s = 0; s < 2; ++s) {
-    raise[s] = d(5.0, 95.0);       // arm out to the side, degrees from hanging
-    arm_swing[s] = d(-45.0, 70.0); // arm forward (+) or back
-    elbow[s] = d(0.0, 100.0);      // forearm bent forward
-    spread[s] = d(2.0, 16.0);      // leg out to the side
-    leg_swing[s] = d(-22.0, 22.0); // leg forward (+) or back
-    knee[s] = d(0.0, 45.0);        // shin bent back
+    raise[s] = d(p.raise);
+    arm_swing[s] = d(p.arm_swing);
+    elbow[s] = d(p.elbow);
+    spread[s] = d(p.spread);
+    leg_swing[s] = d(p.leg_swing);
+    knee[s] = d(p.knee);
   }
 
   Mesh m;

@@ -40,26 +40,55 @@ Mesh rounded_block(double x0, double x1, double y0, double y1, double half_width
 
 }  // namespace
 
+// An airplane's body plan: the ranges its proportions are drawn from.
+struct AirplanePlan {
+  Span len;        // fuselage length
+  Span r;          // fuselage radius
+  Span span;       // wing tip to tip / len
+  Span chord;      // wing root chord / len
+  Span taper;      // tip chord / root chord
+  Span sweep;      // leading-edge sweep, degrees
+  Span dihedral;   // degrees
+  Span wing_x;     // wing root centre behind the middle / len
+  Span tail_size;
+  Span nose_len;   // / len
+  Span tail_cone;  // / len
+  Span nacelle;    // engine radius / fuselage radius
+};
+
+// An airliner; a fighter (a short, thick fuselage, a pointed nose and a
+// broad, sharply swept, nearly delta wing set back); a light aircraft or a
+// glider (a long, straight, untapered wing).
+constexpr AirplanePlan kAirplanePlans[] = {
+    {{3.0, 5.0}, {0.17, 0.3}, {0.7, 1.25}, {0.13, 0.22}, {0.25, 0.7}, {0.0, 40.0}, {-2.0, 8.0}, {0.0, 0.12},
+     {0.8, 1.3}, {0.08, 0.2}, {0.25, 0.38}, {0.32, 0.5}},
+    {{3.0, 4.5}, {0.22, 0.38}, {0.45, 0.75}, {0.3, 0.5}, {0.05, 0.3}, {40.0, 65.0}, {-6.0, 0.0}, {0.1, 0.22},
+     {0.8, 1.2}, {0.2, 0.35}, {0.15, 0.25}, {0.3, 0.45}},
+    {{2.5, 4.0}, {0.18, 0.3}, {1.3, 2.0}, {0.09, 0.15}, {0.6, 1.0}, {0.0, 6.0}, {0.0, 6.0}, {0.0, 0.1},
+     {0.7, 1.1}, {0.1, 0.2}, {0.3, 0.45}, {0.3, 0.45}},
+};
+
 // An airplane: a lofted fuselage (rounded nose, upswept tail cone), swept
 // tapered wings low, mid or high, a tail of one of three shapes
 // (conventional, T-tail, V-tail), and 0, 2 or 4 engines under the wings (a
 // propeller on the nose when there are none).
-Mesh build_airplane(Draw& d) {
-  const double len = d(3.0, 5.0);                 // fuselage length
-  const double r = d(0.17, 0.3);                  // fuselage radius
-  const double span = len * d(0.7, 1.25);         // wing tip to tip
-  const double chord = len * d(0.13, 0.22);       // wing root chord
-  const double taper = d(0.25, 0.7);              // tip chord / root chord
-  const double sweep = d(0.0, 40.0);              // leading-edge sweep, degrees
-  const double dihedral = d(-2.0, 8.0);           // degrees
-  const double wing_x = -len * d(0.0, 0.12);      // wing root centre
+Mesh build_airplane(Draw& d, int plan) {
+  const AirplanePlan& p = kAirplanePlans[plan];
+  const double len = d(p.len);
+  const double r = d(p.r);
+  const double span = len * d(p.span);
+  const double chord = len * d(p.chord);
+  const double taper = d(p.taper);
+  const double sweep = d(p.sweep);
+  const double dihedral = d(p.dihedral);
+  const double wing_x = -len * d(p.wing_x);
   const int wing_pos = d.pick(3);                 // low, mid, high
   const int engines = 2 * d.cycle(3);             // 0, 2 or 4
   const int tail = d.pick(3);                     // conventional, T, V
-  const double tail_size = d(0.8, 1.3);
-  const double nose_len = len * d(0.08, 0.2);
-  const double tail_cone = len * d(0.25, 0.38);
-  const double nacelle = d(0.32, 0.5);            // engine radius / fuselage radius
+  const double tail_size = d(p.tail_size);
+  const double nose_len = len * d(p.nose_len);
+  const double tail_cone = len * d(p.tail_cone);
+  const double nacelle = d(p.nacelle);
 
   Mesh m;
   // Fuselage, tail end first: the tail cone rises and narrows, the nose is a

@@ -170,7 +170,7 @@ TEST(ToyViews, TrainingAndTestToysAreTheirOwnInstances) {
 TEST(ToyViews, EveryInstanceIsDistinctFromEveryOtherAtEveryViewpoint) {
   constexpr int kSide = 48, kInstances = 10;
   constexpr float kGrey = 10.f / 255.f;
-  const ToyShelf shelf(kInstances / 2);
+  const ToyShelf shelf({.instances = kInstances / 2});
   const ToyConfig cfg{.stereo_deg = 0};
   for (int c = 0; c < kToyCategories; ++c) {
     double fewest = 1;
@@ -200,7 +200,7 @@ TEST(ToyViews, EveryInstanceIsDistinctFromEveryOtherAtEveryViewpoint) {
 
 TEST(ToyViews, LightingChangesShadingButNotTheSilhouette) {
   constexpr int kSide = 96;
-  const ToyShelf shelf(5);
+  const ToyShelf shelf(ToyConfig{});
   for (int c = 0; c < kToyCategories; ++c) {
     const std::vector<float> first = clean_pair(shelf.mesh(c, 2), 40, 45, 0, kSide);
     const std::vector<bool> outline = silhouette(first, kSide, 0);
@@ -221,7 +221,7 @@ TEST(ToyViews, LightingChangesShadingButNotTheSilhouette) {
 // camera 0's moved left (the nearer the toy, the further), never up or down.
 TEST(ToyViews, TheStereoPairDiffersByAHorizontalDisparity) {
   constexpr int kSide = 96, kReach = 12;
-  const ToyShelf shelf(5);
+  const ToyShelf shelf(ToyConfig{});
   for (int c = 0; c < kToyCategories; ++c) {
     const std::vector<float> pair = clean_pair(shelf.mesh(c, 1), 100, 35, 3, kSide);
     const std::vector<bool> left = silhouette(pair, kSide, 0), right = silhouette(pair, kSide, 1);
@@ -250,7 +250,7 @@ TEST(ToyViews, OrthographicAndPerspectiveAgreeInSizeAtTheToysCentre) {
   // A toy's outline covers about as many pixels either way (the orthographic
   // view is as wide as the perspective one at the target); perspective differs.
   constexpr int kSide = 96;
-  const ToyShelf shelf(5);
+  const ToyShelf shelf(ToyConfig{});
   const ToyConfig persp{}, ortho{.perspective = false};
   for (int c = 0; c < kToyCategories; ++c) {
     const auto p = silhouette(clean_pair(shelf.mesh(c, 0), 60, 40, 0, kSide, persp), kSide, 0);
@@ -270,7 +270,7 @@ TEST(ToyViews, TheShelfSizesEachToyByItsSizeAndTheScale) {
     for (const Vec3& v : m.vertices) r = std::max(r, std::sqrt(double(v[0]) * v[0] + double(v[1]) * v[1] + double(v[2]) * v[2]));
     return r;
   };
-  const ToyShelf plain(1), normalised(1, 1.0), scaled(1, 1.0, 1.5);
+  const ToyShelf plain({.instances = 1}), normalised({.instances = 1, .min_size = 1.0}), scaled({.instances = 1, .min_size = 1.0, .scale = 1.5});
   for (int c = 0; c < kToyCategories; ++c)
     for (int i = 0; i < 3; ++i) {
       const double unit = radius(toy_mesh(c, i));
@@ -362,6 +362,8 @@ TEST(ToyViews, BadFlagsAreOneLineNamingTheFlag) {
       {"run --data toys --stereo-deg -1", "--stereo-deg '-1'"},
       {"run --data toys --stereo-deg 21", "--stereo-deg '21'"},
       {"run --data toys --projection fisheye", "--projection 'fisheye'"},
+      {"run --data toys --toy-variety medium", "--toy-variety 'medium'"},
+      {"run --data toys --toy-variety Wide", "--toy-variety 'Wide'"},
       {"run --toy-instances 3", "--toy-instances '3'"},
       {"run --data toys --split norb-translation", "--split 'norb-translation'"},
       {"run --data toys --train-azimuths 0:40", "--train-azimuths '0:40'"},

@@ -22,8 +22,11 @@
 #                                            --dr-init-std 0.1, beside the CNN on the toys' Table 2,
 #                                            30 seeds; results/provenance_toys-dr.md; about an hour)
 #        bash tools/make_results.sh toys-calibration (the toys' calibration table on the standard
-#                                            split, baselines only, 3 seeds; results/toys_calibration/;
-#                                            results/provenance_toys-calibration.md)
+#                                            split, nn1 and linear, 3 seeds; results/toys_calibration/;
+#                                            results/provenance_toys-calibration.md; ~20 minutes)
+#        bash tools/make_results.sh toys-calibration-trained (its cnn and cnn-paper rows, narrow
+#                                            and wide variety, 3 seeds; hours on 2 cores, resumable;
+#                                            results/provenance_toys-calibration-trained.md)
 #        bash tools/make_results.sh toys-gaps (only the toys' gap sweep and its figures,
 #                                            results/provenance_toys-gaps.md; ~40 minutes on 2 cores)
 #        bash tools/make_results.sh convcaps (only the paper's networks on the canonical sweep,
@@ -53,8 +56,8 @@
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
 case "${1:-}" in
-  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | figures) ;;
-  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, toys-calibration, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb, fashion or figures" >&2
+  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, toys-calibration, toys-calibration-trained, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb, fashion or figures" >&2
      exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
@@ -301,13 +304,25 @@ toys_calibration_steps() {
   # (CALIBRATION_MODELS, nn1 and linear by default; add cnn,cnn-paper for their
   # rows, hours on 2 cores): the capsules' numbers are not looked at while
   # calibrating. Resumable: an unfinished sweep continues.
-  local dir=$out/toys_calibration resume=()
-  [ -f "$dir/meta.json" ] && resume=(--resume)
-  step "toys calibration sweep" "$exe" sweep --data toys --split full --seeds 0:2 \
-    --models "${CALIBRATION_MODELS:-nn1,linear}" --standardize on --brightness 0.25 --contrast 0.8 \
-    --grid toy-min-size=0.7,1 --grid toy-scale=1,1.5 --jobs "${JOBS:-2}" --reproducible --quiet --out "$dir" "${resume[@]}"
-  step "toys calibration table" $py tools/toys_calibration.py --sweep "$dir"
+  # The trained rows (cnn, cnn-paper) are their own part, toys-calibration-trained:
+  # hours on 2 cores, over the variety alone. Each part redraws the one table.
+  local part=${1:-toys-calibration} dir=$out/toys_calibration resume=()
+  if [ "$part" = toys-calibration ]; then
+    [ -f "$dir/baselines/meta.json" ] && resume=(--resume)
+    step "toys calibration sweep, baselines" "$exe" sweep --data toys --split full --seeds 0:2 \
+      --models nn1,linear --standardize on --brightness 0.25 --contrast 0.8 \
+      --grid toy-variety=narrow,wide --grid toy-min-size=0.7,1 --grid toy-scale=1,1.5 \
+      --jobs "${JOBS:-2}" --reproducible --quiet --out "$dir/baselines" "${resume[@]}"
+  else
+    [ -f "$dir/trained/meta.json" ] && resume=(--resume)
+    step "toys calibration sweep, trained models" "$exe" sweep --data toys --split full --seeds 0:2 \
+      --models cnn,cnn-paper --standardize on --brightness 0.25 --contrast 0.8 --grid toy-variety=narrow,wide \
+      --jobs "${JOBS:-2}" --reproducible --quiet --checkpoint-every 10m --out "$dir/trained" "${resume[@]}"
+  fi
+  step "toys calibration table" $py tools/toys_calibration.py --sweep "$dir/baselines" --sweep "$dir/trained" \
+    --out "$dir/table.md"
 }
+toys_calibration_trained_steps() { toys_calibration_steps toys-calibration-trained; }
 ablation_steps() {
   # The routing/loss ablation (issue 10): {stopgrad, full} x {xent, spread} x
   # {lambda 1, the official schedule} at the seed's split and at a far gap.
@@ -340,7 +355,7 @@ table2_steps() {
 }
 # One part alone, with its own provenance (results/provenance_NAME.md).
 case "${1:-}" in
-  robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | plane | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion)
+  robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | plane | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion)
     "${1//-/_}_steps"
     summary_step
     # A *-seeds run for some protocols keeps the record of the run for the others.
