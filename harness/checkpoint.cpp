@@ -497,8 +497,12 @@ void check_resumable(const Checkpoint& c, const ModelSpec& expected, const std::
   if (c.model.shape != expected.shape)
     throw CheckpointError(file + ": holds a model for images of " + c.model.shape.text() + "; this run's are " +
                           expected.shape.text());
+  // An option the file lacks was added to the model after it was written: the
+  // training ran as the option's default for that model does.
+  const ModelOptions defaults = model_options_of(expected.name, {});
   for (const auto& [name, value] : expected.options) {
     const auto it = c.model.options.find(name);
+    if (it == c.model.options.end() && defaults.count(name) > 0 && defaults.at(name) == value) continue;
     if (it == c.model.options.end() || it->second != value)
       throw CheckpointError(file + ": holds model '" + expected.name + "' with --" + name + " " +
                             (it == c.model.options.end() ? std::string("unset") : "'" + it->second + "'") +

@@ -25,7 +25,7 @@ const char* const kOptionsHashedAlways[] = {
 
 // Options added to a model that sweeps already ran: hashed only when set, so
 // those sweeps (their default is the value they ran with) keep their hash.
-const char* const kOptionsHashedWhenSet[] = {"dr-init-std"};
+const char* const kOptionsHashedWhenSet[] = {"dr-init-std", "spread-margin-schedule"};
 
 bool hashed_option(const std::string& name, const std::string& value, const std::vector<std::string>& models) {
   for (const char* n : kOptionsHashedAlways)

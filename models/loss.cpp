@@ -21,7 +21,11 @@ LossKind parse_loss(const std::string& name) {
   throw std::invalid_argument(std::string("unknown loss (expected ") + kLossNames + ")");
 }
 
-float spread_margin(const LossConfig& cfg, double progress) {
+float spread_margin(const LossConfig& cfg, double progress, long step) {
+  if (cfg.spread_schedule == SpreadSchedule::official) {
+    const double x = std::min(10.0, double(step) / 50000.0 - 4.0);
+    return float(0.2 + 0.79 / (1.0 + std::exp(-x)));
+  }
   const double p = std::clamp(progress, 0.0, 1.0);
   return float(cfg.spread_from + (double(cfg.spread_to) - cfg.spread_from) * p);
 }
@@ -90,14 +94,14 @@ double margin(float* d, const float* s, const int* labels, int B, int C, const L
 }  // namespace
 
 double loss_forward_backward(const LossConfig& cfg, float* dscores, const float* scores,
-                             const int* labels, int B, int C, double progress) {
+                             const int* labels, int B, int C, double progress, long step) {
   // A non-finite score is a non-finite loss, whatever the loss: the hinge of
   // the spread and margin losses (max(0, m - NaN) = 0) would otherwise hide it.
   for (int k = 0; k < B * C; ++k)
     if (!std::isfinite(scores[k])) return NAN;
   switch (cfg.kind) {
     case LossKind::xent: return softmax_xent(dscores, scores, labels, B, C);
-    case LossKind::spread: return spread(dscores, scores, labels, B, C, spread_margin(cfg, progress));
+    case LossKind::spread: return spread(dscores, scores, labels, B, C, spread_margin(cfg, progress, step));
     case LossKind::margin: return margin(dscores, scores, labels, B, C, cfg);
   }
   return 0.0;

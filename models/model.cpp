@@ -110,7 +110,9 @@ double Trainer::step(const float* images, const int* labels, int B, double progr
   double loss;
   {
     LayerScope t(model_.profiler(), "loss", false);
-    loss = loss_forward_backward(model_.loss(), dscores_.data(), scores, labels, B, model_.classes(), progress);
+    // Adam's count is the steps taken before this one: the global step, restored with a checkpoint.
+    loss = loss_forward_backward(model_.loss(), dscores_.data(), scores, labels, B, model_.classes(), progress,
+                                 adam_.steps());
   }
   loss += model_.model_loss();
   if (!std::isfinite(loss)) return loss;  // no update: the caller finds the layer

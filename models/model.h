@@ -265,7 +265,8 @@ class Trainer final : private GradientSink {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
   // Trains on images (B of the model's ImageShape) with labels; `progress` is the fraction of
-  // training done (the spread loss anneals its margin with it). Returns the
+  // training done (the spread loss anneals its margin with it, or with the
+  // optimizer's step count under SpreadSchedule::official). Returns the
   // batch's mean loss; a NaN/Inf loss is returned before backward and Adam, so
   // the weights stay as they were for the caller to find the layer at fault.
   double step(const float* images, const int* labels, int B, double progress);

@@ -30,6 +30,9 @@ const std::vector<ModelOption>& model_options() {
       {"loss", OptionKind::choice, "xent",
        "Capsule models' loss: xent (the seed's logits), spread (the paper's, on activations) or margin (Sabour et al.)"},
       {"spread-margin", OptionKind::range, "0.2:0.9", "Spread loss margin A:B, annealed linearly over training"},
+      {"spread-margin-schedule", OptionKind::choice, "linear",
+       "How the spread margin grows: linear (--spread-margin A to B over the training's steps) or official "
+       "(capsule_em: 0.2 + 0.79 sigmoid(min(10, step / 50000 - 4)) of the global step, 0.9 only after ~400k steps)"},
       {"dr-iters", OptionKind::integer, "3", "Routing-by-agreement iterations of the model 'dr'"},
       {"recon-weight", OptionKind::real, "0.0005",
        "Weight of dr's reconstruction loss (sum of squared pixel errors, batch mean); 0: no decoder"},
@@ -139,6 +142,9 @@ LossConfig loss_config(const ModelOptions& opts) {
   }
   if (loss.spread_from > loss.spread_to)
     throw ModelOptionError("spread-margin", m, "the margin must grow: A <= B");
+  loss.spread_schedule = choice(opts, "spread-margin-schedule", {"linear", "official"}) == "official"
+                             ? SpreadSchedule::official
+                             : SpreadSchedule::linear;
   return loss;
 }
 
@@ -336,7 +342,8 @@ bool matches(const ModelEntry& e, const std::string& name) {
 const std::vector<ModelEntry>& model_registry() {
   static const std::vector<ModelEntry> models = {
       {"caps", "matrix capsules with EM routing (the seed's)",
-       {"em-iters", "em-lambda", "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "loss", "spread-margin"},
+       {"em-iters", "em-lambda", "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "loss", "spread-margin",
+        "spread-margin-schedule"},
        make_caps, caps_params, nullptr, false, nullptr,
        // The seed's stop-gradient is not forward's gradient; after 3 full
        // iterations a variance can sit at its floor, where the loss bends on a
@@ -358,7 +365,7 @@ const std::vector<ModelEntry>& model_registry() {
        "67,154 parameters at the defaults and 32 x 32 (68,754 with two input channels)",
        {"caps-a", "caps-b", "caps-c", "caps-d", "caps-k", "em-norm", "coord-add", "em-iters", "em-lambda",
         "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm", "em-grad", "em-logit", "em-mean",
-        "em-class-lambda", "loss", "spread-margin"},
+        "em-class-lambda", "loss", "spread-margin", "spread-margin-schedule"},
        make_convcaps, convcaps_params, "caps-a", false, convcaps_activations,
        // A small network keeps the check fast; the full backward through 2 iterations as caps's.
        {{"em-grad", "full"}, {"em-iters", "2"}, {"caps-a", "4"}, {"caps-b", "2"}, {"caps-c", "3"}, {"caps-d", "3"}},
@@ -447,8 +454,10 @@ std::string option_ignored(const std::string& name, const std::string& option, c
              "' by default, which sets lambda (add --em-lambda-schedule fixed, or give the final one as official:FINAL)";
     return "--em-lambda-schedule '" + sched + "' sets lambda (give the final one as official:FINAL)";
   }
-  if (option == "spread-margin" && option_value(opts, "loss") != "spread")
+  if ((option == "spread-margin" || option == "spread-margin-schedule") && option_value(opts, "loss") != "spread")
     return "--loss '" + option_value(opts, "loss") + "' has no margin (it applies with --loss spread)";
+  if (option == "spread-margin" && option_value(opts, "spread-margin-schedule") == "official")
+    return "--spread-margin-schedule 'official' sets the margin (0.2 + 0.79 sigmoid(min(10, step / 50000 - 4)))";
   return "";
 }
 

@@ -442,6 +442,28 @@ TEST(Checkpoint, AnotherModelOrOtherShapesAreRefused) {
   EXPECT_THROW(load_model(unknown, kBatch, "f.vgm"), CheckpointError);
 }
 
+// A checkpoint written before an option was added to its model resumes where
+// the run leaves the option at the model's default, and only there.
+TEST(Checkpoint, AnOptionAddedSinceTheFileCountsAsTheModelsDefault) {
+  Checkpoint c;
+  c.model = {"convcaps", model_options_of("convcaps", {}), ImageShape{}};
+  const ModelSpec now = c.model;
+  c.model.options.erase("spread-margin-schedule");
+  c.progress = TrainingProgress{};
+  c.config = "{}";
+  c.config_hash = checkpoint_config_hash(c.config);
+  EXPECT_NO_THROW(check_resumable(c, now, c.config, "old.vgck"));
+  ModelSpec official = now;
+  official.options["spread-margin-schedule"] = "official";
+  try {
+    check_resumable(c, official, c.config, "old.vgck");
+    ADD_FAILURE() << "no error";
+  } catch (const CheckpointError& e) {
+    EXPECT_STREQ(e.what(),
+                 "old.vgck: holds model 'convcaps' with --spread-margin-schedule unset; this run's is 'official'");
+  }
+}
+
 // A FIFO (read at once: never waits for a writer), a directory or a missing
 // file where the file belongs.
 TEST(Checkpoint, AFifoOrADirectoryIsRefusedWithoutWaiting) {

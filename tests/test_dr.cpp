@@ -330,7 +330,7 @@ double train_loss(DrNet& m, const std::vector<float>& x, const std::vector<int>&
   std::vector<float> scratch(size_t(B) * kNumClasses);
   m.set_training_labels(y.data());
   const float* s = m.forward(x.data(), B);
-  const double l = loss_forward_backward(m.loss(), d ? d : scratch.data(), s, y.data(), B, kNumClasses, 0.5) +
+  const double l = loss_forward_backward(m.loss(), d ? d : scratch.data(), s, y.data(), B, kNumClasses, 0.5, 0) +
                    m.model_loss();
   m.set_training_labels(nullptr);
   return l;

@@ -350,7 +350,7 @@ TEST(ImageShape, EveryRegisteredModelsGradientHoldsOnALargerCanvas) {
     auto loss = [&](float* d) {
       std::vector<float> scratch(size_t(B) * shape.classes);
       return loss_forward_backward(m->loss(), d ? d : scratch.data(), m->forward(x.data(), B), y.data(), B,
-                                   shape.classes, 0.5) +
+                                   shape.classes, 0.5, 0) +
              m->model_loss();
     };
     std::vector<float> d(size_t(B) * shape.classes);

@@ -17,7 +17,7 @@ constexpr int B = 6, C = 5;
 std::vector<float> scores_for(LossKind kind, const LossConfig& cfg, double progress, uint64_t tag) {
   auto s = test::randn(B * C, tag, 2.f);
   if (kind == LossKind::xent) return s;
-  const float m = spread_margin(cfg, progress);
+  const float m = spread_margin(cfg, progress, 0);
   for (int b = 0; b < B; ++b)
     for (int k = 0; k < C; ++k) {
       float& x = s[b * C + k];
@@ -47,7 +47,7 @@ TEST(Loss, GradientsMatchCentralFiniteDifferences) {
     for (double progress : {0.0, 0.4, 1.0}) {
       auto s = scores_for(kind, cfg, progress, 1 + int(progress * 10));
       std::vector<float> d(B * C), scratch(B * C);
-      const double l0 = loss_forward_backward(cfg, d.data(), s.data(), y.data(), B, C, progress);
+      const double l0 = loss_forward_backward(cfg, d.data(), s.data(), y.data(), B, C, progress, 0);
       EXPECT_GT(l0, 0) << loss_name(kind);
       // h = 2^-10 is exact in float near these values; the hinge losses are
       // piecewise quadratic (central differences exact up to rounding away from
@@ -56,9 +56,9 @@ TEST(Loss, GradientsMatchCentralFiniteDifferences) {
       for (int k = 0; k < B * C; ++k) {
         const float x0 = s[k];
         s[k] = x0 + h;
-        const double lp = loss_forward_backward(cfg, scratch.data(), s.data(), y.data(), B, C, progress);
+        const double lp = loss_forward_backward(cfg, scratch.data(), s.data(), y.data(), B, C, progress, 0);
         s[k] = x0 - h;
-        const double lm = loss_forward_backward(cfg, scratch.data(), s.data(), y.data(), B, C, progress);
+        const double lm = loss_forward_backward(cfg, scratch.data(), s.data(), y.data(), B, C, progress, 0);
         s[k] = x0;
         EXPECT_NEAR((lp - lm) / (2 * h), d[k], 2e-5) << loss_name(kind) << " progress " << progress << " k " << k;
       }
@@ -68,10 +68,28 @@ TEST(Loss, GradientsMatchCentralFiniteDifferences) {
 
 TEST(Loss, SpreadMarginIsAnnealedLinearlyFrom02To09) {
   LossConfig cfg;
-  EXPECT_FLOAT_EQ(spread_margin(cfg, 0.0), 0.2f);
-  EXPECT_FLOAT_EQ(spread_margin(cfg, 0.5), 0.55f);
-  EXPECT_FLOAT_EQ(spread_margin(cfg, 1.0), 0.9f);
-  EXPECT_FLOAT_EQ(spread_margin(cfg, 2.0), 0.9f);  // clamped
+  EXPECT_FLOAT_EQ(spread_margin(cfg, 0.0, 0), 0.2f);
+  EXPECT_FLOAT_EQ(spread_margin(cfg, 0.5, 0), 0.55f);
+  EXPECT_FLOAT_EQ(spread_margin(cfg, 1.0, 0), 0.9f);
+  EXPECT_FLOAT_EQ(spread_margin(cfg, 2.0, 0), 0.9f);  // clamped
+}
+
+// capsule_em's margin 0.2 + 0.79 sigmoid(min(10, step / 50000 - 4)) of the
+// global step, whatever the training's progress; stored as a float: half an
+// ulp of 1 (6e-8) beside the double's rounding.
+TEST(Loss, TheOfficialSpreadMarginFollowsTheGlobalStep) {
+  LossConfig cfg;
+  cfg.kind = LossKind::spread;
+  cfg.spread_schedule = SpreadSchedule::official;
+  auto official = [](double x) { return 0.2 + 0.79 / (1 + std::exp(-x)); };
+  EXPECT_NEAR(spread_margin(cfg, 0.0, 0), official(-4), 1e-7);
+  EXPECT_NEAR(spread_margin(cfg, 1.0, 0), official(-4), 1e-7);  // progress plays no part
+  EXPECT_NEAR(spread_margin(cfg, 0.5, 200000), 0.595, 1e-7);    // sigmoid(0) = 1/2
+  EXPECT_NEAR(spread_margin(cfg, 0.5, 400000), official(4), 1e-7);
+  EXPECT_NEAR(spread_margin(cfg, 0.5, 700000), official(10), 1e-7);
+  EXPECT_EQ(spread_margin(cfg, 0.5, 10000000), spread_margin(cfg, 0.5, 700000));  // clamped at 10
+  cfg.spread_schedule = SpreadSchedule::linear;
+  EXPECT_FLOAT_EQ(spread_margin(cfg, 0.5, 400000), 0.55f);  // the step plays no part
 }
 
 TEST(Loss, ValuesFollowThePapersDefinitions) {
@@ -81,19 +99,19 @@ TEST(Loss, ValuesFollowThePapersDefinitions) {
   // Spread, margin 0.2 at the start: only class 2 is within the margin of the target.
   cfg.kind = LossKind::spread;
   const float a[3] = {0.9f, 0.5f, 0.8f};
-  EXPECT_NEAR(loss_forward_backward(cfg, d, a, y, 1, 3, 0.0), std::pow(0.2 - 0.1, 2), 1e-7);
+  EXPECT_NEAR(loss_forward_backward(cfg, d, a, y, 1, 3, 0.0, 0), std::pow(0.2 - 0.1, 2), 1e-7);
   EXPECT_EQ(d[1], 0.f);
   EXPECT_NEAR(d[2], 2 * 0.1, 1e-6);
   EXPECT_NEAR(d[0], -2 * 0.1, 1e-6);
   // Margin: target below m+ = 0.9, one wrong class above m- = 0.1 (weighted 0.5).
   cfg.kind = LossKind::margin;
   const float s[3] = {0.7f, 0.05f, 0.3f};
-  EXPECT_NEAR(loss_forward_backward(cfg, d, s, y, 1, 3, 0.0), 0.2 * 0.2 + 0.5 * 0.2 * 0.2, 1e-6);
+  EXPECT_NEAR(loss_forward_backward(cfg, d, s, y, 1, 3, 0.0, 0), 0.2 * 0.2 + 0.5 * 0.2 * 0.2, 1e-6);
   EXPECT_EQ(d[1], 0.f);
   // Cross-entropy of equal logits is log C.
   cfg.kind = LossKind::xent;
   const float l[3] = {1.f, 1.f, 1.f};
-  EXPECT_NEAR(loss_forward_backward(cfg, d, l, y, 1, 3, 0.0), std::log(3.0), 1e-7);
+  EXPECT_NEAR(loss_forward_backward(cfg, d, l, y, 1, 3, 0.0, 0), std::log(3.0), 1e-7);
 }
 
 TEST(Loss, NamesParseAndUnknownNamesListTheValidOnes) {
@@ -117,7 +135,7 @@ TEST(Loss, NonFiniteScoresGiveANonFiniteLossForEveryLoss) {
       s[7] = bad;
       LossConfig c;
       c.kind = k;
-      EXPECT_FALSE(std::isfinite(loss_forward_backward(c, d.data(), s.data(), labels, 2, 5, 0.5)))
+      EXPECT_FALSE(std::isfinite(loss_forward_backward(c, d.data(), s.data(), labels, 2, 5, 0.5, 0)))
           << int(k) << " " << bad;
     }
 }

@@ -192,7 +192,7 @@ double loss_of(Model& m, const std::vector<float>& x, const std::vector<int>& y,
                float* d = nullptr) {
   std::vector<float> scratch(size_t(B) * kNumClasses);
   return loss_forward_backward(m.loss(), d ? d : scratch.data(), m.forward(x.data(), B), y.data(), B,
-                               kNumClasses, 0.5);
+                               kNumClasses, 0.5, 0);
 }
 
 // For each tensor: the directional derivative along the analytic gradient, and
