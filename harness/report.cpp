@@ -152,6 +152,10 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
       {"match_familiar", opt.match_familiar.empty() ? nlohmann::json(nullptr) : nlohmann::json(opt.match_familiar)},
       {"stop_check_every", t.stop_every > 0 ? nlohmann::json(t.stop_every) : nlohmann::json(nullptr)},
   };
+  // A budget and a schedule where set only: the configuration of a run
+  // without them (a checkpoint's CONF, which --resume compares) is as it was.
+  if (t.max_steps > 0) j["max_steps"] = t.max_steps;
+  if (t.lr_schedule.kind != LrScheduleKind::constant) j["lr_schedule"] = lr_schedule_text(t.lr_schedule);
   // The views that ran (smallNORB's files', not the rendering flags'), and
   // the protocol and data source that chose them.
   j.update(views_json(opt.data));

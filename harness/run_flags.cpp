@@ -43,10 +43,19 @@ namespace {
 const FlagSpec kRunFlags[] = {
     {"seed", &RunFlags::seed, "Seed of data, initialisation and shuffling"},
     {"n-epochs", &RunFlags::n_epochs, "Training epochs"},
+    {"max-steps", &RunFlags::max_steps,
+     "A budget of training steps beside --n-epochs: training ends at whichever comes first, the last epoch at "
+     "its step (evaluated on the images it saw)",
+     false},
     {"lr", &RunFlags::lr, "Adam learning rate"},
     {"model-lr", &RunFlags::model_lr,
      "Learning rates of some models, MODEL=LR[,MODEL=LR...]; the others train at --lr (a model's best rate "
      "depends on the data: dr needs 1e-3 on the toys)",
+     false},
+    {"lr-schedule", &RunFlags::lr_schedule,
+     "Each model's rate over training, a function of the step: constant, exp:RATE:STEPS (RATE^(step/STEPS); "
+     "capsule_em's exp:0.96:20000), exp-staircase:RATE:STEPS (RATE^floor(step/STEPS)) or cosine[:FLOOR] (down to "
+     "FLOOR x the rate, default 0, over the training's steps)",
      false},
     {"batch-size", &RunFlags::batch_size, "Training batch size"},
     {"threads", &RunFlags::threads,
@@ -518,6 +527,9 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   o.train.seed = uint64_t(parse_int("--seed", f.seed, 0, (1ll << 53)));
   o.train.n_epochs = int(parse_int("--n-epochs", f.n_epochs, 1, 100000));
   o.train.lr = float(parse_real("--lr", f.lr, 0, 10, true, true));
+  if (!f.max_steps.empty()) o.train.max_steps = long(parse_int("--max-steps", f.max_steps, 1, 1000000000000ll));
+  if (const std::string why = parse_lr_schedule(f.lr_schedule, &o.train.lr_schedule); !why.empty())
+    throw UsageError("--lr-schedule", f.lr_schedule, why);
   o.train.batch_size = int(parse_int("--batch-size", f.batch_size, 1, 4096));
   *threads = int(parse_int("--threads", f.threads, 1, 1024));
   o.reproducible = f.reproducible;
@@ -558,7 +570,8 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   check_models("--models", f.models, o.models, o.train.model, data_shape(f, o.data));
   // Models fit in one pass (nn1) take no training step: the training flags would do nothing.
   if (std::all_of(o.models.begin(), o.models.end(), [](const std::string& m) { return find_model(m)->fit_in_one_pass; }))
-    for (const char* name : {"n-epochs", "lr", "batch-size", "stop-at-familiar", "stop-check-every"})
+    for (const char* name : {"n-epochs", "max-steps", "lr", "lr-schedule", "batch-size", "stop-at-familiar",
+                             "stop-check-every"})
       if (flag_set(f, defaults, name))
         throw UsageError(std::string("--") + name, *run_flag(f, name),
                          "no model in --models '" + f.models + "' trains (each is fit in one pass)");
@@ -595,6 +608,13 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   const TrainingSize train = protocol.training_size(o.data);
   if (o.train.batch_size > train.images)
     throw UsageError("--batch-size", f.batch_size, "larger than the training set (" + train.text + ")");
+  // A budget the epochs end before would do nothing.
+  const long steps_per_epoch = long((train.images + o.train.batch_size - 1) / o.train.batch_size);
+  if (o.train.max_steps > 0 && o.train.total_steps(steps_per_epoch) < o.train.max_steps)
+    throw UsageError("--max-steps", f.max_steps,
+                     "never reached: --n-epochs " + f.n_epochs + " ends training after " +
+                         std::to_string(o.train.total_steps(steps_per_epoch)) + " steps (" +
+                         std::to_string(steps_per_epoch) + " an epoch); raise --n-epochs");
   if (sweep) return o;
   check_memory(f, o, 1, "1", 1, *threads);
 

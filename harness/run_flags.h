@@ -41,6 +41,8 @@ struct RunFlags {
   std::string models = default_models_flag();
   std::string stop_at_familiar, match_familiar, stop_check_every;  // "": off / after each epoch
   std::string model_lr;  // "": every model at --lr
+  std::string max_steps;  // "": no budget beyond --n-epochs
+  std::string lr_schedule = "constant";  // harness/schedule.h
   ModelOptions model = default_model_options();  // --cnn-hidden, --em-*, --loss, ...: the models' own
   ModelOptions protocol = default_protocol_flags();  // --train-shift, ...: the protocols' own (data/protocol.h)
   std::string out_json, dump;

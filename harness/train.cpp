@@ -252,7 +252,9 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
   std::vector<float> batch_x(size_t(cfg.batch_size) * pixels);
   std::vector<int> batch_y(cfg.batch_size);
   const long steps_per_epoch = (N + cfg.batch_size - 1) / cfg.batch_size;
-  const long total_steps = cfg.n_epochs * steps_per_epoch;  // the cap: the spread margin anneals over it
+  // The cap: the linear spread margin anneals, and a cosine schedule decays, over it.
+  const long total_steps = cfg.total_steps(steps_per_epoch);
+  const double base_lr = cfg.lr_of(name);
   long step = 0;
   res.step_loss.reserve(size_t(total_steps));
   res.step_s.reserve(size_t(total_steps));
@@ -424,16 +426,20 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
     std::error_code ec;
     if (std::filesystem::symlink_status(ck_file, ec).type() != std::filesystem::file_type::not_found) restore();
   }
-  for (int epoch = first_epoch; epoch <= cfg.n_epochs && !fitted && !trained; ++epoch) {
+  // A budget of steps (max_steps) ends the last epoch at its step: that epoch
+  // is evaluated and recorded as any other, on the images it saw.
+  for (int epoch = first_epoch; epoch <= cfg.n_epochs && step < total_steps && !fitted && !trained; ++epoch) {
     const auto t0 = std::chrono::steady_clock::now();
     epoch_order(order, cfg.seed, epoch);
 
     double loss_sum = epoch == first_epoch ? first_loss : 0;
-    for (int start = epoch == first_epoch ? int(first_next) : 0; start < N; start += cfg.batch_size) {
+    for (int start = epoch == first_epoch ? int(first_next) : 0; start < N && step < total_steps;
+         start += cfg.batch_size) {
       if (between_steps(epoch, start, loss_sum)) break;
       const int B = std::min(cfg.batch_size, N - start);
       fill_batch(train, order.data() + start, B, epoch, batch_x.data(), batch_y.data());
       const double progress = total_steps > 1 ? double(step) / double(total_steps - 1) : 1.0;
+      trainer.optimizer().set_lr(float(base_lr * lr_factor(cfg.lr_schedule, step, total_steps)));
       const auto ts = std::chrono::steady_clock::now();
       const double loss = trainer.step(batch_x.data(), batch_y.data(), B, progress);
       res.step_s.push_back(seconds_since(ts));
@@ -475,7 +481,7 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
       record(st, std::move(ev), seconds_since(t1));
     }
     if (res.stopped_early) break;
-    if (cfg.stop && cfg.stop_every == 0 && epoch < cfg.n_epochs &&
+    if (cfg.stop && cfg.stop_every == 0 && step < total_steps &&
         cfg.stop(StopCheck{epoch, step, accuracy(*model, data.validation)})) {
       res.stopped_early = true;
       break;

@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "harness/schedule.h"
 #include "models/model.h"
 #include "models/registry.h"
 
 namespace vg {
 
-// The stopping-rule seam. Training runs at most n_epochs; every `stop_every`
+// The stopping-rule seam. Training runs at most n_epochs (and max_steps); every `stop_every`
 // steps (0: after each epoch) the rule, if any, may end it early. It sees the
 // accuracy on the familiar *validation* split (Dataset::validation), never on
 // a test split. `progress` for the loss always counts against the cap, so an
@@ -53,11 +54,19 @@ struct TrainConfig {
     const auto it = model_lr.find(name);
     return it == model_lr.end() ? lr : it->second;
   }
+  // The steps a training of `steps_per_epoch` an epoch takes: n_epochs of
+  // them, or max_steps where that comes first (the last epoch then ends early).
+  long total_steps(long steps_per_epoch) const {
+    const long epochs = long(n_epochs) * steps_per_epoch;
+    return max_steps > 0 && max_steps < epochs ? max_steps : epochs;
+  }
   uint64_t seed = 0;
   int n_epochs = 10;
+  long max_steps = 0;  // --max-steps: a budget of steps beside n_epochs; 0: none
   int batch_size = 32;
   float lr = 2e-3f;
   std::map<std::string, float> model_lr;  // --model-lr: these models' own rates
+  LrSchedule lr_schedule;                 // --lr-schedule: each model's rate times its factor at each step
   ModelOptions model;  // the models' own options (--cnn-hidden, --em-*, --loss, ...), as typed
   bool circle_every_epoch = false;  // also evaluate the circle split after each epoch
   StopRule stop;                    // empty: all n_epochs

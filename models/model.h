@@ -73,6 +73,8 @@ class Adam {
   const std::vector<float>& m() const { return m_; }
   const std::vector<float>& v() const { return v_; }
   void restore(long steps, const std::vector<float>& m, const std::vector<float>& v);
+  // The rate of the steps from the next on (a schedule sets it before each step).
+  void set_lr(float lr) { cfg_.lr = lr; }
 
  private:
   AdamConfig cfg_;

@@ -140,6 +140,16 @@ TEST(Resume, TheStoppingRuleAndAnotherThreadCountResumeBitForBit) {
                   " --threads 2");
 }
 
+// Schedules of the step (a cosine rate over a budget of 5 steps, the official
+// spread margin, an exponential decay) resume to the bits of a run never stopped.
+TEST(Resume, SchedulesAndABudgetResumeBitForBit) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  kill_and_resume("schedules",
+                  " --seed 3 --models caps,cnn --loss spread --spread-margin-schedule official --lr-schedule cosine"
+                  " --max-steps 5" + kTiny, 3);
+  kill_and_resume("decay", " --seed 3 --models cnn --lr-schedule exp-staircase:0.5:2" + kTiny, 4);
+}
+
 // A sweep killed at a seeded random file call, with a checkpoint of each
 // training every step, resumes to the tables of one never stopped; its
 // checkpoints are gone at the end.

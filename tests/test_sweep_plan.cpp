@@ -116,6 +116,27 @@ TEST(SweepPlan, AnOptionAddedToARunModelIsHashedOnlyWhenSet) {
   EXPECT_NE(config_hash(set), config_hash(before));
 }
 
+// A budget and the schedules, added after sweeps ran, are hashed only when
+// set: at their defaults every sweep keeps its hash.
+TEST(SweepPlan, BudgetsAndSchedulesAreHashedOnlyWhenSet) {
+  SweepFlags f = sweep_flags("0:1", "0,60");
+  f.run.models = "caps,convcaps";
+  const nlohmann::json before = plan_sweep(f).config;
+  for (const char* name : {"max-steps", "lr-schedule", "spread-margin-schedule"})
+    EXPECT_FALSE(before.at("run_flags").contains(name)) << name;
+  f.run.lr_schedule = "constant";
+  f.run.model["spread-margin-schedule"] = "linear";
+  EXPECT_EQ(config_hash(plan_sweep(f).config), config_hash(before));
+  f.run.max_steps = "100";
+  f.run.lr_schedule = "exp:0.96:20000";
+  f.run.model["spread-margin-schedule"] = "official";
+  const nlohmann::json set = plan_sweep(f).config;
+  EXPECT_EQ(set.at("run_flags").at("max-steps"), "100");
+  EXPECT_EQ(set.at("run_flags").at("lr-schedule"), "exp:0.96:20000");
+  EXPECT_EQ(set.at("run_flags").at("spread-margin-schedule"), "official");
+  EXPECT_NE(config_hash(set), config_hash(before));
+}
+
 // An elevation extrapolation's gaps move its held-out band (60:80, 20 wide)
 // beyond the training band (10:50); --gaps 0 and --gaps given differ in hash.
 TEST(SweepPlan, ElevationGapsMoveTheHeldOutBand) {
