@@ -435,7 +435,8 @@ void norb_train_sample(const uint8_t* pair, const NorbPrep& prep, Stream& rng, f
   constexpr uint32_t kPositions = kNorbHalfSide - kNorbCropSide + 1;  // 17
   const int row0 = int(rng.below(kPositions)), col0 = int(rng.below(kPositions));
   const float ub = float(rng.uniform()), uc = float(rng.uniform());
-  crop_channels(pair, prep.cameras, row0, col0, dst);
+  if (prep.centre_train_crops) crop_channels(pair, prep.cameras, kNorbCentreOffset, kNorbCentreOffset, dst);
+  else crop_channels(pair, prep.cameras, row0, col0, dst);
   norb_jitter(dst, norb_channels(prep.cameras), prep, ub, uc);
   norb_standardize(dst, norb_channels(prep.cameras), prep);
 }

@@ -311,12 +311,12 @@ Protocol norb_plane_protocol(const PlaneFactor& f, const char* name, void (*conf
   p.bytes = files.bytes;
   p.too_big = files.too_big;
   p.views = files.views;
-  // The files' flags but --standardize: it standardises the paper's crops
-  // (data/norb.h: norb_sample), and the window here is not one, so the flag
-  // is refused with these splits instead of ignored.
+  // The files' flags but --standardize and --train-crops: they act on the
+  // paper's crops (data/norb.h: NorbPrep), and the window here is not one, so
+  // these splits refuse them instead of ignoring them.
   p.flags = {f.train, f.test, f.count};
   for (const DataFlag& d : files.flags)
-    if (d.name != std::string("standardize")) p.flags.push_back(d);
+    if (d.name != std::string("standardize") && d.name != std::string("train-crops")) p.flags.push_back(d);
   return p;
 }
 

@@ -185,6 +185,11 @@ const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-tra
 const DataFlag kCameras{"cameras", "both", "With --data norb or toys: both (2 input channels), first or second"};
 const DataFlag kBrightness{"brightness", "0", "With --data norb or toys: training brightness jitter, uniform in +-B (0..1)"};
 const DataFlag kContrast{"contrast", "0", "With --data norb or toys: training contrast jitter, a factor uniform in 1 +- C (0..1)"};
+// Added after sweeps of these protocols were made: hashed only when set.
+const DataFlag kTrainCrops{"train-crops", "random",
+                           "With --data norb or toys and their paper or full splits: random (the paper's 32x32 crops "
+                           "of 48x48) or centre (as evaluation's: LeCun et al. 2004's baselines saw no jitter)",
+                           false};
 }  // namespace
 
 // Added after sweeps of these protocols were made: hashed only when set.
@@ -301,6 +306,9 @@ NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d, bool window
   const std::string standardize = f.value(kStandardize.name);
   if (standardize != "on" && standardize != "off") throw FlagError(kStandardize.name, standardize, "expected on or off");
   c.prep.standardize = standardize == "on";
+  const std::string crops = f.value(kTrainCrops.name);
+  if (crops != "random" && crops != "centre") throw FlagError(kTrainCrops.name, crops, "expected random or centre");
+  c.prep.centre_train_crops = crops == "centre";
   const std::string stop = f.value("stop-at-familiar"), match = f.value("match-familiar");
   if (!c.toys && (!stop.empty() || !match.empty()))
     throw FlagError(stop.empty() ? "match-familiar" : "stop-at-familiar", stop.empty() ? match : stop,
@@ -382,7 +390,8 @@ std::string degrees(const std::vector<double>& v) {
 std::string describe(const DataConfig& cfg, const Dataset& d) {
   std::ostringstream o;
   o << norb_source_text(*cfg.norb) << ", split " << norb_split_name(cfg.norb->split) << ", cameras "
-    << norb_cameras_name(cfg.norb->prep.cameras) << (cfg.norb->prep.standardize ? ", standardised" : "") << "\n"
+    << norb_cameras_name(cfg.norb->prep.cameras) << (cfg.norb->prep.standardize ? ", standardised" : "")
+    << (cfg.norb->prep.centre_train_crops ? ", centre training crops" : "") << "\n"
     << d.train.size() << " training images at azimuths " << degrees(d.train_az) << ", elevations "
     << degrees(d.elevations) << "; " << d.heldout.size() << " held-out at azimuths " << degrees(d.test_az)
     << ", elevations " << degrees(d.test_elevations) << "; true gap " << d.gap_deg << " deg (elevation "
@@ -397,7 +406,8 @@ nlohmann::json source_json(const DataConfig& cfg) {
           {"cameras", norb_cameras_name(n.prep.cameras)},
           {"brightness", n.prep.max_brightness},
           {"contrast", n.prep.max_contrast},
-          {"standardize", n.prep.standardize}});
+          {"standardize", n.prep.standardize},
+          {"train_crops", n.prep.centre_train_crops ? "centre" : "random"}});
   return j;
 }
 
@@ -447,7 +457,7 @@ Protocol norb_protocol(NorbSplitKind kind) {
   p.describe = describe;
   p.source_json = source_json;
   p.views = norb_views;
-  p.flags = {kCameras, kBrightness, kContrast, kStandardize};
+  p.flags = {kCameras, kBrightness, kContrast, kStandardize, kTrainCrops};
   return p;
 }
 
