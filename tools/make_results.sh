@@ -313,6 +313,13 @@ toys_calibration_steps() {
       --models nn1,linear --standardize on --brightness 0.25 --contrast 0.8 \
       --grid toy-variety=narrow,wide --grid toy-min-size=0.7,1 --grid toy-scale=1,1.5 \
       --jobs "${JOBS:-2}" --reproducible --quiet --out "$dir/baselines" "${resume[@]}"
+    # LeCun, Huang & Bottou's linear classifier saw no translation jitter: the
+    # linear row again with centre crops, its published setting.
+    resume=()
+    [ -f "$dir/linear_centre/meta.json" ] && resume=(--resume)
+    step "toys calibration sweep, linear on centre crops" "$exe" sweep --data toys --split full --seeds 0:2 \
+      --models linear --standardize on --brightness 0.25 --contrast 0.8 --train-crops centre \
+      --grid toy-variety=narrow,wide --jobs "${JOBS:-2}" --reproducible --quiet --out "$dir/linear_centre" "${resume[@]}"
   else
     [ -f "$dir/trained/meta.json" ] && resume=(--resume)
     step "toys calibration sweep, trained models" "$exe" sweep --data toys --split full --seeds 0:2 \
@@ -320,7 +327,7 @@ toys_calibration_steps() {
       --jobs "${JOBS:-2}" --reproducible --quiet --checkpoint-every 10m --out "$dir/trained" "${resume[@]}"
   fi
   step "toys calibration table" $py tools/toys_calibration.py --sweep "$dir/baselines" --sweep "$dir/trained" \
-    --out "$dir/table.md"
+    --sweep "centre crops=$dir/linear_centre" --out "$dir/table.md"
 }
 toys_calibration_trained_steps() { toys_calibration_steps toys-calibration-trained; }
 ablation_steps() {

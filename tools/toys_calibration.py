@@ -2,7 +2,7 @@
 """The toys' calibration table (issue 56; tools/make_results.sh toys-calibration;
 docs/toys.md, "Calibration").
 
-  toys_calibration.py --sweep DIR [--sweep DIR2 ...] --out FILE
+  toys_calibration.py --sweep [LABEL=]DIR [--sweep ...] --out FILE
 
 Reads each DIR/summary.csv, a `viewgap sweep --data toys --split full` over a
 --grid of the generator's flags (the baselines over every combination, the
@@ -12,7 +12,9 @@ the mean over seeds with the sweep's own 95 % CI (the one rule of every table,
 docs/results.md), beside smallNORB's published figures and the calibration's
 targets. A grid point names only the flags its sweep varies; the others stand
 at their defaults, so points of different sweeps line up. Only baselines are
-tuned on: no capsule model runs in these sweeps. A sweep not yet run is
+tuned on: no capsule model runs in these sweeps. A LABEL names a sweep's
+setting its rows share and the others lack ("centre crops"): its models'
+rows are "MODEL (LABEL)". A sweep not yet run is
 skipped with a line on stderr. Errors are one line, exit 2.
 """
 import argparse
@@ -25,7 +27,7 @@ import tempfile
 # issue 56 quotes them), and the targets the generator is calibrated to.
 PUBLISHED = {
     "nn1": ("K-NN about 18 %", "15-25 %"),
-    "linear": ("far from chance", "below 50 %"),
+    "linear": ("far from chance (no jitter)", "below 50 %"),
     "cnn": ("convolutional net about 7 %", "below nn1"),
     "cnn-paper": ("the EM paper's CNN 5.2 %", "at most 10 %, 5 points below nn1"),
 }
@@ -89,7 +91,10 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     grids, models, found = [], [], {}
-    for sweep in a.sweep:
+    for arg in a.sweep:
+        label, eq, sweep = arg.rpartition("=")
+        if eq and not label:
+            fail(f"--sweep '{arg}': an empty label")
         path = os.path.join(sweep, "summary.csv")
         if not os.path.exists(path):
             sys.stderr.write(f"toys_calibration.py: {sweep}: no summary.csv yet, its rows are left out\n")
@@ -98,7 +103,7 @@ def main():
             # --split full: the familiar split is every view of the test toys.
             if r["kind"] != "model" or r["metric"] != "familiar":
                 continue
-            g, m = setting(r["grid"]), r["model"]
+            g, m = setting(r["grid"]), r["model"] + (f" ({label})" if label else "")
             if g not in grids:
                 grids.append(g)
             if m not in models:
@@ -107,7 +112,8 @@ def main():
     if not found:
         fail("no summary.csv holds a model's familiar accuracy")
     grids.sort()
-    order = [m for m in PUBLISHED if m in models] + [m for m in models if m not in PUBLISHED]
+    order = sorted(models, key=lambda m: (list(PUBLISHED).index(m.split(" ")[0]) if m.split(" ")[0] in PUBLISHED
+                                          else len(PUBLISHED), m))
     lines = [
         "# The toys' calibration: test error on the standard split",
         "",
@@ -122,7 +128,7 @@ def main():
         "|---|" + "---|" * len(grids) + "---|---|",
     ]
     for m in order:
-        pub, target = PUBLISHED.get(m, ("", ""))
+        pub, target = PUBLISHED.get(m.split(" ")[0], ("", ""))
         lines.append(f"| `{m}` | " + " | ".join(cell(found.get((m, g))) for g in grids) + f" | {pub} | {target} |")
     out = a.out
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out) or ".", prefix=".tmp.")
