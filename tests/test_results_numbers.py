@@ -3,11 +3,25 @@
 with its CI, and the wins / ties / losses and Wilcoxon p quoted beside them, in
 README.md, docs/results.md, results/README.md and docs/smallnorb.md, must be in
 results/SUMMARY.md; and SUMMARY.md must be what tools/results_summary.py writes from
-the committed tables now. And the words beside every quoted difference with its CI, in
-README.md, results/README.md and docs/*.md, follow the one rule for claims that
-docs/results.md states (#the-rule-for-claims): a direction ("ahead", "behind", "beats") only
-where the 95 % CI excludes 0 and Wilcoxon p < 0.05, "tie" or "level" only where the CI holds 0
-and p >= 0.05, and "not resolved", with p beside it, where the two disagree.
+the committed tables now.
+
+The words for claims follow the one rule docs/results.md states (#the-rule-for-claims):
+a direction ("ahead", "behind", "beats", "wins", "better", "worse", ...) only where the 95 %
+CI excludes 0 and Wilcoxon p < 0.05; "tie" or "level" only where the CI holds 0 and p >= 0.05;
+"not resolved", with p beside it, where the two disagree (allowed wherever the CI holds 0).
+In README.md, results/README.md and docs/*.md it checks:
+- each difference quoted with its CI (3 or 4 decimals: "+0.010 [+0.000, +0.020]") against
+  the claim word that governs it: the nearest before it in its sentence, else the first after
+  it (before the next CI or ';'); its p is a table row's "Wilcoxon p" cell, else its SUMMARY
+  rows' (where they agree on the side of 0.05), else the one quoted after it, else unknown
+  (the CI alone decides);
+- each p quoted in a sentence with no CI against the claim word nearest before it;
+- a CI over fewer than 10 seeds (its SUMMARY rows' n) has its seed count in its paragraph
+  (or, in a table, in the paragraph that introduces it).
+It skips, and cannot judge: a direction in a sentence with neither a CI nor a p ("1-NN is
+ahead of every trained model"), a range of differences ("+0.009 to +0.046"), comparisons of
+two means ("0.996 both"), negated directions ("no better than"), seed counts ("better on 28
+of 30 seeds", "1 tie", "wins / ties / losses"), and fenced code blocks.
 
   python3 tests/test_results_numbers.py     (plain unittest; exit code 1 on failure)
 
@@ -115,8 +129,10 @@ def p_matches(quoted, given):
 # where the CI holds 0 and p >= 0.05; otherwise "not resolved", with p beside it.
 CLAIM_DOCS = ["README.md", "results/README.md"] + sorted(
     os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
-CLAIM_CI = re.compile(rf"({NUM})(?:, 95 % CI)? \[({NUM}), ({NUM})\]")
-DIRECTION = r"ahead|behind|beats?|better|worse|trails?|outperforms?|(?:loses?|lost|errs?) (?:less|more)"
+CLAIM_NUM = r"[+−-]\d+\.\d{3,4}"  # a per-seed CSV's 4 decimals too: −0.0003 [−0.0014, +0.0007]
+CLAIM_CI = re.compile(rf"({CLAIM_NUM})(?:, 95 % CI)? \[({CLAIM_NUM}), ({CLAIM_NUM})\]")
+DIRECTION = (r"ahead|behind|beats?|better|worse|trails?|outperforms?|wins?|won|leads?|lags?"
+             r"|(?:loses?|lost|errs?) (?:less|more)")
 NULL = r"ties?|tied|level|not resolved|unresolved|no difference"
 UNRESOLVED = r"not resolved|unresolved"
 CLAIM_WORD = re.compile(rf"\b(?:{DIRECTION}|{NULL})\b")
@@ -319,6 +335,71 @@ class ResultsNumbers(unittest.TestCase):
                     bad.append(f"{where}: not resolved, but no p beside it: '{unit.strip()[:140]}'")
         return bad
 
+    def check_p_claims(self, doc, text):
+        """A sentence (or its clause up to a ';') that quotes a Wilcoxon p and no difference
+        with its CI: the claim word nearest before each p must fit that p alone: no direction
+        where p >= 0.05, no "tie" or "level" where p < 0.05."""
+        bad = []
+        for _, unit in units(text):
+            u = norm(unit)
+            ends = [0] + [e.end() for e in SENTENCE_END.finditer(u)] + [len(u)]
+            for a, b in zip(ends, ends[1:]):
+                if CLAIM_CI.search(u, a, b):
+                    continue
+                for q in P_QUOTED.finditer(u, a, b):
+                    start = max(a, u.rfind(";", a, q.start()) + 1)
+                    words = claim_words(u, start, q.start())
+                    if not words:
+                        continue
+                    kind = claim_kind(u, words[-1])
+                    significant = float(q.group(1).rstrip(".")) < 0.05
+                    if (kind == "direction" and not significant) or (kind == "null" and significant):
+                        bad.append(f"{doc}: '{words[-1].group(0)}' with p = {q.group(1)} and no CI: "
+                                   f"'{u[a:b].strip()[:140]}'")
+        return bad
+
+    def check_few_seeds(self, doc, text):
+        """A CI over fewer than 10 seeds (its SUMMARY rows' n) is quoted with its seed count
+        in the same paragraph or row: over 3 seeds the percentile bootstrap has 10 distinct
+        resamples and the CI is about the seeds' range, not a 95 % interval."""
+        bad, intro = [], ""
+        for header, unit in units(text):
+            u = norm(unit)
+            if header is None:
+                intro = u  # a table is read with the paragraph that introduces it
+            seen = u if header is None else intro + " " + u
+            for m in list(DIFF_CI.finditer(u)) + list(ACC_CI.finditer(u)):
+                ns = set()
+                for r in self.rows:
+                    if m.group(0) in r:
+                        cells = [c.strip() for c in r.strip().strip("|").split("|")]
+                        i = next(k for k, c in enumerate(cells) if m.group(0) in c)
+                        if i > 0 and cells[i - 1].isdigit():
+                            ns.add(int(cells[i - 1]))
+                        elif i > 1 and cells[i - 2].isdigit():  # a row's familiar CI after n
+                            ns.add(int(cells[i - 2]))
+                if ns and max(ns) < 10:
+                    n = max(ns)
+                    said = {3: "three", 5: "five"}.get(n, str(n))
+                    if not re.search(rf"\b(?:{n}|{said}) seeds\b", seen, re.I):
+                        bad.append(f"{doc}: {m.group(0)} is over {n} seeds, not said beside it: "
+                                   f"'{unit.strip()[:120]}'")
+        return bad
+
+    def test_claims_with_p_alone_follow_the_rule(self):
+        bad = []
+        for doc in CLAIM_DOCS:
+            with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+                bad += self.check_p_claims(doc, f.read())
+        self.assertFalse(bad, "\n" + "\n".join(bad))
+
+    def test_cis_over_few_seeds_say_so(self):
+        bad = []
+        for doc in CLAIM_DOCS:
+            with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+                bad += self.check_few_seeds(doc, f.read())
+        self.assertFalse(bad, "\n" + "\n".join(bad))
+
     def test_claims_follow_the_rule(self):
         bad = []
         for doc in CLAIM_DOCS:
@@ -339,6 +420,32 @@ class ResultsNumbers(unittest.TestCase):
         # A resolved difference called a tie, and seed counts, which any difference may carry.
         self.assertTrue(self.check_claims("x", "At 0° they tie: −0.054 [−0.077, −0.033].\n"))
         self.assertFalse(self.check_claims("x", "The CNN is better at 0° (−0.054 [−0.077, −0.033], caps better on 4 of 30 seeds).\n"))
+
+
+    def test_the_issues_examples_are_caught(self):
+        # Issue 55's four sentences, each as it was and as the rule words it.
+        c = self.check_claims
+        self.assertTrue(c("x", "The CNN beats the capsules on the toys' elevation protocol at +0.010 "
+                               "[+0.000, +0.020], Wilcoxon p = 0.058.\n"))
+        self.assertFalse(c("x", "On elevation it is not resolved, +0.010 [+0.000, +0.020], p = 0.058.\n"))
+        self.assertTrue(c("x", "Full backpropagation at λ = 1 is ahead there (+0.022 [−0.002, +0.047]).\n"))
+        self.assertFalse(c("x", "Full backpropagation at λ = 1 is not resolved there (+0.022 [−0.002, +0.047], p = 0.05).\n"))
+        self.assertTrue(c("x", "At 90°–150° they tie, +0.014 [−0.001, +0.027].\n"))
+        self.assertTrue(c("x", "1-NN beats every trained model at small shears (CNN − nn1 −0.0003 [−0.0014, +0.0007]).\n"))
+        self.assertFalse(c("x", "At small shears 1-NN and the CNN are level (CNN − nn1 −0.0003 [−0.0014, +0.0007]).\n"))
+        # Wins and leads are directions; a count of seeds is not a claim.
+        self.assertTrue(c("x", "The capsules win at 60°: +0.001 [−0.018, +0.020].\n"))
+        self.assertFalse(c("x", "At 60°, +0.001 [−0.018, +0.020], the capsules win on 15 of 30 seeds (p = 0.9).\n"))
+        # A p with no CI beside it.
+        self.assertTrue(self.check_p_claims("x", "On azimuth dr is behind the CNN (Wilcoxon p = 0.79).\n"))
+        self.assertTrue(self.check_p_claims("x", "At turns of 90°–150° they tie (p = 0.005).\n"))
+        self.assertFalse(self.check_p_claims("x", "On azimuth dr is behind the CNN (p = 0.0033); on elevation "
+                                                  "it is not resolved (p = 0.43).\n"))
+        self.assertFalse(self.check_p_claims("x", "dr is no better than the CNN (p = 0.79).\n"))
+        # A CI over 5 seeds says so.
+        five = "cnn-paper − convcaps +0.072 [+0.028, +0.111], p = 0.12"
+        self.assertTrue(self.check_few_seeds("x", f"Not resolved: {five}.\n"))
+        self.assertFalse(self.check_few_seeds("x", f"Not resolved: {five} over 5 seeds.\n"))
 
 
 if __name__ == "__main__":
