@@ -386,26 +386,21 @@ class ResultsNumbers(unittest.TestCase):
                                    f"'{unit.strip()[:120]}'")
         return bad
 
-    def test_claims_with_p_alone_follow_the_rule(self):
+    def assert_every_claim_doc(self, check):
         bad = []
         for doc in CLAIM_DOCS:
             with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
-                bad += self.check_p_claims(doc, f.read())
-        self.assertFalse(bad, "\n" + "\n".join(bad))
-
-    def test_cis_over_few_seeds_say_so(self):
-        bad = []
-        for doc in CLAIM_DOCS:
-            with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
-                bad += self.check_few_seeds(doc, f.read())
+                bad += check(doc, f.read())
         self.assertFalse(bad, "\n" + "\n".join(bad))
 
     def test_claims_follow_the_rule(self):
-        bad = []
-        for doc in CLAIM_DOCS:
-            with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
-                bad += self.check_claims(doc, f.read())
-        self.assertFalse(bad, "\n" + "\n".join(bad))
+        self.assert_every_claim_doc(self.check_claims)
+
+    def test_claims_with_p_alone_follow_the_rule(self):
+        self.assert_every_claim_doc(self.check_p_claims)
+
+    def test_cis_over_few_seeds_say_so(self):
+        self.assert_every_claim_doc(self.check_few_seeds)
 
     def test_a_wrong_claim_is_caught(self):
         # The toys' elevation row: CI touching 0, p = 0.058.
