@@ -8,9 +8,9 @@ namespace vg {
 // n bytes from malloc, starting on a 64-byte cache line when n >= 256 (its
 // size then rounded up to whole lines); nullptr when out of memory. free()
 // releases it. The kernels load 16-float poses (64 bytes) as whole registers:
-// at glibc's 16-byte alignment every AVX-512 load of a pose spanned two lines,
-// and every other AVX2 one (docs/notes/performance-log.md, "Buffers on cache
-// lines": a quarter of the full EM backward's time). No arithmetic depends on it, so no result does.
+// at glibc's 16-byte alignment every AVX-512 load of a pose spans two lines, and
+// every other AVX2 one (docs/performance.md#buffers-on-cache-lines). No
+// arithmetic depends on it, so no result does.
 void* cache_line_alloc(std::size_t n) noexcept;
 
 }  // namespace vg

@@ -202,9 +202,10 @@ void run_slots(int jobs, const std::function<const Group*()>& take, const std::f
 }
 
 // Polling MPI costs the cells on that core (each poll runs Open MPI's progress
-// engine: at every 200 us, cells ran 25 % slower), and a message waits up to
-// one period. So rank 0 polls every 1/200 of the mean cell time seen so far
-// (2.7 ms for the default cell of 0.55 s: the wait stays ~0.25 % of a cell),
+// engine: docs/performance.md#sweeps-beyond-one-process-mpi-against---jobs),
+// and a message waits up to one period. So rank 0 polls every 1/200 of the
+// mean cell time seen so far (2.7 ms for the default cell of 0.55 s: the wait
+// stays ~0.25 % of a cell),
 // within these bounds; a worker polls only while a reply is due, at the floor.
 constexpr auto kPollFloor = std::chrono::microseconds(200);
 constexpr auto kPollCeiling = std::chrono::milliseconds(20);

@@ -138,14 +138,12 @@ inline void conv_e_step_simd(ConvEmState& st, const float* V, const float* mu, c
 // One routing iteration: the M-step and, when e_step, the E-step. Each
 // window's log-likelihoods are formed right after its M-step, while its votes
 // (74 KB a window at the paper's ConvCaps1) are in L2: an image's votes (2.65
-// MB) exceed L2, and a separate pass would fetch them from L3 again (31 % of a
-// ConvCaps1 forward's L2 misses, a few per cent of its time:
-// docs/notes/performance-log.md, "EM routing over windows"). Every window's
-// arithmetic is the separate steps', in
-// the same order; the M-step's activations then run a window's J at a time,
-// the same bits as one run over every window when J fills whole registers (a
-// run's leftovers round differently on AVX2 and NEON), else the windows go
-// together, as separate steps.
+// MB) exceed L2, and a separate pass would fetch them from L3 again
+// (docs/performance.md#the-routings-iteration-over-windows). Every window's
+// arithmetic is the separate steps', in the same order; the M-step's
+// activations then run a window's J at a time, the same bits as one run over
+// every window when J fills whole registers (a run's leftovers round
+// differently on AVX2 and NEON), else the windows go together, as separate steps.
 inline void conv_m_e_step_simd(float* mu, float* a_out, ConvEmState& st, const float* V, const float* beta_a,
                                const float* beta_v, const ConvVotesShape& s, const EmConfig& cfg, bool e_step,
                                ConvEmNorm norm, float* lse_out, bool descending) {

@@ -199,7 +199,7 @@ struct ConvCapsScratch {
 class ConvCaps {
  public:
   // Batch items routed at once: 1 is also the fastest (the votes stay in cache;
-  // 2 and 4 were 1.3x and 2x slower a step, docs/models.md).
+  // 2 and 4 make a step 1.3x and 2x slower: docs/models.md#convcaps--the-papers-capsule-network).
   static constexpr int kChunk = 1;
   // scratch: shared with other layers (outlives this one), or nullptr for the layer's own.
   ConvCaps(const ConvCapsShape& s, const ConvEmConfig& cfg, const ConvVotesKernels& votes_k,
