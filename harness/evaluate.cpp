@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <memory>
@@ -170,6 +171,66 @@ std::vector<EpochEval> evaluate_epoch(Model& model, const std::vector<const Data
     }
   }
   return out;
+}
+
+void final_results(std::vector<ModelResult>& out, const std::vector<EpochEval>& last,
+                   const std::vector<const Dataset*>& sets, Model& model, Model* helper, EvalPool* pool) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t k = 0; k < sets.size(); ++k) {
+    ModelResult& r = out[k];
+    r.familiar = last[k].familiar;
+    r.heldout = last[k].heldout;
+    r.drop = r.familiar - r.heldout;
+    const Split& heldout = sets[k]->heldout;
+    std::vector<int> n_cls(size_t(heldout.classes), 0), ok_cls(size_t(heldout.classes), 0);
+    for (int i = 0; i < heldout.size(); ++i) {
+      ++n_cls[heldout.labels[i]];
+      ok_cls[heldout.labels[i]] += last[k].heldout_ok[i];
+    }
+    for (int c = 0; c < heldout.classes; ++c)
+      r.heldout_per_class.push_back(n_cls[size_t(c)] ? double(ok_cls[size_t(c)]) / n_cls[size_t(c)] : 0.0);
+  }
+
+  // The circle and the axis sweep. A dataset whose views are the first's
+  // samples takes the first's correctness.
+  std::vector<const Split*> first_views;
+  std::vector<std::vector<uint8_t>> first_ok;
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const Dataset& d = *sets[k];
+    ModelResult& r = out[k];
+    const std::vector<const Split*> views = to_evaluate(d, d.axis_splits(), to_evaluate(d, d.circle_splits()));
+    const bool reuse = k > 0 && views.size() == first_views.size() &&
+                       std::equal(views.begin(), views.end(), first_views.begin(),
+                                  [](const Split* a, const Split* b) { return same_samples(*a, *b); });
+    std::vector<std::vector<uint8_t>> views_ok =
+        reuse ? first_ok : correct_on(model, helper, pool, views, [&] {
+          if (d.validation.size() > 0) r.validation = accuracy(model, d.validation);
+          class_activation_stats(model, d.heldout, &r);
+        });
+    if (reuse) {
+      r.validation = out[0].validation;  // the same split (same_training)
+      class_activation_stats(model, d.heldout, &r);
+    }
+    r.circle_acc = per_view(d, d.circle_az, d.circle_splits(), &Split::azimuth, true, last[k].familiar_ok,
+                            last[k].heldout_ok, views, views_ok);
+    r.axis_acc = per_view(d, d.axis_values, d.axis_splits(), &Split::axis, false, last[k].familiar_ok,
+                          last[k].heldout_ok, views, views_ok);
+    if (k == 0) first_views = views, first_ok = std::move(views_ok);
+  }
+  const double views_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (ModelResult& r : out) r.circle_s = views_s / double(out.size());
+}
+
+ModelResult evaluate_trained(const std::string& name, Model& model, const Dataset& data, Model* helper,
+                             EvalPool* pool) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<ModelResult> out(1);
+  out[0].name = name;
+  out[0].n_params = model.params().count();
+  const std::vector<EpochEval> last = evaluate_epoch(model, {&data}, false);
+  out[0].eval_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  final_results(out, last, {&data}, model, helper, pool);
+  return std::move(out[0]);
 }
 
 void EvalPool::post(std::function<void()> job) {

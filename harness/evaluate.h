@@ -1,8 +1,11 @@
-// Evaluating a model's weights, for the training loop (harness/train.cpp):
-// internal to the harness; accuracy() and the EvalPool are train.h's.
+// Evaluating a model's weights, for the training loop (harness/train.cpp) and
+// for a saved model (harness/eval.cpp: `viewgap eval`), through the same
+// functions, so that both report the same bits: internal to the harness;
+// accuracy() and the EvalPool are train.h's.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "harness/train.h"
@@ -51,5 +54,19 @@ bool same_samples(const Split& a, const Split& b);
 // trained on first): a familiar split with the first's samples is not
 // evaluated again, its result is the same bits.
 std::vector<EpochEval> evaluate_epoch(Model& model, const std::vector<const Dataset*>& sets, bool circle);
+
+// A trained model's final results on each of `sets`, into out[k] (which holds
+// what its training recorded, if anything): familiar and held-out accuracy and
+// their drop, from last[k], the evaluation of the final weights; the held-out
+// accuracy per class; the validation accuracy, the class activations, the
+// circle and the axis sweep (their batches shared with `helper` on the pool,
+// given one).
+void final_results(std::vector<ModelResult>& out, const std::vector<EpochEval>& last,
+                   const std::vector<const Dataset*>& sets, Model& model, Model* helper, EvalPool* pool);
+
+// What `model`'s weights as they stand score on `data`: the evaluation a
+// training ends with (evaluate_epoch, then final_results), with no training.
+ModelResult evaluate_trained(const std::string& name, Model& model, const Dataset& data, Model* helper = nullptr,
+                             EvalPool* pool = nullptr);
 
 }  // namespace vg

@@ -92,15 +92,12 @@ struct Recorded {
   double eval_s = 0;
 };
 
-// Each dataset's results once training is over: the training's `res`, the
-// dataset's recorded epochs, its final per-sample correctness (`last`), its
-// validation accuracy and class activations, the circle and the axis sweep
-// (their batches shared with `helper` on the pool, given one).
-std::vector<ModelResult> final_results(const ModelResult& res, std::vector<Recorded>& recorded,
-                                       const std::vector<EpochEval>& last, const std::vector<const Dataset*>& sets,
-                                       bool fitted, Model& model, Model* helper, EvalPool* pool) {
-  // Each dataset's results: the training's, then its own evaluations.
-  const auto t2 = std::chrono::steady_clock::now();
+// Each dataset's results once training is over: the training's `res` with
+// the dataset's recorded epochs, then what the final weights score on it
+// (harness/evaluate.h: final_results).
+std::vector<ModelResult> trained_results(const ModelResult& res, std::vector<Recorded>& recorded,
+                                         const std::vector<EpochEval>& last, const std::vector<const Dataset*>& sets,
+                                         Model& model, Model* helper, EvalPool* pool) {
   std::vector<ModelResult> out(sets.size(), res);
   for (size_t k = 0; k < sets.size(); ++k) {
     ModelResult& r = out[k];
@@ -108,47 +105,8 @@ std::vector<ModelResult> final_results(const ModelResult& res, std::vector<Recor
     r.history = std::move(recorded[k].history);
     r.circle_history = std::move(recorded[k].circle_history);
     r.eval_s += recorded[k].eval_s;
-    r.familiar = fitted ? last[k].familiar : r.history.back().familiar;
-    r.heldout = fitted ? last[k].heldout : r.history.back().heldout;
-    r.drop = r.familiar - r.heldout;
-    const Split& heldout = sets[k]->heldout;
-    std::vector<int> n_cls(size_t(heldout.classes), 0), ok_cls(size_t(heldout.classes), 0);
-    for (int i = 0; i < heldout.size(); ++i) {
-      ++n_cls[heldout.labels[i]];
-      ok_cls[heldout.labels[i]] += last[k].heldout_ok[i];
-    }
-    for (int c = 0; c < heldout.classes; ++c)
-      r.heldout_per_class.push_back(n_cls[size_t(c)] ? double(ok_cls[size_t(c)]) / n_cls[size_t(c)] : 0.0);
   }
-
-  // The circle and the axis sweep. A dataset whose views are the first's
-  // samples takes the first's correctness.
-  std::vector<const Split*> first_views;
-  std::vector<std::vector<uint8_t>> first_ok;
-  for (size_t k = 0; k < sets.size(); ++k) {
-    const Dataset& d = *sets[k];
-    ModelResult& r = out[k];
-    const std::vector<const Split*> views = to_evaluate(d, d.axis_splits(), to_evaluate(d, d.circle_splits()));
-    const bool reuse = k > 0 && views.size() == first_views.size() &&
-                       std::equal(views.begin(), views.end(), first_views.begin(),
-                                  [](const Split* a, const Split* b) { return same_samples(*a, *b); });
-    std::vector<std::vector<uint8_t>> views_ok =
-        reuse ? first_ok : correct_on(model, helper, pool, views, [&] {
-          if (d.validation.size() > 0) r.validation = accuracy(model, d.validation);
-          class_activation_stats(model, d.heldout, &r);
-        });
-    if (reuse) {
-      r.validation = out[0].validation;  // the same split (same_training)
-      class_activation_stats(model, d.heldout, &r);
-    }
-    r.circle_acc = per_view(d, d.circle_az, d.circle_splits(), &Split::azimuth, true, last[k].familiar_ok,
-                            last[k].heldout_ok, views, views_ok);
-    r.axis_acc = per_view(d, d.axis_values, d.axis_splits(), &Split::axis, false, last[k].familiar_ok,
-                          last[k].heldout_ok, views, views_ok);
-    if (k == 0) first_views = views, first_ok = std::move(views_ok);
-  }
-  const double views_s = seconds_since(t2);
-  for (ModelResult& r : out) r.circle_s = views_s / double(out.size());
+  final_results(out, last, sets, model, helper, pool);
   return out;
 }
 
@@ -516,7 +474,7 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
               handoff.copy->params().values().begin());
     helper = handoff.copy.get();
   }
-  std::vector<ModelResult> out = final_results(res, recorded, last, sets, fitted, *model, helper, pool);
+  std::vector<ModelResult> out = trained_results(res, recorded, last, sets, *model, helper, pool);
   handoff.copy.reset();
   if (on_trained) on_trained(*model);
   return out;
