@@ -25,6 +25,7 @@
 
 #include "data/export_norb.h"
 #include "harness/checkpoint.h"
+#include "harness/eval.h"
 #include "harness/new_files.h"
 #include "harness/output.h"
 #include "harness/report.h"
@@ -84,8 +85,9 @@ void add_model_flags(CLI::App* app, ModelOptions& opts) {
   }
 }
 
-// Registers every run flag except those in `skip`, and the model options.
-void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& skip) {
+// Registers every run flag except those in `skip`, and the model options
+// (`model_options`).
+void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& skip, bool model_options = true) {
   for (const FlagSpec& s : run_flag_specs()) {
     if (std::find(skip.begin(), skip.end(), s.name) != skip.end()) continue;
     // The registries' models and splits, named in --models' and --split's help.
@@ -117,7 +119,7 @@ void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& s
   }
   for (const DataFlag& d : protocol_flags())
     app->add_option(std::string("--") + d.name, f.protocol[d.name], d.help)->capture_default_str();
-  add_model_flags(app, f.model);
+  if (model_options) add_model_flags(app, f.model);
 }
 
 // Each protocol's default gaps (Protocol::default_gaps), as --gaps' help says them.
@@ -227,6 +229,30 @@ int do_run(const RunFlags& f) {
   if (!ck.file.empty())
     for (const std::string& m : opt.models)
       if (!find_model(m)->fit_in_one_pass) remove_output(model_file_path(ck.file, m));
+  flush_stdout();
+  return 0;
+}
+
+// viewgap eval: the file and the flags judged before any work
+// (harness/eval.h), then the table and the JSON a run writes.
+int do_eval(const EvalFlags& f) {
+  const EvalPlan plan = validate_eval(f);
+  omp_set_num_threads(plan.threads);
+  auto log = spdlog::stderr_color_mt("viewgap");
+  log->set_pattern("[%T.%e] %v");
+  if (f.run.quiet) log->set_level(spdlog::level::warn);
+  log->info("viewgap eval: {} from {} (configuration {:016x}), seed {}, {} thread(s), ISA {} (oneDNN {}){}",
+            plan.file.model.name, plan.model_file, plan.file.config_hash, plan.opt.train.seed, plan.threads,
+            isa_name(selected_isa()), onednn_isa(), plan.opt.reproducible ? ", reproducible" : "");
+  if (const auto& g = plan.file.progress)
+    log->info("{} is a checkpoint at step {} of {}{}: its weights as they stand", plan.model_file, g->step,
+              g->total_steps, g->done ? " (training over)" : "");
+  const RunResult r = run_eval(plan);
+  std::cout << format_eval_table(plan, r);  // flushed, and checked, by flush_stdout() below
+  if (!f.run.out_json.empty()) {
+    write_file_atomic(f.run.out_json, eval_to_json(plan, r).dump(2) + "\n");
+    log->info("wrote {}", f.run.out_json);
+  }
   flush_stdout();
   return 0;
 }
@@ -507,6 +533,22 @@ int cli_main(int argc, char** argv) {
   const char* repro_help = "Bit-identical results on every x86-64 CPU with AVX2+FMA (pins oneDNN and the kernels at AVX2; one thread)";
   run->add_flag("--reproducible", rf.reproducible, repro_help);
 
+  EvalFlags vf;
+  CLI::App* eval = app.add_subcommand(
+      "eval", "Evaluate a saved model (run --save-model, or a checkpoint) on any data and protocol of its image shape");
+  eval->add_option("--model-file", vf.model_file,
+                   "The model file (or checkpoint) to evaluate: its model, options and image shape are its own "
+                   "(docs/checkpoints.md)")
+      ->required();
+  std::string not_taken;
+  for (const char* name : eval_skipped_run_flags()) not_taken += std::string(not_taken.empty() ? "" : ", ") + "--" + name;
+  add_run_flags(eval, vf.run, {eval_skipped_run_flags().begin(), eval_skipped_run_flags().end()}, false);
+  eval->add_option("--out-json", vf.run.out_json, "Write the results as JSON in a run's layout (atomically)");
+  eval->add_flag("--quiet,-q", vf.run.quiet, "No progress on stderr");
+  eval->add_flag("--reproducible", vf.run.reproducible, repro_help);
+  eval->footer("The data flags make the images `run` makes of them (the same --seed, the same images). Not taken: " +
+               not_taken + " and the models' options: they concern training, and the file holds its model.");
+
   SweepFlags sf;
   CLI::App* sweep = app.add_subcommand("sweep", "Seeds x gaps along the held-out axis (x any run flag) in parallel, with statistics");
   sweep->add_option("--seeds", sf.seeds, "Seeds: A:B (inclusive) or a comma list")->capture_default_str();
@@ -563,7 +605,7 @@ int cli_main(int argc, char** argv) {
   const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(subs.begin(), subs.end(), [&](const CLI::App* a) { return a->get_name() == argv[1]; })) {
-    if (!mute) std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run, sweep, merge, profile or export-norb)\n",
+    if (!mute) std::fprintf(stderr, "viewgap: error: unknown command '%s' (expected run, eval, sweep, merge, profile or export-norb)\n",
                  printable(argv[1]).c_str());
     return 2;
   }
@@ -581,15 +623,17 @@ int cli_main(int argc, char** argv) {
   }
   try {
     check_no_empty_values(app);
-    if ((run->parsed() && rf.reproducible) || (sweep->parsed() && sf.run.reproducible) ||
-        (prof->parsed() && pf.reproducible))
+    if ((run->parsed() && rf.reproducible) || (eval->parsed() && vf.run.reproducible) ||
+        (sweep->parsed() && sf.run.reproducible) || (prof->parsed() && pf.reproducible))
       enable_reproducible();
     // VIEWGAP_ISA is input too: validate it before any work.
     (void)selected_isa();
     rf.typed = typed_options(run);
+    vf.run.typed = typed_options(eval);
     sf.run.typed = typed_options(sweep);
     pf.typed = typed_options(prof);
     if (run->parsed()) return do_run(rf);
+    if (eval->parsed()) return do_eval(vf);
     if (sweep->parsed()) return do_sweep(sf);
     if (prof->parsed()) return do_profile(pf);
     if (merge->parsed()) return do_merge(mf);

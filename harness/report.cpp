@@ -272,11 +272,13 @@ std::string fmt3(double v) {
 }
 }  // namespace
 
-std::string format_run_table(const RunOptions& opt, const RunResult& r) {
+std::string format_run_table(const RunOptions& opt, const RunResult& r, const std::string& heading) {
   std::ostringstream o;
   char line[256];
   const auto& d = opt.data;
-  o << "seed " << opt.train.seed << ", " << opt.train.n_epochs << " epochs; " << protocol_of(d).describe(d, r.data);
+  if (heading.empty()) o << "seed " << opt.train.seed << ", " << opt.train.n_epochs << " epochs; ";
+  else o << heading;
+  o << protocol_of(d).describe(d, r.data);
   // The name column is as wide as the longest name (8 at least, the seed's table).
   int name_w = 8;
   for (const ModelResult& m : r.models) name_w = std::max(name_w, int(m.name.size()));

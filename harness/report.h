@@ -43,7 +43,8 @@ nlohmann::json views_json(const DataConfig& cfg);
 nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int threads);
 
 // The seed-style table: per model params, familiar, held-out, drop, beside chance.
-std::string format_run_table(const RunOptions& opt, const RunResult& r);
+// Its first line starts with `heading`, or else with the seed and the epochs.
+std::string format_run_table(const RunOptions& opt, const RunResult& r, const std::string& heading = "");
 
 // One held-out example per class through a trained model with class capsules.
 struct ClassPose {

@@ -519,6 +519,15 @@ const Protocol& select_run_protocol(const RunFlags& flags, const RunFlags& defau
   return flag_errors([&]() -> const Protocol& { return select_protocol(RunFlagSource(flags, defaults)); });
 }
 
+DataShape run_data_shape(const RunFlags& flags) {
+  const RunFlags defaults;
+  const Protocol& protocol = select_run_protocol(flags, defaults);
+  const RunFlags f = with_preset(protocol, flags, defaults);
+  DataConfig d;
+  flag_errors([&] { protocol.configure(RunFlagSource(f, defaults), &d); });
+  return data_shape(f, d);
+}
+
 RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   const RunFlags defaults = sweep ? sweep_run_defaults() : RunFlags{};
   const Protocol& protocol = select_run_protocol(flags, defaults);

@@ -215,6 +215,11 @@ decltype(auto) flag_errors(F&& f) {
 // The protocol the flags choose (--data, --split, ...), against the command's defaults.
 const Protocol& select_run_protocol(const RunFlags& flags, const RunFlags& defaults);
 
+// The images `run`'s flags give its models (their protocol chosen and
+// configured as validate_run does), before anything else is judged: `eval`
+// compares them with its model's first.
+DataShape run_data_shape(const RunFlags& flags);
+
 // Validates every flag into RunOptions, throwing UsageError naming the first
 // bad one. `sweep`: the held-out window, memory and outputs are the sweep's to
 // check (it builds one window per gap and runs cells in parallel).
