@@ -82,7 +82,7 @@ std::map<std::string, bool> help_options(const std::string& command) {
 
 // Flags that name files or directories: any text is a name, so only an empty
 // one is bad input (tests/test_faults.cpp tries the kinds of file).
-const std::set<std::string> kPathFlags = {"out", "out-json", "dump", "trace"};
+const std::set<std::string> kPathFlags = {"out", "out-json", "dump", "trace", "model-file"};
 
 // The command line that chooses protocol p, as name -> value (toys at their smallest).
 std::map<std::string, std::string> choosing(const Protocol& p) {
@@ -171,6 +171,16 @@ void every_option_refuses_hostile_values(const std::string& command, const std::
 TEST(HostileFlags, EveryRunOptionRefusesEachHostileValue) {
   const std::string json = scratch("run") + ".json";
   every_option_refuses_hostile_values("run --quiet", " --out-json " + json, json);
+}
+
+// eval's flags are run's data flags and its own, judged with a model file of
+// the default data's images (exit 2 naming the flag, not the file).
+TEST(HostileFlags, EveryEvalOptionRefusesEachHostileValue) {
+  const std::string dir = scratch("eval");
+  fs::create_directories(dir);
+  const std::string model = dir + "/m.vgm", json = dir + "/e.json";
+  ASSERT_EQ(test::run("run --quiet --models linear --n-epochs 1 --save-model " + model).code, 0);
+  every_option_refuses_hostile_values("eval --quiet --model-file " + model, " --out-json " + json, json);
 }
 
 TEST(HostileFlags, EverySweepOptionRefusesEachHostileValue) {
