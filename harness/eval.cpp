@@ -64,6 +64,11 @@ EvalPlan validate_eval(const EvalFlags& ef) {
   if (!ef.run.out_json.empty())
     check_distinct_outputs({{"--model-file", ef.model_file, ef.model_file}, {"--out-json", ef.run.out_json, ef.run.out_json}});
 
+  const nlohmann::json conf = nlohmann::json::parse(p.file.config, nullptr, false);
+  auto recorded = [&](const char* key) {
+    return conf.is_object() && conf.contains(key) && conf[key].is_number_integer() ? conf[key].get<int>() : 0;
+  };
+
   // The flags as `run` judges them, for the file's model at its options; the
   // batch is the evaluation's (kEvalBatch), not a training's to check.
   RunFlags f = ef.run;
@@ -72,15 +77,13 @@ EvalPlan validate_eval(const EvalFlags& ef) {
     if (const auto it = f.model.find(name); it != f.model.end()) it->second = value;
   f.batch_size = "1";
   p.opt = validate_run(f, &p.threads);
+  // A training under a stopping rule (which eval does not take) had a
+  // validation split, made as run makes it: its accuracy is reported too.
+  if (recorded("n_val_per_combo") > 0) p.opt.data.n_val_per_combo = p.opt.data.n_eval_per_combo;
 
   // Built as its training built it: for its training batch too, where that
   // was larger than the evaluation's (the configuration records it).
-  p.max_batch = kEvalBatch;
-  if (!p.file.config.empty()) {
-    const nlohmann::json conf = nlohmann::json::parse(p.file.config, nullptr, false);
-    if (conf.is_object() && conf.contains("batch_size") && conf["batch_size"].is_number_integer())
-      p.max_batch = std::clamp(conf["batch_size"].get<int>(), kEvalBatch, 4096);
-  }
+  p.max_batch = std::clamp(recorded("batch_size"), kEvalBatch, 4096);
   try {
     p.model = load_model(p.file, p.max_batch, ef.model_file);
   } catch (const CheckpointError& e) {

@@ -133,6 +133,19 @@ TEST(Eval, ACheckpointIsEvaluatedAsItsWeightsStand) {
   EXPECT_EQ(j["models"][0]["steps"], 3);
 }
 
+// A training under a stopping rule had a validation split: eval, which takes
+// no stopping rule, makes it too and scores what the run did on it.
+TEST(Eval, TheValidationSplitOfAStoppingRuleToo) {
+  const std::string dir = scratch("validation");
+  const std::string file = dir + "cnn.vgm";
+  ASSERT_EQ(test::run("run --models cnn --stop-at-familiar 0.9" + kData + kTraining + " --out-json " + dir +
+                      "run.json --save-model " + file).code, 0);
+  ASSERT_EQ(test::run("eval --model-file " + file + kData + " --out-json " + dir + "eval.json").code, 0);
+  const nlohmann::json run = json_of(dir + "run.json"), eval = json_of(dir + "eval.json");
+  ASSERT_TRUE(run["models"][0]["validation"].is_number());
+  expect_same_scores(run, eval, "under a stopping rule");
+}
+
 // Trained on the paper's azimuth split, evaluated on its elevation split (the
 // same 32 x 32 images): the held-out set is the elevation split's.
 TEST(Eval, AnotherProtocolOfTheSameShape) {
