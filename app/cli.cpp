@@ -457,6 +457,13 @@ int do_profile(const ProfileFlags& f) {
   return 0;
 }
 
+// An option's name as typed ("--seed"): CLI11's get_name() is empty for a
+// hidden option (eval's training flags), its long names are not.
+std::string option_name(const CLI::Option* o) {
+  const std::vector<std::string>& names = o->get_lnames();
+  return names.empty() ? o->get_name() : "--" + names.front();
+}
+
 // CLI11 says only "--seed: At Most 1 required but received 2" for a flag given
 // twice: name it and both values. "" if no option was given too often.
 std::string repeated_option(CLI::App& app) {
@@ -465,7 +472,7 @@ std::string repeated_option(CLI::App& app) {
       if (o->get_expected_max() == 1 && o->count() > 1) {
         std::string values;
         for (const std::string& v : o->results()) values += (values.empty() ? "'" : ", '") + v + "'";
-        return o->get_name() + " given " + std::to_string(o->count()) + " times (" + values + "): give it once";
+        return option_name(o) + " given " + std::to_string(o->count()) + " times (" + values + "): give it once";
       }
   return "";
 }
@@ -488,7 +495,7 @@ std::string parse_error_line(CLI::App& app, const CLI::ParseError& e) {
 std::set<std::string> typed_options(const CLI::App* sub) {
   std::set<std::string> out;
   for (const CLI::Option* o : sub->get_options())
-    if (o->count() > 0 && o->get_name().rfind("--", 0) == 0) out.insert(o->get_name().substr(2));
+    if (o->count() > 0 && option_name(o).rfind("--", 0) == 0) out.insert(option_name(o).substr(2));
   return out;
 }
 
@@ -499,7 +506,7 @@ void check_no_empty_values(CLI::App& app) {
     for (const CLI::Option* o : sub->get_options())
       if (o->get_expected_min() > 0 && o->count() > 0)
         for (const std::string& v : o->results())
-          if (v.empty()) throw UsageError(o->get_name(), v, "empty value");
+          if (v.empty()) throw UsageError(option_name(o), v, "empty value");
 }
 
 }  // namespace
@@ -540,13 +547,20 @@ int cli_main(int argc, char** argv) {
                    "The model file (or checkpoint) to evaluate: its model, options and image shape are its own "
                    "(docs/checkpoints.md)")
       ->required();
+  const std::vector<std::string> training(eval_skipped_run_flags().begin(), eval_skipped_run_flags().end());
+  add_run_flags(eval, vf.run, training, false);
   std::string not_taken;
-  for (const char* name : eval_skipped_run_flags()) not_taken += std::string(not_taken.empty() ? "" : ", ") + "--" + name;
-  add_run_flags(eval, vf.run, {eval_skipped_run_flags().begin(), eval_skipped_run_flags().end()}, false);
+  for (const std::string& name : training) not_taken += (not_taken.empty() ? "--" : ", --") + name;
+  // Hidden, so that each is refused by name (harness/eval.h: EvalFlags::not_taken),
+  // with a value or without one (CLI11's own message for a missing value of a
+  // hidden option names no option).
+  std::vector<std::string> hidden = training;
+  for (const ModelOption& m : model_options()) hidden.push_back(m.name);
+  for (const std::string& name : hidden) eval->add_option("--" + name, vf.not_taken[name])->group("")->expected(0, 1);
   eval->add_option("--out-json", vf.run.out_json, "Write the results as JSON in a run's layout (atomically)");
   eval->add_flag("--quiet,-q", vf.run.quiet, "No progress on stderr");
   eval->add_flag("--reproducible", vf.run.reproducible, repro_help);
-  eval->footer("The data flags make the images `run` makes of them (the same --seed, the same images). Not taken: " +
+  eval->footer("The data flags make the images `run` makes of them (the same --seed, the same images). Not taken (exit 2): " +
                not_taken + " and the models' options: they concern training, and the file holds its model.");
 
   SweepFlags sf;

@@ -43,6 +43,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 std::span<const char* const> eval_skipped_run_flags() { return kTrainingFlags; }
 
 EvalPlan validate_eval(const EvalFlags& ef) {
+  for (const auto& [name, value] : ef.not_taken)
+    if (ef.run.typed.count(name) > 0)
+      throw UsageError("--" + name, value, "not taken by eval: it concerns training, and the model file holds its model and options");
   EvalPlan p;
   p.model_file = ef.model_file;
   auto refused = [&](const std::string& why) { return UsageError("--model-file", ef.model_file, why); };

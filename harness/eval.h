@@ -4,6 +4,7 @@
 // the training run's own data it reports the run's final accuracies bit for bit
 // (docs/checkpoints.md#evaluating-a-saved-model-viewgap-eval).
 #pragma once
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -23,6 +24,9 @@ std::span<const char* const> eval_skipped_run_flags();
 struct EvalFlags {
   RunFlags run;
   std::string model_file;
+  // Training's flags and the models' options as given, by name without "--":
+  // each is refused by name (a parser's "not expected" would not say why).
+  std::map<std::string, std::string> not_taken;
 };
 
 // A validated `eval`: the configuration `run` would make of the same flags for
@@ -36,7 +40,8 @@ struct EvalPlan {
   int max_batch = 0;  // the model's, as its training built it (kEvalBatch, or a larger batch)
 };
 
-// Reads and checks the file, then the flags as `run` validates them: a file
+// Refuses a flag of `not_taken`, then reads and checks the file, then the
+// flags as `run` validates them: a file
 // that cannot be read, holds a model this viewgap cannot build, or was trained
 // on images of another shape than the flags give is a UsageError naming
 // --model-file, its value and what is wrong, as is --out-json naming the file.

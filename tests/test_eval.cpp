@@ -215,8 +215,8 @@ TEST(Eval, AFileItCannotUseIsOneLineExitTwo) {
   EXPECT_EQ(slurp(good), bytes);
 }
 
-// The flags of training and the models' options are not eval's: refused by
-// the parser, as any unknown flag is; a missing --model-file too.
+// The flags of training and the models' options are not eval's: each is
+// refused by name, before the file is read; a missing --model-file too.
 TEST(Eval, TrainingFlagsAreNotTaken) {
   const std::string dir = scratch("flags");
   const std::string file = dir + "m.vgm";
@@ -225,15 +225,22 @@ TEST(Eval, TrainingFlagsAreNotTaken) {
                                  "--stop-at-familiar 0.5"}) {
     const test::Outcome o = test::run("eval --model-file " + file + kData + " " + flag);
     EXPECT_EQ(o.code, 2) << flag << "\n" << o.err;
-    EXPECT_NE(o.err.find(flag.substr(0, flag.find(' '))), std::string::npos) << o.err;
+    const std::string name = flag.substr(0, flag.find(' ')), value = flag.substr(flag.find(' ') + 1);
+    EXPECT_EQ(o.err, "viewgap eval: error: " + name + " '" + value +
+                         "': not taken by eval: it concerns training, and the model file holds its model and options\n");
     EXPECT_EQ(test::lines(o.err), 1) << o.err;
   }
+  const test::Outcome empty = test::run("eval --model-file " + dir + "m.vgm --lr=" + kData);
+  EXPECT_EQ(empty.err.rfind("viewgap eval: error: --lr '': not taken by eval", 0), 0u) << empty.err;
+  const test::Outcome first = test::run("eval --model-file " + dir + "missing.vgm --lr 0.1" + kData);
+  EXPECT_EQ(first.err.rfind("viewgap eval: error: --lr '0.1': not taken by eval", 0), 0u) << first.err;
   const test::Outcome none = test::run("eval" + kData);
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("--model-file"), std::string::npos) << none.err;
   const test::Outcome help = test::run("eval --help");
   EXPECT_EQ(help.code, 0);
-  EXPECT_NE(help.out.find("Not taken: --n-epochs"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("Not taken (exit 2): --n-epochs"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("--lr "), std::string::npos) << help.out;
 }
 
 }  // namespace
