@@ -31,12 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::slurp;
 
-std::string scratch(const std::string& name) {
-  const std::string d = test::temp_dir() + "checkpoint/" + name + "/";
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+std::string scratch(const std::string& name) { return test::fresh_dir("checkpoint/" + name); }
 
 std::vector<uint8_t> bytes_of(const std::string& path) {
   const std::string s = slurp(path);

@@ -8,7 +8,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,12 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::slurp;
 
-std::string scratch(const std::string& name) {
-  const std::string d = test::temp_dir() + "eval/" + name + "/";
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+std::string scratch(const std::string& name) { return test::fresh_dir("eval/" + name); }
 
 // 30 training images, 15 of each test split: a fraction of a second a run.
 const std::string kData = " --n-per-combo 1 --n-elev 1 --elevations 30:30 --n-eval-per-combo 1 --quiet";
@@ -98,12 +92,7 @@ void expect_agreement(const std::string& model) {
 class EvalEveryModel : public ::testing::TestWithParam<std::string> {};
 TEST_P(EvalEveryModel, ScoresWhatItsRunReported) { expect_agreement(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Registry, EvalEveryModel, ::testing::ValuesIn(test::registered_models(true)),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         test::model_test_name);
 
 // A checkpoint (here: the run's model file with Adam's state and a training's
 // progress added) is evaluated as its weights stand; the JSON says where its

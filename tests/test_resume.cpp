@@ -34,12 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::slurp;
 
-std::string scratch(const std::string& name) {
-  const std::string d = test::temp_dir() + "resume/" + name + "/";
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+std::string scratch(const std::string& name) { return test::fresh_dir("resume/" + name); }
 
 // 30 training images, two epochs of three steps: a fraction of a second a run.
 const std::string kTiny =
@@ -121,12 +116,7 @@ TEST_P(ResumeEveryModel, KilledAtARandomMomentResumesBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, ResumeEveryModel, ::testing::ValuesIn(test::registered_models(/*trained=*/true)),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         test::model_test_name);
 
 // Two models under the stopping rule, checked every step: a fixed target
 // that stops cnn mid-training, and the matched model's (so the matched one's

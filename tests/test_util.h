@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 #include <functional>
+#include <cctype>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -70,6 +71,15 @@ inline std::vector<std::string> registered_models(bool trained) {
     names.push_back(n);
   }
   return names;
+}
+
+// A registered model's name as a test's ("cnn-paper" -> "cnn_paper"), for
+// INSTANTIATE_TEST_SUITE_P over registered_models().
+inline std::string model_test_name(const ::testing::TestParamInfo<std::string>& p) {
+  std::string n = p.param;
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
 }
 
 // n values of N(0, std^2) from the stream (key, Test, tag).
@@ -250,6 +260,14 @@ inline const std::string& temp_dir() {
   };
   static const Dir d;
   return d.path;
+}
+
+// An empty directory temp_dir()/`path`/ (emptied if a test made it before), with its trailing slash.
+inline std::string fresh_dir(const std::string& path) {
+  const std::string d = temp_dir() + path + "/";
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
 }
 
 // The --data value that reads protocol source `source` in tests: a directory
