@@ -286,6 +286,7 @@ int sweep_on(const SweepFlags& given, Cluster* cluster) {
   }
   const std::unique_ptr<DirLock> lock = lock_out(plan);
   const SweepOutcome r = run_sweep(plan, cluster);
+  lock->remove();  // a finished sweep's directory is its tables; a killed one keeps the lock
   int in_shard = 0;
   for (const SweepCell& c : plan.cells) in_shard += plan.in_shard(c);
   std::printf("%d cells%s (%d run now, %d resumed, %d failed) in %.1f s; results in %s\n", in_shard,
@@ -399,6 +400,7 @@ int do_merge(const MergeFlags& m) {
   SweepMerge merge = read_sweep_merge(m.dirs, m.out, m.force);
   const std::unique_ptr<DirLock> lock = lock_out(merge.plan);
   const SweepOutcome r = write_merged(merge.plan, std::move(merge.parts), t0);
+  lock->remove();
   std::printf("%d cells merged from %zu %s (%d failed); results in %s\n", int(merge.plan.cells.size()), m.dirs.size(),
               merge.by_seeds ? "sweeps" : "shards", r.failed, m.out.c_str());
   flush_stdout();

@@ -277,34 +277,54 @@ int remove_stale_temps(const std::string& dir, bool all) {
   return removed;
 }
 
-DirLock::DirLock(const std::string& dir, const std::string& name) {
-  const std::string path = dir + "/" + name;
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd_ < 0) throw cannot_write(path, errno_text(errno));
+namespace {
+
+// Whether `fd` is still the file at `path`: a lock holder removes the file
+// when its work is over (DirLock::remove), so a lock taken on the file opened
+// just before that guards nothing.
+bool still_at(int fd, const std::string& path) {
+  struct stat held, named;
+  return ::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+         held.st_ino == named.st_ino;
+}
+
+// Opens `path` (a regular file, created if absent) and takes its exclusive
+// flock; throws as DirLock says.
+int open_locked(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd < 0) throw cannot_write(path, errno_text(errno));
   struct stat st;
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd_);
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
     throw cannot_write(path, "not a regular file");
   }
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     std::string holder;
     // The holder writes its PID right after taking the lock: give it a moment.
     for (int tries = 0; err == EWOULDBLOCK && tries < 100; ++tries) {
       char buf[64] = {};
-      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
       if (n > 0 && buf[n - 1] == '\n') {
         holder.assign(buf, size_t(n - 1));
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ::close(fd_);
-    fd_ = -1;
+    ::close(fd);
     if (err != EWOULDBLOCK) throw std::runtime_error("cannot lock '" + path + "': " + errno_text(err));
     throw std::runtime_error("is in use by another viewgap process (" +
                              (holder.empty() ? std::string("pid unknown") : holder) + ")");
   }
+  return fd;
+}
+
+}  // namespace
+
+DirLock::DirLock(const std::string& dir, const std::string& name) : path_(dir + "/" + name) {
+  const std::string& path = path_;
+  // Its holder may remove the file as we open it: then lock the new one.
+  for (fd_ = open_locked(path); !still_at(fd_, path); fd_ = open_locked(path)) ::close(fd_);
   const std::string text = "pid " + std::to_string(::getpid()) + "\n";
   WriteGuard guard;
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, text.data(), text.size(), 0) != ssize_t(text.size())) {
@@ -317,6 +337,13 @@ DirLock::DirLock(const std::string& dir, const std::string& name) {
 
 DirLock::~DirLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+void DirLock::remove() {
+  if (fd_ < 0) return;
+  ::unlink(path_.c_str());  // still locked: no one else holds this file
+  ::close(fd_);
+  fd_ = -1;
 }
 
 void remove_output(const std::string& path) {

@@ -82,8 +82,15 @@ class DirLock {
   ~DirLock();
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;
+  // The work is over: removes the file, then lets go of the lock. A process
+  // that opened the file before it went takes a lock on a file no longer in
+  // the directory, sees so, and starts again on a new one; so two processes
+  // never both hold the directory. A file that cannot be removed stays: it
+  // only records the last holder.
+  void remove();
 
  private:
+  std::string path_;
   int fd_ = -1;
 };
 

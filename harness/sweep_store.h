@@ -46,7 +46,8 @@
 //                 "cells_total", "cells_done", "cells_failed", "wall_time_s", "jobs", "meta"}
 //                written first; "wall_time_s" is null until the sweep is complete
 //                (a merge's: see write_merged).
-//   sweep.lock   the lock (see kSweepLockFile): "pid N" of the last holder.
+//   sweep.lock   the lock (see kSweepLockFile): "pid N" of its holder, while a
+//                sweep or merge runs (and after one was killed); removed when it ends.
 // summary.csv and azimuth.csv exist only for a complete sweep: a sweep that has
 // cells to run removes them first.
 #pragma once
@@ -78,7 +79,7 @@ struct SweepOutcome {
 // The lock file of a sweep directory: the first file a sweep writes (so a
 // directory killed at any moment is recognisably a sweep's), flock-ed for the
 // whole sweep so two processes never write one directory (the second names the
-// first's PID).
+// first's PID), and removed when the sweep ends (DirLock::remove).
 inline constexpr const char* kSweepLockFile = "sweep.lock";
 
 // Checks plan.dir before any cell runs (creates it if absent) and locks it for

@@ -51,8 +51,12 @@ const std::string kSmall =
 const std::string kLonger =
     " --seeds 0:5 --gaps 0,30 --n-epochs 2 --n-per-combo 1 --batch-size 10 --n-elev 1 --elevations 30:30"
     " --n-eval-per-combo 1 --models cnn --jobs 1 --quiet";
+// What a sweep directory may hold at any moment, and what a finished one holds
+// (its lock goes when the sweep ends).
 const std::set<std::string> kSweepFiles = {"azimuth.csv", "cells.csv", "circle.csv",
                                            "meta.json",   "summary.csv", "sweep.lock"};
+const std::set<std::string> kFinishedSweepFiles = {"azimuth.csv", "cells.csv", "circle.csv", "meta.json",
+                                                   "summary.csv"};
 
 std::string tmp_dir(const std::string& name) {
   const std::string d = vg::test::temp_dir() + "viewgap_faults." + std::to_string(getpid()) + "/" + name;
@@ -180,7 +184,7 @@ TEST(SweepFaults, DiskFullAtEachWriteStopsWithOneLineAndResumesToIdenticalTables
     const Result again = viewgap("sweep --resume --out " + dir + kSmall);
     ASSERT_EQ(again.code, 0) << at << "\n" << again.err;
     expect_identical(want, dir, at);
-    EXPECT_EQ(listing(dir), kSweepFiles) << at << ": " << names(listing(dir));
+    EXPECT_EQ(listing(dir), kFinishedSweepFiles) << at << ": " << names(listing(dir));
     fs::remove_all(dir);
   }
   EXPECT_GT(injected, 10);  // writes of meta.json, the tables, the lock and every cell
@@ -205,7 +209,7 @@ TEST(SweepFaults, KillAtEachWriteOrRenameResumesToIdenticalTablesWithNoStrayFile
     const Result again = viewgap("sweep --out " + dir + flag + kSmall);
     ASSERT_EQ(again.code, 0) << at << ", then" << flag << ":\n" << again.err;
     expect_identical(want, dir, at);
-    EXPECT_EQ(listing(dir), kSweepFiles) << at << ": " << names(listing(dir));
+    EXPECT_EQ(listing(dir), kFinishedSweepFiles) << at << ": " << names(listing(dir));
     fs::remove_all(dir);
   }
 }
@@ -259,7 +263,7 @@ TEST(SweepFaults, ResumeRerunsEveryCellMissingRowsInAnyFile) {
     ASSERT_EQ(r.code, 0) << what << "\n" << r.err;
     EXPECT_EQ(r.out.find(" 0 run now"), std::string::npos) << what << ": nothing was rerun\n" << r.out;
     expect_identical(want, dir, what);
-    EXPECT_EQ(listing(dir), kSweepFiles) << what;
+    EXPECT_EQ(listing(dir), kFinishedSweepFiles) << what;
   }
 }
 
@@ -281,6 +285,7 @@ TEST(SweepFaults, SecondProcessOnTheSameDirectoryIsRefusedNamingTheHolderPid) {
   ASSERT_EQ(wait_exit(first), 0) << slurp(err);
   EXPECT_EQ(lines(slurp(dir + "/cells.csv")), 1 + 12);  // each cell once
   EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/meta.json"))["cells_done"], 12);
+  EXPECT_FALSE(fs::exists(dir + "/sweep.lock"));  // the sweep is over
 }
 
 TEST(SweepFaults, InterruptSaysHowFarItGotAndResumesToIdenticalTables) {
