@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -106,7 +107,14 @@ void run_profile(const ProfileOptions& opt) {
   std::snprintf(line, sizeof line, "%s, batch %d, %d steps; FMA peak of this core %.1f GFLOP/s\n",
                 opt.model.c_str(), B, opt.steps, peak);
   table << line;
-  std::snprintf(line, sizeof line, "%-12s %-8s %6s %10s %10s %7s %10s %8s %7s\n", "layer", "pass",
+  // The name columns as wide as their longest entry (convcaps' "convcaps1.routing"),
+  // so every row's numbers stand under their headings.
+  int layer_w = 12, pass_w = 8;
+  for (const auto& key : order) {
+    layer_w = std::max(layer_w, int(key.first.size()));
+    pass_w = std::max(pass_w, int(std::strlen(pass_name(key.first, key.second))));
+  }
+  std::snprintf(line, sizeof line, "%-*s %-*s %6s %10s %10s %7s %10s %8s %7s\n", layer_w, "layer", pass_w, "pass",
                 "calls", "median_us", "p90_us", "share", "MFLOP", "GFLOP/s", "%peak");
   table << line;
   double step_flops = 0;
@@ -127,9 +135,9 @@ void run_profile(const ProfileOptions& opt) {
                   opt.model.c_str(), B, key.first.c_str(), pass, v.size(), med, p90,
                   sum / step_total, flops, gf, 100 * gf / peak, peak);
     csv += line;
-    std::snprintf(line, sizeof line, "%-12s %-8s %6zu %10.1f %10.1f %6.1f%% %10.2f %8.1f %6.1f%%\n",
-                  key.first.c_str(), pass, v.size(), med, p90, 100 * sum / step_total, flops / 1e6,
-                  gf, 100 * gf / peak);
+    std::snprintf(line, sizeof line, "%-*s %-*s %6zu %10.1f %10.1f %6.1f%% %10.2f %8.1f %6.1f%%\n", layer_w,
+                  key.first.c_str(), pass_w, pass, v.size(), med, p90, 100 * sum / step_total, flops / 1e6, gf,
+                  100 * gf / peak);
     table << line;
   }
   write_file_atomic(opt.out_csv, csv);

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -244,6 +245,25 @@ TEST(Cli, ProfileWritesPerLayerCsvAndTrace) {
     EXPECT_NE(o.out.find("FMA peak"), std::string::npos);
     EXPECT_NE(o.err.find("viewgap profile: wrote " + dir + "p.csv and " + dir + "t.json\n"), std::string::npos) << o.err;
   }
+}
+
+// The table's numbers stand under their headings whatever a model calls its
+// layers: convcaps' "convcaps1.routing" is longer than the name column's
+// usual 12 characters, and "loss+grad" than the pass column's 8. Each column
+// has a fixed width then, so every line under the title is as long as the header.
+TEST(Cli, ProfileTableStaysAlignedForLongLayerNames) {
+  const std::string csv = vg::test::temp_dir() + "viewgap_profile_aligned." + std::to_string(getpid()) + ".csv";
+  const Outcome o = run("profile --model convcaps --steps 2 --warmup 1 --out " + csv);
+  ASSERT_EQ(o.code, 0) << o.err;
+  std::istringstream table(o.out);
+  std::string title, header, row;
+  ASSERT_TRUE(std::getline(table, title) && std::getline(table, header)) << o.out;
+  EXPECT_EQ(header.rfind("layer ", 0), 0u) << o.out;
+  int rows = 0;
+  for (; std::getline(table, row); ++rows) EXPECT_EQ(row.size(), header.size()) << "\n" << header << "\n" << row;
+  EXPECT_GE(rows, 10);
+  EXPECT_NE(o.out.find("convcaps1.routing "), std::string::npos) << o.out;
+  std::filesystem::remove(csv);
 }
 
 TEST(Cli, OutcomesAgreeAsDistributionsAcrossKernelIsasAndThreadCounts) {
