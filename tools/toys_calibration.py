@@ -130,6 +130,13 @@ def main():
     for m in order:
         pub, target = PUBLISHED.get(m.split(" ")[0], ("", ""))
         lines.append(f"| `{m}` | " + " | ".join(cell(found.get((m, g))) for g in grids) + f" | {pub} | {target} |")
+    few = sorted({int(r["n"]) for r in found.values() if int(r["n"]) < 5})
+    if few:
+        # A percentile bootstrap over so few seeds can only return means of
+        # their values: its interval lies within their range.
+        lines += ["", f"Cells over {' or '.join(map(str, few))} seeds: their CI is a percentile bootstrap over that "
+                  "many values, so it lies within the seeds' range; read it as their spread, not as a bound on "
+                  "the mean."]
     out = a.out
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out) or ".", prefix=".tmp.")
     with os.fdopen(fd, "w") as f:
