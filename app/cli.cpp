@@ -29,6 +29,7 @@
 #include "harness/new_files.h"
 #include "harness/output.h"
 #include "harness/report.h"
+#include "harness/memory_budget.h"
 #include "harness/run_flags.h"
 #include "harness/profile.h"
 #include "harness/sweep_merge.h"

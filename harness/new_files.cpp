@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "harness/output.h"
-#include "harness/run_flags.h"
+#include "harness/memory_budget.h"
 
 namespace vg {
 

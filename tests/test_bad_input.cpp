@@ -15,6 +15,7 @@
 
 #include "data/norb.h"
 #include "data/protocol.h"
+#include "harness/memory_budget.h"
 #include "harness/run_flags.h"
 #include "harness/sweep_plan.h"
 #include "models/registry.h"
