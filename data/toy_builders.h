@@ -39,12 +39,16 @@ class Draw {
   int instance_;
 };
 
+// How many kinds a category's toys cycle through (Draw::cycle): an
+// airplane's engine count, a truck's cab and body, a car's body style.
+constexpr int kAirplaneKinds = 3, kTruckKinds = 6, kCarStyles = 4;
+
 // `plan` is one of the category's body plans (toy_plans), 0 the narrow
 // variety's only one.
 Mesh build_animal(Draw& d, int plan);
 Mesh build_human(Draw& d, int plan);
 Mesh build_airplane(Draw& d, int plan);
-Mesh build_truck(Draw& d);
-Mesh build_car(Draw& d);
+Mesh build_truck(Draw& d, int plan);
+Mesh build_car(Draw& d, int plan);
 
 }  // namespace vg::toys

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -19,7 +20,7 @@ const char* toy_category_name(int category) {
 
 int toy_plans(int category) {
   toy_category_name(category);  // throws for a bad category
-  static constexpr std::array<int, kToyCategories> plans = {3, 4, 3, 1, 1};
+  static constexpr std::array<int, kToyCategories> plans = {3, 4, 3, 3, 3};
   return plans[size_t(category)];
 }
 
@@ -29,11 +30,16 @@ int toy_plan(int category, int instance, ToyVariety variety) {
   if (variety == ToyVariety::narrow) return 0;
   // Cycled, not drawn: 5 draws would leave a plan out of a split as often as
   // not (they gave the test split the heavy animals and the training split
-  // none), and the standard split's difficulty would be a lottery. An
-  // airplane's engine count cycles in threes too (build_airplane), so its
-  // plan steps one further every three toys: any 9 consecutive airplanes
-  // hold every plan with every engine count.
-  const int step = category == 2 ? instance / 3 : 0;
+  // none), and the standard split's difficulty would be a lottery. Where the
+  // toy's kind cycles with a period that shares a factor with the plans'
+  // (an airplane's engines in threes, a truck's cab and body in sixes), the
+  // plan steps one further each period, else a kind would come on one plan
+  // only: any 9 consecutive airplanes, or 18 trucks, hold every plan with
+  // every kind.
+  static constexpr std::array<int, kToyCategories> kinds = {1, 1, toys::kAirplaneKinds, toys::kTruckKinds,
+                                                            toys::kCarStyles};
+  const int period = kinds[size_t(category)];
+  const int step = std::gcd(period, n) > 1 ? instance / period : 0;
   return (instance + step) % n;
 }
 
@@ -45,8 +51,8 @@ Mesh toy_mesh(int category, int instance, ToyVariety variety) {
     case 0: m = toys::build_animal(d, plan); break;
     case 1: m = toys::build_human(d, plan); break;
     case 2: m = toys::build_airplane(d, plan); break;
-    case 3: m = toys::build_truck(d); break;
-    default: m = toys::build_car(d); break;
+    case 3: m = toys::build_truck(d, plan); break;
+    default: m = toys::build_car(d, plan); break;
   }
   // Centre the bounding box on the origin, then scale the farthest vertex to
   // distance 1, all in double from the built floats.

@@ -83,7 +83,7 @@ Mesh build_airplane(Draw& d, int plan) {
   const double dihedral = d(p.dihedral);
   const double wing_x = -len * d(p.wing_x);
   const int wing_pos = d.pick(3);                 // low, mid, high
-  const int engines = 2 * d.cycle(3);             // 0, 2 or 4
+  const int engines = 2 * d.cycle(kAirplaneKinds);  // 0, 2 or 4
   const int tail = d.pick(3);                     // conventional, T, V
   const double tail_size = d(p.tail_size);
   const double nose_len = len * d(p.nose_len);
@@ -152,24 +152,47 @@ Mesh build_airplane(Draw& d, int plan) {
   return m;
 }
 
+// A truck's body plan: the ranges its proportions are drawn from.
+struct TruckPlan {
+  Span wr;           // wheel radius
+  Span width;
+  Span cab_h;        // cab roof above the ground
+  Span cab_len;
+  Span hood_len;
+  Span hood_h;       // bonnet height, fraction of the cab's
+  Span body_len;     // rigid truck's body
+  Span trailer_len;
+  Span box_h;        // cargo box or trailer height above its floor
+};
+
+// A road truck; a heavy one (a dump truck, a fire engine, a tanker: big
+// wheels, a tall wide cab, a short low body); a light one (a delivery
+// truck: small wheels, a low cab, a long tall box).
+constexpr TruckPlan kTruckPlans[] = {
+    {{0.4, 0.55}, {1.9, 2.4}, {2.2, 3.1}, {1.3, 2.2}, {0.9, 1.7}, {0.45, 0.7}, {2.5, 5.0}, {5.0, 8.5}, {1.5, 2.4}},
+    {{0.58, 0.75}, {2.3, 2.6}, {2.7, 3.3}, {1.6, 2.4}, {1.3, 2.1}, {0.6, 0.8}, {2.4, 3.6}, {4.0, 6.0}, {0.8, 1.4}},
+    {{0.3, 0.4}, {1.7, 2.0}, {1.9, 2.4}, {1.1, 1.6}, {0.6, 1.1}, {0.5, 0.7}, {3.2, 4.8}, {6.5, 9.0}, {2.1, 2.8}},
+};
+
 // A truck, front at x = 0 running back: a cab, conventional (a bonnet ahead
 // of it) or cab-over, on a chassis; either a rigid truck carrying a cargo box
 // or an open bed, or a tractor pulling a semi-trailer; 1 or 2 rear axles, and
 // 1 to 3 trailer axles, a wheel each side per axle.
-Mesh build_truck(Draw& d) {
-  const double wr = d(0.4, 0.55);          // wheel radius
-  const double width = d(1.9, 2.4);
-  const int kind = d.cycle(6);             // cab (kind % 2) and body (kind / 2)
+Mesh build_truck(Draw& d, int plan) {
+  const TruckPlan& p = kTruckPlans[plan];
+  const double wr = d(p.wr);
+  const double width = d(p.width);
+  const int kind = d.cycle(kTruckKinds);   // cab (kind % 2) and body (kind / 2)
   const int cab_over = kind % 2;           // 0: conventional, 1: cab-over
-  const double cab_h = d(2.2, 3.1);        // cab roof above the ground
-  const double cab_len = d(1.3, 2.2);
-  const double hood_len = d(0.9, 1.7);
-  const double hood_h = d(0.45, 0.7);      // bonnet height, fraction of the cab's
+  const double cab_h = d(p.cab_h);
+  const double cab_len = d(p.cab_len);
+  const double hood_len = d(p.hood_len);
+  const double hood_h = d(p.hood_h);
   const bool semi = kind / 2 == 0;         // a tractor and semi-trailer
   const bool open_bed = kind / 2 == 2;     // else a rigid truck with a cargo box
-  const double body_len = d(2.5, 5.0);     // rigid truck's body
-  const double trailer_len = d(5.0, 8.5);
-  const double box_h = d(1.5, 2.4);        // cargo box or trailer height above its floor
+  const double body_len = d(p.body_len);
+  const double trailer_len = d(p.trailer_len);
+  const double box_h = d(p.box_h);
   const int rear_axles = 1 + d.pick(2);
   const int trailer_axles = 1 + d.pick(3);
 
@@ -223,24 +246,52 @@ Mesh build_truck(Draw& d) {
   return m;
 }
 
+// A car's body plan: the ranges its proportions are drawn from.
+struct CarPlan {
+  Span wb;           // wheelbase
+  Span front_oh;     // overhangs beyond the axles
+  Span rear_oh;
+  Span width;
+  Span wr;           // wheel radius
+  Span belt;         // top of the lower body
+  Span glass;        // cabin height above the belt (doubled for a van)
+  Span rake;         // windscreen: run per rise
+  Span hood_drop;
+  Span cabin_shift;  // cabin's position along the wheelbase
+  Span cab_roof;     // pickup's cab: length of its roof
+};
+
+// A family car; a sports car (long, low and wide, a long bonnet, a raked
+// windscreen, the cabin set back); an off-roader (a jeep, an SUV: big
+// wheels, a high body, short overhangs, an upright windscreen).
+constexpr CarPlan kCarPlans[] = {
+    {{2.1, 3.1}, {0.55, 1.05}, {0.5, 1.2}, {1.6, 1.9}, {0.28, 0.44}, {0.72, 0.95}, {0.36, 0.62}, {1.0, 1.8},
+     {0.0, 0.12}, {-0.3, 0.3}, {0.5, 0.9}},
+    {{2.3, 2.8}, {0.85, 1.25}, {0.6, 1.0}, {1.8, 2.0}, {0.3, 0.35}, {0.6, 0.72}, {0.26, 0.38}, {2.0, 2.8},
+     {0.04, 0.12}, {-0.45, -0.15}, {0.4, 0.6}},
+    {{2.2, 2.8}, {0.35, 0.65}, {0.35, 0.7}, {1.75, 2.0}, {0.42, 0.52}, {1.05, 1.3}, {0.5, 0.7}, {0.45, 0.9},
+     {0.0, 0.04}, {-0.2, 0.2}, {0.7, 1.1}},
+};
+
 // A car: a lower body lofted nose to tail with the bonnet dropping towards
 // the front, a narrower cabin on top shaped by the style (sedan: a sloping
 // rear window and a boot; hatchback: roof to the tail, a steep hatch; van: a
 // tall roof over the whole length; pickup: a short cab and an open bed), and
 // four wheels.
-Mesh build_car(Draw& d) {
-  const int style = d.cycle(4);             // sedan, hatchback, van, pickup
-  const double wb = d(2.1, 3.1) * (style == 1 ? 0.85 : 1.0);  // wheelbase; hatchbacks are short
-  const double front_oh = d(0.55, 1.05);    // overhangs beyond the axles
-  const double rear_oh = d(0.5, 1.2) * (style == 1 ? 0.65 : 1.0);
-  const double width = d(1.6, 1.9);
-  const double wr = d(0.28, 0.44);          // wheel radius
-  const double belt = d(0.72, 0.95);        // top of the lower body
-  const double glass = d(0.36, 0.62);       // cabin height above the belt (doubled for a van)
-  const double rake = d(1.0, 1.8);          // windscreen: run per rise
-  const double hood_drop = d(0.0, 0.12);
-  const double cabin_shift = d(-0.3, 0.3);  // cabin's position along the wheelbase
-  const double cab_roof = d(0.5, 0.9);      // pickup's cab: length of its roof
+Mesh build_car(Draw& d, int plan) {
+  const CarPlan& p = kCarPlans[plan];
+  const int style = d.cycle(kCarStyles);    // sedan, hatchback, van, pickup
+  const double wb = d(p.wb) * (style == 1 ? 0.85 : 1.0);  // hatchbacks are short
+  const double front_oh = d(p.front_oh);
+  const double rear_oh = d(p.rear_oh) * (style == 1 ? 0.65 : 1.0);
+  const double width = d(p.width);
+  const double wr = d(p.wr);
+  const double belt = d(p.belt);
+  const double glass = d(p.glass);
+  const double rake = d(p.rake);
+  const double hood_drop = d(p.hood_drop);
+  const double cabin_shift = d(p.cabin_shift);
+  const double cab_roof = d(p.cab_roof);
 
   Mesh m;
   const double hw = width / 2, y0 = wr * 0.6, xf = wb / 2 + front_oh, xr = -wb / 2 - rear_oh;

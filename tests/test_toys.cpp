@@ -280,8 +280,10 @@ TEST(Toys, FrameFollowsTheConvention) {
   for (vg::ToyVariety v : kVarieties)
     for (int i = 0; i < kInstances; ++i) {
       for (int c : {3, 4}) {
+        // A heavy truck's tall cab on a short body, or an off-roader, is
+        // stubbier than any narrow-variety vehicle.
         const Mesh m = vg::toy_mesh(c, i, v);
-        EXPECT_GT(extent(m, 0), 1.5 * extent(m, 1)) << name(v) << " " << c << "/" << i;
+        EXPECT_GT(extent(m, 0), (v == vg::ToyVariety::wide ? 1.3 : 1.5) * extent(m, 1)) << name(v) << " " << c << "/" << i;
         EXPECT_GT(extent(m, 0), 1.5 * extent(m, 2)) << name(v) << " " << c << "/" << i;
       }
       // A figure in action reaches forward and a crouching one folds: under
@@ -415,9 +417,8 @@ double test_to_training(int category, vg::ToyVariety v) {
   return sum / 5;
 }
 
-// What wide variety is for: the animals' and airplanes' test toys lie
-// further from their training toys in shape than under narrow variety; a
-// category with one plan has the same toys. Not the humans: this measure
+// What wide variety is for: every category's test toys lie further from
+// their training toys in shape than under narrow variety. Not the humans: this measure
 // falls for them (0.635 narrow, 0.582 wide), as a bulky figure's silhouette
 // overlaps another far more than two thin ones do, however differently
 // posed; raw-pixel 1-NN, the measure that counts, finds them harder under
@@ -426,9 +427,7 @@ TEST(Toys, WideVarietyMovesTestToysFurtherFromTrainingToys) {
   for (int c = 0; c < vg::kToyCategories; ++c) {
     const double narrow = test_to_training(c, vg::ToyVariety::narrow);
     const double wide = test_to_training(c, vg::ToyVariety::wide);
-    if (vg::toy_plans(c) == 1) {
-      EXPECT_EQ(wide, narrow) << vg::toy_category_name(c);
-    } else if (c != 1) {
+    if (c != 1) {
       EXPECT_GT(wide, narrow) << vg::toy_category_name(c);
     }
     std::printf("%-8s test toy to nearest training toy: narrow %.3f, wide %.3f\n", vg::toy_category_name(c), narrow,
