@@ -347,7 +347,7 @@ int do_sweep(const SweepFlags& f) {
   }
 }
 
-// `viewgap export-norb DIR`: the synthetic shapes as smallNORB's six files.
+// `viewgap export-norb DIR`: the synthetic shapes, or the toys, as smallNORB's six files.
 struct ExportFlags {
   std::string dir, seed = "0", shapes = "seed", instances = "5", lightings = "6";
   bool quiet = false;
@@ -597,7 +597,7 @@ int cli_main(int argc, char** argv) {
   merge->add_flag("--force", mf.force, "Replace the tables of a sweep of the same configuration in --out");
   ExportFlags ef;
   CLI::App* exp = app.add_subcommand("export-norb",
-                                     "Write the synthetic shapes as smallNORB's six files (96 x 96 stereo, its viewpoints)");
+                                     "Write the synthetic shapes, or the toys, as smallNORB's six files (96 x 96 stereo, its viewpoints)");
   exp->add_option("DIR", ef.dir, "Output directory (created if absent; no file there is replaced)")->required();
   exp->add_option("--seed", ef.seed, "Seed of the pixel noise")->capture_default_str();
   exp->add_option("--shapes", ef.shapes, "The shape set: seed, asym, or toys (the toys dataset's meshes, data/toy_views.h)")->capture_default_str();

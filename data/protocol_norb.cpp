@@ -187,16 +187,16 @@ const DataFlag kBrightness{"brightness", "0", "With --data norb or toys: trainin
 const DataFlag kContrast{"contrast", "0", "With --data norb or toys: training contrast jitter, a factor uniform in 1 +- C (0..1)"};
 // Added after sweeps of these protocols were made: hashed only when set.
 const DataFlag kTrainCrops{"train-crops", "random",
-                           "With --data norb or toys and their paper or full splits: random (the paper's 32x32 crops "
-                           "of 48x48) or centre (as evaluation's: LeCun et al. 2004's baselines saw no jitter)",
+                           "With --data norb or toys and their paper, full or window splits: random (the paper's 32x32 "
+                           "crops of 48x48) or centre (as evaluation's: LeCun et al. 2004's baselines saw no jitter)",
                            false};
 }  // namespace
 
 // Added after sweeps of these protocols were made: hashed only when set.
 const DataFlag kStandardizeFlag{"standardize", "off",
-                                "With --data norb, toys, fashion-mnist or idx and their paper or standard splits: each "
-                                "image standardised (on: as google-research's capsule_em; off: pixels in [0, 1], as the "
-                                "paper says)",
+                                "With --data norb or toys and their paper, full or window splits, or --data fashion-mnist "
+                                "or idx and any of theirs: each image standardised (on: as google-research's capsule_em; "
+                                "off: pixels in [0, 1], as the paper says)",
                                 false};
 
 namespace {
