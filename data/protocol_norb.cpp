@@ -218,8 +218,8 @@ const DataFlag kToyScaleFlag{"toy-scale", "1",
                          "of the frame, 1.5 all of it; 0.25..2)",
                          /*hashed_at_default=*/false};
 const DataFlag kToyVarietyFlag{"toy-variety", "narrow",
-                           "With --data toys: narrow (one body plan per category) or wide (animals, humans and "
-                           "airplanes each drawn from several plans, docs/toys.md)",
+                           "With --data toys: narrow (one body plan per category) or wide (every category's toys "
+                           "drawn from several body plans, docs/toys.md)",
                            /*hashed_at_default=*/false};
 
 // Every flag only the toys read.

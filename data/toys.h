@@ -30,21 +30,23 @@ const char* toy_category_name(int category);
 
 // How different the toys of one category are (--toy-variety). narrow: one
 // body plan per category (a slender quadruped, a standing figure, an
-// airliner; a truck's and a car's kinds), its proportions and pose drawn.
-// wide: smallNORB's ten toys of a category are ten distinct objects (its
-// paper's figure of the 50 toys), so each animal, human and airplane is also
-// built on one of several plans, cycled with the instance (toy_plan): heavy
-// and long-necked animals beside the slender one; figures in action, bulky or
-// crouching beside the standing one; fighters and long-winged light aircraft
-// beside the airliner. Each split of 5 or more toys holds every plan, as the
-// kinds of narrow variety (a car's body style) do.
+// airliner, a road truck, a family car; a truck's and a car's kinds), its
+// proportions and pose drawn. wide: smallNORB's ten toys of a category are
+// ten distinct objects (its paper's figure of the 50 toys), so every toy is
+// also built on one of several plans, cycled with the instance (toy_plan):
+// heavy and long-necked animals beside the slender one; figures in action,
+// bulky or crouching beside the standing one; fighters and long-winged light
+// aircraft beside the airliner; heavy and light trucks beside the road truck;
+// sports cars and off-roaders beside the family car. Each split of 5 or more
+// toys holds every plan, as the kinds of narrow variety (a car's body style) do.
 enum class ToyVariety { narrow, wide };
 
 // The number of body plans category `category` draws from under wide variety.
 int toy_plans(int category);
 // The plan toy (category, instance) is built on: 0 under narrow variety;
 // under wide, the instance modulo toy_plans(category) (an airplane's shifted
-// by one every three toys, so that plan and engine count vary independently).
+// by one every three toys and a truck's every six, so that plan and kind vary
+// independently).
 // The shape draws (toy_mesh's stream) are the same on every plan.
 int toy_plan(int category, int instance, ToyVariety variety);
 
