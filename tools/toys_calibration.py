@@ -23,6 +23,12 @@ import os
 import sys
 import tempfile
 
+# The package beside this file, found from here so that this runs from any directory.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+
 # smallNORB's standard split, raw pixels (LeCun, Huang & Bottou 2004, CVPR, as
 # issue 56 quotes them), and the targets the generator is calibrated to.
 PUBLISHED = {
@@ -130,13 +136,9 @@ def main():
     for m in order:
         pub, target = PUBLISHED.get(m.split(" ")[0], ("", ""))
         lines.append(f"| `{m}` | " + " | ".join(cell(found.get((m, g))) for g in grids) + f" | {pub} | {target} |")
-    few = sorted({int(r["n"]) for r in found.values() if int(r["n"]) < 5})
-    if few:
-        # A percentile bootstrap over so few seeds can only return means of
-        # their values: its interval lies within their range.
-        lines += ["", f"Cells over {' or '.join(map(str, few))} seeds: their CI is a percentile bootstrap over that "
-                  "many values, so it lies within the seeds' range; read it as their spread, not as a bound on "
-                  "the mean."]
+    note = few_seeds_note((r["n"] for r in found.values()), "Cells")
+    if note:
+        lines += ["", note]
     out = a.out
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out) or ".", prefix=".tmp.")
     with os.fdopen(fd, "w") as f:

@@ -9,5 +9,6 @@
   sweep_figures.py   a sweep's figures against gap and distance, and the `sweep` command
   paired_figures.py  a sweep's paired differences
   norb_figures.py    a smallNORB-format directory's toys, viewpoints and lightings, and the `norb` command
+  few_seeds.py       the note under statistics over fewer than 5 seeds, for the figures and tools/*.py's tables
 
-Importing any of them selects matplotlib's Agg backend (style.py)."""
+Importing any of them but few_seeds.py (standard library only) selects matplotlib's Agg backend (style.py)."""
