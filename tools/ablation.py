@@ -20,6 +20,12 @@ import subprocess
 import sys
 import tempfile
 
+# The package beside this file, found from here so that this runs from any directory.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+
 VARIANT_FLAGS = ("em-grad", "loss", "em-lambda-schedule")
 
 
@@ -143,15 +149,20 @@ def main():
     md = ["| variant (em-grad / loss / λ schedule) | split | caps familiar | caps held-out | caps drop | CNN held-out "
           "| caps − CNN held-out (95 % CI) | caps better / tie / worse | Wilcoxon p |",
           "|---|---|---|---|---|---|---|---|---|"]
+    n_pairs = []
     for g in splits[0][1]:
         for name, grids, s in splits:
             if g not in grids:
                 fail(f"sweep '{name}' lacks the grid point {g}")
             m = lambda model, metric: float(s[(g, "model", model, metric)]["mean"])
             p = s[(g, "paired", "caps-cnn", "heldout")]
+            n_pairs.append(p["n"])
             md.append(f"| {variant_name(g)} | {name} | {m('caps', 'familiar'):.3f} | {m('caps', 'heldout'):.3f} "
                       f"| {m('caps', 'drop'):.3f} | {m('cnn', 'heldout'):.3f} | {fmt_ci(p)} "
                       f"| {p['wins']} / {p['ties']} / {p['losses']} | {float(p['p_value']):.2g} |")
+    note = few_seeds_note(n_pairs, "Rows", n_pairs)
+    if note:
+        md += ["", note]
     md += ["", f"Do the class activations carry the class? Held-out split of the seed's configuration, "
                f"seeds 0–{a.seeds - 1}, `viewgap run --models caps --reproducible` per variant: how often the true "
                f"class has the largest activation, and the mean activation of the true class and of the others.",

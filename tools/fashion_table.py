@@ -16,6 +16,12 @@ import os
 import sys
 import tempfile
 
+# The package beside this file, found from here so that this runs from any directory.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+
 # Published test accuracies, with where each is printed. Xiao, Rasul & Vollgraf 2017,
 # "Fashion-MNIST: a Novel Image Dataset for Benchmarking Machine Learning Algorithms",
 # arXiv:1708.07747, Table 3 (scikit-learn classifiers, the best of each one's grid);
@@ -95,9 +101,13 @@ def main():
         f"| `nn1` (raw pixels, Euclidean) | deterministic | — | {model['heldout']:.4f} ({ours:,} of {n_test:,}) |"
         f" {ANCHORS['nn1'][0]} | {ANCHORS['nn1'][1]} |",
     ]
-    for name, n, mean, lo, hi, epochs, sweep in sweep_rows(d):
+    rows = sweep_rows(d)
+    for name, n, mean, lo, hi, epochs, sweep in rows:
         anchor, source = ANCHORS.get(name, ("—", "—"))
         lines.append(f"| `{name}` | {n} | {epochs} | {mean:.4f} [{lo:.4f}, {hi:.4f}] (`{sweep}/`) | {anchor} | {source} |")
+    note = few_seeds_note(r[1] for r in rows)
+    if note:
+        lines += ["", note]
     agree = "equal" if ours == ref["correct"] else "DIFFERENT"
     lines += [
         "",

@@ -19,6 +19,12 @@ import statistics
 import sys
 import tempfile
 
+# The package beside this file, found from here so that this runs from any directory.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+
 # The sweeps the docs read, in the order they read them, with a title each; any
 # other RESULTS/*/summary.csv follows under its directory's name.
 SWEEPS = [
@@ -113,6 +119,12 @@ def pair_text(pair, names):
     return pair.replace("-", " − ", 1)
 
 
+def with_note(out, rows, paired):
+    """Table lines `out`, and under them the note on fewer than 5 seeds if `rows` need it."""
+    note = few_seeds_note((r["n"] for r in rows), "Rows", (r["n"] for r in paired))
+    return out + ["", note] if note else out
+
+
 def sweep_tables(results, d, rows):
     """The sweep's model rows (familiar, held-out, drop per model) and paired rows."""
     src = f"`{d}/summary.csv`"
@@ -131,7 +143,7 @@ def sweep_tables(results, d, rows):
         out.append(f"| {cell(first)}{model} | {first['n']} | {vals} | {src} |")
     names = {model for (_, _, model) in models}
     if not any(r["kind"] == "paired" for r in rows):  # one model: nothing paired
-        return out
+        return with_note(out, rows, [])
     out += ["", f"| {g_head}gap | true gap | pair | metric | n | difference (95 % CI) | wins / ties / losses | "
                 f"P(better) | Wilcoxon p | source |",
             f"|{g_rule}---|---|---|---|---|---|---|---|---|---|"]
@@ -140,7 +152,7 @@ def sweep_tables(results, d, rows):
             out.append(f"| {cell(r)}{pair_text(r['model'], names)} | {r['metric']} | {r['n']} | "
                        f"{diff_ci(r)} | {r['wins']} / {r['ties']} / {r['losses']} | "
                        f"{float(r['prob_improvement']):.2f} | {p_value(r['p_value'])} | {src} |")
-    return out
+    return with_note(out, rows, [r for r in rows if r["kind"] == "paired"])
 
 
 def seed_table(results):
@@ -175,6 +187,7 @@ def table2(results, sweeps):
         m, lo, hi = float(r["mean"]), float(r["ci_lo"]), float(r["ci_hi"])
         return f"{1 - m:.3f} [{1 - hi:.3f}, {1 - lo:.3f}]"
 
+    shown, pairs = [], []
     for protocol, config in TABLE2:
         d = f"table2_{protocol}_{config}"
         if d not in sweeps:
@@ -190,16 +203,18 @@ def table2(results, sweeps):
                 if fam is None or nov is None:
                     fail(f"{d}/summary.csv: no {m} rows for shapes={shapes}")
                 name = f"caps ({config})" if m == "caps" else m
+                shown += [fam, nov]
                 err_rows.append(f"| {protocol} | {shapes} | {name} | {err(fam)} | {err(nov)} | {src} |")
             p, cnn = rows.get((shapes, "paired", "caps-cnn", "heldout")), rows.get((shapes, "model", "cnn", "heldout"))
             if p is None or cnn is None:
                 fail(f"{d}/summary.csv: no caps-cnn paired row for shapes={shapes}")
+            pairs.append(p)
             d_err, lo, hi = -float(p["mean"]), -float(p["ci_hi"]), -float(p["ci_lo"])
             rel = d_err / (1 - float(cnn["mean"])) if float(cnn["mean"]) < 1 else float("nan")
             paired.append(f"| {protocol} | {shapes} | {config}'s | {signed(d_err)} [{signed(lo)}, {signed(hi)}] | "
                           f"{rel * 100:+.0f} %".replace("-", "−") +
                           f" | {p['wins']} / {p['ties']} / {p['losses']} | {p_value(p['p_value'])} | {src} |")
-    return err_rows + [""] + paired
+    return with_note(err_rows + [""] + paired, shown + pairs, pairs)
 
 
 def class_activations(results):

@@ -19,6 +19,12 @@ import os
 import sys
 import tempfile
 
+# The package beside this file, found from here so that this runs from any directory.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+
 
 def fail(msg):
     sys.stderr.write(f"table2.py: error: {msg}\n")
@@ -90,7 +96,7 @@ def main():
            "|---|---|---|---|---|---|"]
     paired = ["| protocol | shapes | capsules | caps − CNN novel error (95 % CI) | relative to the CNN's | caps better / tie / worse | Wilcoxon p |",
               "|---|---|---|---|---|---|---|"]
-    n_seeds = set()
+    n_seeds, n_pairs = set(), set()
     configs = set()
     for protocol, config, d, rows, steps in sweeps:
         configs.add(config)
@@ -112,10 +118,12 @@ def main():
             cnn = rows.get((shapes, "model", cnn_model, "heldout"))
             if p is None or cnn is None:
                 fail(f"{d}: no {caps}-{cnn_model} paired row for shapes={shapes}")
+            n_pairs.add(int(p["n"]))
             d_err, lo, hi = -float(p["mean"]), -float(p["ci_hi"]), -float(p["ci_lo"])
             rel = d_err / (1 - float(cnn["mean"])) if float(cnn["mean"]) < 1 else float("nan")
             paired.append(f"| {protocol} | {shapes} | {config} | {d_err:+.3f} [{lo:+.3f}, {hi:+.3f}] | {rel:+.0%} | "
                           f"{p['wins']} / {p['ties']} / {p['losses']} | {float(p['p_value']):.2g} | {p['n']} |")
+    note = few_seeds_note(n_seeds | n_pairs, "Rows", n_pairs)
     # One seed count for every row goes in the text; sweeps grown to more seeds
     # one protocol at a time keep a column.
     if len(n_seeds) == 1:
@@ -144,7 +152,7 @@ def main():
             + "\n".join(out) + "\n\n"
             "Paired over seeds, caps − CNN novel error (negative: the capsules err less); 'relative' is that "
             "difference over the CNN's novel error (the paper reports about −30 %):\n\n"
-            + "\n".join(paired) + "\n")
+            + "\n".join(paired) + "\n" + (f"\n{note}\n" if note else ""))
     atomic_write(os.path.join(args.out, args.file), text)
 
 

@@ -17,6 +17,12 @@ import os
 import sys
 import tempfile
 
+# The package beside this file, found from here so that this runs from any directory.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+
 
 def fail(msg):
     sys.stderr.write(f"toys_table.py: error: {msg}\n")
@@ -75,6 +81,7 @@ def main():
              "[95 % bootstrap CI] over seeds. Δ novel: the model's novel error minus the reference's "
              "(the sweep's `--reference`), paired by seed (negative: fewer errors than the reference), "
              "with the model's wins/ties/losses in accuracy.", ""]
+    counts = []
     for spec in a.sweep:
         if "=" not in spec:
             fail(f"--sweep '{spec}': expected PROTOCOL=DIR")
@@ -92,9 +99,13 @@ def main():
         for m in models:
             fam, nov = rows[("model", m, "familiar")], rows[("model", m, "heldout")]
             pair = rows.get(("paired", f"{ref}-{m}", "heldout"))
+            counts += [r["n"] for r in (fam, nov, pair) if r]
             lines.append(f"| {m} | {error_cell(fam)} | {error_cell(nov)} | "
                          f"{diff_cell(pair) if pair else '—'} |")
         lines.append("")
+    note = few_seeds_note(counts, "Sections")
+    if note:
+        lines += [note, ""]
     os.makedirs(a.out, exist_ok=True)
     atomic_write(os.path.join(a.out, "table.md"), "\n".join(lines))
     print(os.path.join(a.out, "table.md"))
