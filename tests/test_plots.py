@@ -532,6 +532,70 @@ class PlotTest(unittest.TestCase):
                 for l in el:
                     self.assertEqual(l.endswith(" | 5 |"), name == "mixed", l)
 
+    def sweep_of_n(self, src, dst, n, files=("summary.csv",)):
+        """A copy of sweep directory `src` (its `files`) at `dst`, every summary row's seed count n."""
+        os.makedirs(dst)
+        for f in files:
+            shutil.copy(os.path.join(src, f), dst)
+        with open(os.path.join(src, "summary.csv")) as f:
+            rows = list(csv.DictReader(f))
+        with open(os.path.join(dst, "summary.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows({**r, "n": str(n)} for r in rows)
+        return dst
+
+    def test_tables_over_fewer_than_5_seeds_carry_the_note(self):
+        """Every table tool: statistics over 3 seeds get the note under the table (their CI is the
+        seeds' spread; a Wilcoxon p over 3 pairs cannot reach 0.05), over 5 they do not. The
+        committed sweeps stand in, their seed counts rewritten."""
+        res, tools = os.path.join(ROOT, "results"), os.path.join(ROOT, "tools")
+        ci, p = "seeds: their CI is a percentile bootstrap over that many values", "Wilcoxon p cannot reach 0.05"
+        # A viewgap that writes fixed class activations: ablation.py's second table is not under test.
+        exe = self.write("viewgap_stub", "#!/bin/sh\nwhile [ $# -gt 1 ] && [ \"$1\" != --out-json ]; do shift; done\n"
+                         "echo '{\"models\": [{\"class_activations\": {\"heldout_argmax_accuracy\": 1, "
+                         "\"heldout_mean_true\": 1, \"heldout_mean_other\": 0}}]}' > \"$2\"\n")
+        os.chmod(exe, 0o755)
+
+        def tool(n, d):
+            """(command, the file it writes) of each table tool over sweeps of n seeds under d."""
+            sweep = lambda name, *files: self.sweep_of_n(os.path.join(res, name), os.path.join(d, name), n,
+                                                         ("summary.csv",) + files)
+            os.makedirs(os.path.join(d, "fashion_mnist"))
+            for f in ("nn1.json", "nn1_numpy.json"):
+                shutil.copy(os.path.join(res, "fashion_mnist", f), os.path.join(d, "fashion_mnist"))
+            shutil.copy(os.path.join(res, "seed_table.csv"), d)
+            return {
+                "table2.py": (["--out", d, "--file", "t.md", "--sweep", "azimuth/convcaps=" + sweep("table2_azimuth_convcaps", "cells.csv")],
+                              os.path.join(d, "t.md"), True),
+                "toys_table.py": (["--sweep", "azimuth=" + sweep("toys_paper_azimuth"), "--out", os.path.join(d, "toys")],
+                                  os.path.join(d, "toys", "table.md"), False),
+                "toys_calibration.py": (["--sweep", sweep(os.path.join("toys_calibration", "baselines")),
+                                         "--out", os.path.join(d, "calibration.md")], os.path.join(d, "calibration.md"), False),
+                "fashion_table.py": (["--dir", os.path.dirname(sweep(os.path.join("fashion_mnist", "linear"), "meta.json"))],
+                                     os.path.join(d, "fashion_mnist", "table.md"), False),
+                "ablation.py": (["--exe", exe, "--seeds", "1", "--out", d, "--sweep", "gap 90=" + sweep("ablation_gap90")],
+                                os.path.join(d, "ablation.md"), True),
+                "results_summary.py": (["--results", d], os.path.join(d, "SUMMARY.md"), True),
+            }
+        for n in (3, 5):
+            d = self.path(f"n{n}")
+            for name, (args, out, has_p) in tool(n, d).items():
+                with self.subTest(tool=name, seeds=n):
+                    r = subprocess.run([sys.executable, os.path.join(tools, name)] + args, capture_output=True,
+                                       text=True, cwd=self.tmp)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    with open(out) as f:
+                        md = f.read()
+                    if n == 3:
+                        self.assertIn(f" over 3 {ci}", md)
+                        self.assertEqual(p in md, has_p, md)
+                        if has_p:
+                            self.assertIn("its least value is 0.25 over 3 pairs", md)
+                    else:
+                        self.assertNotIn(ci, md)
+                        self.assertNotIn(p, md)
+
     def test_argument_errors_are_one_line(self):
         for args, needle in ((["run"], "the following arguments are required: input"),
                              ([], "the following arguments are required"),
