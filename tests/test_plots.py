@@ -596,6 +596,26 @@ class PlotTest(unittest.TestCase):
                         self.assertNotIn(ci, md)
                         self.assertNotIn(p, md)
 
+    def test_sweep_figures_over_fewer_than_5_seeds_say_so_in_their_titles(self):
+        """The sweep figures of a 3-seed fixture sweep end their title with the note's short form and
+        give the paired figure's p its floor; those of the 5-seed fixture do not."""
+        import argparse
+        sf, pf = plots().sweep_figures, plots().paired_figures
+        three = self.path("three")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "sweep", three, "--seeds", "3"],
+                       check=True)
+        for d, few in ((three, True), (os.path.join(FIXTURES, "sweep"), False)):
+            with self.subTest(seeds=3 if few else 5):
+                kept = self.captured_figures(sf), self.captured_figures(pf)
+                sf.cmd_sweep(argparse.Namespace(input=d, out=self.path("fig"), gap=None))
+                figs = {**kept[0], **kept[1]}
+                self.assertEqual(sorted(figs), sorted(SWEEP))
+                for name, fig in figs.items():
+                    self.assertEqual(fig._suptitle.get_text().endswith(
+                        "\nover 3 seeds a CI is the seeds' spread, not a bound on the mean"), few, name)
+                paired = " ".join(ax.get_title() for ax in figs["sweep_paired.png"].axes)
+                self.assertEqual("Wilcoxon p\nover 3 pairs a Wilcoxon p cannot reach 0.05" in paired, few, paired)
+
     def test_argument_errors_are_one_line(self):
         for args, needle in ((["run"], "the following arguments are required: input"),
                              ([], "the following arguments are required"),

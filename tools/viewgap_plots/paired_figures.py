@@ -3,6 +3,7 @@ reference's wins/ties/losses and Wilcoxon p in a table under the axes."""
 import math
 import os
 
+from .few_seeds import few_pairs_caption
 from .files import save
 from .series import band, gap_ticks, offsets, span_of
 from .style import color, plt, unit_text
@@ -70,7 +71,8 @@ def fig_sweep_paired(summary, title, out, suffix, written):
             series.append((label, c, {r["gap"]: r for r in rows}))
         difference_axes(ax, summary, gap_label(summary), ylabel,
                         f"paired difference, {METRIC_WORDS[metric]} (mean, 95 % CI)\n"
-                        "table: the reference's wins/ties/losses over seeds, Wilcoxon p")
+                        "table: the reference's wins/ties/losses over seeds, Wilcoxon p"
+                        + few_pairs_caption(r["n"] for _, _, rows in series for r in rows.values()))
         ax.title.set_fontsize(9)
         ax.legend(fontsize=8)
         if series:
@@ -139,7 +141,8 @@ def fig_sweep_paired_grid(summary, title, out, written):
             ax.legend(fontsize=8)
             if series:
                 wtl_table(ax, series, sorted({r["gap"] for r in rows_pg}))
-    fig.suptitle(title + "\none grid point against another, model by model, seed by seed (table: A's wins/ties/losses, Wilcoxon p)")
+    fig.suptitle(title + "\none grid point against another, model by model, seed by seed (table: A's wins/ties/losses, "
+                 "Wilcoxon p)" + few_pairs_caption(r["n"] for r in summary if r["kind"] == "paired-grid"))
     fig.tight_layout()
     save(fig, os.path.join(out, "sweep_paired_grid.png"), written)
     return True

@@ -3,6 +3,7 @@ from the training views; and the `sweep` command, which adds the paired figures 
 import math
 import os
 
+from .few_seeds import few_seeds_caption
 from .files import InputError, make_out, save
 from .paired_figures import fig_sweep_paired, fig_sweep_paired_by_grid, fig_sweep_paired_grid
 from .series import band, ci_series, gap_ticks, offsets, span_of
@@ -117,12 +118,13 @@ def cmd_sweep(args):
         seeds = sorted({c["seed"] for c in ok})
         gaps = sorted({r["gap"] for r in rows})
         name, unit = axis_of(rows)
+        caption = few_seeds_caption(r["n"] for r in rows)
         return (f"viewgap sweep, {source}, {protocol}: {plural(len(seeds), 'seed')}"
                 + (f" ({seeds[0]:g}–{seeds[-1]:g})" if seeds else "")
                 + f" × {name} gaps {', '.join(f'{g:g}' for g in gaps)}{unit_mark(unit)}"
                 + (f", {plural(epochs, 'epoch')}" if epochs else "")
                 + (f", train az {train}" if isinstance(train, str) else "")
-                + (f"; {grid}" if grid else "") + (f"; {failed} failed cells excluded" if failed else ""))
+                + (f"; {grid}" if grid else "") + (f"; {failed} failed cells excluded" if failed else "") + caption)
 
     for grid in grids:
         suffix = "" if len(grids) == 1 else "_" + "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in grid)
