@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -26,7 +28,7 @@ constexpr size_t kPreamble = 32;  // magic, version, flags, size, chunk count, C
 constexpr size_t kChunkHeader = 12;  // tag, length (u64)
 constexpr size_t kTrailer = 4;       // CRC-32 of everything before it
 // This version's chunks; any other tag is carried as it is.
-const char* const kKnownTags[] = {"HEAD", "WGHT", "MSTA", "ADAM", "CONF", "PROG", "LOSS", "HIST"};
+const char* const kKnownTags[] = {"HEAD", "WGHT", "MSTA", "ADAM", "CONF", "PROG", "LOSS", "HIST", "TRAJ"};
 constexpr uint32_t kDone = 1, kStoppedEarly = 2;  // PROG's flags
 
 uint32_t crc32_of(const uint8_t* p, size_t n) {
@@ -232,6 +234,39 @@ void parse_history(In in, std::vector<std::vector<EpochRecord>>& history) {
   in.end();
 }
 
+// TRAJ: HIST's shape again, each epoch's step and validation accuracy. A chunk
+// of its own, so that files written before it (and readers from before it) still work.
+Out trajectory_chunk(const std::vector<std::vector<EpochRecord>>& history) {
+  Out o;
+  o.u32(uint32_t(history.size()));
+  for (const std::vector<EpochRecord>& set : history) {
+    o.u32(uint32_t(set.size()));
+    for (const EpochRecord& e : set) {
+      o.u64(uint64_t(e.step));
+      o.f64(e.validation);
+    }
+  }
+  return o;
+}
+
+using Trajectory = std::vector<std::vector<std::pair<long, double>>>;  // per dataset, per epoch: step, validation
+
+void parse_trajectory(In in, Trajectory& traj) {
+  const uint32_t sets = in.u32("the dataset count");
+  if (sets > in.left() / 4) in.bad("a dataset count past its end");
+  traj.resize(sets);
+  for (auto& set : traj) {
+    const uint32_t epochs = in.u32("an epoch count");
+    if (epochs > in.left() / 16) in.bad("an epoch count past its end");
+    set.resize(epochs);
+    for (auto& [step, validation] : set) {
+      step = in.count("a step");
+      validation = in.f64("an accuracy");
+    }
+  }
+  in.end();
+}
+
 uint64_t tensor_total(const std::vector<TensorShape>& tensors) {
   uint64_t n = 0;
   for (const TensorShape& t : tensors) n += t.size;
@@ -315,6 +350,7 @@ std::vector<uint8_t> encode_checkpoint(const Checkpoint& c) {
     for (double v : g.step_loss) l.f64(v);
     chunks.emplace_back("LOSS", std::move(l));
     chunks.emplace_back("HIST", history_chunk(g.history));
+    chunks.emplace_back("TRAJ", trajectory_chunk(g.history));
   }
   for (const auto& [tag, payload] : c.extra) {
     Out e;
@@ -377,6 +413,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
   // The chunks: each tag once, HEAD first, WGHT present.
   Checkpoint c;
   TrainingProgress progress;  // PROG, LOSS and HIST, which come together
+  std::optional<Trajectory> trajectory;  // TRAJ, with them
   const uint32_t count = u32_at(24);
   size_t at = kPreamble;
   const size_t end = size - kTrailer;
@@ -422,6 +459,8 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
       while (in.left() > 0) progress.step_loss.push_back(in.f64("a loss"));
     } else if (tag == "HIST") {
       parse_history(in, progress.history);
+    } else if (tag == "TRAJ") {
+      parse_trajectory(in, trajectory.emplace());
     } else {
       c.extra[tag].assign(reinterpret_cast<const char*>(p + at), size_t(length));
     }
@@ -440,11 +479,33 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
   const int parts = int(std::count(seen.begin(), seen.end(), "PROG")) +
                     int(std::count(seen.begin(), seen.end(), "LOSS")) + int(std::count(seen.begin(), seen.end(), "HIST"));
   if (parts != 0 && parts != 3) throw fail("malformed: PROG, LOSS and HIST come together; it holds " + std::to_string(parts) + " of them");
+  if (trajectory && parts != 3) throw fail("malformed: a TRAJ chunk without the history (HIST) it completes");
   if (parts == 3) {
     if (progress.step_loss.size() != size_t(progress.step))
       throw fail("malformed: " + std::to_string(progress.step_loss.size()) + " step losses for step " +
                  std::to_string(progress.step));
     if (!c.adam) throw fail("malformed: a training's progress without the optimizer's state (ADAM)");
+    std::vector<std::vector<EpochRecord>>& history = progress.history;
+    if (trajectory) {
+      bool fits = trajectory->size() == history.size();
+      for (size_t k = 0; fits && k < history.size(); ++k) fits = (*trajectory)[k].size() == history[k].size();
+      if (!fits) throw fail("malformed: its TRAJ chunk is not of the shape of its history (HIST)");
+      for (size_t k = 0; k < history.size(); ++k)
+        for (size_t e = 0; e < history[k].size(); ++e) {
+          std::tie(history[k][e].step, history[k][e].validation) = (*trajectory)[k][e];
+          if (history[k][e].step > progress.step)
+            throw fail("malformed: epoch " + std::to_string(history[k][e].epoch) + " ends at step " +
+                       std::to_string(history[k][e].step) + ", past step " + std::to_string(progress.step));
+        }
+    } else {
+      // A file from before TRAJ: an epoch ended at its last step, or where training stopped.
+      for (std::vector<EpochRecord>& set : history)
+        for (EpochRecord& e : set) {
+          e.validation = NAN;
+          const long spe = progress.steps_per_epoch;
+          e.step = e.epoch <= progress.step / spe ? long(e.epoch) * spe : progress.step;
+        }
+    }
     c.progress = std::move(progress);
   }
   return c;

@@ -15,11 +15,15 @@
 //         data order and its loss so far, the stopping rule's state, whether
 //         training is over (a checkpoint's; with LOSS and HIST);
 //   LOSS  the loss of every step taken;
-//   HIST  the per-epoch history so far, for each dataset evaluated on.
+//   HIST  the per-epoch history so far, for each dataset evaluated on;
+//   TRAJ  for each epoch of HIST, the steps taken at its end and the validation
+//         accuracy (optional: a file without it reads as NaN and the step
+//         its epochs' ends imply, min(epoch x steps_per_epoch, step)).
 // A reader skips chunks it does not know and keeps them (Checkpoint::extra),
 // so a chunk added later needs no new version: PROG, LOSS and HIST came after
-// the first files of version 1, which load as model files.
+// the first files of version 1, which load as model files, and TRAJ after HIST.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -66,6 +70,8 @@ struct EpochRecord {
   int epoch = 0;
   double loss = 0, familiar = 0, heldout = 0, seconds = 0;
   std::vector<double> circle;  // per circle azimuth, where every epoch evaluates them
+  double validation = NAN;     // TRAJ: the validation split's accuracy (NaN: none, or a file without TRAJ)
+  long step = 0;               // TRAJ: steps taken at the epoch's end
 };
 
 // Where a training stands between two steps: what resuming it needs beyond
@@ -86,7 +92,7 @@ struct TrainingProgress {
   double stop_target = 0;          // the stopping rule's target (NaN: no rule)
   double train_s = 0, eval_s = 0;  // time spent so far (timings only)
   std::vector<double> step_loss;   // LOSS: one per step taken
-  std::vector<std::vector<EpochRecord>> history;  // HIST: per dataset evaluated on, per epoch evaluated
+  std::vector<std::vector<EpochRecord>> history;  // HIST and TRAJ: per dataset evaluated on, per epoch evaluated
 };
 
 struct Checkpoint {

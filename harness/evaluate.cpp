@@ -164,6 +164,9 @@ std::vector<EpochEval> evaluate_epoch(Model& model, const std::vector<const Data
       ev.familiar = accuracy(model, data.familiar, &ev.familiar_ok);
     }
     ev.heldout = accuracy(model, data.heldout, &ev.heldout_ok);
+    if (data.validation.size() == 0) ev.validation = NAN;
+    else if (k > 0 && same_samples(data.validation, sets[0]->validation)) ev.validation = out[0].validation;
+    else ev.validation = accuracy(model, data.validation);
     if (circle) {
       const std::vector<const Split*> others = to_evaluate(data, data.circle_splits());
       ev.circle = per_view(data, data.circle_az, data.circle_splits(), &Split::azimuth, true, ev.familiar_ok,
@@ -181,6 +184,7 @@ void final_results(std::vector<ModelResult>& out, const std::vector<EpochEval>& 
     r.familiar = last[k].familiar;
     r.heldout = last[k].heldout;
     r.drop = r.familiar - r.heldout;
+    r.validation = last[k].validation;
     const Split& heldout = sets[k]->heldout;
     std::vector<int> n_cls(size_t(heldout.classes), 0), ok_cls(size_t(heldout.classes), 0);
     for (int i = 0; i < heldout.size(); ++i) {
@@ -203,14 +207,8 @@ void final_results(std::vector<ModelResult>& out, const std::vector<EpochEval>& 
                        std::equal(views.begin(), views.end(), first_views.begin(),
                                   [](const Split* a, const Split* b) { return same_samples(*a, *b); });
     std::vector<std::vector<uint8_t>> views_ok =
-        reuse ? first_ok : correct_on(model, helper, pool, views, [&] {
-          if (d.validation.size() > 0) r.validation = accuracy(model, d.validation);
-          class_activation_stats(model, d.heldout, &r);
-        });
-    if (reuse) {
-      r.validation = out[0].validation;  // the same split (same_training)
-      class_activation_stats(model, d.heldout, &r);
-    }
+        reuse ? first_ok : correct_on(model, helper, pool, views, [&] { class_activation_stats(model, d.heldout, &r); });
+    if (reuse) class_activation_stats(model, d.heldout, &r);
     r.circle_acc = per_view(d, d.circle_az, d.circle_splits(), &Split::azimuth, true, last[k].familiar_ok,
                             last[k].heldout_ok, views, views_ok);
     r.axis_acc = per_view(d, d.axis_values, d.axis_splits(), &Split::axis, false, last[k].familiar_ok,

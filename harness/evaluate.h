@@ -3,6 +3,7 @@
 // functions, so that both report the same bits: internal to the harness;
 // accuracy() and the EvalPool are train.h's.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -42,6 +43,7 @@ void class_activation_stats(Model& model, const Split& split, ModelResult* res);
 // What evaluating the weights after an epoch yields.
 struct EpochEval {
   double familiar = 0, heldout = 0;
+  double validation = NAN;  // on Dataset::validation; NaN where it is empty
   std::vector<uint8_t> familiar_ok, heldout_ok;  // per sample
   std::vector<double> circle;                    // TrainConfig::circle_every_epoch
 };
@@ -51,14 +53,14 @@ struct EpochEval {
 bool same_samples(const Split& a, const Split& b);
 
 // Evaluates the weights after an epoch on every dataset of `sets` (the one
-// trained on first): a familiar split with the first's samples is not
-// evaluated again, its result is the same bits.
+// trained on first): a familiar or validation split with the first's samples
+// is not evaluated again, its result is the same bits.
 std::vector<EpochEval> evaluate_epoch(Model& model, const std::vector<const Dataset*>& sets, bool circle);
 
 // A trained model's final results on each of `sets`, into out[k] (which holds
 // what its training recorded, if anything): familiar and held-out accuracy and
-// their drop, from last[k], the evaluation of the final weights; the held-out
-// accuracy per class; the validation accuracy, the class activations, the
+// their drop, and the validation accuracy, from last[k], the evaluation of the
+// final weights; the held-out accuracy per class; the class activations, the
 // circle and the axis sweep (their batches shared with `helper` on the pool,
 // given one).
 void final_results(std::vector<ModelResult>& out, const std::vector<EpochEval>& last,

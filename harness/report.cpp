@@ -220,8 +220,10 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
   for (const ModelResult& m : r.models) {
     json hist = json::array();
     for (const EpochStats& e : m.history)
-      hist.push_back({{"epoch", e.epoch}, {"loss", e.loss}, {"familiar", e.familiar},
-                      {"heldout", e.heldout}, {"seconds", e.seconds}});
+      hist.push_back({{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"familiar", e.familiar},
+                      {"heldout", e.heldout},
+                      {"validation", std::isnan(e.validation) ? json(nullptr) : json(e.validation)},
+                      {"seconds", e.seconds}});
     json per_class;
     for (size_t c = 0; c < m.heldout_per_class.size(); ++c) per_class[class_name(opt.data, int(c))] = m.heldout_per_class[c];
     models.push_back({{"name", m.name},

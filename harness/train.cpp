@@ -136,7 +136,7 @@ std::vector<std::vector<EpochRecord>> records_of(const std::vector<Recorded>& re
     for (size_t e = 0; e < r.history.size(); ++e) {
       const EpochStats& st = r.history[e];
       set.push_back({st.epoch, st.loss, st.familiar, st.heldout, st.seconds,
-                     circle ? r.circle_history[e] : std::vector<double>{}});
+                     circle ? r.circle_history[e] : std::vector<double>{}, st.validation, st.step});
     }
   }
   return out;
@@ -144,7 +144,7 @@ std::vector<std::vector<EpochRecord>> records_of(const std::vector<Recorded>& re
 void restore_records(const std::vector<std::vector<EpochRecord>>& history, bool circle, std::vector<Recorded>& recorded) {
   for (size_t k = 0; k < recorded.size(); ++k)
     for (const EpochRecord& e : history[k]) {
-      recorded[k].history.push_back(EpochStats{e.epoch, e.loss, e.familiar, e.heldout, e.seconds});
+      recorded[k].history.push_back(EpochStats{e.epoch, e.loss, e.familiar, e.heldout, e.seconds, e.validation, e.step});
       if (circle) recorded[k].circle_history.push_back(e.circle);
     }
 }
@@ -235,6 +235,7 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
       EpochStats st = trained;
       st.familiar = evs[k].familiar;
       st.heldout = evs[k].heldout;
+      st.validation = evs[k].validation;
       st.seconds += eval_s;
       recorded[k].eval_s += k == 0 ? eval_s : 0;
       if (cfg.circle_every_epoch) recorded[k].circle_history.push_back(std::move(evs[k].circle));
@@ -424,6 +425,7 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
     // An epoch cut short by the stop rule: its mean over the images it saw.
     st.loss = loss_sum / std::min<double>(N, double(res.step_loss.size() - size_t(epoch - 1) * steps_per_epoch) * cfg.batch_size);
     st.seconds = seconds_since(t0);
+    st.step = step;
     if (pool) {
       std::pair<EpochStats, std::vector<float>> item(st, model->params().values());  // copied outside the lock
       bool post = false;

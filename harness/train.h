@@ -78,6 +78,10 @@ struct TrainConfig {
 struct EpochStats {
   int epoch = 0;
   double loss = 0, familiar = 0, heldout = 0, seconds = 0;
+  // The familiar validation split's accuracy (NaN without one) and the steps
+  // taken at the epoch's end: with familiar and heldout, the run's trajectory.
+  double validation = NAN;
+  long step = 0;
 };
 
 struct ModelResult {
@@ -162,7 +166,8 @@ PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, con
 
 // Trains `name` from its seeded initialisation (Adam, softmax cross-entropy,
 // reshuffling each epoch from the stream (seed, Shuffle, epoch)), evaluating
-// familiar and held-out accuracy after every epoch and the circle split at the end.
+// familiar, held-out and (where the data has one) validation accuracy after
+// every epoch and the circle split at the end.
 // With cfg.checkpoint, writes checkpoints as it goes and resumes from one (a
 // file that does not fit is a CheckpointError); between two steps it stops
 // at an interrupt (ModelResult::interrupted), after a checkpoint.

@@ -287,6 +287,103 @@ TEST(Checkpoint, ATrainingsProgressRoundTripsAndIsChecked) {
   expect_refused(dir + "bad.vgck", "PROG, LOSS and HIST come together", "LOSS renamed");
 }
 
+// `b` without its chunk `tag` (the chunk count and the CRCs made whole again):
+// a file as a viewgap from before that chunk wrote it.
+std::vector<uint8_t> without_chunk(std::vector<uint8_t> b, const std::string& tag) {
+  const uint32_t count = u32_at(b, 24);
+  for (size_t at = 32, k = 0; k < count; ++k) {
+    uint64_t length;
+    std::memcpy(&length, b.data() + at + 4, 8);
+    if (std::string(b.begin() + long(at), b.begin() + long(at + 4)) == tag) {
+      b.erase(b.begin() + long(at), b.begin() + long(at + 12 + length));
+      const uint32_t fewer = count - 1;
+      std::memcpy(b.data() + 24, &fewer, 4);
+      reseal(b);
+      return b;
+    }
+    at += 12 + size_t(length);
+  }
+  ADD_FAILURE() << "no chunk " << tag;
+  return b;
+}
+
+// Each epoch's step and validation accuracy (TRAJ) round-trip, NaN and all; a
+// checkpoint written before TRAJ still loads, its epochs' validation NaN and
+// their steps those their ends imply (the last one's where training stopped);
+// a TRAJ of another shape than the history, or without one, is refused.
+TEST(Checkpoint, AHistorysStepsAndValidationRoundTripAndAFileWithoutThemLoads) {
+  const std::string dir = scratch("trajectory");
+  Trained t = trained("linear");
+  Checkpoint c = capture_model(t.spec, *t.model, &t.trainer->optimizer());
+  TrainingProgress g;
+  g.seed = 3;
+  g.steps_per_epoch = 4;
+  g.total_steps = 12;
+  g.step = 10;  // stopped early in epoch 3
+  g.epoch = 3;
+  g.done = g.stopped_early = true;
+  g.step_loss.assign(10, 0.5);
+  auto rec = [](int epoch, double validation, long step) {
+    EpochRecord e{epoch, 1.0, 0.5, 0.25, 0.1, {}};
+    e.validation = validation;
+    e.step = step;
+    return e;
+  };
+  g.history = {{rec(1, 0.75, 4), rec(2, 1.0 / 3.0, 8), rec(3, 0.875, 10)}, {rec(1, NAN, 4), rec(2, NAN, 8), rec(3, NAN, 10)}};
+  c.progress = g;
+  write_checkpoint(dir + "c.vgck", c);
+  const Checkpoint r = read_checkpoint(dir + "c.vgck");
+  ASSERT_TRUE(r.progress.has_value());
+  ASSERT_EQ(r.progress->history.size(), 2u);
+  for (size_t k = 0; k < 2; ++k)
+    for (size_t e = 0; e < 3; ++e) {
+      const EpochRecord &got = r.progress->history[k][e], &want = g.history[k][e];
+      EXPECT_EQ(got.step, want.step) << k << " " << e;
+      EXPECT_EQ(std::memcmp(&got.validation, &want.validation, 8), 0) << k << " " << e;  // NaN's bits too
+    }
+
+  // As written before TRAJ: the rest reads the same.
+  const std::vector<uint8_t> b = bytes_of(dir + "c.vgck");
+  put(dir + "old.vgck", without_chunk(b, "TRAJ"));
+  const Checkpoint old = read_checkpoint(dir + "old.vgck");
+  ASSERT_TRUE(old.progress.has_value());
+  EXPECT_TRUE(old.extra.empty());
+  for (size_t k = 0; k < 2; ++k) {
+    ASSERT_EQ(old.progress->history[k].size(), 3u);
+    for (size_t e = 0; e < 3; ++e) {
+      const EpochRecord& got = old.progress->history[k][e];
+      EXPECT_TRUE(std::isnan(got.validation)) << k << " " << e;
+      EXPECT_EQ(got.step, g.history[k][e].step) << k << " " << e;  // 4, 8, then the stop's 10
+      EXPECT_EQ(got.familiar, 0.5);
+    }
+  }
+
+  // TRAJ of one dataset where HIST has two (a file edited and resealed); TRAJ without HIST.
+  Checkpoint one = c;
+  one.progress->history.pop_back();
+  std::vector<uint8_t> mixed = without_chunk(b, "TRAJ");
+  const std::vector<uint8_t> short_traj = bytes_of([&] {
+    write_checkpoint(dir + "one.vgck", one);
+    return dir + "one.vgck";
+  }());
+  {  // HIST of c, TRAJ of `one`: append one's TRAJ chunk to the file without its own
+    const std::string text(short_traj.begin(), short_traj.end());
+    const size_t at = text.find("TRAJ");
+    ASSERT_NE(at, std::string::npos);
+    uint64_t length;
+    std::memcpy(&length, short_traj.data() + at + 4, 8);
+    mixed.insert(mixed.end() - 4, short_traj.begin() + long(at), short_traj.begin() + long(at + 12 + length));
+    const uint32_t more = u32_at(mixed, 24) + 1;
+    std::memcpy(mixed.data() + 24, &more, 4);
+    reseal(mixed);
+  }
+  put(dir + "mixed.vgck", mixed);
+  expect_refused(dir + "mixed.vgck", "not of the shape of its history", "TRAJ of one dataset, HIST of two");
+  std::vector<uint8_t> bare = without_chunk(without_chunk(without_chunk(b, "PROG"), "LOSS"), "HIST");
+  put(dir + "bare.vgck", bare);
+  expect_refused(dir + "bare.vgck", "TRAJ chunk without the history", "TRAJ alone");
+}
+
 // A file cut anywhere is truncated; one byte changed anywhere is corrupted
 // (or, in the magic, not a model file): always one line naming the file.
 TEST(Checkpoint, TruncatedOrCorruptedFilesAreRefused) {

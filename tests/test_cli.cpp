@@ -129,6 +129,10 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   EXPECT_EQ(j["models"][0]["n_params"], 558258);
   EXPECT_EQ(j["models"][1]["n_params"], 558293);
   EXPECT_EQ(j["models"][0]["history"].size(), 1u);
+  // Each epoch's trajectory: the steps at its end; no validation split here, so null.
+  EXPECT_EQ(j["models"][0]["history"][0]["step"], j["models"][0]["steps"]);
+  EXPECT_TRUE(j["models"][0]["history"][0].contains("validation"));
+  EXPECT_TRUE(j["models"][0]["history"][0]["validation"].is_null());
   EXPECT_EQ(j["models"][0]["circle_accuracy"].size(), 36u);
   // The held-out axis: azimuth, its sweep the circle.
   EXPECT_EQ(j["dataset"]["axis"]["name"], "azimuth");

@@ -125,7 +125,14 @@ TEST(Resume, TheStoppingRuleAndAnotherThreadCountResumeBitForBit) {
   if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
   kill_and_resume("fixed", " --seed 1 --models caps,cnn --stop-at-familiar 0.5 --stop-check-every 1" + kTiny, 1,
                   " --threads 2");
-  EXPECT_TRUE(results_of(test::temp_dir() + "resume/fixed/ref.json")["models"][1]["stopped_early"].get<bool>());
+  const nlohmann::json fixed = results_of(test::temp_dir() + "resume/fixed/ref.json");
+  EXPECT_TRUE(fixed["models"][1]["stopped_early"].get<bool>());
+  // The history's validation accuracies and steps, which the resumed run's matched, are there.
+  for (const nlohmann::json& m : fixed["models"]) {
+    ASSERT_FALSE(m["history"].empty());
+    EXPECT_TRUE(m["history"].back()["validation"].is_number()) << m["name"];
+    EXPECT_EQ(m["history"].back()["step"], m["steps"]) << m["name"];
+  }
   kill_and_resume("matched", " --seed 1 --models caps,cnn --match-familiar cnn --stop-check-every 1" + kTiny, 2,
                   " --threads 2");
 }

@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "harness/evaluate.h"
 #include "harness/train.h"
 #include "models/capsnet.h"
 #include "models/cnn.h"
@@ -87,6 +88,7 @@ TEST(Training, EvaluationsOnOtherThreadsGiveTheSameResults) {
   RunOptions o = small_run();
   o.train.n_epochs = 3;
   o.train.circle_every_epoch = true;
+  o.data.n_val_per_combo = 1;  // the validation split's trajectory too
   o.models = {"caps", "cnn", "linear", "nn1"};
   const RunResult one = run_experiment(o);
   o.threads = 3;
@@ -102,7 +104,10 @@ TEST(Training, EvaluationsOnOtherThreadsGiveTheSameResults) {
       EXPECT_EQ(a.history[e].loss, b.history[e].loss);
       EXPECT_EQ(a.history[e].familiar, b.history[e].familiar);
       EXPECT_EQ(a.history[e].heldout, b.history[e].heldout);
+      EXPECT_EQ(a.history[e].validation, b.history[e].validation);
+      EXPECT_EQ(a.history[e].step, b.history[e].step);
     }
+    EXPECT_EQ(a.validation, b.validation);
     EXPECT_EQ(a.circle_history, b.circle_history);
     EXPECT_EQ(a.circle_history.size(), a.history.size());
     EXPECT_EQ(a.step_loss, b.step_loss);
@@ -498,6 +503,51 @@ TEST(Training, StopRuleEndsTrainingEarlyWithoutChangingTheStepsBefore) {
   ASSERT_LT(early.step_loss.size(), full.step_loss.size());
   for (size_t k = 0; k < early.step_loss.size(); ++k) EXPECT_EQ(early.step_loss[k], full.step_loss[k]) << k;
   EXPECT_EQ(early.familiar, early.history.back().familiar);
+}
+
+// Each epoch records the steps taken at its end (a budget's last epoch ends
+// early) and the accuracy on the familiar validation split (NaN without one),
+// that of the epoch's weights; recording it changes no bit of the training.
+TEST(Training, EachEpochRecordsItsStepAndTheValidationAccuracyChangingNoTrainingBit) {
+  DataConfig dc;
+  dc.n_per_combo = 2;
+  const Dataset plain = make_dataset(dc);
+  dc.n_val_per_combo = 2;
+  const Dataset with_val = make_dataset(dc);
+  ASSERT_TRUE(same_samples(plain.train, with_val.train));
+  ASSERT_TRUE(same_samples(plain.familiar, with_val.familiar));
+  ASSERT_TRUE(same_samples(plain.heldout, with_val.heldout));
+  TrainConfig tc;
+  tc.n_epochs = 3;
+  tc.seed = 5;
+  const long per_epoch = (plain.train.size() + tc.batch_size - 1) / tc.batch_size;
+  tc.max_steps = 2 * per_epoch + 1;  // the third epoch takes one step
+  double final_validation = NAN;
+  const ModelResult a = train_and_evaluate("cnn", plain, tc);
+  const ModelResult b = train_and_evaluate("cnn", with_val, tc, {}, [&](Model& m) {
+    final_validation = accuracy(m, with_val.validation);
+  });
+  ASSERT_EQ(a.history.size(), 3u);
+  ASSERT_EQ(b.history.size(), 3u);
+  const long steps[] = {per_epoch, 2 * per_epoch, 2 * per_epoch + 1};
+  for (size_t e = 0; e < 3; ++e) {
+    SCOPED_TRACE(e);
+    EXPECT_EQ(a.history[e].step, steps[e]);
+    EXPECT_EQ(b.history[e].step, steps[e]);
+    EXPECT_TRUE(std::isnan(a.history[e].validation));
+    EXPECT_GE(b.history[e].validation, 0.0);
+    EXPECT_LE(b.history[e].validation, 1.0);
+    EXPECT_EQ(a.history[e].loss, b.history[e].loss);
+    EXPECT_EQ(a.history[e].familiar, b.history[e].familiar);
+    EXPECT_EQ(a.history[e].heldout, b.history[e].heldout);
+  }
+  EXPECT_EQ(b.history.back().validation, final_validation);
+  EXPECT_EQ(b.validation, final_validation);
+  EXPECT_TRUE(std::isnan(a.validation));
+  EXPECT_EQ(a.step_loss, b.step_loss);
+  EXPECT_EQ(a.familiar, b.familiar);
+  EXPECT_EQ(a.heldout, b.heldout);
+  EXPECT_EQ(a.circle_acc, b.circle_acc);
 }
 
 // The validation split: the familiar split's viewpoints and labels, its own
