@@ -93,6 +93,7 @@ SweepMerge merge_seeds(const std::vector<std::string>& dirs, const std::vector<n
       r.cell = cell_of.at({c.seed, c.grid, c.gap});
     }
     m.parts.rows.insert(m.parts.rows.end(), got.begin(), got.end());
+    m.parts.trajectory = m.parts.trajectory && has_trajectory(dirs[k]);
     const nlohmann::json wall = metas[k].value("wall_time_s", nlohmann::json());
     m.parts.wall_s.push_back(wall.is_number() ? wall : nlohmann::json());
   }

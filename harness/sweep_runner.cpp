@@ -19,6 +19,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -97,6 +98,8 @@ std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const Sw
         r.validation = m->validation;
         r.axis_acc = m->axis_acc;
         r.axis_dist = c.axis_distances;
+        for (const EpochStats& e : m->history)
+          r.trajectory.push_back({e.epoch, e.step, 1 - e.validation, 1 - e.familiar, 1 - e.heldout});
       } else {
         r.status = "failed";
         r.familiar = r.heldout = r.drop = NAN;
@@ -119,13 +122,15 @@ nlohmann::json rows_json(const std::vector<CellRow>& rows) {
   auto real = [](double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); };
   nlohmann::json out = nlohmann::json::array();
   for (const CellRow& r : rows) {
-    nlohmann::json acc = nlohmann::json::array(), dist = nlohmann::json::array();
+    nlohmann::json acc = nlohmann::json::array(), dist = nlohmann::json::array(), traj = nlohmann::json::array();
     for (double v : r.axis_acc) acc.push_back(real(v));
     for (double v : r.axis_dist) dist.push_back(real(v));
+    for (const TrajectoryPoint& t : r.trajectory)
+      traj.push_back({t.epoch, t.step, real(t.validation_error), real(t.familiar_error), real(t.heldout_error)});
     out.push_back({{"cell", r.cell}, {"model", r.model}, {"status", r.status}, {"reason", r.reason},
                    {"familiar", real(r.familiar)}, {"heldout", real(r.heldout)}, {"drop", real(r.drop)},
                    {"seconds", r.seconds}, {"n_params", r.n_params}, {"steps", r.steps},
-                   {"validation", real(r.validation)}, {"axis_acc", acc}, {"axis_dist", dist}});
+                   {"validation", real(r.validation)}, {"axis_acc", acc}, {"axis_dist", dist}, {"trajectory", traj}});
   }
   return out;
 }
@@ -146,6 +151,8 @@ std::vector<CellRow> rows_from_json(const nlohmann::json& j, const SweepPlan& pl
     r.validation = real(x.at("validation"));
     for (const auto& v : x.at("axis_acc")) r.axis_acc.push_back(real(v));
     for (const auto& v : x.at("axis_dist")) r.axis_dist.push_back(real(v));
+    for (const auto& t : x.at("trajectory"))
+      r.trajectory.push_back({t.at(0).get<int>(), t.at(1).get<long>(), real(t.at(2)), real(t.at(3)), real(t.at(4))});
     rows.push_back(std::move(r));
   }
   return rows;
@@ -217,6 +224,8 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   const std::string dir = plan.dir;
   SweepOutcome out;
 
+  // Judged before any table is written: a sweep begun before trajectory.csv goes on without it.
+  const bool trajectory = has_trajectory(dir);
   std::vector<CellRow> rows = plan.resume ? read_finished(dir, plan) : std::vector<CellRow>{};
   std::erase_if(rows, [&](const CellRow& r) { return !plan.in_shard(plan.cells[size_t(r.cell)]); });
   std::set<int> finished;
@@ -258,15 +267,21 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   }
   // Rewrite the kept rows (dropping anything of unfinished cells) before appending.
   sort_rows(rows, plan.models);
-  std::string cells_text = cells_header(), circle_text = kCircleHeader;
+  std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader;
   for (const CellRow& r : rows) {
     cells_text += cell_line(r);
     circle_text += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
+    trajectory_text += trajectory_lines(r);
   }
+  // trajectory.csv before cells.csv: a kill between them leaves a directory
+  // that still reads as one that keeps the table (has_trajectory).
+  if (trajectory) write_file_atomic(dir + "/trajectory.csv", trajectory_text);
   write_file_atomic(dir + "/cells.csv", cells_text);
   write_file_atomic(dir + "/circle.csv", circle_text);
 
   AppendFile cells_f(dir + "/cells.csv"), circle_f(dir + "/circle.csv");
+  std::optional<AppendFile> trajectory_f;
+  if (trajectory) trajectory_f.emplace(dir + "/trajectory.csv");
   std::mutex mu;
   std::atomic<int> done{out.resumed};
   const InterruptProgress interrupt_note(&done, total);
@@ -277,19 +292,20 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   progress(plan.quiet, done, total, 0, 0);
   Dispenser cells(todo);
 
-  // A group's cells land one by one, each whole: its circle rows, then its cell
-  // rows (a cell counts only with both), with interrupts held off until both
-  // are written. Local slots and (on rank 0 of an MPI job) the workers' groups
-  // land here alike.
+  // A group's cells land one by one, each whole: its circle and trajectory
+  // rows, then its cell rows (a cell counts only with all of them), with
+  // interrupts held off until all are written. Local slots and (on rank 0 of
+  // an MPI job) the workers' groups land here alike.
   auto land = [&](GroupResult g) {
     std::lock_guard<std::mutex> lock(mu);
     if (!write_error.empty()) return;
     double seconds = 0;
     for (size_t a = 0; a < g.rows.size();) {
       size_t b = a;
-      std::string circle_add, cells_add;
+      std::string circle_add, trajectory_add, cells_add;
       for (; b < g.rows.size() && g.rows[b].cell == g.rows[a].cell; ++b) {
         circle_add += circle_lines(g.rows[b], plan.cells[size_t(g.rows[b].cell)].axis_values);
+        trajectory_add += trajectory_lines(g.rows[b]);
         cells_add += cell_line(g.rows[b]);
       }
       try {
@@ -297,6 +313,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
         // appends and the count would report one cell fewer than cells.csv holds.
         WriteGuard guard;
         circle_f.append(circle_add);
+        if (trajectory_f) trajectory_f->append(trajectory_add);
         cells_f.append(cells_add);
         ++done;
         remove_checkpoints(plan, plan.cells[size_t(g.rows[a].cell)]);  // its training is in the tables now
@@ -406,7 +423,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   if (trainings > groups_ran && !plan.quiet)
     std::fprintf(stderr, "sweep: %d of %d trainings were of cells apart from their group: their training data depends on the held-out set\n",
                  trainings - groups_ran, trainings);
-  out.failed = write_final_tables(plan, rows, total, plan.shards == 1, meta, t0);
+  out.failed = write_final_tables(plan, rows, total, plan.shards == 1, trajectory, meta, t0);
   remove_checkpoint_dir(plan);
   out.wall_s = meta["wall_time_s"].get<double>();
   return out;

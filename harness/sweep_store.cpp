@@ -43,6 +43,20 @@ std::string circle_lines(const CellRow& r, const std::vector<double>& values) {
   return s;
 }
 
+std::string trajectory_lines(const CellRow& r) {
+  std::string s;
+  for (const TrajectoryPoint& t : r.trajectory)
+    s += std::to_string(r.cell) + ',' + std::to_string(r.seed) + ',' + num(r.gap, "%g") + ',' + r.grid + ',' +
+         r.model + ',' + std::to_string(t.epoch) + ',' + std::to_string(t.step) + ',' + num(t.validation_error) + ',' +
+         num(t.familiar_error) + ',' + num(t.heldout_error) + '\n';
+  return s;
+}
+
+bool has_trajectory(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir + "/trajectory.csv", ec) || !std::filesystem::exists(dir + "/cells.csv", ec);
+}
+
 bool read_input_file(const std::string& path, std::string* text) {
   // O_NONBLOCK: a FIFO opened for reading would wait for a writer; it is
   // refused below, before anything is read.
@@ -189,7 +203,9 @@ std::string cell_line(const CellRow& r) {
 // only if every per-cell file holds all of its rows, each complete and agreeing
 // with the plan (cell id, seed, axis, gap, grid, model; the axis sweep's
 // positions and distances): one cells.csv row per model and, for an ok model,
-// exactly one circle.csv row per position (a failed model has none). Anything
+// exactly one circle.csv row per position and (where the sweep keeps one:
+// has_trajectory) trajectory.csv's rows of epochs 1..K in order, the last at
+// the model's steps (none for a failed model, nor one without steps). Anything
 // less (a torn or deleted line, a cut or missing file, a hand-edited row, a
 // duplicate) and the cell runs again.
 std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan) {
@@ -236,6 +252,33 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
     }
     circle[{c->id, f[4]}].push_back({int(a), {c->axis_distances[a], acc}});
   }
+  // (cell, model) -> its epochs, in the file's order.
+  const bool trajectory = has_trajectory(dir);
+  std::map<std::pair<int, std::string>, std::vector<TrajectoryPoint>> traj;
+  for (const std::string& line : trajectory ? complete_lines(dir + "/trajectory.csv") : std::vector<std::string>{}) {
+    const auto f = fields(line);
+    const SweepCell* c = f.size() == 10 ? plan_cell(f[0]) : nullptr;
+    if (c == nullptr) continue;
+    TrajectoryPoint t;
+    const ParsedNumber<long long> epoch = parse_whole(f[5]), step = parse_whole(f[6]);
+    const bool good = f[1] == std::to_string(c->seed) && f[2] == num(c->gap, "%g") && f[3] == c->grid &&
+                      model_of(f[4]) && epoch && epoch.value >= 1 && epoch.value <= (1LL << 30) && step &&
+                      step.value >= 0 && read_num(f[7], 0, 1, &t.validation_error, true) &&
+                      read_num(f[8], 0, 1, &t.familiar_error) && read_num(f[9], 0, 1, &t.heldout_error);
+    if (!good) {
+      bad.insert(c->id);
+      continue;
+    }
+    t.epoch = int(epoch.value);
+    t.step = long(step.value);
+    traj[{c->id, f[4]}].push_back(t);
+  }
+  // Epochs 1..K in order, steps never going back, the last at the training's end.
+  auto whole_trajectory = [](const std::vector<TrajectoryPoint>& t, long steps) {
+    for (size_t e = 0; e < t.size(); ++e)
+      if (t[e].epoch != int(e) + 1 || (e > 0 && t[e].step < t[e - 1].step)) return false;
+    return t.empty() ? steps == 0 : t.back().step == steps;
+  };
   std::vector<CellRow> rows;
   for (const SweepCell& c : plan.cells) {
     if (bad.count(c.id)) continue;
@@ -255,7 +298,11 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
           r.axis_acc[size_t(a)] = v.second;
         }
         if (std::any_of(r.axis_acc.begin(), r.axis_acc.end(), [](double x) { return std::isnan(x); })) break;
-      } else if (!circ.empty()) {
+        if (trajectory) {
+          r.trajectory = traj[{c.id, m}];
+          if (!whole_trajectory(r.trajectory, r.steps)) break;
+        }
+      } else if (!circ.empty() || !traj[{c.id, m}].empty()) {
         break;
       }
       cell_rows.push_back(r);
@@ -305,7 +352,8 @@ std::string config_difference(const nlohmann::json& theirs, const nlohmann::json
 // Files a sweep directory may hold besides temporary ones.
 bool is_sweep_file(const std::string& name) {
   // "checkpoints": the trainings in progress (harness/sweep_checkpoints.h).
-  for (const char* f : {kSweepLockFile, "meta.json", "cells.csv", "circle.csv", "summary.csv", "azimuth.csv", "checkpoints"})
+  for (const char* f : {kSweepLockFile, "meta.json", "cells.csv", "circle.csv", "trajectory.csv", "summary.csv",
+                        "azimuth.csv", "checkpoints"})
     if (name == f) return true;
   return false;
 }
@@ -333,7 +381,7 @@ std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan) {
   // Under the lock, no live process writes here: temporary files are leftovers.
   remove_stale_temps(dir, true);
   // Its files are written in place of what they are: regular files (or links to one) only.
-  for (const char* f : {"meta.json", "cells.csv", "circle.csv", "summary.csv", "azimuth.csv"}) {
+  for (const char* f : {"meta.json", "cells.csv", "circle.csv", "trajectory.csv", "summary.csv", "azimuth.csv"}) {
     struct stat st;
     if (::lstat((dir + "/" + f).c_str(), &st) != 0) continue;
     try {
@@ -398,21 +446,24 @@ namespace {
 // `statistics`, summary.csv and azimuth.csv too; then meta.json, with
 // `finish` called on it last (it sets the timing). Returns the number of
 // failed cells.
-int write_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics, nlohmann::json& meta,
-                 const std::function<void(nlohmann::json&)>& finish) {
+int write_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics, bool trajectory,
+                 nlohmann::json& meta, const std::function<void(nlohmann::json&)>& finish) {
   const std::string& dir = plan.dir;
   WriteGuard guard;
   sort_rows(rows, plan.models);
-  std::string cells_text = cells_header(), circle_text = kCircleHeader;
+  std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader;
   std::set<int> failed_ids, done_ids;
   for (const CellRow& r : rows) {
     cells_text += cell_line(r);
     circle_text += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
+    trajectory_text += trajectory_lines(r);
     done_ids.insert(r.cell);
     if (r.status != "ok") failed_ids.insert(r.cell);
   }
   write_file_atomic(dir + "/cells.csv", cells_text);
   write_file_atomic(dir + "/circle.csv", circle_text);
+  if (trajectory) write_file_atomic(dir + "/trajectory.csv", trajectory_text);
+  else remove_output(dir + "/trajectory.csv");  // a merge --force of sweeps begun before it
   // Statistics from the tables as written, so a resumed sweep (which reads its
   // earlier cells back from them) gives the same bytes as an uninterrupted one.
   rows = read_finished(dir, plan);
@@ -431,9 +482,9 @@ int write_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, b
 
 }  // namespace
 
-int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics,
+int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics, bool trajectory,
                        nlohmann::json& meta, std::chrono::steady_clock::time_point t0) {
-  return write_tables(plan, rows, total, statistics, meta, [&](nlohmann::json& m) {
+  return write_tables(plan, rows, total, statistics, trajectory, meta, [&](nlohmann::json& m) {
     m["wall_time_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
 }
@@ -498,6 +549,7 @@ MergedShards read_shards(const SweepPlan& plan, const std::vector<std::string>& 
       throw std::runtime_error("'" + d + "': shard " + shard + " has " + std::to_string(have) + " of its " +
                                std::to_string(expect) + " cells finished (rerun it with --resume)");
     out.rows.insert(out.rows.end(), got.begin(), got.end());
+    out.trajectory = out.trajectory && has_trajectory(d);
     const nlohmann::json wall = meta.value("wall_time_s", nlohmann::json());
     by_k[k] = {d, wall.is_number() ? wall : nlohmann::json()};
   }
@@ -518,7 +570,7 @@ SweepOutcome write_merged(const SweepPlan& plan, MergedShards shards, std::chron
   meta["merged_from"] = shards.dirs;
   SweepOutcome out;
   out.resumed = int(plan.cells.size());
-  out.failed = write_tables(plan, shards.rows, int(plan.cells.size()), true, meta, [&](nlohmann::json& m) {
+  out.failed = write_tables(plan, shards.rows, int(plan.cells.size()), true, shards.trajectory, meta, [&](nlohmann::json& m) {
     // The shards ran the sweep, side by side in a job array or one after
     // another: the longest is its wall time if they overlapped, the sum if not.
     const bool known = std::all_of(shards.wall_s.begin(), shards.wall_s.end(), [](const auto& w) { return w.is_number(); });

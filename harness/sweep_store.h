@@ -23,6 +23,17 @@
 //                cell,seed,gap,grid,model,axis,unit,value,distance,accuracy
 //                value: the position on the axis; distance: its distance from
 //                the training views along the axis (circular, for azimuth)
+//   trajectory.csv  one row per cell x model x epoch trained (ok cells only):
+//                the errors (1 - accuracy) at each epoch's end, the novel-versus-
+//                familiar trajectory:
+//                cell,seed,gap,grid,model,epoch,step,validation_error,familiar_error,heldout_error
+//                step: training steps taken at the epoch's end; validation_error:
+//                on the familiar validation split, "nan" without one;
+//                familiar_error, heldout_error: on the familiar and the
+//                held-out (novel) test splits. A model fit in one pass (nn1)
+//                has no epochs, so no rows. A directory with a cells.csv and
+//                no trajectory.csv is a sweep begun before the table: it is
+//                resumed and merged without one.
 //   summary.csv  long form, one row per (grid, gap, kind, model, metric):
 //                grid,axis,unit,gap,true_gap,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,prob_improvement,p_value
 //                kind=model:  model is a model name; metric familiar|heldout|drop;
@@ -90,7 +101,15 @@ inline constexpr const char* kSweepLockFile = "sweep.lock";
 // the temporary files of writers that died; overwrites nothing else.
 std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan);
 
-// One finished cell x model, as in cells.csv (and its circle accuracies).
+// One epoch's end of a trained model, as trajectory.csv holds it: errors, 1 - accuracy.
+struct TrajectoryPoint {
+  int epoch = 0;
+  long step = 0;
+  double validation_error = NAN;  // NaN: no validation split
+  double familiar_error = 0, heldout_error = 0;
+};
+
+// One finished cell x model, as in cells.csv (and its circle accuracies and trajectory).
 struct CellRow {
   int cell = 0;
   uint64_t seed = 0;
@@ -102,6 +121,7 @@ struct CellRow {
   long steps = 0;           // training steps taken
   double validation = NAN;  // final familiar validation accuracy (NaN: no validation split)
   std::string axis{}, unit{};  // the held-out axis (SweepCell::axis, unit)
+  std::vector<TrajectoryPoint> trajectory{};  // ok rows: one per epoch (ModelResult::history)
 };
 
 // The meta.json of the sweep in directory `d`, checked to be a viewgap
@@ -113,6 +133,7 @@ struct MergedShards {
   std::vector<CellRow> rows;           // every cell's, as read_finished gives them
   std::vector<std::string> dirs;       // as given
   std::vector<nlohmann::json> wall_s;  // each shard's wall_time_s, by K (null where unknown)
+  bool trajectory = true;              // every directory holds a trajectory.csv (has_trajectory)
 };
 // Reads the shard directories `dirs` of `plan` (each made by `--shard K/N`
 // with this plan's configuration; every K of 0..N-1 once). Throws
@@ -138,10 +159,17 @@ bool read_input_file(const std::string& path, std::string* text);
 // ---- the tables' rows, shared by the runner and the summary ----
 
 inline constexpr const char* kCircleHeader = "cell,seed,gap,grid,model,axis,unit,value,distance,accuracy\n";
+inline constexpr const char* kTrajectoryHeader =
+    "cell,seed,gap,grid,model,epoch,step,validation_error,familiar_error,heldout_error\n";
 // A number as the tables write it: "nan", or printf's `f`.
 std::string num(double v, const char* f = "%.6f");
 // circle.csv's lines of one row, `values` its cell's axis sweep (SweepCell::axis_values).
 std::string circle_lines(const CellRow& r, const std::vector<double>& values);
+// trajectory.csv's lines of one row.
+std::string trajectory_lines(const CellRow& r);
+// Whether the sweep in `dir` keeps trajectory.csv: false only for one begun
+// before it (a cells.csv and no trajectory.csv), whose cells are finished without it.
+bool has_trajectory(const std::string& dir);
 std::string cells_header();
 std::string cell_line(const CellRow& r);
 // Rows already in DIR that make up whole cells of this plan (sweep_store.cpp
@@ -151,9 +179,10 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
 void sort_rows(std::vector<CellRow>& rows, const std::vector<std::string>& models);
 // meta.json of a sweep of `total` cells, before any has run.
 nlohmann::json sweep_meta(const SweepPlan& plan, int total);
-// Writes the sorted tables of `rows` (and with `statistics` summary.csv and
-// azimuth.csv), then meta.json; returns the number of failed cells.
-int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics,
+// Writes the sorted tables of `rows` (trajectory.csv with `trajectory`, and
+// with `statistics` summary.csv and azimuth.csv), then meta.json; returns the
+// number of failed cells.
+int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics, bool trajectory,
                        nlohmann::json& meta, std::chrono::steady_clock::time_point t0);
 
 }  // namespace vg

@@ -53,10 +53,10 @@ const std::string kLonger =
     " --n-eval-per-combo 1 --models cnn --jobs 1 --quiet";
 // What a sweep directory may hold at any moment, and what a finished one holds
 // (its lock goes when the sweep ends).
-const std::set<std::string> kSweepFiles = {"azimuth.csv", "cells.csv", "circle.csv",
-                                           "meta.json",   "summary.csv", "sweep.lock"};
+const std::set<std::string> kSweepFiles = {"azimuth.csv", "cells.csv",   "circle.csv",    "meta.json",
+                                           "summary.csv", "sweep.lock", "trajectory.csv"};
 const std::set<std::string> kFinishedSweepFiles = {"azimuth.csv", "cells.csv", "circle.csv", "meta.json",
-                                                   "summary.csv"};
+                                                   "summary.csv", "trajectory.csv"};
 
 std::string tmp_dir(const std::string& name) {
   const std::string d = vg::test::temp_dir() + "viewgap_faults." + std::to_string(getpid()) + "/" + name;
@@ -113,6 +113,7 @@ std::map<std::string, std::string> tables(const std::string& dir) {
   return {{"summary.csv", slurp(dir + "/summary.csv")},
           {"azimuth.csv", slurp(dir + "/azimuth.csv")},
           {"circle.csv", slurp(dir + "/circle.csv")},
+          {"trajectory.csv", slurp(dir + "/trajectory.csv")},
           {"cells.csv", without_seconds(slurp(dir + "/cells.csv"))}};
 }
 
@@ -238,7 +239,11 @@ TEST(SweepFaults, ResumeRerunsEveryCellMissingRowsInAnyFile) {
     if (at != std::string::npos) text.replace(at, from.size(), to);
     return text;
   };
-  const std::string cells = slurp(base + "/cells.csv"), circle = slurp(base + "/circle.csv");
+  const std::string cells = slurp(base + "/cells.csv"), circle = slurp(base + "/circle.csv"),
+                    trajectory = slurp(base + "/trajectory.csv");
+  // A trajectory row's held-out error (its last field) set out of range.
+  const std::string traj1 = line_at(trajectory, 1);
+  const std::string traj1_bad = traj1.substr(0, traj1.rfind(',') + 1) + "-0.5\n";
   // A circle row's accuracy (its last field) set out of range.
   const std::string row2 = line_at(circle, 2);
   const std::string row2_bad = row2.substr(0, row2.rfind(',') + 1) + "1.5\n";
@@ -249,6 +254,11 @@ TEST(SweepFaults, ResumeRerunsEveryCellMissingRowsInAnyFile) {
       {"a circle row dropped", {"circle.csv", drop_line(circle, 40)}},
       {"a circle row duplicated", {"circle.csv", circle + line_at(circle, 3)}},
       {"a circle accuracy out of range", {"circle.csv", replace_first(circle, row2, row2_bad)}},
+      {"trajectory.csv's last line torn", {"trajectory.csv", trajectory.substr(0, trajectory.size() - 5)}},
+      {"trajectory.csv cut to its header", {"trajectory.csv", trajectory.substr(0, trajectory.find('\n') + 1)}},
+      {"a trajectory row dropped", {"trajectory.csv", drop_line(trajectory, 2)}},
+      {"a trajectory row duplicated", {"trajectory.csv", trajectory + line_at(trajectory, 1)}},
+      {"a trajectory error out of range", {"trajectory.csv", replace_first(trajectory, traj1, traj1_bad)}},
       {"cells.csv deleted", {"cells.csv", "<delete>"}},
       {"a cells row dropped", {"cells.csv", drop_line(cells, 2)}},
       {"a cells row duplicated", {"cells.csv", cells + line_at(cells, 1)}},

@@ -157,7 +157,7 @@ TEST(Resume, ASweepKilledMidTrainingResumesToIdenticalTables) {
   const std::string dir = scratch("sweep");
   ASSERT_EQ(test::run("sweep --out " + dir + "ref" + args).code, 0);
   auto tables = [](const std::string& d) {
-    return std::vector<std::string>{slurp(d + "/summary.csv"), slurp(d + "/circle.csv"),
+    return std::vector<std::string>{slurp(d + "/summary.csv"), slurp(d + "/circle.csv"), slurp(d + "/trajectory.csv"),
                                     test::without_seconds(slurp(d + "/cells.csv"))};
   };
   const auto want = tables(dir + "ref");

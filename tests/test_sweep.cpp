@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -72,7 +73,7 @@ TEST(Sweep, SameResultsForOneOrTwoJobsAndDirectoryIsProtected) {
   const std::string a = fresh_dir("j1"), b = fresh_dir("j2");
   ASSERT_EQ(run("sweep --out " + a + " --jobs 1" + kTiny).code, 0);
   ASSERT_EQ(run("sweep --out " + b + " --jobs 2" + kTiny).code, 0);
-  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv"})
+  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv", "/trajectory.csv"})
     EXPECT_EQ(slurp(a + f), slurp(b + f)) << f;
   EXPECT_EQ(without_seconds(slurp(a + "/cells.csv")), without_seconds(slurp(b + "/cells.csv")));
   EXPECT_EQ(lines(slurp(a + "/cells.csv")), 1 + 6 * 2);  // 3 seeds x 2 gaps x 2 models
@@ -109,13 +110,91 @@ TEST(Sweep, ResumeAfterAKillFinishesTheSameTables) {
   for (int k = 0; k < 4; ++k) cells.erase(cells.rfind('\n', cells.size() - 2) + 1);
   cells += "5,2,azimuth,deg,30,30,,caps,ok,0.5";
   std::ofstream(cut + "/cells.csv", std::ios::trunc) << cells;
+  // And cell 0's first trajectory row: its cells.csv rows alone do not finish it.
+  std::string trajectory = slurp(cut + "/trajectory.csv");
+  const size_t first = trajectory.find('\n') + 1;
+  ASSERT_EQ(trajectory.substr(first, 2), "0,");
+  trajectory.erase(first, trajectory.find('\n', first) + 1 - first);
+  std::ofstream(cut + "/trajectory.csv", std::ios::trunc) << trajectory;
   std::filesystem::remove(cut + "/summary.csv");
   const Outcome o = run("sweep --out " + cut + " --resume --jobs 1" + kTiny);
   ASSERT_EQ(o.code, 0) << o.err;
-  EXPECT_NE(o.out.find("2 run now, 4 resumed"), std::string::npos) << o.out;
-  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv"})
+  EXPECT_NE(o.out.find("3 run now, 3 resumed"), std::string::npos) << o.out;
+  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv", "/trajectory.csv"})
     EXPECT_EQ(slurp(full + f), slurp(cut + f)) << f;
   EXPECT_EQ(without_seconds(slurp(full + "/cells.csv")), without_seconds(slurp(cut + "/cells.csv")));
+}
+
+// trajectory.csv: per cell, each trained model's errors at every epoch's end,
+// epochs 1..K, the last at the steps cells.csv records and at its final
+// errors (1 - its accuracies); a model fit in one pass (nn1) has no rows.
+TEST(Sweep, TrajectoryHoldsEachTrainedModelsErrorsAtEveryEpochsEnd) {
+  const std::string dir = fresh_dir("trajectory");
+  ASSERT_EQ(run("sweep --out " + dir + " --seeds 0:1 --gaps 0,30 --n-epochs 3 --n-per-combo 1 --models cnn,nn1"
+                " --stop-at-familiar 0.999 --quiet").code, 0);
+  const std::string text = slurp(dir + "/trajectory.csv");
+  ASSERT_EQ(text.substr(0, text.find('\n') + 1), kTrajectoryHeader);
+  auto split = [](const std::string& line) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    return f;
+  };
+  std::map<std::pair<std::string, std::string>, std::vector<std::vector<std::string>>> by;  // (cell, model) -> rows
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) by[{split(line)[0], split(line)[4]}].push_back(split(line));
+  std::istringstream cells(slurp(dir + "/cells.csv"));
+  std::getline(cells, line);
+  int rows = 0;
+  size_t trajectory_rows = 0;
+  while (std::getline(cells, line)) {
+    const auto c = split(line);  // cell,seed,axis,unit,gap,true_gap,grid,model,status,familiar,heldout,drop,n_params,steps,validation,...
+    SCOPED_TRACE(line);
+    ASSERT_EQ(c[8], "ok");
+    const auto& t = by[{c[0], c[7]}];
+    ++rows;
+    if (c[7] == "nn1") {
+      EXPECT_TRUE(t.empty());
+      continue;
+    }
+    ASSERT_GE(t.size(), 1u);
+    ASSERT_LE(t.size(), 3u);
+    trajectory_rows += t.size();
+    for (size_t e = 0; e < t.size(); ++e) {
+      ASSERT_EQ(t[e].size(), 10u);
+      EXPECT_EQ(t[e][1], c[1]);  // seed
+      EXPECT_EQ(t[e][2], c[4]);  // gap
+      EXPECT_EQ(t[e][5], std::to_string(e + 1));
+      EXPECT_NE(t[e][7], "nan");  // a stopping rule: a validation split
+    }
+    EXPECT_EQ(t.back()[6], c[13]);
+    EXPECT_NEAR(std::stod(t.back()[8]), 1 - std::stod(c[9]), 1.5e-6);
+    EXPECT_NEAR(std::stod(t.back()[9]), 1 - std::stod(c[10]), 1.5e-6);
+    EXPECT_NEAR(std::stod(t.back()[7]), 1 - std::stod(c[14]), 1.5e-6);
+  }
+  EXPECT_EQ(rows, 2 * 2 * 2);  // 2 seeds x 2 gaps x 2 models
+  EXPECT_EQ(size_t(std::count(text.begin(), text.end(), '\n')), 1 + trajectory_rows);  // no row of another cell or model
+}
+
+// A sweep begun before trajectory.csv (a cells.csv, no trajectory.csv) is
+// resumed without one: its finished cells are kept, and no trajectory.csv
+// with rows of only some cells appears.
+TEST(Sweep, ASweepBegunBeforeTheTrajectoryResumesWithoutIt) {
+  const std::string full = fresh_dir("traj_full"), old = fresh_dir("traj_old");
+  ASSERT_EQ(run("sweep --out " + full + " --jobs 1" + kTiny).code, 0);
+  ASSERT_EQ(run("sweep --out " + old + " --jobs 1" + kTiny).code, 0);
+  std::filesystem::remove(old + "/trajectory.csv");
+  std::string cells = slurp(old + "/cells.csv");
+  for (int k = 0; k < 2; ++k) cells.erase(cells.rfind('\n', cells.size() - 2) + 1);
+  std::ofstream(old + "/cells.csv", std::ios::trunc) << cells;
+  const Outcome o = run("sweep --out " + old + " --resume --jobs 1" + kTiny);
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("1 run now, 5 resumed"), std::string::npos) << o.out;
+  EXPECT_FALSE(std::filesystem::exists(old + "/trajectory.csv"));
+  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv"}) EXPECT_EQ(slurp(full + f), slurp(old + f)) << f;
+  EXPECT_EQ(without_seconds(slurp(full + "/cells.csv")), without_seconds(slurp(old + "/cells.csv")));
 }
 
 CellRow row(int cell, uint64_t seed, const std::string& model, double fam, double held, bool ok = true) {
@@ -296,7 +375,7 @@ TEST(Sweep, ShardsMergeIntoTheTablesOfTheUnshardedSweep) {
   // `merge` takes the configuration from the shards: no sweep flags needed.
   const Outcome m = run("merge " + dirs + " --out " + merged);
   ASSERT_EQ(m.code, 0) << m.err;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv"})
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv"})
     EXPECT_EQ(slurp(merged + "/" + f), slurp(full + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(merged + "/cells.csv")), without_seconds(slurp(full + "/cells.csv")));
 
@@ -345,7 +424,7 @@ TEST(Sweep, SweepsOfDisjointSeedsMergeIntoTheSweepOfAllTheirSeeds) {
   const Outcome m = run("merge " + base + "/b " + base + "/a " + base + "/c --out " + merged);
   ASSERT_EQ(m.code, 0) << m.err;
   EXPECT_NE(m.out.find("8 cells merged from 3 sweeps"), std::string::npos) << m.out;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv"})
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv"})
     EXPECT_EQ(slurp(merged + "/" + f), slurp(full + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(merged + "/cells.csv")), without_seconds(slurp(full + "/cells.csv")));
   const auto meta = nlohmann::json::parse(slurp(merged + "/meta.json"));
@@ -437,7 +516,7 @@ TEST(SweepMpi, RanksWriteTheTablesOfTheSingleProcessSweep) {
   ASSERT_EQ(run("sweep --out " + single + kTiny + " --jobs 1").code, 0);
   const Outcome o = mpirun("sweep --out " + ranks + kTiny + " --jobs 1");
   ASSERT_EQ(o.code, 0) << o.err;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv"})
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv"})
     EXPECT_EQ(slurp(ranks + "/" + f), slurp(single + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(ranks + "/cells.csv")), without_seconds(slurp(single + "/cells.csv")));
   const auto meta = nlohmann::json::parse(slurp(ranks + "/meta.json"));
@@ -513,7 +592,7 @@ TEST(SweepMpi, JobKilledMidwayResumesToIdenticalTables) {
   EXPECT_FALSE(std::filesystem::exists(ranks + "/summary.csv"));
   const Outcome resumed = mpirun("sweep --out " + ranks + args + " --resume");
   ASSERT_EQ(resumed.code, 0) << resumed.err;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv"})
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv"})
     EXPECT_EQ(slurp(ranks + "/" + f), slurp(single + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(ranks + "/cells.csv")), without_seconds(slurp(single + "/cells.csv")));
   for (const auto& e : std::filesystem::directory_iterator(ranks))
