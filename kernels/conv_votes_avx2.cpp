@@ -1,21 +1,9 @@
 // AVX2 + FMA convolutional votes (built with -mavx2 -mfma): a 4x4 matrix is
 // two ymm registers, rows (0,1) and (2,3).
-#include <immintrin.h>
+#include "kernels/vec_avx2.h"
 
 namespace vg {
 namespace {
-struct F16 {
-  __m256 lo, hi;
-};
-inline F16 zero16() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-inline F16 load16(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
-inline void store16(float* p, F16 x) {
-  _mm256_storeu_ps(p, x.lo);
-  _mm256_storeu_ps(p + 8, x.hi);
-}
-inline F16 add16(F16 a, F16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
-inline F16 mul16(F16 a, F16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
-inline F16 fma16(F16 a, F16 b, F16 acc) { return {_mm256_fmadd_ps(a.lo, b.lo, acc.lo), _mm256_fmadd_ps(a.hi, b.hi, acc.hi)}; }
 // One 4-float row in both 128-bit lanes of both halves (a load, no shuffle).
 inline F16 bcast_row(const float* p) {
   const __m256 r = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));

@@ -1,16 +1,9 @@
 // AVX-512 convolutional votes (built with -mavx512f -mavx512vl -mavx512dq
 // -mfma): a 4x4 matrix is one zmm register, row r in 128-bit lane r.
-#include "kernels/avx512_intrinsics.h"
+#include "kernels/vec_avx512.h"
 
 namespace vg {
 namespace {
-using F16 = __m512;
-inline F16 zero16() { return _mm512_setzero_ps(); }
-inline F16 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline void store16(float* p, F16 x) { _mm512_storeu_ps(p, x); }
-inline F16 add16(F16 a, F16 b) { return _mm512_add_ps(a, b); }
-inline F16 mul16(F16 a, F16 b) { return _mm512_mul_ps(a, b); }
-inline F16 fma16(F16 a, F16 b, F16 acc) { return _mm512_fmadd_ps(a, b, acc); }
 // vbroadcastf32x4 from memory.
 inline F16 bcast_row(const float* p) { return _mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
 template <int k>

@@ -1,29 +1,9 @@
 // NEON convolutional votes (AArch64 Advanced SIMD, no extra flags): a 4x4
 // matrix is four q registers, one per row.
-#include <arm_neon.h>
+#include "kernels/vec_neon.h"
 
 namespace vg {
 namespace {
-struct F16 {
-  float32x4_t q[4];
-};
-inline F16 zero16() { return {{vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f)}}; }
-inline F16 load16(const float* p) { return {{vld1q_f32(p), vld1q_f32(p + 4), vld1q_f32(p + 8), vld1q_f32(p + 12)}}; }
-inline void store16(float* p, F16 x) {
-  for (int r = 0; r < 4; ++r) vst1q_f32(p + 4 * r, x.q[r]);
-}
-inline F16 add16(F16 a, F16 b) {
-  for (int r = 0; r < 4; ++r) a.q[r] = vaddq_f32(a.q[r], b.q[r]);
-  return a;
-}
-inline F16 mul16(F16 a, F16 b) {
-  for (int r = 0; r < 4; ++r) a.q[r] = vmulq_f32(a.q[r], b.q[r]);
-  return a;
-}
-inline F16 fma16(F16 a, F16 b, F16 acc) {
-  for (int r = 0; r < 4; ++r) acc.q[r] = vfmaq_f32(acc.q[r], a.q[r], b.q[r]);
-  return acc;
-}
 inline F16 bcast_row(const float* p) {
   const float32x4_t x = vld1q_f32(p);
   return {{x, x, x, x}};

@@ -1,10 +1,11 @@
-// The AVX2 + FMA primitives the EM-routing steps (em_routing_simd.h) are written
-// over, for files built with the ISA's flags (-mavx2 -mfma); each such file
-// includes this header and keeps its own internally linked copy.
+// The AVX2 + FMA primitives the EM-routing steps (em_routing_simd.h) are
+// written over, with vec_avx2.h's, for files built with the ISA's flags (-mavx2
+// -mfma); each such file includes this header and keeps its own internally
+// linked copy.
 // A pose vector is two ymm registers; exp and log run eight floats at a time
 // through the Cephes polynomials below, the leftovers of a run through std::.
 #pragma once
-#include <immintrin.h>
+#include "kernels/vec_avx2.h"
 
 #include <cfloat>
 #include <cmath>
@@ -84,21 +85,8 @@ inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-struct F16 {
-  __m256 lo, hi;
-};
-inline F16 zero16() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-inline F16 load16(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
-inline void store16(float* p, F16 x) {
-  _mm256_storeu_ps(p, x.lo);
-  _mm256_storeu_ps(p + 8, x.hi);
-}
-inline F16 bcast16(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
-inline F16 add16(F16 a, F16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
 inline F16 sub16(F16 a, F16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
-inline F16 mul16(F16 a, F16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
 inline F16 div16(F16 a, F16 b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
-inline F16 fma16(F16 a, F16 b, F16 acc) { return {_mm256_fmadd_ps(a.lo, b.lo, acc.lo), _mm256_fmadd_ps(a.hi, b.hi, acc.hi)}; }
 // maxps returns its second operand when either is NaN: a NaN x stays.
 inline F16 max16(F16 x, F16 lo) { return {_mm256_max_ps(lo.lo, x.lo), _mm256_max_ps(lo.hi, x.hi)}; }
 inline F16 zero_unless_gt16(F16 v, F16 x, F16 lo) {

@@ -1,11 +1,11 @@
 // The AVX-512 primitives the EM-routing steps (em_routing_simd.h) are written
-// over, for files built with the ISA's flags (-mavx512f -mavx512vl -mavx512dq
-// -mfma); each such file includes this header and keeps its own internally
-// linked copy.
+// over, with vec_avx512.h's, for files built with the ISA's flags (-mavx512f
+// -mavx512vl -mavx512dq -mfma); each such file includes this header and keeps
+// its own internally linked copy.
 // A pose vector is one zmm register, and so is a register of exp and log runs,
 // whose leftovers go through the same polynomials under a mask.
 #pragma once
-#include "kernels/avx512_intrinsics.h"
+#include "kernels/vec_avx512.h"
 
 #include <cfloat>
 #include <cmath>
@@ -68,16 +68,8 @@ inline __m512 log16(__m512 x) {
   return _mm512_mask_blend_ps(keep, r, x);
 }
 
-using F16 = __m512;
-inline F16 zero16() { return _mm512_setzero_ps(); }
-inline F16 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline void store16(float* p, F16 x) { _mm512_storeu_ps(p, x); }
-inline F16 bcast16(float x) { return _mm512_set1_ps(x); }
-inline F16 add16(F16 a, F16 b) { return _mm512_add_ps(a, b); }
 inline F16 sub16(F16 a, F16 b) { return _mm512_sub_ps(a, b); }
-inline F16 mul16(F16 a, F16 b) { return _mm512_mul_ps(a, b); }
 inline F16 div16(F16 a, F16 b) { return _mm512_div_ps(a, b); }
-inline F16 fma16(F16 a, F16 b, F16 acc) { return _mm512_fmadd_ps(a, b, acc); }
 // vmaxps returns its second operand when either is NaN: a NaN x stays.
 inline F16 max16(F16 x, F16 lo) { return _mm512_max_ps(lo, x); }
 inline F16 zero_unless_gt16(F16 v, F16 x, F16 lo) { return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), v); }

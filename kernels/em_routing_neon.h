@@ -1,10 +1,11 @@
 // The NEON primitives the EM-routing steps (em_routing_simd.h) are written
-// over, for AArch64 files (Advanced SIMD needs no extra flags); each such file
-// includes this header and keeps its own internally linked copy.
+// over, with vec_neon.h's, for AArch64 files (Advanced SIMD needs no extra
+// flags); each such file includes this header and keeps its own internally
+// linked copy.
 // A pose vector is four q registers; exp and log run four floats at a time
 // through the Cephes polynomials below, the leftovers of a run through std::.
 #pragma once
-#include <arm_neon.h>
+#include "kernels/vec_neon.h"
 
 #include <cfloat>
 #include <cmath>
@@ -13,42 +14,18 @@
 namespace vg {
 namespace {
 
-struct F16 {
-  float32x4_t q[4];
-};
-inline F16 zero16() { return {{vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f)}}; }
-inline F16 load16(const float* p) { return {{vld1q_f32(p), vld1q_f32(p + 4), vld1q_f32(p + 8), vld1q_f32(p + 12)}}; }
-inline void store16(float* p, const F16& x) {
-  for (int k = 0; k < 4; ++k) vst1q_f32(p + 4 * k, x.q[k]);
-}
-inline F16 bcast16(float x) { return {{vdupq_n_f32(x), vdupq_n_f32(x), vdupq_n_f32(x), vdupq_n_f32(x)}}; }
-inline F16 add16(F16 a, const F16& b) {
-  for (int k = 0; k < 4; ++k) a.q[k] = vaddq_f32(a.q[k], b.q[k]);
-  return a;
-}
 inline F16 sub16(F16 a, const F16& b) {
   for (int k = 0; k < 4; ++k) a.q[k] = vsubq_f32(a.q[k], b.q[k]);
-  return a;
-}
-inline F16 mul16(F16 a, const F16& b) {
-  for (int k = 0; k < 4; ++k) a.q[k] = vmulq_f32(a.q[k], b.q[k]);
   return a;
 }
 inline F16 div16(F16 a, const F16& b) {
   for (int k = 0; k < 4; ++k) a.q[k] = vdivq_f32(a.q[k], b.q[k]);
   return a;
 }
-inline F16 fma16(const F16& a, const F16& b, F16 acc) {
-  for (int k = 0; k < 4; ++k) acc.q[k] = vfmaq_f32(acc.q[k], a.q[k], b.q[k]);
-  return acc;
-}
 // FMAX keeps a NaN x, as std::max(x, floor) does.
 inline F16 max16(F16 x, const F16& lo) {
   for (int k = 0; k < 4; ++k) x.q[k] = vmaxq_f32(x.q[k], lo.q[k]);
   return x;
-}
-inline float hsum16(const F16& x) {
-  return vaddvq_f32(vaddq_f32(vaddq_f32(x.q[0], x.q[1]), vaddq_f32(x.q[2], x.q[3])));
 }
 inline float dot16(const F16& a, const F16& b) { return hsum16(mul16(a, b)); }
 // dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, in r[0] and r[1] in
