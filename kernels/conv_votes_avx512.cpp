@@ -4,8 +4,6 @@
 
 namespace vg {
 namespace {
-// vbroadcastf32x4 from memory.
-inline F16 bcast_row(const float* p) { return _mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
 template <int k>
 inline F16 col(F16 m) {
   return _mm512_permute_ps(m, k * 0x55);

@@ -1,7 +1,7 @@
 // AVX-512 pose matmul (built with -mavx512f -mavx512vl -mavx512dq -mfma). A 4x4
 // matrix is one zmm register, row r in 128-bit lane r; every product is whole,
 // so no tail loop.
-#include "kernels/avx512_intrinsics.h"
+#include "kernels/vec_avx512.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -12,9 +12,6 @@
 namespace vg {
 
 namespace {
-
-// One 4-float row in all four 128-bit lanes (vbroadcastf32x4 from memory).
-inline __m512 bcast_row(const float* p) { return _mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
 
 // Pairs (i, j) whose W diagonals fit the stack scratch of backward.
 constexpr int kWBlock = 64;

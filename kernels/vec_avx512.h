@@ -18,6 +18,8 @@ inline F16 bcast16(float x) { return _mm512_set1_ps(x); }
 inline F16 add16(F16 a, F16 b) { return _mm512_add_ps(a, b); }
 inline F16 mul16(F16 a, F16 b) { return _mm512_mul_ps(a, b); }
 inline F16 fma16(F16 a, F16 b, F16 acc) { return _mm512_fmadd_ps(a, b, acc); }
+// One 4-float row in all four 128-bit lanes (vbroadcastf32x4 from memory).
+inline F16 bcast_row(const float* p) { return _mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
 
 }  // namespace
 }  // namespace vg
