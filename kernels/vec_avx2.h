@@ -1,7 +1,7 @@
-// The 16-float vector every AVX2 kernel family works in (a 4x4 matrix, a
-// capsule or pose vector) and the helpers they all use over it, for files built
-// with -mavx2 -mfma only: internal linkage, so each such file keeps its own
-// copy and no AVX2 code is ever linked into another ISA's callers.
+// The 16-float vector the AVX2 kernel families work in (a 4x4 matrix, a
+// capsule or pose vector) and the helpers more than one of them uses, for files
+// built with -mavx2 -mfma only: internal linkage, so each such file keeps its
+// own copy and no AVX2 code is ever linked into another ISA's callers.
 #pragma once
 #include <immintrin.h>
 

@@ -1,8 +1,8 @@
-// The 16-float vector every AVX-512 kernel family works in (a 4x4 matrix, a
-// capsule or pose vector) and the helpers they all use over it, for files built
-// with -mavx512f -mavx512vl -mavx512dq -mfma only: internal linkage, so each
-// such file keeps its own copy and no AVX-512 code is ever linked into another
-// ISA's callers.
+// The 16-float vector the AVX-512 kernel families work in (a 4x4 matrix, a
+// capsule or pose vector) and the helpers more than one of them uses, for files
+// built with -mavx512f -mavx512vl -mavx512dq -mfma only: internal linkage, so
+// each such file keeps its own copy and no AVX-512 code is ever linked into
+// another ISA's callers.
 #pragma once
 #include "kernels/avx512_intrinsics.h"
 

@@ -1,7 +1,7 @@
-// The 16-float vector every NEON kernel family works in (a 4x4 matrix, a
-// capsule or pose vector) and the helpers they all use over it, for AArch64
-// files (Advanced SIMD needs no extra flags); internal linkage, as the x86
-// ISAs' vec_*.h, so each file keeps its own copy.
+// The 16-float vector the NEON kernel families work in (a 4x4 matrix, a
+// capsule or pose vector) and the helpers more than one of them uses, for
+// AArch64 files (Advanced SIMD needs no extra flags); internal linkage, as the
+// x86 ISAs' vec_*.h, so each file keeps its own copy.
 #pragma once
 #include <arm_neon.h>
 
@@ -14,6 +14,8 @@ struct F16 {
 };
 inline F16 zero16() { return {{vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f), vdupq_n_f32(0.f)}}; }
 inline F16 load16(const float* p) { return {{vld1q_f32(p), vld1q_f32(p + 4), vld1q_f32(p + 8), vld1q_f32(p + 12)}}; }
+// Operands only read are taken by const&: GCC allocates the EM kernels'
+// registers differently when they are passed by value (the same results).
 inline void store16(float* p, const F16& x) {
   for (int k = 0; k < 4; ++k) vst1q_f32(p + 4 * k, x.q[k]);
 }
