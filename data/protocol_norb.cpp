@@ -310,9 +310,11 @@ NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d, bool window
   if (crops != "random" && crops != "centre") throw FlagError(kTrainCrops.name, crops, "expected random or centre");
   c.prep.centre_train_crops = crops == "centre";
   const std::string stop = f.value("stop-at-familiar"), match = f.value("match-familiar");
-  if (!c.toys && (!stop.empty() || !match.empty()))
-    throw FlagError(stop.empty() ? "match-familiar" : "stop-at-familiar", stop.empty() ? match : stop,
-                    "needs a familiar validation split, which --data " + data + " does not make");
+  const std::string validation = f.value("validation");
+  if (!c.toys && (!stop.empty() || !match.empty() || validation == "on")) {
+    const char* flag = !stop.empty() ? "stop-at-familiar" : !match.empty() ? "match-familiar" : "validation";
+    throw FlagError(flag, f.value(flag), "needs a familiar validation split, which --data " + data + " does not make");
+  }
   if (const std::string dump = f.value("dump"); !dump.empty())
     throw FlagError("dump", dump, "draws the synthetic data only (not --data " + data + ")");
   return c;

@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kTrainingFlags[] = {"n-epochs",         "max-steps",      "lr",
                                           "model-lr",         "lr-schedule",    "batch-size",
                                           "models",           "stop-at-familiar", "match-familiar",
-                                          "stop-check-every"};
+                                          "stop-check-every", "validation"};
 
 // What is wrong with the file, without the file's name a CheckpointError
 // starts with: the UsageError names it as --model-file's value.

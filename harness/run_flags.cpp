@@ -86,6 +86,10 @@ const FlagSpec kRunFlags[] = {
      "Train MODEL (one of --models) first, in full; stop every other model at its final familiar validation accuracy"},
     {"stop-check-every", &RunFlags::stop_check_every,
      "Steps between checks of the stopping rule (default: after each epoch)"},
+    {"validation", &RunFlags::validation,
+     "on: also score a familiar validation split (as many images per combination as the familiar test split) after "
+     "every epoch, the history's and trajectory.csv's validation column (the stopping rules make one anyway)",
+     false},
 };
 
 // The text of run flag or model option `name` (what --grid NAME=... sets), or
@@ -471,7 +475,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   // Models fit in one pass (nn1) take no training step: the training flags would do nothing.
   if (std::all_of(o.models.begin(), o.models.end(), [](const std::string& m) { return find_model(m)->fit_in_one_pass; }))
     for (const char* name : {"n-epochs", "max-steps", "lr", "lr-schedule", "batch-size", "stop-at-familiar",
-                             "stop-check-every"})
+                             "stop-check-every", "validation"})
       if (flag_set(f, defaults, name))
         throw UsageError(std::string("--") + name, *run_flag(f, name),
                          "no model in --models '" + f.models + "' trains (each is fit in one pass)");
@@ -501,7 +505,11 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
       throw UsageError("--stop-check-every", f.stop_check_every, "has no effect without --stop-at-familiar or --match-familiar");
     o.train.stop_every = int(parse_int("--stop-check-every", f.stop_check_every, 1, 100000000));
   }
-  if (o.stop_at_familiar > 0 || !o.match_familiar.empty()) o.data.n_val_per_combo = o.data.n_eval_per_combo;
+  if (f.validation != "on" && f.validation != "off") throw UsageError("--validation", f.validation, "expected on or off");
+  // The frontier (the novel error at each familiar validation error) needs the
+  // split without a rule that stops training on it.
+  if (o.stop_at_familiar > 0 || !o.match_familiar.empty() || f.validation == "on")
+    o.data.n_val_per_combo = o.data.n_eval_per_combo;
 
   if (!sweep) check_geometry_flags(f, o.data, false);
   // One step per epoch of a batch holding every image would train at chance.

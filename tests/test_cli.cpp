@@ -133,6 +133,21 @@ TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   EXPECT_EQ(j["models"][0]["history"][0]["step"], j["models"][0]["steps"]);
   EXPECT_TRUE(j["models"][0]["history"][0].contains("validation"));
   EXPECT_TRUE(j["models"][0]["history"][0]["validation"].is_null());
+  // --validation on scores one after every epoch, changing no training bit.
+  const std::string val_path = vg::test::temp_dir() + "viewgap_cli_val." + std::to_string(getpid()) + ".json";
+  const Outcome v = run("run --n-epochs 1 --n-per-combo 1 --models caps,cnn136,nn1 --quiet --validation on --out-json " +
+                        val_path);
+  ASSERT_EQ(v.code, 0) << v.err;
+  std::ifstream vf(val_path);
+  const auto vj = nlohmann::json::parse(vf);
+  EXPECT_GT(vj["config"]["n_val_per_combo"], 0);
+  for (int m = 0; m < 2; ++m) {
+    ASSERT_TRUE(vj["models"][m]["history"][0]["validation"].is_number()) << m;
+    EXPECT_GT(double(vj["models"][m]["history"][0]["validation"]), 0.0) << m;
+    EXPECT_EQ(vj["models"][m]["step_loss"], j["models"][m]["step_loss"]) << m;
+    EXPECT_EQ(vj["models"][m]["heldout"], j["models"][m]["heldout"]) << m;
+  }
+  std::filesystem::remove(val_path);
   EXPECT_EQ(j["models"][0]["circle_accuracy"].size(), 36u);
   // The held-out axis: azimuth, its sweep the circle.
   EXPECT_EQ(j["dataset"]["axis"]["name"], "azimuth");
@@ -581,6 +596,7 @@ TEST(NorbRun, BadInputIsOneLineExitTwo) {
       {"run " + d + " --brightness 1.5", "", "--brightness '1.5'"},
       {"run " + d + " --batch-size 1000", "", "--batch-size '1000': larger than the training set (270 images"},
       {"run " + d + " --stop-at-familiar 0.9", "", "--stop-at-familiar '0.9': needs a familiar validation split"},
+      {"run " + d + " --validation on", "", "--validation 'on': needs a familiar validation split"},
       {"run " + d + " --dump " + broken + "/dump", "", "--dump '" + broken + "/dump': draws the synthetic data only"},
       {"run --cameras first", "", "--cameras 'first': applies to --data norb:DIR or toys only"},
       {"run --split full", "", "--split 'full': unknown split"},
