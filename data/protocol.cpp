@@ -75,22 +75,25 @@ std::string applies_to_sources(const std::string& name) {
   return "applies to --data " + either(sources) + " only";
 }
 
-// Where a protocol's flag applies, from the protocols that declare it: the
-// splits that do, and, where a split of that name on another source does
-// not, the sources that do ("applies with --split translation only, on
-// --data synthetic").
-std::string applies_with_splits(const std::string& name) {
+// Where a protocol's flag applies, from the protocols that declare it. Where
+// some of `source`'s own splits declare it, those splits: "applies with
+// --split rotation only" (another source's splits of other names would
+// mislead: smallNORB's translation takes no --standardize though Fashion-MNIST's
+// does). Where none does, every split that declares it and their sources:
+// "applies with --split translation only, on --data synthetic".
+std::string applies_with_splits(const std::string& name, const Source& source) {
   auto split_of = [](const Protocol& p) { return std::string(p.split != nullptr ? p.split : p.name); };
   auto add = [](std::vector<std::string>& list, const std::string& v) {
     if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
   };
-  std::vector<std::string> splits, sources;
-  for (const Protocol& p : protocol_registry())
-    if (declares_flag(p, name)) add(splits, split_of(p)), add(sources, source_named(p.source).form());
-  bool elsewhere = false;  // a split of those names, on another source, that does not declare it
-  for (const Protocol& p : protocol_registry())
-    elsewhere = elsewhere || (!declares_flag(p, name) && std::find(splits.begin(), splits.end(), split_of(p)) != splits.end());
-  return "applies with --split " + either(splits) + " only" + (elsewhere ? ", on --data " + either(sources) : "");
+  std::vector<std::string> here, splits, sources;
+  for (const Protocol& p : protocol_registry()) {
+    if (!declares_flag(p, name)) continue;
+    add(splits, split_of(p)), add(sources, source_named(p.source).form());
+    if (p.source == std::string(source.name)) add(here, split_of(p));
+  }
+  if (!here.empty()) return "applies with --split " + either(here) + " only";
+  return "applies with --split " + either(splits) + " only, on --data " + either(sources);
 }
 
 }  // namespace
@@ -125,7 +128,7 @@ const Protocol& select_protocol(const FlagSource& flags) {
   // A protocol's own flag, set while another is chosen, would be silently ignored.
   for (const DataFlag& f : protocol_flags())
     if (flags.changed(f.name) && !declares_flag(*chosen, f.name))
-      throw FlagError(f.name, flags.value(f.name), applies_with_splits(f.name));
+      throw FlagError(f.name, flags.value(f.name), applies_with_splits(f.name, *source));
   return *chosen;
 }
 

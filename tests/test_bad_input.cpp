@@ -378,6 +378,10 @@ TEST(BadInput, MessagesSayWhatIsAccepted) {
   expect_refused(run("run --quiet --data norb:" + norb + " --split translation --canvas 40"),
                  "--canvas '40': applies with --split translation only, on --data synthetic");
   expect_refused(run("run --quiet --data norb:" + norb + " --split rotation --standardize on"), "--standardize 'on': applies with --split paper-azimuth");
+  // This source's splits that take it, not another source's: Fashion-MNIST's
+  // translation takes --standardize, smallNORB's does not.
+  expect_refused(run("run --quiet --data norb:" + norb + " --split translation --standardize on"),
+                 "--standardize 'on': applies with --split paper-azimuth, paper-elevation or full only\n");
   fs::remove_all(norb);
   expect_refused(run("run --quiet --models convcaps --em-lambda-schedule official:1e7"),
                  "--em-lambda-schedule 'official:1e7': the final lambda after 'official:' must be > 0 and <= 1e+06");
