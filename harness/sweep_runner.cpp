@@ -263,6 +263,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   // The statistics exist only for a complete sweep.
   if (!todo.empty()) {
     remove_output(dir + "/summary.csv");
+    remove_output(dir + "/frontier.csv");
     remove_output(dir + "/azimuth.csv");
   }
   // Rewrite the kept rows (dropping anything of unfinished cells) before appending.

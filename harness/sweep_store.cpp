@@ -21,6 +21,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "harness/frontier.h"
 #include "harness/report.h"
 #include "harness/sweep_summary.h"
 #include "models/numbers.h"
@@ -353,7 +354,7 @@ std::string config_difference(const nlohmann::json& theirs, const nlohmann::json
 bool is_sweep_file(const std::string& name) {
   // "checkpoints": the trainings in progress (harness/sweep_checkpoints.h).
   for (const char* f : {kSweepLockFile, "meta.json", "cells.csv", "circle.csv", "trajectory.csv", "summary.csv",
-                        "azimuth.csv", "checkpoints"})
+                        "frontier.csv", "azimuth.csv", "checkpoints"})
     if (name == f) return true;
   return false;
 }
@@ -381,7 +382,8 @@ std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan) {
   // Under the lock, no live process writes here: temporary files are leftovers.
   remove_stale_temps(dir, true);
   // Its files are written in place of what they are: regular files (or links to one) only.
-  for (const char* f : {"meta.json", "cells.csv", "circle.csv", "trajectory.csv", "summary.csv", "azimuth.csv"}) {
+  for (const char* f : {"meta.json", "cells.csv", "circle.csv", "trajectory.csv", "summary.csv", "frontier.csv",
+                        "azimuth.csv"}) {
     struct stat st;
     if (::lstat((dir + "/" + f).c_str(), &st) != 0) continue;
     try {
@@ -471,6 +473,9 @@ int write_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, b
     throw std::runtime_error("cannot read back '" + dir + "/cells.csv' and '" + dir + "/circle.csv' whole (changed by another program?)");
   if (statistics) {
     write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models, plan.reference, plan.grid_pairs));
+    // From trajectory.csv: none for a sweep begun before it.
+    if (trajectory) write_file_atomic(dir + "/frontier.csv", frontier_csv(rows, plan.models, plan.reference));
+    else remove_output(dir + "/frontier.csv");
     write_file_atomic(dir + "/azimuth.csv", azimuth_csv(rows, plan.models));
   }
   meta["cells_done"] = int(done_ids.size());

@@ -47,6 +47,9 @@
 //                             better), ties counted half; p_value: two-sided
 //                             Wilcoxon signed-rank test of d.
 //                CIs: 95 % percentile bootstrap of the mean, 10,000 resamples, fixed seed.
+//   frontier.csv the novel-versus-familiar frontier from trajectory.csv (its
+//                format, level grid and rule: harness/frontier.h); none where
+//                the sweep keeps no trajectory.csv.
 //   azimuth.csv  accuracy by distance from the training views along the
 //                protocol's axis (the name is historical: an azimuth axis's
 //                angular distance, an elevation axis's, ...):
@@ -59,8 +62,8 @@
 //                (a merge's: see write_merged).
 //   sweep.lock   the lock (see kSweepLockFile): "pid N" of its holder, while a
 //                sweep or merge runs (and after one was killed); removed when it ends.
-// summary.csv and azimuth.csv exist only for a complete sweep: a sweep that has
-// cells to run removes them first.
+// summary.csv, frontier.csv and azimuth.csv exist only for a complete sweep: a
+// sweep that has cells to run removes them first.
 #pragma once
 #include <chrono>
 #include <cmath>
@@ -180,7 +183,7 @@ void sort_rows(std::vector<CellRow>& rows, const std::vector<std::string>& model
 // meta.json of a sweep of `total` cells, before any has run.
 nlohmann::json sweep_meta(const SweepPlan& plan, int total);
 // Writes the sorted tables of `rows` (trajectory.csv with `trajectory`, and
-// with `statistics` summary.csv and azimuth.csv), then meta.json; returns the
+// with `statistics` summary.csv, frontier.csv and azimuth.csv), then meta.json; returns the
 // number of failed cells.
 int write_final_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, bool statistics, bool trajectory,
                        nlohmann::json& meta, std::chrono::steady_clock::time_point t0);

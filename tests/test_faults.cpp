@@ -53,10 +53,10 @@ const std::string kLonger =
     " --n-eval-per-combo 1 --models cnn --jobs 1 --quiet";
 // What a sweep directory may hold at any moment, and what a finished one holds
 // (its lock goes when the sweep ends).
-const std::set<std::string> kSweepFiles = {"azimuth.csv", "cells.csv",   "circle.csv",    "meta.json",
+const std::set<std::string> kSweepFiles = {"azimuth.csv", "cells.csv",  "circle.csv",     "frontier.csv", "meta.json",
                                            "summary.csv", "sweep.lock", "trajectory.csv"};
-const std::set<std::string> kFinishedSweepFiles = {"azimuth.csv", "cells.csv", "circle.csv", "meta.json",
-                                                   "summary.csv", "trajectory.csv"};
+const std::set<std::string> kFinishedSweepFiles = {"azimuth.csv", "cells.csv",   "circle.csv",    "frontier.csv",
+                                                   "meta.json",   "summary.csv", "trajectory.csv"};
 
 std::string tmp_dir(const std::string& name) {
   const std::string d = vg::test::temp_dir() + "viewgap_faults." + std::to_string(getpid()) + "/" + name;
@@ -114,6 +114,7 @@ std::map<std::string, std::string> tables(const std::string& dir) {
           {"azimuth.csv", slurp(dir + "/azimuth.csv")},
           {"circle.csv", slurp(dir + "/circle.csv")},
           {"trajectory.csv", slurp(dir + "/trajectory.csv")},
+          {"frontier.csv", slurp(dir + "/frontier.csv")},
           {"cells.csv", without_seconds(slurp(dir + "/cells.csv"))}};
 }
 

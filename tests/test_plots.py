@@ -161,6 +161,43 @@ class PlotTest(unittest.TestCase):
         r = plot("sweep", os.path.join(FIXTURES, "sweep"), "--out", out, "--gap", "30")
         self.assert_plotted(r, out, ["sweep_distance_gap30.png"])
 
+    def test_fixture_sweep_frontier(self):
+        """frontier.csv (tools/fixtures/make_fixtures.py frontier): sweep_frontier.png, a line per model
+        over the levels seeds reached, and the paper's four Table 2 points on every panel. A frontier
+        without rows (a sweep without --validation on) is skipped with a note."""
+        d = self.path("sweep")
+        shutil.copytree(os.path.join(FIXTURES, "sweep"), d)
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d], check=True)
+        out = self.path("fig")
+        r = plot("sweep", d, "--out", out)
+        self.assert_plotted(r, out, SWEEP + ["sweep_frontier.png"])
+        self.assertNotIn("skipped", r.stderr)
+        m = plots().frontier_figures
+        figs = self.captured_figures(m)
+        rows = m.read_frontier(d)
+        m.fig_sweep_frontier(rows, "t", out, "", [])
+        axes = figs["sweep_frontier.png"].axes
+        self.assertEqual(len(axes), 3)  # gaps 0, 30, 60
+        for ax in axes:
+            points = {(round(float(l.get_xdata()[0]), 3), round(float(l.get_ydata()[0]), 3))
+                      for l in ax.lines if len(l.get_xdata()) == 1}
+            self.assertTrue({(f, n) for _, _, f, n in m.PAPER_TABLE2} <= points, points)
+            self.assertLessEqual(ax.get_ylim()[0], 0)
+            self.assertGreaterEqual(ax.get_ylim()[1], max(r["ci_hi"] for r in rows if r["kind"] == "model"))
+        # caps reaches the lowest level on every seed, cnn on one: their lines start there with those n.
+        first = {r["model"]: r for r in rows if r["level"] == 0.02 and r["gap"] == 0 and r["metric"] == "heldout_error"}
+        self.assertEqual((first["caps"]["n"], first["cnn"]["n"]), (5, 1))
+        # A header alone: no figure, a note that says why.
+        with open(os.path.join(d, "frontier.csv")) as f:
+            header = f.readline()
+        with open(os.path.join(d, "frontier.csv"), "w") as f:
+            f.write(header)
+        out2 = self.path("fig2")
+        r = plot("sweep", d, "--out", out2)
+        self.assert_plotted(r, out2, SWEEP)
+        self.assertFalse(os.path.exists(os.path.join(out2, "sweep_frontier.png")))
+        self.assertIn("skipped: sweep_frontier.png (no validation trajectories", r.stderr)
+
     def test_results_sweep_of_schema_3(self):
         """results/ holds sweeps of schema 3 (before the axis columns): they still plot, on an azimuth axis."""
         d = os.path.join(ROOT, "results", "sweep_canonical")
@@ -335,6 +372,16 @@ class PlotTest(unittest.TestCase):
         out = self.path("fig")
         self.assert_plotted(plot("sweep", sweep, "--out", out), out, SWEEP)
         self.assertEqual(plots().tables.axis_of(plots().tables.read_sweep(sweep)[1]), ("azimuth", "deg"))
+
+    @unittest.skipUnless(exe_supports("sweep", "--validation"), "viewgap sweep has no --validation yet")
+    def test_real_sweep_with_validation_draws_the_frontier(self):
+        sweep = self.path("sweep")
+        viewgap("sweep", "--seeds", "0:2", "--gaps", "0,30", "--n-epochs", "3", "--n-per-combo", "1",
+                "--models", "cnn,linear", "--reference", "cnn", "--validation", "on", "--jobs", "2", "--quiet", "--out", sweep)
+        out = self.path("fig")
+        r = plot("sweep", sweep, "--out", out)
+        self.assert_plotted(r, out, SWEEP + ["sweep_frontier.png"])
+        self.assertNotIn("skipped", r.stderr)
 
     @unittest.skipUnless(exe_supports("sweep", "--pair-grid"), "viewgap sweep has no --pair-grid yet")
     def test_real_grid_sweep_with_pair_grid(self):

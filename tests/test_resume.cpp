@@ -148,17 +148,17 @@ TEST(Resume, SchedulesAndABudgetResumeBitForBit) {
 }
 
 // A sweep killed at a seeded random file call, with a checkpoint of each
-// training every step, resumes to the tables of one never stopped; its
-// checkpoints are gone at the end.
+// training every step, resumes to the tables of one never stopped (the
+// frontier too: a validation split); its checkpoints are gone at the end.
 TEST(Resume, ASweepKilledMidTrainingResumesToIdenticalTables) {
   if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
   const std::string args = " --seeds 0:1 --gaps 0,30 --n-epochs 2 --n-per-combo 1 --batch-size 10 --n-elev 1"
-                           " --elevations 30:30 --n-eval-per-combo 1 --models caps,cnn --jobs 1 --quiet";
+                           " --elevations 30:30 --n-eval-per-combo 1 --models caps,cnn --validation on --jobs 1 --quiet";
   const std::string dir = scratch("sweep");
   ASSERT_EQ(test::run("sweep --out " + dir + "ref" + args).code, 0);
   auto tables = [](const std::string& d) {
     return std::vector<std::string>{slurp(d + "/summary.csv"), slurp(d + "/circle.csv"), slurp(d + "/trajectory.csv"),
-                                    test::without_seconds(slurp(d + "/cells.csv"))};
+                                    slurp(d + "/frontier.csv"), test::without_seconds(slurp(d + "/cells.csv"))};
   };
   const auto want = tables(dir + "ref");
   const std::vector<std::string> calls = counted_calls("sweep --out " + dir + "count --checkpoint-every 1" + args, dir);

@@ -73,7 +73,7 @@ TEST(Sweep, SameResultsForOneOrTwoJobsAndDirectoryIsProtected) {
   const std::string a = fresh_dir("j1"), b = fresh_dir("j2");
   ASSERT_EQ(run("sweep --out " + a + " --jobs 1" + kTiny).code, 0);
   ASSERT_EQ(run("sweep --out " + b + " --jobs 2" + kTiny).code, 0);
-  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv", "/trajectory.csv"})
+  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv", "/trajectory.csv", "/frontier.csv"})
     EXPECT_EQ(slurp(a + f), slurp(b + f)) << f;
   EXPECT_EQ(without_seconds(slurp(a + "/cells.csv")), without_seconds(slurp(b + "/cells.csv")));
   EXPECT_EQ(lines(slurp(a + "/cells.csv")), 1 + 6 * 2);  // 3 seeds x 2 gaps x 2 models
@@ -120,7 +120,7 @@ TEST(Sweep, ResumeAfterAKillFinishesTheSameTables) {
   const Outcome o = run("sweep --out " + cut + " --resume --jobs 1" + kTiny);
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_NE(o.out.find("3 run now, 3 resumed"), std::string::npos) << o.out;
-  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv", "/trajectory.csv"})
+  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv", "/trajectory.csv", "/frontier.csv"})
     EXPECT_EQ(slurp(full + f), slurp(cut + f)) << f;
   EXPECT_EQ(without_seconds(slurp(full + "/cells.csv")), without_seconds(slurp(cut + "/cells.csv")));
 }
@@ -193,6 +193,7 @@ TEST(Sweep, ASweepBegunBeforeTheTrajectoryResumesWithoutIt) {
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_NE(o.out.find("1 run now, 5 resumed"), std::string::npos) << o.out;
   EXPECT_FALSE(std::filesystem::exists(old + "/trajectory.csv"));
+  EXPECT_FALSE(std::filesystem::exists(old + "/frontier.csv"));  // made from trajectory.csv
   for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv"}) EXPECT_EQ(slurp(full + f), slurp(old + f)) << f;
   EXPECT_EQ(without_seconds(slurp(full + "/cells.csv")), without_seconds(slurp(old + "/cells.csv")));
 }
@@ -375,7 +376,7 @@ TEST(Sweep, ShardsMergeIntoTheTablesOfTheUnshardedSweep) {
   // `merge` takes the configuration from the shards: no sweep flags needed.
   const Outcome m = run("merge " + dirs + " --out " + merged);
   ASSERT_EQ(m.code, 0) << m.err;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv"})
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv"})
     EXPECT_EQ(slurp(merged + "/" + f), slurp(full + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(merged + "/cells.csv")), without_seconds(slurp(full + "/cells.csv")));
 
@@ -424,7 +425,7 @@ TEST(Sweep, SweepsOfDisjointSeedsMergeIntoTheSweepOfAllTheirSeeds) {
   const Outcome m = run("merge " + base + "/b " + base + "/a " + base + "/c --out " + merged);
   ASSERT_EQ(m.code, 0) << m.err;
   EXPECT_NE(m.out.find("8 cells merged from 3 sweeps"), std::string::npos) << m.out;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv"})
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv"})
     EXPECT_EQ(slurp(merged + "/" + f), slurp(full + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(merged + "/cells.csv")), without_seconds(slurp(full + "/cells.csv")));
   const auto meta = nlohmann::json::parse(slurp(merged + "/meta.json"));
@@ -516,7 +517,7 @@ TEST(SweepMpi, RanksWriteTheTablesOfTheSingleProcessSweep) {
   ASSERT_EQ(run("sweep --out " + single + kTiny + " --jobs 1").code, 0);
   const Outcome o = mpirun("sweep --out " + ranks + kTiny + " --jobs 1");
   ASSERT_EQ(o.code, 0) << o.err;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv"})
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv"})
     EXPECT_EQ(slurp(ranks + "/" + f), slurp(single + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(ranks + "/cells.csv")), without_seconds(slurp(single + "/cells.csv")));
   const auto meta = nlohmann::json::parse(slurp(ranks + "/meta.json"));
@@ -592,7 +593,7 @@ TEST(SweepMpi, JobKilledMidwayResumesToIdenticalTables) {
   EXPECT_FALSE(std::filesystem::exists(ranks + "/summary.csv"));
   const Outcome resumed = mpirun("sweep --out " + ranks + args + " --resume");
   ASSERT_EQ(resumed.code, 0) << resumed.err;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv"})
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv"})
     EXPECT_EQ(slurp(ranks + "/" + f), slurp(single + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(ranks + "/cells.csv")), without_seconds(slurp(single + "/cells.csv")));
   for (const auto& e : std::filesystem::directory_iterator(ranks))

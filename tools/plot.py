@@ -19,7 +19,9 @@ accuracy vs distance from the training views (sweep_distance.png: every gap, or 
 along the sweep's held-out axis (its name and unit label the x axes). A sweep with a
 --grid gets sweep_gap_POINT.png and sweep_distance_POINT.png per grid point, and ONE
 sweep_paired.png with every grid point's paired differences (a column per pair, a series
-per grid point). Rows of kind paired-grid (`sweep --pair-grid 'A|B'`) get
+per grid point). A sweep run with --validation on has frontier.csv: sweep_frontier.png (per grid
+point) draws each model's novel error against the familiar validation error it reached, with the
+paper's Table 2 points marked; without validation errors it is skipped with a note. Rows of kind paired-grid (`sweep --pair-grid 'A|B'`) get
 sweep_paired_grid.png: a row of panels per pairing, a line per model, A - B against gap.
 CIs are error bars at a few x (a one-gap sweep too) and bands between many; every model
 has its own colour, marker and line style, and series sharing an x are set slightly

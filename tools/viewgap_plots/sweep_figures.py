@@ -1,10 +1,12 @@
 """Figures of a `viewgap sweep --out DIR`: accuracy and drop against gap, accuracy against distance
-from the training views; and the `sweep` command, which adds the paired figures (paired_figures.py)."""
+from the training views; and the `sweep` command, which adds the paired figures (paired_figures.py)
+and the novel-versus-familiar frontier (frontier_figures.py)."""
 import math
 import os
 
 from .few_seeds import few_seeds_caption
 from .files import InputError, make_out, save
+from .frontier_figures import NO_VALIDATION, fig_sweep_frontier, read_frontier
 from .paired_figures import fig_sweep_paired, fig_sweep_paired_by_grid, fig_sweep_paired_grid
 from .series import band, ci_series, gap_ticks, offsets, span_of
 from .style import chance_line, color, plt, plural, source_text, unit_mark, unit_text
@@ -126,8 +128,11 @@ def cmd_sweep(args):
                 + (f", train az {train}" if isinstance(train, str) else "")
                 + (f"; {grid}" if grid else "") + (f"; {failed} failed cells excluded" if failed else "") + caption)
 
+    def suffix_of(grid):
+        return "" if len(grids) == 1 else "_" + "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in grid)
+
     for grid in grids:
-        suffix = "" if len(grids) == 1 else "_" + "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in grid)
+        suffix = suffix_of(grid)
         s = [r for r in summary if r["grid"] == grid and r["kind"] != "paired-grid"]
         title = title_of(s, grid)
         true_gaps = {r["gap"]: r.get("true_gap", math.nan) for r in s}
@@ -148,4 +153,13 @@ def cmd_sweep(args):
     pg = [r for r in summary if r["kind"] == "paired-grid"]
     if pg:
         fig_sweep_paired_grid(pg, title_of(pg, None), args.out, written)
+    # The frontier needs validation errors in the trajectories: without them, a note, not a figure.
+    frontier = [r for r in read_frontier(d) or [] if r["kind"] == "model" and r["n"] > 0]
+    if not frontier:
+        return written, ["sweep_frontier.png"], NO_VALIDATION
+    for grid in grids:
+        f = [r for r in frontier if r["grid"] == grid]
+        if f:
+            s = [r for r in summary if r["grid"] == grid and r["kind"] != "paired-grid"]
+            fig_sweep_frontier(f, title_of(s, grid) + "; novel vs familiar frontier", args.out, suffix_of(grid), written)
     return written, [], None

@@ -1,0 +1,311 @@
+// The novel-versus-familiar frontier (harness/frontier.h): the first-check
+// rule and the table from hand-made trajectories, frontier.csv written at a
+// sweep's end and kept bit for bit by --resume and merge, and its agreement
+// with --match-familiar, the stopping rule it applies at every level.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "harness/frontier.h"
+#include "tests/test_util.h"
+
+namespace vg {
+namespace {
+
+using test::Outcome;
+using test::run;
+using test::slurp;
+using test::without_seconds;
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> f;
+  std::stringstream ss(line);
+  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+  if (!line.empty() && line.back() == ',') f.push_back("");
+  return f;
+}
+
+// A CSV's data rows, each split into its fields.
+std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) rows.push_back(split(line));
+  return rows;
+}
+
+// A trained cell x model whose checks had these validation errors (NaN: none);
+// its novel error at check k is `heldout[k]`, its familiar one validation + 0.01.
+CellRow trained(int cell, uint64_t seed, const std::string& model, const std::vector<double>& validation,
+                const std::vector<double>& heldout) {
+  CellRow r;
+  r.cell = cell;
+  r.seed = seed;
+  r.gap = 30;
+  r.true_gap = 30;
+  r.model = model;
+  r.axis = "azimuth";
+  r.unit = "deg";
+  r.status = "ok";
+  for (size_t k = 0; k < validation.size(); ++k)
+    r.trajectory.push_back({int(k) + 1, long(k + 1) * 10, validation[k], validation[k] + 0.01, heldout[k]});
+  r.steps = long(validation.size()) * 10;
+  return r;
+}
+
+// frontier.csv's rows by "level/kind/model/metric".
+std::map<std::string, std::vector<std::string>> by_key(const std::string& csv) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& f : csv_rows(csv)) out[f[5] + "/" + f[6] + "/" + f[7] + "/" + f[8]] = f;
+  return out;
+}
+// Columns of a frontier.csv row.
+enum { kSeeds = 9, kN = 10, kMean = 11, kWins = 17, kTies = 18, kLosses = 19, kProb = 20, kP = 21 };
+
+// The first check whose validation error is at most L, "at most" included,
+// and not a later, lower one; a trajectory that never gets there has none.
+TEST(Frontier, FirstCheckWhereTheValidationErrorReachedTheLevel) {
+  const CellRow r = trained(0, 0, "a", {0.5, 0.2, 0.1, 0.15, 0.05}, {0.9, 0.8, 0.7, 0.6, 0.5});
+  ASSERT_NE(first_reaching(r.trajectory, 0.2), nullptr);
+  EXPECT_EQ(first_reaching(r.trajectory, 0.2)->epoch, 2);   // equal counts
+  EXPECT_EQ(first_reaching(r.trajectory, 0.19)->epoch, 3);  // the first below, not the lowest
+  EXPECT_EQ(first_reaching(r.trajectory, 0.15)->epoch, 3);  // epoch 4's 0.15 comes later
+  EXPECT_EQ(first_reaching(r.trajectory, 1.0)->epoch, 1);
+  EXPECT_EQ(first_reaching(r.trajectory, 0.04), nullptr);
+  EXPECT_TRUE(has_validation(r.trajectory));
+  // At the tables' six decimals, as trajectory.csv holds the errors: 0.2000000004 is 0.2 there.
+  ASSERT_NE(first_reaching(trained(0, 0, "a", {0.2000000004}, {0.5}).trajectory, 0.2), nullptr);
+  EXPECT_EQ(first_reaching(trained(0, 0, "a", {0.200001}, {0.5}).trajectory, 0.2), nullptr);
+  // A check without a validation error never reaches; such a trajectory takes no part.
+  const CellRow gaps = trained(0, 0, "a", {NAN, 0.1}, {0.9, 0.8});
+  EXPECT_EQ(first_reaching(gaps.trajectory, 0.5)->epoch, 2);
+  EXPECT_FALSE(has_validation(gaps.trajectory));
+  EXPECT_FALSE(has_validation({}));
+}
+
+TEST(Frontier, LevelsRunFromTheLowestReachedToWhereEveryTrainingStopsAtItsFirstCheck) {
+  const std::vector<CellRow> rows = {trained(0, 0, "a", {0.5, 0.2, 0.033}, {0.9, 0.8, 0.7}),
+                                     trained(0, 0, "b", {0.41, 0.3}, {0.9, 0.8}),
+                                     trained(1, 1, "b", {NAN, 0.001}, {0.9, 0.8})};  // takes no part
+  const std::vector<double> levels = frontier_levels(rows);
+  ASSERT_EQ(levels.size(), size_t((0.5 - 0.035) / kFrontierStep + 1.5));
+  EXPECT_DOUBLE_EQ(levels.front(), 0.035);  // the multiple of the step at or above 0.033
+  EXPECT_DOUBLE_EQ(levels.back(), 0.5);     // every first check (0.5, 0.41) reached it
+  for (size_t k = 1; k < levels.size(); ++k) EXPECT_NEAR(levels[k] - levels[k - 1], kFrontierStep, 1e-12);
+  EXPECT_TRUE(frontier_levels({trained(0, 0, "a", {NAN}, {0.5})}).empty());
+}
+
+// Three seeds of reference r and model x. At L = 0.2: r reaches it on seeds 0,
+// 1 (novel 0.30, 0.40) and never on seed 2; x on seeds 0, 1, 2 (0.35, 0.40,
+// 0.45); x's seed 3 has no validation error and is neither in n nor in seeds.
+TEST(Frontier, TableByHandExcludesAndCountsSeedsThatNeverReachTheLevel) {
+  std::vector<CellRow> rows = {
+      trained(0, 0, "r", {0.5, 0.2, 0.1}, {0.6, 0.30, 0.25}), trained(0, 0, "x", {0.15}, {0.35}),
+      trained(1, 1, "r", {0.1}, {0.40}),                      trained(1, 1, "x", {0.3, 0.2}, {0.5, 0.40}),
+      trained(2, 2, "r", {0.6, 0.3}, {0.7, 0.6}),             trained(2, 2, "x", {0.2}, {0.45}),
+      trained(3, 3, "r", {0.2}, {0.5}),                       trained(3, 3, "x", {NAN, NAN}, {0.1, 0.1})};
+  rows.push_back(rows.back());  // a failed row: no part either
+  rows.back().cell = 4, rows.back().seed = 4, rows.back().status = "failed", rows.back().trajectory.clear();
+  const std::string csv = frontier_csv(rows, {"r", "x", "nn"}, "r", {0.2});
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "grid,axis,unit,gap,true_gap,level,kind,model,metric,seeds,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,"
+            "losses,prob_improvement,p_value");
+  const auto t = by_key(csv);
+  // nn has no validation trajectory anywhere: no rows.
+  EXPECT_EQ(t.size(), 5u) << csv;
+  const auto& r = t.at("0.2/model/r/heldout_error");
+  EXPECT_EQ(r[0] + "," + r[1] + "," + r[2] + "," + r[3] + "," + r[4], ",azimuth,deg,30,30");
+  EXPECT_EQ(r[kSeeds], "4");  // seeds 0-3 have validation errors
+  EXPECT_EQ(r[kN], "3");      // seed 2 never reached 0.2
+  EXPECT_NEAR(std::stod(r[kMean]), (0.30 + 0.40 + 0.5) / 3, 1e-6);
+  EXPECT_EQ(r[kWins] + r[kTies] + r[kLosses] + r[kProb] + r[kP], "");
+  EXPECT_NEAR(std::stod(t.at("0.2/model/r/familiar_error")[kMean]), (0.21 + 0.11 + 0.21) / 3, 1e-6);
+  const auto& x = t.at("0.2/model/x/heldout_error");
+  EXPECT_EQ(x[kSeeds] + "/" + x[kN], "3/3");
+  EXPECT_NEAR(std::stod(x[kMean]), 0.40, 1e-6);
+  // Paired r - x over seeds 0, 1 (both reached; seed 2 r did not, seed 3 x has
+  // no validation): d = (-0.05, 0), r better once, one tie.
+  const auto& p = t.at("0.2/paired/r-x/heldout_error");
+  EXPECT_EQ(p[kSeeds] + "/" + p[kN], "3/2");
+  EXPECT_NEAR(std::stod(p[kMean]), -0.025, 1e-6);
+  EXPECT_EQ(p[kWins] + p[kTies] + p[kLosses], "110");
+  EXPECT_NEAR(std::stod(p[kProb]), 0.75, 1e-6);
+  EXPECT_NE(p[kP], "nan");
+
+  // The same bytes whatever order the rows come in.
+  std::vector<CellRow> shuffled = rows;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(7));
+  EXPECT_EQ(frontier_csv(shuffled, {"r", "x", "nn"}, "r", {0.2}), csv);
+  // The sweep's own grid: every level a row per model and metric and a pair, ascending.
+  const std::string grid = frontier_csv(rows, {"r", "x"}, "r");
+  const std::vector<double> levels = frontier_levels(rows);
+  ASSERT_EQ(test::lines(grid), int(1 + 5 * levels.size()));
+  const auto all = csv_rows(grid);
+  for (size_t k = 0; k < all.size(); ++k) EXPECT_EQ(std::stod(all[k][5]), levels[k / 5]) << k;
+}
+
+// ---- frontier.csv in a sweep directory ----
+
+const std::string kFlags = " --gaps 0,30 --n-epochs 3 --n-per-combo 1 --models cnn,linear --reference cnn --model-lr cnn=1e-3 --quiet";
+
+std::string fresh(const std::string& name) {
+  const std::string d = test::temp_dir() + "viewgap_frontier_" + name + "." + std::to_string(getpid());
+  std::filesystem::remove_all(d);
+  return d;
+}
+
+// With --validation on: frontier.csv at the sweep's end, as frontier_csv of its
+// trajectory.csv; the same bytes after a --resume of a sweep cut short, from
+// merged shards and from merged sweeps of disjoint seeds. Without a validation
+// split it holds its header only.
+TEST(Frontier, WrittenAtTheSweepsEndAndKeptByResumeAndMerge) {
+  const std::string full = fresh("full");
+  ASSERT_EQ(run("sweep --out " + full + " --seeds 0:2 --validation on --jobs 2" + kFlags).code, 0);
+  const std::string frontier = slurp(full + "/frontier.csv");
+  const auto rows = csv_rows(frontier);
+  ASSERT_GT(rows.size(), 20u) << frontier;
+  std::set<std::string> kinds;
+  for (const auto& f : rows) {
+    ASSERT_EQ(f.size(), 22u);
+    kinds.insert(f[6] + "/" + f[7]);
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"model/cnn", "model/linear", "paired/cnn-linear"}));  // cnn: the sweep's reference
+
+  // Resumed after a kill that lost the last cell and a trajectory row of cell 0.
+  const std::string cut = fresh("cut");
+  ASSERT_EQ(run("sweep --out " + cut + " --seeds 0:2 --validation on --jobs 2" + kFlags).code, 0);
+  std::string cells = slurp(cut + "/cells.csv");
+  for (int k = 0; k < 2; ++k) cells.erase(cells.rfind('\n', cells.size() - 2) + 1);
+  std::ofstream(cut + "/cells.csv", std::ios::trunc) << cells;
+  std::string trajectory = slurp(cut + "/trajectory.csv");
+  const size_t first = trajectory.find('\n') + 1;
+  trajectory.erase(first, trajectory.find('\n', first) + 1 - first);
+  std::ofstream(cut + "/trajectory.csv", std::ios::trunc) << trajectory;
+  const Outcome resumed = run("sweep --out " + cut + " --resume --seeds 0:2 --validation on --jobs 1" + kFlags);
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("2 run now, 4 resumed"), std::string::npos) << resumed.out;
+  EXPECT_EQ(slurp(cut + "/frontier.csv"), frontier);
+
+  // Shards, merged.
+  const std::string s0 = fresh("s0"), s1 = fresh("s1"), merged = fresh("merged");
+  for (const auto& [d, k] : {std::pair{s0, 0}, {s1, 1}}) {
+    ASSERT_EQ(run("sweep --out " + d + " --seeds 0:2 --validation on --shard " + std::to_string(k) + "/2" + kFlags).code, 0);
+    EXPECT_FALSE(std::filesystem::exists(d + "/frontier.csv"));  // statistics need every shard
+  }
+  const Outcome m = run("merge " + s0 + " " + s1 + " --out " + merged);
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_EQ(slurp(merged + "/frontier.csv"), frontier);
+  EXPECT_EQ(slurp(merged + "/trajectory.csv"), slurp(full + "/trajectory.csv"));
+  // Sweeps of disjoint seeds, merged.
+  const std::string a = fresh("a"), b = fresh("b"), seeds = fresh("seeds");
+  ASSERT_EQ(run("sweep --out " + a + " --seeds 0,2 --validation on" + kFlags).code, 0);
+  ASSERT_EQ(run("sweep --out " + b + " --seeds 1 --validation on" + kFlags).code, 0);
+  const Outcome ms = run("merge " + b + " " + a + " --out " + seeds);
+  ASSERT_EQ(ms.code, 0) << ms.err;
+  EXPECT_EQ(slurp(seeds + "/frontier.csv"), frontier);
+
+  // No validation split: a header and no rows; the other tables as before.
+  const std::string plain = fresh("plain");
+  ASSERT_EQ(run("sweep --out " + plain + " --seeds 0:2" + kFlags).code, 0);
+  const std::string header = frontier.substr(0, frontier.find('\n') + 1);
+  EXPECT_EQ(slurp(plain + "/frontier.csv"), header);
+}
+
+// ---- agreement with --match-familiar ----
+
+struct Checks {
+  uint64_t seed = 0;
+  double gap = 0;
+  std::vector<TrajectoryPoint> points;
+  std::vector<std::vector<std::string>> text;  // the rows as written
+};
+// trajectory.csv by (cell, model).
+std::map<std::pair<std::string, std::string>, Checks> read_trajectory(const std::string& dir) {
+  std::map<std::pair<std::string, std::string>, Checks> out;
+  for (const auto& f : csv_rows(slurp(dir + "/trajectory.csv"))) {
+    Checks& c = out[{f[0], f[4]}];
+    c.seed = std::stoull(f[1]);
+    c.gap = std::stod(f[2]);
+    c.points.push_back({std::stoi(f[5]), std::stol(f[6]), f[7] == "nan" ? NAN : std::stod(f[7]), std::stod(f[8]),
+                        std::stod(f[9])});
+    c.text.push_back(f);
+  }
+  return out;
+}
+
+// A sweep whose cnn stops at linear's final familiar validation accuracy
+// (--match-familiar linear) and one of full trainings (--validation on): for
+// every cell, the frontier of the full trainings at L = linear's final
+// validation error gives the novel error the stopped cnn ended at, at the
+// same step; where cnn never reached L it trained to the cap, and the
+// frontier counts it out. The configurations make both happen, and stops on
+// exact equality of the two accuracies.
+TEST(Frontier, AgreesWithMatchFamiliarAtTheMatchedLevel) {
+  int stopped = 0, never = 0, equal = 0;
+  for (const std::string flags : {" --n-epochs 3 --model-lr cnn=1e-3", " --n-epochs 4 --model-lr cnn=3e-4"}) {
+    SCOPED_TRACE(flags);
+    const std::string common = " --seeds 0:2 --gaps 0,30 --n-per-combo 1 --models cnn,linear --quiet" + flags;
+    const std::string matched = fresh("matched"), full = fresh("fulltrain");
+    ASSERT_EQ(run("sweep --out " + matched + " --match-familiar linear" + common).code, 0);
+    ASSERT_EQ(run("sweep --out " + full + " --validation on" + common).code, 0);
+    const auto stop = read_trajectory(matched), all = read_trajectory(full);
+    std::map<std::string, std::vector<std::string>> cells;  // cell -> cnn's cells.csv row in the matched sweep
+    for (const auto& f : csv_rows(slurp(matched + "/cells.csv")))
+      if (f[7] == "cnn") cells[f[0]] = f;
+    ASSERT_EQ(cells.size(), 6u);
+    for (const auto& [cell, row] : cells) {
+      SCOPED_TRACE("cell " + cell);
+      // linear trained in full in both: the same checks, the last its target.
+      const Checks& lin = all.at({cell, "linear"});
+      ASSERT_EQ(stop.at({cell, "linear"}).text, lin.text);
+      const std::string level_text = lin.text.back()[7];
+      const double level = std::stod(level_text);
+      // The frontier of the full trainings, this cell alone, at that level.
+      std::vector<CellRow> rows;
+      for (const char* m : {"cnn", "linear"}) {
+        const Checks& c = all.at({cell, m});
+        CellRow r;
+        r.cell = std::stoi(cell), r.seed = c.seed, r.gap = c.gap, r.true_gap = c.gap, r.model = m;
+        r.axis = "azimuth", r.unit = "deg", r.status = "ok", r.trajectory = c.points, r.steps = c.points.back().step;
+        rows.push_back(r);
+      }
+      const auto t = by_key(frontier_csv(rows, {"cnn", "linear"}, "cnn", {level}));
+      const auto& cnn = t.at(num(level, "%g") + "/model/cnn/heldout_error");
+      ASSERT_EQ(cnn[kSeeds], "1");
+      const Checks& ran = stop.at({cell, "cnn"});
+      const Checks& whole = all.at({cell, "cnn"});
+      const auto& last = ran.text.back();
+      // The stopped training is the full one's first checks.
+      ASSERT_LE(ran.text.size(), whole.text.size());
+      for (size_t k = 0; k < ran.text.size(); ++k) ASSERT_EQ(ran.text[k], whole.text[k]) << k;
+      const bool reached = std::stod(last[7]) <= level;  // the stopped cnn's last validation at the target
+      if (reached) {
+        ASSERT_EQ(cnn[kN], "1");
+        EXPECT_EQ(cnn[kMean], last[9]);  // the same novel error, to the last digit written
+        EXPECT_EQ(first_reaching(whole.points, level)->step, std::stol(row[13]));  // at the step it stopped
+        EXPECT_NEAR(1 - std::stod(row[10]), std::stod(last[9]), 1.5e-6);  // the stopped cnn's final novel error
+        stopped += ran.text.size() < whole.text.size();
+        equal += last[7] == level_text;
+      } else {
+        EXPECT_EQ(cnn[kN], "0");  // never reached: counted out
+        EXPECT_EQ(ran.text.size(), whole.text.size());  // and the rule never stopped it
+        ++never;
+      }
+    }
+  }
+  EXPECT_GT(stopped, 0);  // a stop before the cap
+  EXPECT_GT(never, 0);    // a training that never reached the level
+  EXPECT_GT(equal, 0);    // a stop where the accuracies are equal
+}
+
+}  // namespace
+}  // namespace vg
