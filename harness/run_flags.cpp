@@ -88,7 +88,8 @@ const FlagSpec kRunFlags[] = {
      "Steps between checks of the stopping rule (default: after each epoch)"},
     {"validation", &RunFlags::validation,
      "on: also score a familiar validation split (as many images per combination as the familiar test split) after "
-     "every epoch, the history's and trajectory.csv's validation column (the stopping rules make one anyway)",
+     "every epoch, the history's and trajectory.csv's validation column, from which a sweep makes frontier.csv (the "
+     "stopping rules make one anyway)",
      false},
 };
 
