@@ -118,8 +118,14 @@ void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& s
     }
     app->add_option(std::string("--") + s.name, f.*(s.field), help)->capture_default_str();
   }
-  for (const DataFlag& d : protocol_flags())
+  for (const DataFlag& d : protocol_flags()) {
+    if (d.how_switch) {
+      const std::string name = d.name;
+      app->add_flag_callback(std::string("--") + d.name, [&f, name] { f.protocol[name] = "on"; }, d.help);
+      continue;
+    }
     app->add_option(std::string("--") + d.name, f.protocol[d.name], d.help)->capture_default_str();
+  }
   if (model_options) add_model_flags(app, f.model);
 }
 

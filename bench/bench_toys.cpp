@@ -23,7 +23,7 @@ void BM_toys_full_set(benchmark::State& state) {
   int64_t pairs = 0;
   for (auto _ : state) {
     for (const NorbPart part : {NorbPart::training, NorbPart::testing}) {
-      const NorbExportSplit s = render_toy_split(cfg, 0, part);
+      const NorbExportSplit s = render_toy_split(cfg, part);
       benchmark::DoNotOptimize(s.dat.data());
       pairs += int64_t(s.labels.size());
     }
@@ -38,6 +38,7 @@ void BM_toys_run_data(benchmark::State& state) {
   cfg.norb = NorbConfig{};
   cfg.norb->dir = "toys";
   cfg.norb->toys = ToyConfig{};
+  cfg.norb->cache = false;  // the drawing, not the render cache's copy
   cfg.norb->split = NorbSplitKind::azimuth;
   int64_t images = 0;
   for (auto _ : state) {

@@ -76,6 +76,9 @@ struct NorbConfig {
   // Set: the toys dataset (--data toys), smallNORB's records drawn in memory
   // (data/toy_views.h) instead of read from `dir`.
   std::optional<ToyConfig> toys;
+  // The toys' records read from the render cache (data/toy_cache.h);
+  // --no-cache: drawn in memory. The same bytes either way.
+  bool cache = true;
   NorbSplitKind split = NorbSplitKind::azimuth;
   NorbPrep prep;    // cameras and training jitter
   long images_in_memory = 0;  // centre crops the dataset holds (the memory check reads it)

@@ -40,7 +40,7 @@ struct NorbExportSplit {
 NorbExportSplit render_norb_split(const NorbExportConfig& cfg, NorbPart part);
 // The toys' records of `part` (data/toy_views.h: toy_norb_data), as the same
 // files hold them: export-norb --shapes toys, read back, gives --data toys's bytes.
-NorbExportSplit render_toy_split(const ToyConfig& cfg, uint64_t seed, NorbPart part);
+NorbExportSplit render_toy_split(const ToyConfig& cfg, NorbPart part);  // the world cfg.seed
 
 // The six files an export into `dir` writes, the records of each part, and
 // the bytes the six take.

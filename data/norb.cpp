@@ -224,14 +224,15 @@ struct NorbSet::Source {
   int fd = -1;                 // the -dat file, or -1 for an in-memory set
   uint64_t offset = 0;         // of pair 0 in the file
   std::vector<uint8_t> bytes;  // in-memory pixels
-  std::function<void(int, uint8_t*)> render;  // set: pairs are drawn, not stored
+  std::function<void(int, uint8_t*)> render;  // set: pairs are drawn, not stored (or, with valid, redrawn)
+  std::function<bool(int, const uint8_t*)> valid;  // set: each pair read from fd is checked
   ~Source() { if (fd >= 0) ::close(fd); }
 };
 
 void NorbSet::read_pair(int i, uint8_t* dst) const {
   if (i < 0 || i >= size())
     fail(dat_name_, "pair " + std::to_string(i) + " outside 0.." + std::to_string(size() - 1));
-  if (src_->render) {
+  if (src_->render && !src_->valid) {
     src_->render(i, dst);
     return;
   }
@@ -240,7 +241,17 @@ void NorbSet::read_pair(int i, uint8_t* dst) const {
     std::memcpy(dst, src_->bytes.data() + at, kNorbPairBytes);
     return;
   }
-  pread_full(src_->fd, dst, kNorbPairBytes, src_->offset + at, dat_name_);
+  if (!src_->valid) {
+    pread_full(src_->fd, dst, kNorbPairBytes, src_->offset + at, dat_name_);
+    return;
+  }
+  bool ok = true;
+  try {
+    pread_full(src_->fd, dst, kNorbPairBytes, src_->offset + at, dat_name_);
+  } catch (const NorbError&) {
+    ok = false;  // a file cut short after it was opened: the pair is drawn instead
+  }
+  if (!ok || !src_->valid(i, dst)) src_->render(i, dst);
 }
 
 NorbFiles norb_files(const std::string& dir, NorbPart part) {
@@ -308,6 +319,19 @@ NorbSet NorbSet::rendered(std::vector<int32_t> labels, std::vector<NorbInfo> inf
   if (labels.size() != info.size()) throw std::invalid_argument("NorbSet::rendered: labels and info differ in length");
   auto src = std::make_shared<NorbSet::Source>();
   src->render = std::move(render);
+  return from_source(std::move(labels), std::move(info), std::move(src), std::move(name));
+}
+
+NorbSet NorbSet::stored(std::vector<int32_t> labels, std::vector<NorbInfo> info, int fd, uint64_t offset,
+                        std::function<bool(int, const uint8_t*)> valid, std::function<void(int, uint8_t*)> redraw,
+                        std::string name) {
+  auto src = std::make_shared<NorbSet::Source>();
+  src->fd = fd;  // owned from here, closed even if the checks below throw
+  if (labels.size() != info.size() || fd < 0 || !valid || !redraw)
+    throw std::invalid_argument("NorbSet::stored: labels and info differ in length, or no file, check or redraw");
+  src->offset = offset;
+  src->valid = std::move(valid);
+  src->render = std::move(redraw);
   return from_source(std::move(labels), std::move(info), std::move(src), std::move(name));
 }
 

@@ -80,11 +80,20 @@ class NorbSet {
   static NorbSet rendered(std::vector<int32_t> labels, std::vector<NorbInfo> info,
                           std::function<void(int i, uint8_t* dst)> render, std::string name);
 
+  // A set whose pairs lie in the open file `fd` (the set owns it), pair i at
+  // offset + i x 2 x 96 x 96, each passed to `valid(i, pair)` as it is read;
+  // one that fails, or cannot be read, is drawn by `redraw(i, dst)` instead
+  // (the toys' render cache, data/toy_cache.h: a damaged record is drawn
+  // afresh, never trusted).
+  static NorbSet stored(std::vector<int32_t> labels, std::vector<NorbInfo> info, int fd, uint64_t offset,
+                        std::function<bool(int i, const uint8_t* pair)> valid,
+                        std::function<void(int i, uint8_t* dst)> redraw, std::string name);
+
   // A set of `pairs` (N x 2 x 96 x 96 bytes) held in memory.
   static NorbSet in_memory(std::vector<int32_t> labels, std::vector<NorbInfo> info, std::vector<uint8_t> pairs,
                            std::string name);
 
-  struct Source;  // an open -dat file, an owned byte buffer or a renderer
+  struct Source;  // an open -dat file, an owned byte buffer, a renderer or a checked file
 
  private:
   friend NorbSet norb_load_split(const NorbFiles&);

@@ -126,7 +126,7 @@ Dataset make(const DataConfig& cfg) {
   const NorbConfig& nc = *cfg.norb;
   const PlaneFactor& f = factor_of(cfg);
   const PlaneConfig& p = *cfg.plane;
-  const auto files = std::make_shared<const NorbData>(open_norb(nc, cfg.seed));
+  const auto files = std::make_shared<const NorbData>(open_norb(nc, {.train = true, .test = true}));
   const int channels = norb_channels(nc.prep.cameras);
   Dataset d;
   std::vector<int> all_train(size_t(files->train.size())), all_test(size_t(files->test.size()));
@@ -276,7 +276,7 @@ void configure_norb_plane(const PlaneFactor& f, const FlagSource& flags, DataCon
   c.split = NorbSplitKind::full;
   const std::string data = flags.value("data");
   try {
-    const NorbData files = open_norb(c, d->seed);
+    const NorbData files = open_norb(c);
     const NorbSplit s = norb_split_of(files, c.split, c.dir);
     if (int(s.familiar.size()) < d->plane->test_count)
       throw NorbError(c.dir + ": --split " + f.protocol + ": " + std::to_string(s.familiar.size()) +

@@ -16,6 +16,7 @@
 
 #include "data/dataset.h"
 #include "data/source.h"
+#include "data/toy_cache.h"
 
 namespace vg {
 
@@ -46,6 +47,10 @@ struct DataFlag {
   // A sweep hashes the flag at its default too; false for a flag added to a
   // protocol after its sweeps were made, so that they keep their hash.
   bool hashed_at_default = true;
+  // A switch that changes how the data is made, never what (--no-cache):
+  // typed without a value ("on" when given, default "off"), never hashed, and
+  // no run changes with it.
+  bool how_switch = false;
 };
 
 // The run flags as the user typed them, by name ("train-azimuths", "split"),
@@ -218,8 +223,12 @@ Protocol norb_protocol(NorbSplitKind kind);   // protocol_norb.cpp
 Protocol toys_protocol(NorbSplitKind kind);   // protocol_norb.cpp: the same on the toys (--data toys)
 Protocol toys_window_protocol();              // protocol_toys_window.cpp: a swept azimuth window on the toys
 // The records of a smallNORB-format source: the files in nc.dir, or the toys
-// drawn from `seed` (the run's: the toys' pixel noise is the data's own).
-NorbData open_norb(const NorbConfig& nc, uint64_t seed);
+// of the world nc.toys names (never the run's seed: smallNORB is one fixed set
+// of photographs). `read`: the toys' sets whose pixels the caller reads, which
+// come from the render cache (data/toy_cache.h) unless nc.cache is off; the
+// others (and every set, for a caller that reads only the index) are drawn
+// when read.
+NorbData open_norb(const NorbConfig& nc, ToyCacheUse read = {});
 // "smallNORB DIR", or the toys and their configuration, for a run's table.
 std::string norb_source_text(const NorbConfig& nc);
 // The run JSON's record of where the records came from: {"norb": DIR}, or {"toys": {...}}.

@@ -128,7 +128,9 @@ NorbSet in_memory(const NorbSet& set, const std::vector<int>& idx) {
 // circle and the elevation profile are the test set itself.
 Dataset make_norb_dataset(const DataConfig& cfg) {
   const NorbConfig& nc = *cfg.norb;
-  const auto files = std::make_shared<const NorbData>(open_norb(nc, cfg.seed));
+  // Pixels come from the sets read below: the validation set only for the stopping rules.
+  const auto files = std::make_shared<const NorbData>(
+      open_norb(nc, {.train = true, .test = true, .validation = cfg.n_val_per_combo > 0}));
   const NorbSplit sp = split_of(*files, cfg);
   Dataset d;
   d.views_from_test = true;
@@ -222,8 +224,18 @@ const DataFlag kToyVarietyFlag{"toy-variety", "narrow",
                            "drawn from several body plans, docs/toys.md)",
                            /*hashed_at_default=*/false};
 
+const DataFlag kToySeedFlag{"toy-seed", "0",
+                            "With --data toys: the world, the seed of the toys' pixel noise (0..2^53; independent of "
+                            "--seed, as smallNORB's photographs are fixed)",
+                            /*hashed_at_default=*/false};
+const DataFlag kNoCacheFlag{"no-cache", "off",
+                            "With --data toys: draw the toys in memory, neither reading nor filling the render cache "
+                            "($XDG_CACHE_HOME/viewgap, docs/toys.md); the same bytes either way",
+                            /*hashed_at_default=*/false, /*how_switch=*/true};
+
 // Every flag only the toys read.
-const DataFlag kToyFlags[] = {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection, kToyMinSizeFlag, kToyScaleFlag, kToyVarietyFlag};
+const DataFlag kToyFlags[] = {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection, kToyMinSizeFlag,
+                              kToyScaleFlag, kToyVarietyFlag, kToySeedFlag, kNoCacheFlag};
 
 ToyConfig configure_toys(const FlagSource& f) {
   ToyConfig t;
@@ -239,13 +251,15 @@ ToyConfig configure_toys(const FlagSource& f) {
   const std::string variety = f.value(kToyVarietyFlag.name);
   if (variety != "narrow" && variety != "wide") throw FlagError(kToyVarietyFlag.name, variety, "expected narrow or wide");
   t.variety = variety == "wide" ? ToyVariety::wide : ToyVariety::narrow;
+  t.seed = uint64_t(f.integer(kToySeedFlag.name, 0, 1ll << 53));
   return t;
 }
 
 }  // namespace
 
-NorbData open_norb(const NorbConfig& nc, uint64_t seed) {
-  return nc.toys ? toy_norb_data(*nc.toys, seed) : norb_load_dir(nc.dir);
+NorbData open_norb(const NorbConfig& nc, ToyCacheUse read) {
+  if (!nc.toys) return norb_load_dir(nc.dir);
+  return nc.cache ? toy_world(*nc.toys, read) : toy_norb_data(*nc.toys);
 }
 
 std::string norb_source_text(const NorbConfig& nc) {
@@ -257,6 +271,7 @@ std::string norb_source_text(const NorbConfig& nc) {
     << " deg apart";
   if (t.min_size != kToyMinSize || t.scale != 1) o << ", sizes " << t.min_size << "..1 x " << t.scale;
   if (t.variety == ToyVariety::wide) o << ", wide variety";
+  if (t.seed != 0) o << ", world " << t.seed;
   o << ")";
   return o.str();
 }
@@ -264,14 +279,16 @@ std::string norb_source_text(const NorbConfig& nc) {
 nlohmann::json norb_source_json(const NorbConfig& nc) {
   if (!nc.toys) return {{"norb", nc.dir}};
   const ToyConfig& t = *nc.toys;
-  return {{"toys",
-           {{"instances_per_split", t.instances},
-            {"lightings", t.lightings},
-            {"stereo_deg", t.stereo_deg},
-            {"projection", t.perspective ? "perspective" : "orthographic"},
-            {"min_size", t.min_size},
-            {"scale", t.scale},
-            {"variety", t.variety == ToyVariety::wide ? "wide" : "narrow"}}}};
+  nlohmann::json toys = {{"instances_per_split", t.instances},
+                         {"lightings", t.lightings},
+                         {"stereo_deg", t.stereo_deg},
+                         {"projection", t.perspective ? "perspective" : "orthographic"},
+                         {"min_size", t.min_size},
+                         {"scale", t.scale},
+                         {"variety", t.variety == ToyVariety::wide ? "wide" : "narrow"}};
+  // Away from the fixed world only: a checkpoint of the default world keeps its configuration.
+  if (t.seed != 0) toys["world_seed"] = t.seed;
+  return {{"toys", toys}};
 }
 
 NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d, bool window) {
@@ -280,6 +297,9 @@ NorbConfig configure_norb_source(const FlagSource& f, DataConfig* d, bool window
   if (data == kToysSource) {
     c.dir = kToysSource;
     c.toys = configure_toys(f);
+    const std::string no_cache = f.value(kNoCacheFlag.name);
+    if (no_cache != "on" && no_cache != "off") throw FlagError(kNoCacheFlag.name, no_cache, "a switch: on when given");
+    c.cache = no_cache == "off";
   } else {
     c.dir = data.substr(data.find(':') + 1);
     if (c.dir.empty()) throw FlagError("data", data, "expected norb:DIR (the directory of smallNORB's six files)");
@@ -330,7 +350,7 @@ void configure_norb(const FlagSource& f, DataConfig* d) {
   NorbConfig c = configure_norb_source(f, d);
   c.split = kKind;
   try {
-    const NorbData files = open_norb(c, d->seed);
+    const NorbData files = open_norb(c);
     const NorbSplit s = norb_split_of(files, c.split, c.dir);
     c.train_images = long(s.train.size());
     c.train_az = norb_angles(files.train, s.train, false);
@@ -416,7 +436,7 @@ nlohmann::json source_json(const DataConfig& cfg) {
 // The split's views, read from the files' index again (cheap: the images stay on disk).
 RecordedViews norb_views(const DataConfig& cfg) {
   const NorbConfig& n = *cfg.norb;
-  const NorbData files = open_norb(n, cfg.seed);
+  const NorbData files = open_norb(n);
   const NorbSplit s = split_of(files, cfg);
   const std::vector<int>& heldout = n.split == NorbSplitKind::full ? s.familiar : s.novel;
   RecordedViews v{view_list(norb_angles(files.train, s.train, false), true),

@@ -177,8 +177,9 @@ std::atomic<uint64_t> g_toy_sets{0};
 
 }  // namespace
 
-NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed) {
+NorbData toy_norb_data(const ToyConfig& cfg) {
   check(cfg);
+  const uint64_t seed = cfg.seed;
   const auto shelf = std::make_shared<const ToyShelf>(cfg);
   NorbData d;
   const std::pair<NorbSet*, const char*> sets[] = {{&d.train, "training"}, {&d.test, "testing"}, {&d.validation, "validation"}};
@@ -217,9 +218,9 @@ NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed) {
   return d;
 }
 
-NorbExportSplit render_toy_split(const ToyConfig& cfg, uint64_t seed, NorbPart part) {
+NorbExportSplit render_toy_split(const ToyConfig& cfg, NorbPart part) {
   if (cfg.azimuth_step != 2) throw std::invalid_argument("toys: smallNORB's files hold its 18 azimuths (azimuth step 2)");
-  const NorbData d = toy_norb_data(cfg, seed);
+  const NorbData d = toy_norb_data(cfg);
   const NorbSet& set = part == NorbPart::training ? d.train : d.test;
   NorbExportSplit s;
   const int n = set.size();

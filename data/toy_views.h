@@ -2,7 +2,7 @@
 // objects (data/toys.h) photographed the way smallNORB photographed its toys
 // (LeCun, Huang & Bottou 2004): 96 x 96 stereo pairs at 18 azimuths x 9
 // elevations x 6 lightings, instances 0..N-1 the training toys and N..2N-1 the
-// test toys, each record's pixels a pure function of (seed, record).
+// test toys, each record's pixels a pure function of (world seed, record).
 //
 // The set is smallNORB in memory: its records are NorbInfo rows and its pairs
 // are drawn when read (NorbSet::rendered), so the paper's preprocessing and
@@ -59,6 +59,11 @@ struct ToyConfig {
   // its 18 (0, 20, .., 340; what export-norb writes), 1 every 10 degrees (the
   // window split's grid). A record's pixels do not depend on it.
   int azimuth_step = 2;
+  // The world (--toy-seed): keys the pixel noise's stream. smallNORB is one
+  // fixed set of photographs, so the run's --seed never reaches it (a run's
+  // seed varies a model's initialisation and data order only). The toys'
+  // shapes, sizes and poses are the same in every world.
+  uint64_t seed = 0;
 };
 
 // The camera of a record's view, before the stereo pair's baseline moves it.
@@ -104,9 +109,10 @@ void toy_clean_pair(const Mesh& mesh, double azimuth_deg, double elevation_deg, 
 // training toys (0..N-1), the test toys (N..2N-1) and, as `validation`, toys of neither (2N..3N-1, for the stopping
 // rules' familiar validation set, which no test toy may steer), each set's
 // (class, instance, elevation, azimuth, lighting) in the NYU files' order, every pair drawn when read:
-// toy_clean_pair at 96 x 96 plus noise from the stream (seed, Noise, the
+// toy_clean_pair at 96 x 96 plus noise from the stream (cfg.seed, Noise, the
 // record's view, its lighting), rounded to uint8. Throws std::invalid_argument
-// for a configuration out of range.
-NorbData toy_norb_data(const ToyConfig& cfg, uint64_t seed);
+// for a configuration out of range. (The render cache, data/toy_cache.h, serves
+// the same records from disk.)
+NorbData toy_norb_data(const ToyConfig& cfg);
 
 }  // namespace vg

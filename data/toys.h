@@ -19,6 +19,12 @@
 
 namespace vg {
 
+// The version of the toys' generator: the meshes, the scene, the rasteriser,
+// the noise and the rounding to bytes. Bump it whenever any record's bytes
+// change (ToysPinned's hashes change with them): it keys the render cache
+// (data/toy_cache.h), which would otherwise serve the old bytes.
+inline constexpr int kToyGeneratorVersion = 1;
+
 // smallNORB's label order.
 inline constexpr int kToyCategories = 5;
 inline constexpr std::array<const char*, kToyCategories> kToyCategoryNames = {"animal", "human", "airplane",

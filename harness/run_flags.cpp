@@ -42,7 +42,7 @@ std::string printable(const std::string& v) {
 namespace {
 
 const FlagSpec kRunFlags[] = {
-    {"seed", &RunFlags::seed, "Seed of data, initialisation and shuffling"},
+    {"seed", &RunFlags::seed, "Seed of data (not --data toys' world: --toy-seed), initialisation and shuffling"},
     {"n-epochs", &RunFlags::n_epochs, "Training epochs"},
     {"max-steps", &RunFlags::max_steps,
      "A budget of training steps beside --n-epochs: training ends at whichever comes first, the last epoch at "
