@@ -605,7 +605,7 @@ int cli_main(int argc, char** argv) {
   CLI::App* exp = app.add_subcommand("export-norb",
                                      "Write the synthetic shapes, or the toys, as smallNORB's six files (96 x 96 stereo, its viewpoints)");
   exp->add_option("DIR", ef.dir, "Output directory (created if absent; no file there is replaced)")->required();
-  exp->add_option("--seed", ef.seed, "Seed of the pixel noise")->capture_default_str();
+  exp->add_option("--seed", ef.seed, "Seed of the pixel noise (with --shapes toys: the world, as --data toys' --toy-seed)")->capture_default_str();
   exp->add_option("--shapes", ef.shapes, "The shape set: seed, asym, or toys (the toys dataset's meshes, data/toy_views.h)")->capture_default_str();
   exp->add_option("--instances", ef.instances, "Instances per class and split, 1..5 (smallNORB: 5)")->capture_default_str();
   exp->add_option("--lightings", ef.lightings, "Lighting levels, 1..6 (smallNORB: 6)")->capture_default_str();

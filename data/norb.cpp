@@ -254,6 +254,8 @@ void NorbSet::read_pair(int i, uint8_t* dst) const {
   if (!ok || !src_->valid(i, dst)) src_->render(i, dst);
 }
 
+bool NorbSet::drawn_when_read() const { return src_ && src_->render && !src_->valid; }
+
 NorbFiles norb_files(const std::string& dir, NorbPart part) {
   const std::string base = (dir.empty() || dir.back() == '/') ? dir : dir + "/";
   const std::string stem = part == NorbPart::training ? "smallnorb-5x46789x9x18x6x2x96x96-training-"

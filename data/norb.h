@@ -74,6 +74,8 @@ class NorbSet {
   // Copies pair i (camera-major, 2 x 96 x 96 uint8) to dst.
   void read_pair(int i, uint8_t* dst) const;
   const std::string& dat_name() const { return dat_name_; }
+  // Its pairs are drawn when read (NorbSet::rendered), not read from a file or memory.
+  bool drawn_when_read() const;
 
   // A set whose pairs are drawn when read (the toys dataset, data/toy_views.h):
   // render(i, dst) writes pair i, a pure function of i, from any thread.

@@ -136,10 +136,12 @@ Dataset make_norb_dataset(const DataConfig& cfg) {
   d.views_from_test = true;
   d.train = norb_crops(files->train, sp.train, nc.prep);
   // The toys' training records drawn once, not every epoch (a drawing costs ~10
-  // times what a training step spends on the image): the bytes they read the same.
-  auto train = std::make_shared<const NorbSet>(nc.toys ? in_memory(files->train, sp.train) : files->train);
+  // times what a training step spends on the image): the bytes they read the
+  // same. From the render cache they are read from its file, as smallNORB's are.
+  const bool draw_once = files->train.drawn_when_read();
+  auto train = std::make_shared<const NorbSet>(draw_once ? in_memory(files->train, sp.train) : files->train);
   std::vector<int> train_idx = sp.train;
-  if (nc.toys) std::iota(train_idx.begin(), train_idx.end(), 0);
+  if (draw_once) std::iota(train_idx.begin(), train_idx.end(), 0);
   d.train.draw = [train, idx = std::move(train_idx), prep = nc.prep, seed = cfg.seed](int i, uint64_t epoch, float* dst) {
     std::array<uint8_t, kNorbPairBytes> pair;  // on the stack: a training step allocates nothing
     train->read_pair(idx[size_t(i)], pair.data());
@@ -380,7 +382,8 @@ TrainingSize training_size(const DataConfig& d) {
 }
 
 double bytes(const DataConfig& d) {
-  // The toys' training records are held as pairs besides (make_norb_dataset).
+  // The toys' training records are held as pairs besides when drawn (make_norb_dataset;
+  // read from the render cache they are not, but it may be off or unwritable).
   const double pairs = d.norb->toys ? double(d.norb->train_images) * kNorbPairBytes : 0;
   return double(d.norb->images_in_memory) * (norb_channels(d.norb->prep.cameras) * kImagePixels * 4 + 12) + pairs;
 }
