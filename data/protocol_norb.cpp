@@ -519,6 +519,7 @@ Source toys_source() {
   Source s = norb_source();
   s.name = kToysSource;
   s.help = "drawn in smallNORB's format";
+  s.version = kToyGeneratorVersion;
   for (const DataFlag& f : kToyFlags) s.flags.push_back(f.name);
   s.holds = [](const DataConfig& c) { return c.norb && c.norb->toys; };
   s.data_text = [](const DataConfig&) { return std::string(kToysSource); };

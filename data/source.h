@@ -30,6 +30,11 @@ struct Source {
   // under another source they are refused, and a sweep hashes them only when
   // this source is chosen, so sweeps made before them keep their hash.
   std::vector<const char*> flags{};
+  // The version of the data where the source draws it (the toys' generator),
+  // 0 where it reads files. A sweep hashes it when above 0, so that cells
+  // drawn by another version of the generator never resume or merge beside
+  // its own (the flags alone would not tell them apart).
+  int version = 0;
   // Whether configured cfg reads this source (the one test of it: source_of).
   bool (*holds)(const DataConfig& cfg) = nullptr;
   // The shape of every image it gives under cfg and its classes (each split's

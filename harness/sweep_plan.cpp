@@ -400,6 +400,8 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       run_flags[d.name] = *run_flag(f.run, d.name);
   plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
                  {"grid", axes}, {"run_flags", run_flags}, {"reference", plan.reference}};
+  // Absent for a source of files, so that their sweeps keep their hash.
+  if (const int v = source_named(protocol.source).version; v > 0) plan.config["source_version"] = v;
   // The typed configuration of the first cell, in the run JSON's form (not
   // hashed), and the views every grid point and gap trains on and holds out.
   plan.run_config = run_config_json(plan.cells.front().opt, 1);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "data/toys.h"
 #include "harness/sweep_plan.h"
 #include "harness/sweep_resume.h"
 
@@ -87,6 +88,26 @@ TEST(SweepPlan, ConfigHashOfAKnownSweepIsUnchanged) {
   EXPECT_EQ(config_hash(plan_sweep(f).config), "d1ea28652ce14a9d");
   f.run.lr = "1e-3";
   EXPECT_NE(config_hash(plan_sweep(f).config), "d1ea28652ce14a9d");
+}
+
+// A source that draws its data hashes its generator's version: a toys sweep
+// made before the toys became one fixed world (or on another generator) has
+// another hash, so --resume and merge refuse to mix its cells with these. A
+// source of files has none, and its sweeps keep their hash.
+TEST(SweepPlan, ADrawnSourceHashesItsGeneratorsVersion) {
+  SweepFlags f;
+  f.run = sweep_run_defaults();  // as `viewgap sweep` starts them
+  f.run.data = "toys";
+  f.seeds = "0:1";
+  f.jobs = "1";
+  f.out = "unused";
+  const SweepPlan p = plan_sweep(f);
+  ASSERT_TRUE(p.config.contains("source_version"));
+  EXPECT_EQ(p.config.at("source_version").get<int>(), kToyGeneratorVersion);
+  nlohmann::json older = p.config;
+  older.erase("source_version");
+  EXPECT_NE(config_hash(older), config_hash(p.config));
+  EXPECT_FALSE(plan_sweep(sweep_flags("0:1", "0,60")).config.contains("source_version"));
 }
 
 // A model option added later (cnn-paper's --dropout) is in the hash of a sweep
