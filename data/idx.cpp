@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/fd.h"
 #include "core/file_kind.h"
 
 namespace vg {
@@ -216,13 +217,6 @@ bool exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
 }
-
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 }  // namespace
 

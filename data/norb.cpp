@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "core/fd.h"
 #include "core/file_kind.h"
 #include "data/grey_bytes.h"
 
@@ -165,16 +166,6 @@ std::vector<NorbInfo> decode_info(const uint8_t* data, int64_t n, const std::str
   }
   return info;
 }
-
-// A read-only file descriptor that closes itself.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { if (fd >= 0) ::close(fd); }
-  int release() { int f = fd; fd = -1; return f; }
-};
 
 void pread_full(int fd, uint8_t* dst, size_t n, uint64_t offset, const std::string& name) {
   while (n > 0) {

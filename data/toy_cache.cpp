@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/fd.h"
 #include "data/toys.h"
 
 namespace vg {
@@ -76,15 +77,6 @@ std::vector<uint8_t> header(const std::string& key, const std::vector<uint32_t>&
   put32(h, crc_of(h.data(), h.size()));
   return h;
 }
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { if (fd >= 0) ::close(fd); }
-  int release() { int f = fd; fd = -1; return f; }
-};
 
 bool pread_all(int fd, uint8_t* p, size_t n, uint64_t off) {
   while (n > 0) {
