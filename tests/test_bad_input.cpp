@@ -395,7 +395,7 @@ TEST(BadInput, MessagesSayWhatIsAccepted) {
 // ---- tools/seed_table.py: with --seeds 3 the mean of seeds 0-2 is the mean of
 // every seed, one row (it was printed twice).
 
-#ifdef VIEWGAP_PYTHON_EXE
+#ifdef VIEWGAP_HAVE_PYTHON
 TEST(SeedTable, MeanOfTheSeedsThreeSeedsIsOneRow) {
   const std::string dir = fresh_dir("seed_table");
   fs::create_directories(dir);
@@ -409,7 +409,7 @@ TEST(SeedTable, MeanOfTheSeedsThreeSeedsIsOneRow) {
   fs::permissions(exe, fs::perms::owner_all);
   for (int seeds : {3, 4}) {
     SCOPED_TRACE(seeds);
-    const std::string cmd = std::string(VIEWGAP_PYTHON_EXE) + " " + VIEWGAP_SOURCE_DIR + "/tools/seed_table.py --seeds " +
+    const std::string cmd = std::string(vg::test::paths::python) + " " + vg::test::paths::source_dir + "/tools/seed_table.py --seeds " +
                             std::to_string(seeds) + " --exe " + exe + " --out " + dir + " >/dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
     const std::string md = slurp(dir + "/seed_table.md");

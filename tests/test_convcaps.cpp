@@ -221,11 +221,9 @@ void write_floats(const std::filesystem::path& f, const float* x, size_t n) {
   ASSERT_TRUE(o.good()) << f;
 }
 
-#ifndef VIEWGAP_PYTHON_EXE
-#define VIEWGAP_PYTHON_EXE "python3"
-#endif
 TEST(ConvCaps, OneForwardPassMatchesAnIndependentNumpyReference) {
-  if (std::system(VIEWGAP_PYTHON_EXE " -c 'import numpy' >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3 with numpy";
+  const std::string python = vg::test::paths::python;
+  if (std::system((python + " -c 'import numpy' >/dev/null 2>&1").c_str()) != 0) GTEST_SKIP() << "no python3 with numpy";
   struct Case {
     const char* norm;
     const char* coords;
@@ -281,7 +279,8 @@ TEST(ConvCaps, OneForwardPassMatchesAnIndependentNumpyReference) {
         {"coord_place", c.coords}, {"coords", ConvCapsNet::class_coords(cfg)},
         {"logit", c.logit}, {"mean_carry", cfg.em.mean_carry}, {"class_lambda_scale", cfg.class_lambda_scale}};
     std::ofstream(dir / "meta.json") << meta.dump();
-    const std::string cmd = VIEWGAP_PYTHON_EXE " " VIEWGAP_SOURCE_DIR "/tests/convcaps_reference.py " + dir.string() + " 2>&1";
+    const std::string cmd =
+        python + " " + vg::test::paths::source_dir + "/tests/convcaps_reference.py " + dir.string() + " 2>&1";
     const test::Captured r = test::capture(cmd);
     EXPECT_EQ(r.status, 0) << r.out;
     std::filesystem::remove_all(dir);

@@ -74,7 +74,7 @@ struct Result {
 Result viewgap(const std::string& args, const std::string& env = "", const std::string& stdout_to = "") {
   const std::string tag = vg::test::temp_dir() + "viewgap_faults_io." + std::to_string(getpid());
   const std::string out = stdout_to.empty() ? tag + ".out" : stdout_to;
-  const std::string cmd = env + " " + VIEWGAP_EXE + " " + args + " >" + out + " 2>" + tag + ".err";
+  const std::string cmd = env + " " + vg::test::paths::exe + " " + args + " >" + out + " 2>" + tag + ".err";
   const int status = std::system(cmd.c_str());
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return {code, stdout_to.empty() ? slurp(out) : "", slurp(tag + ".err")};
@@ -82,7 +82,7 @@ Result viewgap(const std::string& args, const std::string& env = "", const std::
 
 // viewgap started in the background (its own pid, for signals).
 pid_t spawn(const std::string& args, const std::string& err_file) {
-  const std::string cmd = std::string("exec ") + VIEWGAP_EXE + " " + args + " >/dev/null 2>" + err_file;
+  const std::string cmd = std::string("exec ") + vg::test::paths::exe + " " + args + " >/dev/null 2>" + err_file;
   const pid_t pid = fork();
   if (pid == 0) {
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));

@@ -296,7 +296,6 @@ TEST(IdxSource, ValidationPartIsDrawnBySeed) {
 }
 
 // ---- The IDX sources through the command line.
-#ifdef VIEWGAP_EXE
 
 // A small 28 x 28, 10-class set whose classes a model can tell apart: class c
 // lights a bar at row 2c + 4, with noise, so every model learns something.
@@ -364,7 +363,6 @@ TEST(IdxSource, BadInputIsOneLineNamingTheFlagOrFile) {
   idx_write_file(f.test_labels, labels);
   refused("run --data idx:" + d + " --models linear", f.test_labels + ": label 10 at record 19 is out of range 0..9");
 }
-#endif
 
 }  // namespace
 }  // namespace vg

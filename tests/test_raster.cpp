@@ -512,16 +512,13 @@ TEST(Raster, SameInputsGiveTheSameBytes) {
 
 // -------------------------------------------------- the independent reference
 
-#ifndef VIEWGAP_PYTHON_EXE
-#define VIEWGAP_PYTHON_EXE "python3"
-#endif
-
 // A cube with a tetrahedron in front of it (each hides part of the other from
 // some camera), at 24 x 24 under perspective and orthographic cameras, against
 // tests/raster_reference.py: coverage exactly, depth and shading to tolerances
 // that script's docstring states, away from triangle edges.
 TEST(Raster, MatchesAnIndependentNumpyRayCaster) {
-  if (std::system(VIEWGAP_PYTHON_EXE " -c 'import numpy' >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3 with numpy";
+  const std::string python = vg::test::paths::python;
+  if (std::system((python + " -c 'import numpy' >/dev/null 2>&1").c_str()) != 0) GTEST_SKIP() << "no python3 with numpy";
   Mesh scene = box({-0.6f, -0.6f, -0.6f}, {0.6f, 0.6f, 0.6f});
   const std::vector<Vec3> tet = {{0.9f, -0.1f, 0.9f}, {0.1f, 0.0f, 1.2f}, {0.5f, 0.75f, 1.0f}, {0.45f, 0.25f, 1.55f}};
   const Vec3 tc{(tet[0][0] + tet[1][0] + tet[2][0] + tet[3][0]) / 4, (tet[0][1] + tet[1][1] + tet[2][1] + tet[3][1]) / 4,
@@ -569,7 +566,7 @@ TEST(Raster, MatchesAnIndependentNumpyRayCaster) {
     }
   }
   std::ofstream(dir / "meta.json") << meta.dump();
-  const std::string cmd = VIEWGAP_PYTHON_EXE " " VIEWGAP_SOURCE_DIR "/tests/raster_reference.py " + dir.string() + " 2>&1";
+  const std::string cmd = python + " " + vg::test::paths::source_dir + "/tests/raster_reference.py " + dir.string() + " 2>&1";
   const test::Captured r = test::capture(cmd);
   EXPECT_EQ(r.status, 0) << r.out;
   std::filesystem::remove_all(dir);

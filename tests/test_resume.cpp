@@ -181,7 +181,7 @@ TEST(Resume, ASweepKilledMidTrainingResumesToIdenticalTables) {
 pid_t start(const std::string& args, const std::string& err) {
   const pid_t pid = ::fork();
   if (pid == 0) {
-    const std::string cmd = std::string("exec ") + VIEWGAP_EXE + " " + args + " >/dev/null 2>" + err;
+    const std::string cmd = std::string("exec ") + vg::test::paths::exe + " " + args + " >/dev/null 2>" + err;
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }

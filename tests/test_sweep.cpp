@@ -490,10 +490,10 @@ TEST(Sweep, MergeTimesTheSweepByItsShardsAndRefusesAFifo) {
   std::filesystem::remove_all(base);
 }
 
-#ifdef VIEWGAP_MPIRUN
+#ifdef VIEWGAP_HAVE_MPIRUN
 // mpirun as root (CI runs as root), more ranks than cores.
-const std::string kMpirun = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") + VIEWGAP_MPIRUN +
-                            " --oversubscribe -np 3 " + VIEWGAP_EXE;
+const std::string kMpirun = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") +
+                            vg::test::paths::mpirun + " --oversubscribe -np 3 " + vg::test::paths::exe;
 
 Outcome mpirun(const std::string& args) {
   const std::string dir = vg::test::temp_dir(), tag = std::to_string(getpid());

@@ -221,8 +221,9 @@ TEST(ToyCache, TwoFillersAtOnceLeaveOneValidFileAndTheSameRun) {
   const std::string env = "XDG_CACHE_HOME=" + home;
   const std::string args = "run --data toys --toy-instances 1 --toy-lightings 1 --models nn1,linear --n-epochs 1";
   const std::string a = home + "a.out", b = home + "b.out";
-  const std::string both = "(" + env + " " + VIEWGAP_EXE + " " + args + " >" + a + " 2>&1 & " + env + " " +
-                           VIEWGAP_EXE + " " + args + " >" + b + " 2>&1 & wait)";
+  const std::string exe = vg::test::paths::exe;
+  const std::string both = "(" + env + " " + exe + " " + args + " >" + a + " 2>&1 & " + env + " " + exe + " " + args +
+                           " >" + b + " 2>&1 & wait)";
   ASSERT_EQ(std::system(both.c_str()), 0);
   const Outcome none = test::run(args + " --no-cache", env);
   ASSERT_EQ(none.code, 0) << none.err;

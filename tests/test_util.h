@@ -25,13 +25,10 @@
 #include "kernels/isa.h"
 #include "models/model.h"
 #include "models/registry.h"
+#include "tests/test_paths.h"
 
-#ifdef VIEWGAP_FAULT_SHIM
-constexpr bool kHaveShim = true;
-#else
-constexpr bool kHaveShim = false;
-#define VIEWGAP_FAULT_SHIM ""
-#endif
+// No fault shim in a cross build.
+inline const bool kHaveShim = vg::test::paths::fault_shim[0] != '\0';
 
 namespace vg::test {
 
@@ -295,17 +292,15 @@ struct Outcome {
   std::string out, err;
 };
 
-#ifdef VIEWGAP_EXE
 inline Outcome run(const std::string& args, const std::string& env = "") {
   // Per-process names: ctest runs the tests in parallel processes.
   const std::string tag = std::to_string(getpid());
   const std::string dir = temp_dir();
   const std::string out = dir + "viewgap_out." + tag, err = dir + "viewgap_err." + tag;
-  const std::string cmd = env + " " + VIEWGAP_EXE + " " + args + " >" + out + " 2>" + err;
+  const std::string cmd = env + " " + paths::exe + " " + args + " >" + out + " 2>" + err;
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
-#endif
 
 // The fault shim (tools/fault_shim.c, LD_PRELOAD: ENOSPC or SIGKILL at the Nth
 // file write), absent in a cross build; the environment that loads it, telling
@@ -313,7 +308,7 @@ inline Outcome run(const std::string& args, const std::string& env = "") {
 inline std::string shim_env() {
   const char* asan = std::getenv("ASAN_OPTIONS");
   return std::string("ASAN_OPTIONS=") + (asan ? std::string(asan) + ":" : "") + "verify_asan_link_order=0 LD_PRELOAD=" +
-         VIEWGAP_FAULT_SHIM;
+         paths::fault_shim;
 }
 
 }  // namespace vg::test
