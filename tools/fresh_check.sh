@@ -7,9 +7,9 @@
 # copies the checkout in (the files of commit HEAD, as a clone has them, less
 # .git; the tests read nothing beside the checkout, so ../shared is not
 # copied; uncommitted changes are not checked: commit first), and
-# runs there, as root, with a clean environment and no stdin, the commands of
-# README.md's "Two commands" block exactly as printed (parsed from the README,
-# so the check cannot drift from the docs). Anything those commands need that a
+# runs there, as root, with a clean environment (but for the compiler cache's,
+# below) and no stdin, the commands of README.md's "Two commands" block exactly
+# as printed (parsed from the README, so the check cannot drift from the docs). Anything those commands need that a
 # minimal root lacks must be installed by the commands themselves.
 #
 # Caches, both safe, in $VIEWGAP_FRESH_CACHE (default ~/.cache/viewgap-fresh,
@@ -19,6 +19,15 @@
 # files apt downloads inside the root (bind-mounted; apt checks each against the
 # fresh index, so a cached file only saves the download). The root itself is
 # build/fresh/root.
+#
+# Compiler cache: when the caller compiles through ccache (CMAKE_CXX_COMPILER_LAUNCHER=ccache,
+# as .ci/run sets), the root's builds share the caller's cache (bind-mounted), so they
+# recompile nothing CI's release build already compiled. For that, ccache (and
+# libhiredis0.14, the one library it adds to a minbase root) is installed in the root before
+# the README's commands run, and the commands see CCACHE_DIR, CCACHE_BASEDIR, the launcher
+# variables and VIEWGAP_WERROR (so that their flags are the release build's). ccache supplies
+# no header, library or tool the build needs and runs the real compiler on a miss, so a
+# dependency the commands forget to install still fails here.
 #
 # Mounts /proc, /sys (read-only), a private /dev (tmpfs with the usual nodes,
 # not the host's) and the .deb cache; a trap unmounts them and deletes the root
@@ -143,11 +152,26 @@ mkdir -m 1777 "$root/dev/shm"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$root/dev/shm"
 mount --bind "$debs" "$root/var/cache/apt/archives"
 
+# --- the caller's compiler cache, if it compiles through one ----------------------------------
+env_=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb LANG=C.UTF-8)
+for v in http_proxy https_proxy no_proxy; do [ -n "${!v:-}" ] && env_+=("$v=${!v}"); done
+if [ "${CMAKE_CXX_COMPILER_LAUNCHER:-}" = ccache ] && command -v ccache > /dev/null; then
+  ccache_dir=$(ccache -k cache_dir)
+  mkdir -p "$ccache_dir" "$root/var/cache/viewgap-ccache"
+  mount --bind "$ccache_dir" "$root/var/cache/viewgap-ccache"
+  t0=$(date +%s)
+  chroot "$root" /usr/bin/env -i "${env_[@]}" DEBIAN_FRONTEND=noninteractive /bin/bash -c \
+    'apt-get update -q && apt-get install -y -q --no-install-recommends ccache' < /dev/null > "$work/ccache.log" 2>&1 \
+    || { tail -n 20 "$work/ccache.log" >&2; die "could not install ccache in the root (log: $work/ccache.log)"; }
+  env_+=(CCACHE_DIR=/var/cache/viewgap-ccache "CCACHE_BASEDIR=$dest"
+         CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  [ -n "${VIEWGAP_WERROR:-}" ] && env_+=("VIEWGAP_WERROR=$VIEWGAP_WERROR")
+  echo "fresh_check: compiling through the caller's ccache ($ccache_dir; ccache installed in the root in $(($(date +%s) - t0)) s)"
+fi
+
 # --- the README's commands, in order, as a new user types them ---------------------------------
 log=$work/commands.log
 : > "$log"
-env_=(HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb LANG=C.UTF-8)
-for v in http_proxy https_proxy no_proxy; do [ -n "${!v:-}" ] && env_+=("$v=${!v}"); done
 for c in "${cmds[@]}"; do
   t0=$(date +%s)
   echo "fresh_check: # $c" | tee -a "$log"

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
-cmake --preset release >/dev/null
+cmake --preset release -DVIEWGAP_WERROR="${VIEWGAP_WERROR:-OFF}" >/dev/null
 cmake --build --preset release --target viewgap
 mkdir -p out
 ./build/release/viewgap run --out-json out/run.json "$@"
