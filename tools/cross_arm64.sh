@@ -8,8 +8,10 @@
 #
 # The arm64 packages (tools/deps.sh --list arm64) are resolved and downloaded by
 # apt from the machine's configured Debian mirror into a private apt state and
-# unpacked into a sysroot, build/aarch64-sysroot, which is reused while the
-# package list and the apt sources are unchanged (and for a week at most). Not
+# unpacked into a sysroot, build/aarch64-sysroot (or $VIEWGAP_ARM64_SYSROOT: CI
+# keeps it outside the clone, so that its fresh clones share one), which is
+# reused while the package list and the apt sources are unchanged (and for a
+# week at most). Not
 # multiarch: libdnnl-dev:amd64 and :arm64 cannot be co-installed (see
 # tools/aarch64-toolchain.cmake). The benchmarks are not built for aarch64.
 #
@@ -24,7 +26,8 @@ secs() { printf '%.0f' "$(echo "$(now) - $1" | bc)"; }
 bash tools/deps.sh cross
 
 # --- the arm64 sysroot -------------------------------------------------------
-sys=$PWD/build/aarch64-sysroot
+sys=$(realpath -m "${VIEWGAP_ARM64_SYSROOT:-build/aarch64-sysroot}")
+mkdir -p "$(dirname "$sys")"
 mapfile -t pkgs < <(bash tools/deps.sh --list arm64)
 key=$( { printf '%s\n' "${pkgs[@]}"; cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources \
          /etc/apt/sources.list.d/*.list 2>/dev/null || true; } | sha256sum | cut -d' ' -f1)
