@@ -66,13 +66,46 @@ nlohmann::json views_json(const DataConfig& d) {
           {"test_elevations", v.test_elevations.values.empty() ? nlohmann::json(nullptr) : range_json(v.test_elevations)}};
 }
 
-nlohmann::json build_meta(int threads) {
-  const dnnl_version_t* dv = dnnl_version();
+namespace {
+std::string host_name() {
   char host[256] = "unknown";
   gethostname(host, sizeof host - 1);
+  return host;
+}
+const std::string kCompiler = std::string("GCC ") + __VERSION__;
+}  // namespace
+
+std::string build_commit() { return VIEWGAP_GIT_COMMIT; }
+
+const Provenance& this_provenance() {
+  static const Provenance p = [] {
+    // A table's field: commas and line breaks would split it.
+    auto field = [](std::string s) {
+      for (char& c : s)
+        if (c == ',') c = ';';
+        else if (c == '\n' || c == '\r') c = ' ';
+      return s.empty() ? std::string("unknown") : s;
+    };
+    Provenance out;
+    const std::string commit = build_commit();
+    const std::string suffix = "-dirty";
+    const bool dirty = commit.size() > suffix.size() && commit.ends_with(suffix);
+    out.commit = field(dirty ? commit.substr(0, commit.size() - suffix.size()) : commit);
+    out.dirty = out.commit == "unknown" ? "unknown" : dirty ? "yes" : "no";
+    out.compiler = field(kCompiler);
+    out.cpu = field(cpu_model());
+    out.isa = field(isa_name(selected_isa()));
+    out.host = field(host_name());
+    return out;
+  }();
+  return p;
+}
+
+nlohmann::json build_meta(int threads) {
+  const dnnl_version_t* dv = dnnl_version();
   return {
-      {"git_commit", VIEWGAP_GIT_COMMIT},
-      {"compiler", std::string("GCC ") + __VERSION__},
+      {"git_commit", build_commit()},
+      {"compiler", kCompiler},
       {"cxx_flags", VIEWGAP_CXX_FLAGS},
       {"build_type", VIEWGAP_BUILD_TYPE},
       {"cpu", cpu_model()},
@@ -85,7 +118,7 @@ nlohmann::json build_meta(int threads) {
       {"tbb", TBB_VERSION_STRING},
       {"spdlog", std::to_string(SPDLOG_VER_MAJOR) + "." + std::to_string(SPDLOG_VER_MINOR) + "." +
                      std::to_string(SPDLOG_VER_PATCH)},
-      {"host", host},
+      {"host", host_name()},
       {"utc", utc_now()},
   };
 }

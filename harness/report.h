@@ -25,6 +25,25 @@ std::string cpu_model();
 // Commit, compiler, flags, CPU, ISA, library versions, host and time.
 nlohmann::json build_meta(int threads);
 
+// The commit this binary was built from, "-dirty" appended where the tree
+// differed from it outside results/ (tools/git_version.cmake holds the rule);
+// "unknown" when built outside a git checkout.
+std::string build_commit();
+
+// Which build on which machine made a result: the fields of build_meta that
+// tell two builds' results apart, as a sweep's provenance.csv records them per
+// cell. A field not known (a row made before the table) is "unknown"; no field
+// holds a comma or a newline.
+struct Provenance {
+  std::string commit = "unknown";  // build_commit() without its "-dirty"
+  std::string dirty = "unknown";   // yes or no: the "-dirty" of build_commit()
+  std::string compiler = "unknown", cpu = "unknown", isa = "unknown", host = "unknown";
+  bool operator==(const Provenance&) const = default;
+};
+
+// This process's provenance (read once).
+const Provenance& this_provenance();
+
 // 16 hex digits that change with any bit of the results: FNV-1a over every
 // model's name, step losses, final and per-class accuracies and circle accuracies.
 std::string run_fingerprint(const RunResult& r);

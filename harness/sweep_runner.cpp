@@ -88,6 +88,7 @@ std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const Sw
       CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, plan.models[k], "ok", "", 0, 0, 0, 0, 0, {}, {}};
       r.axis = c.axis;
       r.unit = c.unit;
+      r.provenance = this_provenance();  // a worker rank's own, sent to rank 0 with the row
       const ModelResult* m = res.error.empty() ? &res.models[k] : nullptr;
       if (m != nullptr && m->error.empty()) {
         r.familiar = m->familiar;
@@ -127,10 +128,12 @@ nlohmann::json rows_json(const std::vector<CellRow>& rows) {
     for (double v : r.axis_dist) dist.push_back(real(v));
     for (const TrajectoryPoint& t : r.trajectory)
       traj.push_back({t.epoch, t.step, real(t.validation_error), real(t.familiar_error), real(t.heldout_error)});
+    const Provenance& p = r.provenance;
     out.push_back({{"cell", r.cell}, {"model", r.model}, {"status", r.status}, {"reason", r.reason},
                    {"familiar", real(r.familiar)}, {"heldout", real(r.heldout)}, {"drop", real(r.drop)},
                    {"seconds", r.seconds}, {"n_params", r.n_params}, {"steps", r.steps},
-                   {"validation", real(r.validation)}, {"axis_acc", acc}, {"axis_dist", dist}, {"trajectory", traj}});
+                   {"validation", real(r.validation)}, {"axis_acc", acc}, {"axis_dist", dist}, {"trajectory", traj},
+                   {"provenance", {p.commit, p.dirty, p.compiler, p.cpu, p.isa, p.host}}});
   }
   return out;
 }
@@ -153,6 +156,9 @@ std::vector<CellRow> rows_from_json(const nlohmann::json& j, const SweepPlan& pl
     for (const auto& v : x.at("axis_dist")) r.axis_dist.push_back(real(v));
     for (const auto& t : x.at("trajectory"))
       r.trajectory.push_back({t.at(0).get<int>(), t.at(1).get<long>(), real(t.at(2)), real(t.at(3)), real(t.at(4))});
+    const auto& p = x.at("provenance");
+    r.provenance = {p.at(0).get<std::string>(), p.at(1).get<std::string>(), p.at(2).get<std::string>(),
+                    p.at(3).get<std::string>(), p.at(4).get<std::string>(), p.at(5).get<std::string>()};
     rows.push_back(std::move(r));
   }
   return rows;
@@ -266,21 +272,28 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
     remove_output(dir + "/frontier.csv");
     remove_output(dir + "/azimuth.csv");
   }
-  // Rewrite the kept rows (dropping anything of unfinished cells) before appending.
+  // Rewrite the kept rows (dropping anything of unfinished cells) before
+  // appending. A sweep begun before provenance.csv starts one here, its kept
+  // cells' provenance unknown.
   sort_rows(rows, plan.models);
-  std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader;
-  for (const CellRow& r : rows) {
+  std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader,
+              provenance_text = kProvenanceHeader;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const CellRow& r = rows[k];
+    if (k == 0 || rows[k - 1].cell != r.cell) provenance_text += provenance_line(r);
     cells_text += cell_line(r);
     circle_text += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
     trajectory_text += trajectory_lines(r);
   }
-  // trajectory.csv before cells.csv: a kill between them leaves a directory
-  // that still reads as one that keeps the table (has_trajectory).
+  // trajectory.csv and provenance.csv before cells.csv: a kill between them
+  // leaves a directory that still reads as one that keeps the tables
+  // (has_trajectory, has_provenance).
   if (trajectory) write_file_atomic(dir + "/trajectory.csv", trajectory_text);
+  write_file_atomic(dir + "/provenance.csv", provenance_text);
   write_file_atomic(dir + "/cells.csv", cells_text);
   write_file_atomic(dir + "/circle.csv", circle_text);
 
-  AppendFile cells_f(dir + "/cells.csv"), circle_f(dir + "/circle.csv");
+  AppendFile cells_f(dir + "/cells.csv"), circle_f(dir + "/circle.csv"), provenance_f(dir + "/provenance.csv");
   std::optional<AppendFile> trajectory_f;
   if (trajectory) trajectory_f.emplace(dir + "/trajectory.csv");
   std::mutex mu;
@@ -293,8 +306,8 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   progress(plan.quiet, done, total, 0, 0);
   Dispenser cells(todo);
 
-  // A group's cells land one by one, each whole: its circle and trajectory
-  // rows, then its cell rows (a cell counts only with all of them), with
+  // A group's cells land one by one, each whole: its circle, trajectory and
+  // provenance rows, then its cell rows (a cell counts only with all of them), with
   // interrupts held off until all are written. Local slots and (on rank 0 of
   // an MPI job) the workers' groups land here alike.
   auto land = [&](GroupResult g) {
@@ -303,7 +316,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
     double seconds = 0;
     for (size_t a = 0; a < g.rows.size();) {
       size_t b = a;
-      std::string circle_add, trajectory_add, cells_add;
+      std::string circle_add, trajectory_add, cells_add, provenance_add = provenance_line(g.rows[a]);
       for (; b < g.rows.size() && g.rows[b].cell == g.rows[a].cell; ++b) {
         circle_add += circle_lines(g.rows[b], plan.cells[size_t(g.rows[b].cell)].axis_values);
         trajectory_add += trajectory_lines(g.rows[b]);
@@ -315,6 +328,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
         WriteGuard guard;
         circle_f.append(circle_add);
         if (trajectory_f) trajectory_f->append(trajectory_add);
+        provenance_f.append(provenance_add);
         cells_f.append(cells_add);
         ++done;
         remove_checkpoints(plan, plan.cells[size_t(g.rows[a].cell)]);  // its training is in the tables now

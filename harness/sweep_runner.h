@@ -13,7 +13,8 @@
 namespace vg {
 
 // Runs the cells not finished in DIR on `jobs` TBB workers, a group at a time
-// each, single-threaded, appending each finished cell to circle.csv then cells.csv;
+// each, single-threaded, appending each finished cell to circle.csv,
+// trajectory.csv and provenance.csv, then cells.csv;
 // then writes the sorted tables, summary.csv, azimuth.csv and meta.json. A cell
 // counts as finished only if every per-cell file holds all of its rows, whole
 // and consistent with the plan; anything less runs again. The first failed
@@ -24,7 +25,8 @@ namespace vg {
 // Under MPI (`cluster` of more than one rank; this is rank 0): every rank runs
 // `jobs` groups at a time, handed out one by one as slots free (groups differ in
 // duration), and rank 0, the only writer, lands the workers' cells as they
-// arrive, so the tables are the single-process sweep's (timing aside). A rank
+// arrive, so the tables are the single-process sweep's (timing aside; a
+// worker's cells name its own build and machine in provenance.csv). A rank
 // that dies ends the job (the launcher's doing); --resume then finishes.
 SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster = nullptr);
 

@@ -53,6 +53,17 @@ std::string trajectory_lines(const CellRow& r) {
   return s;
 }
 
+std::string provenance_line(const CellRow& r) {
+  const Provenance& p = r.provenance;
+  return std::to_string(r.cell) + ',' + std::to_string(r.seed) + ',' + p.commit + ',' + p.dirty + ',' + p.compiler +
+         ',' + p.cpu + ',' + p.isa + ',' + p.host + '\n';
+}
+
+bool has_provenance(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir + "/provenance.csv", ec) || !std::filesystem::exists(dir + "/cells.csv", ec);
+}
+
 bool has_trajectory(const std::string& dir) {
   std::error_code ec;
   return std::filesystem::exists(dir + "/trajectory.csv", ec) || !std::filesystem::exists(dir + "/cells.csv", ec);
@@ -203,7 +214,8 @@ std::string cell_line(const CellRow& r) {
 // Rows already in DIR that make up whole cells of this plan. A cell is finished
 // only if every per-cell file holds all of its rows, each complete and agreeing
 // with the plan (cell id, seed, axis, gap, grid, model; the axis sweep's
-// positions and distances): one cells.csv row per model and, for an ok model,
+// positions and distances): one cells.csv row per model and, where the sweep
+// keeps one (has_provenance), one provenance.csv row; for an ok model,
 // exactly one circle.csv row per position and (where the sweep keeps one:
 // has_trajectory) trajectory.csv's rows of epochs 1..K in order, the last at
 // the model's steps (none for a failed model, nor one without steps). Anything
@@ -274,6 +286,22 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
     t.step = long(step.value);
     traj[{c->id, f[4]}].push_back(t);
   }
+  // cell -> the build and machine that ran it. A sweep begun before
+  // provenance.csv has none: its cells are finished without, "unknown".
+  const bool provenance = has_provenance(dir);
+  std::map<int, Provenance> prov;
+  for (const std::string& line : provenance ? complete_lines(dir + "/provenance.csv") : std::vector<std::string>{}) {
+    const auto f = fields(line);
+    const SweepCell* c = f.size() == 8 ? plan_cell(f[0]) : nullptr;
+    if (c == nullptr) continue;
+    const bool good = f[1] == std::to_string(c->seed) && (f[3] == "yes" || f[3] == "no" || f[3] == "unknown") &&
+                      std::none_of(f.begin() + 2, f.end(), [](const std::string& x) { return x.empty(); });
+    if (!good || prov.count(c->id)) {
+      bad.insert(c->id);
+      continue;
+    }
+    prov[c->id] = Provenance{f[2], f[3], f[4], f[5], f[6], f[7]};
+  }
   // Epochs 1..K in order, steps never going back, the last at the training's end.
   auto whole_trajectory = [](const std::vector<TrajectoryPoint>& t, long steps) {
     for (size_t e = 0; e < t.size(); ++e)
@@ -282,7 +310,7 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
   };
   std::vector<CellRow> rows;
   for (const SweepCell& c : plan.cells) {
-    if (bad.count(c.id)) continue;
+    if (bad.count(c.id) || (provenance && !prov.count(c.id))) continue;
     std::vector<CellRow> cell_rows;
     for (const std::string& m : models) {
       const auto it = by.find({c.id, m});
@@ -306,6 +334,7 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
       } else if (!circ.empty() || !traj[{c.id, m}].empty()) {
         break;
       }
+      if (provenance) r.provenance = prov[c.id];
       cell_rows.push_back(r);
     }
     if (cell_rows.size() == models.size()) rows.insert(rows.end(), cell_rows.begin(), cell_rows.end());
@@ -353,8 +382,8 @@ std::string config_difference(const nlohmann::json& theirs, const nlohmann::json
 // Files a sweep directory may hold besides temporary ones.
 bool is_sweep_file(const std::string& name) {
   // "checkpoints": the trainings in progress (harness/sweep_checkpoints.h).
-  for (const char* f : {kSweepLockFile, "meta.json", "cells.csv", "circle.csv", "trajectory.csv", "summary.csv",
-                        "frontier.csv", "azimuth.csv", "checkpoints"})
+  for (const char* f : {kSweepLockFile, "meta.json", "cells.csv", "circle.csv", "trajectory.csv", "provenance.csv",
+                        "summary.csv", "frontier.csv", "azimuth.csv", "checkpoints"})
     if (name == f) return true;
   return false;
 }
@@ -382,8 +411,8 @@ std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan) {
   // Under the lock, no live process writes here: temporary files are leftovers.
   remove_stale_temps(dir, true);
   // Its files are written in place of what they are: regular files (or links to one) only.
-  for (const char* f : {"meta.json", "cells.csv", "circle.csv", "trajectory.csv", "summary.csv", "frontier.csv",
-                        "azimuth.csv"}) {
+  for (const char* f : {"meta.json", "cells.csv", "circle.csv", "trajectory.csv", "provenance.csv", "summary.csv",
+                        "frontier.csv", "azimuth.csv"}) {
     struct stat st;
     if (::lstat((dir + "/" + f).c_str(), &st) != 0) continue;
     try {
@@ -453,15 +482,18 @@ int write_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, b
   const std::string& dir = plan.dir;
   WriteGuard guard;
   sort_rows(rows, plan.models);
-  std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader;
+  std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader,
+              provenance_text = kProvenanceHeader;
   std::set<int> failed_ids, done_ids;
   for (const CellRow& r : rows) {
+    if (!done_ids.count(r.cell)) provenance_text += provenance_line(r);
     cells_text += cell_line(r);
     circle_text += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
     trajectory_text += trajectory_lines(r);
     done_ids.insert(r.cell);
     if (r.status != "ok") failed_ids.insert(r.cell);
   }
+  write_file_atomic(dir + "/provenance.csv", provenance_text);
   write_file_atomic(dir + "/cells.csv", cells_text);
   write_file_atomic(dir + "/circle.csv", circle_text);
   if (trajectory) write_file_atomic(dir + "/trajectory.csv", trajectory_text);

@@ -56,6 +56,19 @@
 //                grid,gap,model,axis,unit,distance,n,mean,ci_lo,ci_hi
 //                (per seed, the mean over circle.csv's positions at that
 //                 distance; then mean and CI over seeds)
+//   provenance.csv  one row per cell in cells.csv: the build and machine that
+//                ran it (every model of a cell runs in one process), written
+//                wherever cells.csv's rows are (appended as each cell finishes,
+//                kept by --resume and merge, an MPI worker's rows naming the
+//                worker's machine), so a sweep resumed or merged from parts made
+//                elsewhere names each part's:
+//                cell,seed,commit,dirty,compiler,cpu,isa,host
+//                (commit: the commit built, without "-dirty"; dirty: yes|no, the
+//                 tree differed from it outside results/ (tools/git_version.cmake);
+//                 compiler, cpu, isa, host: as meta.json's "meta" names them,
+//                 commas replaced by ';'). A directory with a cells.csv and no
+//                provenance.csv is a sweep begun before the table: --resume and
+//                merge keep its cells, their every field "unknown".
 //   meta.json    {"schema_version", "kind": "viewgap-sweep", "config", "config_hash",
 //                 "cells_total", "cells_done", "cells_failed", "wall_time_s", "jobs", "meta"}
 //                written first; "wall_time_s" is null until the sweep is complete
@@ -73,6 +86,7 @@
 #include <vector>
 
 #include "harness/output.h"
+#include "harness/report.h"
 #include "harness/sweep_plan.h"
 
 namespace vg {
@@ -125,6 +139,7 @@ struct CellRow {
   double validation = NAN;  // final familiar validation accuracy (NaN: no validation split)
   std::string axis{}, unit{};  // the held-out axis (SweepCell::axis, unit)
   std::vector<TrajectoryPoint> trajectory{};  // ok rows: one per epoch (ModelResult::history)
+  Provenance provenance{};                    // the build and machine that ran the cell
 };
 
 // The meta.json of the sweep in directory `d`, checked to be a viewgap
@@ -164,12 +179,18 @@ bool read_input_file(const std::string& path, std::string* text);
 inline constexpr const char* kCircleHeader = "cell,seed,gap,grid,model,axis,unit,value,distance,accuracy\n";
 inline constexpr const char* kTrajectoryHeader =
     "cell,seed,gap,grid,model,epoch,step,validation_error,familiar_error,heldout_error\n";
+inline constexpr const char* kProvenanceHeader = "cell,seed,commit,dirty,compiler,cpu,isa,host\n";
 // A number as the tables write it: "nan", or printf's `f`.
 std::string num(double v, const char* f = "%.6f");
 // circle.csv's lines of one row, `values` its cell's axis sweep (SweepCell::axis_values).
 std::string circle_lines(const CellRow& r, const std::vector<double>& values);
 // trajectory.csv's lines of one row.
 std::string trajectory_lines(const CellRow& r);
+// provenance.csv's line of the cell of `r` (one per cell: every row of a cell holds the same).
+std::string provenance_line(const CellRow& r);
+// Whether the sweep in `dir` keeps provenance.csv: false only for one begun
+// before it (a cells.csv and no provenance.csv), whose cells' provenance is unknown.
+bool has_provenance(const std::string& dir);
 // Whether the sweep in `dir` keeps trajectory.csv: false only for one begun
 // before it (a cells.csv and no trajectory.csv), whose cells are finished without it.
 bool has_trajectory(const std::string& dir);

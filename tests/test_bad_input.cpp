@@ -308,7 +308,7 @@ TEST(BadInput, DamagedMetaJsonIsBlamedOnTheFileNotOnAFlag) {
 TEST(BadInput, FifosWhereFilesAreReadAreRefusedWithoutWaiting) {
   const std::string dir = fresh_dir("fifo_sweep"), out = fresh_dir("fifo_merge");
   tiny_sweep(dir);
-  for (const char* name : {"meta.json", "cells.csv", "circle.csv"}) {
+  for (const char* name : {"meta.json", "cells.csv", "circle.csv", "provenance.csv"}) {
     SCOPED_TRACE(name);
     const std::string path = dir + "/" + name, keep = path + ".keep";
     fs::rename(path, keep);

@@ -158,7 +158,8 @@ TEST(Resume, ASweepKilledMidTrainingResumesToIdenticalTables) {
   ASSERT_EQ(test::run("sweep --out " + dir + "ref" + args).code, 0);
   auto tables = [](const std::string& d) {
     return std::vector<std::string>{slurp(d + "/summary.csv"), slurp(d + "/circle.csv"), slurp(d + "/trajectory.csv"),
-                                    slurp(d + "/frontier.csv"), test::without_seconds(slurp(d + "/cells.csv"))};
+                                    slurp(d + "/frontier.csv"), slurp(d + "/provenance.csv"),
+                                    test::without_seconds(slurp(d + "/cells.csv"))};
   };
   const auto want = tables(dir + "ref");
   const std::vector<std::string> calls = counted_calls("sweep --out " + dir + "count --checkpoint-every 1" + args, dir);

@@ -11,7 +11,10 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "harness/sweep_summary.h"
 #include "tests/test_util.h"
@@ -31,6 +34,69 @@ std::string fresh_dir(const std::string& name) {
   const std::string d = vg::test::temp_dir() + "viewgap_sweep_" + name + "." + std::to_string(getpid());
   std::filesystem::remove_all(d);
   return d;
+}
+
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> f;
+  std::stringstream ss(line);
+  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+  if (!line.empty() && line.back() == ',') f.push_back("");
+  return f;
+}
+
+// provenance.csv's fields after cell and seed (commit, dirty, compiler, cpu,
+// isa, host) as this binary writes them: its build and machine, which the
+// sweep's meta.json names in its own words ("git_commit" with "-dirty").
+std::vector<std::string> own_provenance(const std::string& dir) {
+  const auto m = nlohmann::json::parse(slurp(dir + "/meta.json"))["meta"];
+  std::string commit = m["git_commit"];
+  const bool dirty = commit.ends_with("-dirty");
+  if (dirty) commit.resize(commit.size() - 6);
+  std::string cpu = m["cpu"];
+  std::replace(cpu.begin(), cpu.end(), ',', ';');
+  return {commit, commit == "unknown" ? "unknown" : dirty ? "yes" : "no", m["compiler"], cpu, m["isa"], m["host"]};
+}
+const std::vector<std::string> kUnknownProvenance(6, "unknown");
+
+// Checks that `dir`'s provenance.csv holds one row per cell of its cells.csv
+// (the cell's seed, eight fields) and returns the rows' provenance by seed
+// (every cell of a seed sharing one here) and the cells' count.
+std::map<std::string, std::vector<std::string>> provenance_by_seed(const std::string& dir, int* n_cells = nullptr) {
+  std::map<std::string, std::string> seed_of;  // cell -> seed, from cells.csv
+  std::istringstream cells(slurp(dir + "/cells.csv"));
+  std::string line;
+  std::getline(cells, line);
+  while (std::getline(cells, line)) seed_of[csv_fields(line)[0]] = csv_fields(line)[1];
+  const std::string text = slurp(dir + "/provenance.csv");
+  EXPECT_EQ(text.substr(0, text.find('\n') + 1), kProvenanceHeader) << dir;
+  std::istringstream in(text);
+  std::getline(in, line);
+  std::map<std::string, std::vector<std::string>> by_seed;
+  std::set<std::string> seen;
+  while (std::getline(in, line)) {
+    const auto f = csv_fields(line);
+    EXPECT_EQ(f.size(), 8u) << line;
+    if (f.size() != 8) continue;
+    EXPECT_TRUE(seen.insert(f[0]).second) << "cell " << f[0] << " twice: " << line;
+    EXPECT_EQ(seed_of.count(f[0]) ? seed_of[f[0]] : "(not in cells.csv)", f[1]) << line;
+    const std::vector<std::string> p(f.begin() + 2, f.end());
+    if (by_seed.count(f[1])) {
+      EXPECT_EQ(by_seed[f[1]], p) << "seed " << f[1] << " made by two builds: " << line;
+    }
+    by_seed[f[1]] = p;
+  }
+  EXPECT_EQ(seen.size(), seed_of.size()) << dir << ": a cell of cells.csv without its provenance row";
+  if (n_cells) *n_cells = int(seen.size());
+  return by_seed;
+}
+
+// Every cell of `dir` made by this binary on this machine.
+void expect_own_provenance(const std::string& dir, int cells) {
+  SCOPED_TRACE(dir);
+  int n = 0;
+  const auto by_seed = provenance_by_seed(dir, &n);
+  EXPECT_EQ(n, cells);
+  for (const auto& [seed, p] : by_seed) EXPECT_EQ(p, own_provenance(dir)) << "seed " << seed;
 }
 
 
@@ -76,6 +142,8 @@ TEST(Sweep, SameResultsForOneOrTwoJobsAndDirectoryIsProtected) {
   for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv", "/trajectory.csv", "/frontier.csv"})
     EXPECT_EQ(slurp(a + f), slurp(b + f)) << f;
   EXPECT_EQ(without_seconds(slurp(a + "/cells.csv")), without_seconds(slurp(b + "/cells.csv")));
+  EXPECT_EQ(slurp(a + "/provenance.csv"), slurp(b + "/provenance.csv"));
+  expect_own_provenance(a, 6);
   EXPECT_EQ(lines(slurp(a + "/cells.csv")), 1 + 6 * 2);  // 3 seeds x 2 gaps x 2 models
   const auto meta = nlohmann::json::parse(slurp(a + "/meta.json"));
   EXPECT_EQ(meta["kind"], "viewgap-sweep");
@@ -116,12 +184,19 @@ TEST(Sweep, ResumeAfterAKillFinishesTheSameTables) {
   ASSERT_EQ(trajectory.substr(first, 2), "0,");
   trajectory.erase(first, trajectory.find('\n', first) + 1 - first);
   std::ofstream(cut + "/trajectory.csv", std::ios::trunc) << trajectory;
+  // And cell 1's provenance row, as a kill before its append would: cells.csv's rows alone do not finish it.
+  std::string provenance = slurp(cut + "/provenance.csv");
+  const size_t at = provenance.find("\n1,") + 1;
+  ASSERT_NE(at, 0u);
+  provenance.erase(at, provenance.find('\n', at) + 1 - at);
+  std::ofstream(cut + "/provenance.csv", std::ios::trunc) << provenance;
   std::filesystem::remove(cut + "/summary.csv");
   const Outcome o = run("sweep --out " + cut + " --resume --jobs 1" + kTiny);
   ASSERT_EQ(o.code, 0) << o.err;
-  EXPECT_NE(o.out.find("3 run now, 3 resumed"), std::string::npos) << o.out;
-  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv", "/trajectory.csv", "/frontier.csv"})
+  EXPECT_NE(o.out.find("4 run now, 2 resumed"), std::string::npos) << o.out;
+  for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv", "/trajectory.csv", "/frontier.csv", "/provenance.csv"})
     EXPECT_EQ(slurp(full + f), slurp(cut + f)) << f;
+  expect_own_provenance(cut, 6);
   EXPECT_EQ(without_seconds(slurp(full + "/cells.csv")), without_seconds(slurp(cut + "/cells.csv")));
 }
 
@@ -196,6 +271,51 @@ TEST(Sweep, ASweepBegunBeforeTheTrajectoryResumesWithoutIt) {
   EXPECT_FALSE(std::filesystem::exists(old + "/frontier.csv"));  // made from trajectory.csv
   for (const char* f : {"/summary.csv", "/azimuth.csv", "/circle.csv"}) EXPECT_EQ(slurp(full + f), slurp(old + f)) << f;
   EXPECT_EQ(without_seconds(slurp(full + "/cells.csv")), without_seconds(slurp(old + "/cells.csv")));
+}
+
+// A sweep begun before provenance.csv (a cells.csv, no provenance.csv, as
+// every sweep committed under results/ then) resumes and merges: its files are
+// read, never rewritten by a merge; --resume starts provenance.csv with its
+// finished cells' fields "unknown" and the cells run now this build's; a merge
+// gives each input's rows its own provenance, "unknown" for such an input.
+TEST(Sweep, ASweepBegunBeforeProvenanceResumesAndMergesWithItsCellsUnknown) {
+  const std::string base = fresh_dir("prov_old");
+  const std::string flags = " --gaps 0,30 --n-epochs 1 --n-per-combo 1 --models cnn --quiet";
+  const std::string a = base + "/a", b = base + "/b";
+  ASSERT_EQ(run("sweep --out " + a + " --seeds 0" + flags).code, 0);
+  ASSERT_EQ(run("sweep --out " + b + " --seeds 1" + flags).code, 0);
+  std::filesystem::remove(a + "/provenance.csv");
+  std::map<std::string, std::string> before;  // a's files, which the merge must leave as they are
+  for (const auto& e : std::filesystem::directory_iterator(a)) before[e.path().string()] = slurp(e.path().string());
+  const Outcome m = run("merge " + a + " " + b + " --out " + base + "/merged");
+  ASSERT_EQ(m.code, 0) << m.err;
+  std::map<std::string, std::string> after;
+  for (const auto& e : std::filesystem::directory_iterator(a)) after[e.path().string()] = slurp(e.path().string());
+  EXPECT_EQ(after, before);
+  int n = 0;
+  auto by_seed = provenance_by_seed(base + "/merged", &n);
+  EXPECT_EQ(n, 4);
+  EXPECT_EQ(by_seed["0"], kUnknownProvenance);
+  EXPECT_EQ(by_seed["1"], own_provenance(b));
+
+  // --resume of an old sweep with a cell to run (its last cell's row cut).
+  std::string cells = slurp(a + "/cells.csv");
+  cells.erase(cells.rfind('\n', cells.size() - 2) + 1);
+  std::ofstream(a + "/cells.csv", std::ios::trunc) << cells;
+  const Outcome o = run("sweep --out " + a + " --resume");
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("1 run now, 1 resumed"), std::string::npos) << o.out;
+  EXPECT_EQ(slurp(a + "/provenance.csv"), std::string(kProvenanceHeader) + "0,0,unknown,unknown,unknown,unknown,unknown,unknown\n" +
+                                              "1,0," + [&] {
+                                                std::string p;
+                                                for (const std::string& x : own_provenance(a)) p += (p.empty() ? "" : ",") + x;
+                                                return p;
+                                              }() + "\n");
+  // Resumed again, it is a sweep that keeps the table: its cells keep their rows.
+  const std::string kept = slurp(a + "/provenance.csv");
+  ASSERT_EQ(run("sweep --out " + a + " --resume").code, 0);
+  EXPECT_EQ(slurp(a + "/provenance.csv"), kept);
+  std::filesystem::remove_all(base);
 }
 
 CellRow row(int cell, uint64_t seed, const std::string& model, double fam, double held, bool ok = true) {
@@ -376,8 +496,10 @@ TEST(Sweep, ShardsMergeIntoTheTablesOfTheUnshardedSweep) {
   // `merge` takes the configuration from the shards: no sweep flags needed.
   const Outcome m = run("merge " + dirs + " --out " + merged);
   ASSERT_EQ(m.code, 0) << m.err;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv"})
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv", "provenance.csv"})
     EXPECT_EQ(slurp(merged + "/" + f), slurp(full + "/" + f)) << f;
+  expect_own_provenance(base + "/s0", 2);
+  expect_own_provenance(merged, 6);
   EXPECT_EQ(without_seconds(slurp(merged + "/cells.csv")), without_seconds(slurp(full + "/cells.csv")));
 
   auto refused = [&](const std::string& args, const std::string& mention) {
@@ -422,17 +544,33 @@ TEST(Sweep, SweepsOfDisjointSeedsMergeIntoTheSweepOfAllTheirSeeds) {
   ASSERT_EQ(run("sweep --out " + base + "/a --seeds 0,2" + flags).code, 0);
   ASSERT_EQ(run("sweep --out " + base + "/b --seeds 3" + flags).code, 0);
   ASSERT_EQ(run("sweep --out " + base + "/c --seeds 1" + flags).code, 0);
+  // b made by another build on another machine: its rows keep saying so.
+  const std::vector<std::string> elsewhere = {"0123456789ab", "yes", "GCC 13.1.0", "Other CPU", "avx2", "elsewhere"};
+  std::string other = kProvenanceHeader;
+  for (const char* cell : {"0", "1"}) {
+    other += std::string(cell) + ",3";
+    for (const std::string& x : elsewhere) other += "," + x;
+    other += "\n";
+  }
+  std::ofstream(base + "/b/provenance.csv", std::ios::trunc) << other;
   const Outcome m = run("merge " + base + "/b " + base + "/a " + base + "/c --out " + merged);
   ASSERT_EQ(m.code, 0) << m.err;
   EXPECT_NE(m.out.find("8 cells merged from 3 sweeps"), std::string::npos) << m.out;
   for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv"})
     EXPECT_EQ(slurp(merged + "/" + f), slurp(full + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(merged + "/cells.csv")), without_seconds(slurp(full + "/cells.csv")));
+  int n = 0;
+  const auto by_seed = provenance_by_seed(merged, &n);
+  EXPECT_EQ(n, 8);
+  for (const char* seed : {"0", "1", "2"}) EXPECT_EQ(by_seed.at(seed), own_provenance(full)) << seed;
+  EXPECT_EQ(by_seed.at("3"), elsewhere);
+  const std::string merged_provenance = slurp(merged + "/provenance.csv");
   const auto meta = nlohmann::json::parse(slurp(merged + "/meta.json"));
   EXPECT_EQ(meta["config_hash"], nlohmann::json::parse(slurp(full + "/meta.json"))["config_hash"]);
   const Outcome resumed = run("sweep --out " + merged + " --resume --quiet");
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("(0 run now, 8 resumed, 0 failed)"), std::string::npos) << resumed.out;
+  EXPECT_EQ(slurp(merged + "/provenance.csv"), merged_provenance);  // --resume keeps each cell's
 
   auto refused = [&](const std::string& args, const std::string& mention) {
     const Outcome o = run("merge " + args);
@@ -517,7 +655,8 @@ TEST(SweepMpi, RanksWriteTheTablesOfTheSingleProcessSweep) {
   ASSERT_EQ(run("sweep --out " + single + kTiny + " --jobs 1").code, 0);
   const Outcome o = mpirun("sweep --out " + ranks + kTiny + " --jobs 1");
   ASSERT_EQ(o.code, 0) << o.err;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv"})
+  // The workers' cells name the workers' build and machine, here rank 0's.
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv", "provenance.csv"})
     EXPECT_EQ(slurp(ranks + "/" + f), slurp(single + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(ranks + "/cells.csv")), without_seconds(slurp(single + "/cells.csv")));
   const auto meta = nlohmann::json::parse(slurp(ranks + "/meta.json"));
@@ -593,7 +732,7 @@ TEST(SweepMpi, JobKilledMidwayResumesToIdenticalTables) {
   EXPECT_FALSE(std::filesystem::exists(ranks + "/summary.csv"));
   const Outcome resumed = mpirun("sweep --out " + ranks + args + " --resume");
   ASSERT_EQ(resumed.code, 0) << resumed.err;
-  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv"})
+  for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv", "provenance.csv"})
     EXPECT_EQ(slurp(ranks + "/" + f), slurp(single + "/" + f)) << f;
   EXPECT_EQ(without_seconds(slurp(ranks + "/cells.csv")), without_seconds(slurp(single + "/cells.csv")));
   for (const auto& e : std::filesystem::directory_iterator(ranks))
