@@ -528,7 +528,8 @@ int cli_main(int argc, char** argv) {
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
   CLI::App app{"viewgap: novel-viewpoint generalisation of matrix capsules (EM routing) vs CNNs"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("viewgap 0.1.0"));
+  // The commit as meta.json records it: tools/make_results.sh takes its provenance's from here.
+  app.set_version_flag("--version", "viewgap 0.1.0, commit " + build_commit());
 
   RunFlags rf;
   CLI::App* run = app.add_subcommand("run", "Train and evaluate the models on one configuration");

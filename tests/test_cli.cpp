@@ -103,6 +103,55 @@ TEST(Cli, HelpExitsZero) {
   EXPECT_NE(o.out.find("--train-azimuths"), std::string::npos);
 }
 
+// `--version` names the commit as meta.json does (tools/make_results.sh takes
+// its provenance's from there).
+TEST(Cli, VersionNamesTheCommitMetaJsonRecords) {
+  const Outcome v = run("--version");
+  ASSERT_EQ(v.code, 0) << v.err;
+  const std::string json = vg::test::temp_dir() + "viewgap_cli_version.json";
+  ASSERT_EQ(run("run --n-epochs 1 --n-per-combo 1 --models linear --quiet --out-json " + json).code, 0);
+  const std::string commit = nlohmann::json::parse(vg::test::slurp(json))["meta"]["git_commit"];
+  EXPECT_EQ(v.out, "viewgap 0.1.0, commit " + commit + "\n");
+}
+
+// The one rule for "-dirty" (tools/git_version.cmake), on a scratch checkout:
+// a tracked file whose content differs from HEAD's, outside results/. Not an
+// untracked file (CMake names every source it compiles), not results/, not a
+// change staged and then undone (the tree compiled is HEAD's).
+TEST(Cli, DirtyMeansATrackedFileDiffersFromHeadOutsideResults) {
+  if (std::system("command -v git >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no git or cmake on PATH";
+  const std::string repo = vg::test::fresh_dir("git_rule"), out = repo + "../git_rule_version.h";
+  auto sh = [&](const std::string& cmd) {
+    return std::system(("cd '" + repo + "' && (" + cmd + ") >/dev/null 2>&1").c_str());
+  };
+  ASSERT_EQ(sh("git init -q . && mkdir results src && echo a > src/a && echo r > results/r && git add . && "
+               "git -c user.name=t -c user.email=t@t commit -qm one"),
+            0);
+  auto commit = [&] {
+    std::filesystem::remove(out);
+    EXPECT_EQ(std::system(("cmake -DSRC='" + repo + "' -DOUT='" + out + "' -P '" + vg::test::paths::source_dir +
+                           "/tools/git_version.cmake' >/dev/null 2>&1").c_str()),
+              0);
+    std::string text = vg::test::slurp(out);
+    const size_t q = text.find('"');
+    return q == std::string::npos ? text : text.substr(q + 1, text.rfind('"') - q - 1);
+  };
+  const std::string clean = commit();
+  ASSERT_EQ(clean.size(), 12u) << clean;
+  // Each change on the clean tree, the one before it undone.
+  const std::pair<const char*, bool> cases[] = {
+      {"echo u > src/untracked && echo x > results/r && echo n > results/new", false},
+      {"echo b > src/a && git add src/a && echo a > src/a", false},
+      {"echo b > src/a", true},
+      {"echo n > src/new && git add src/new", true},
+  };
+  for (const auto& [change, dirty] : cases) {
+    ASSERT_EQ(sh(std::string("git reset -q --hard && git clean -qfdx && ") + change), 0) << change;
+    EXPECT_EQ(commit(), dirty ? clean + "-dirty" : clean) << change;
+  }
+}
+
 TEST(Cli, SmallRunPrintsTableAndWritesJsonAtomically) {
   const std::string dir = vg::test::temp_dir() + "viewgap_cli_run." + std::to_string(getpid()) + "/";
   std::filesystem::remove_all(dir);
