@@ -155,6 +155,89 @@ std::vector<std::pair<std::string, std::string>> grid_pairs(
   }
   return out;
 }
+
+using GridPoint = std::vector<std::pair<std::string, std::string>>;
+
+// Which grid axes each model's training reads (reads[k][a]). A model option
+// is read by the models that list it (ModelEntry::options); any other flag
+// (the data, the training: --lr, --n-epochs) by every model. Under
+// --match-familiar every other model stops at the matched model's accuracy,
+// so it reads what that model reads besides its own.
+std::vector<std::vector<char>> axes_read(const std::vector<std::string>& models,
+                                         const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
+                                         const std::string& matched) {
+  auto model_option = [](const std::string& name) {
+    for (const ModelOption& o : model_options())
+      if (name == o.name) return true;
+    return false;
+  };
+  std::vector<std::vector<char>> reads(models.size(), std::vector<char>(axes.size(), 0));
+  for (size_t k = 0; k < models.size(); ++k)
+    for (size_t a = 0; a < axes.size(); ++a) {
+      const std::vector<const char*>& listed = find_model(models[k])->options;
+      reads[k][a] = !model_option(axes[a].first) ||
+                    std::any_of(listed.begin(), listed.end(), [&](const char* o) { return axes[a].first == o; });
+    }
+  const auto m = std::find(models.begin(), models.end(), matched);
+  if (!matched.empty() && m != models.end())
+    for (size_t k = 0; k < models.size(); ++k)
+      for (size_t a = 0; a < axes.size(); ++a) reads[k][a] |= reads[size_t(m - models.begin())][a];
+  return reads;
+}
+
+// The values of the axes model k reads at a grid point: two points with the
+// same train it the same, bit for bit (its seed, data and options are the same).
+std::vector<std::string> training_key(const std::vector<std::vector<char>>& reads, size_t k, const GridPoint& point) {
+  std::vector<std::string> key;
+  for (size_t a = 0; a < point.size(); ++a)
+    if (reads[k][a]) key.push_back(point[a].second);
+  return key;
+}
+
+// SweepCell::trained_in of every cell, and SweepPlan::grid_pair_models. The
+// first grid point of a training key trains it, for each seed; a shard keeps
+// its trainings to itself (a point in another shard trains it again), so every
+// shard's cells stay whole and the shards of a plan stay independent.
+void share_trainings(SweepPlan& plan, const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
+                     const std::vector<GridPoint>& points, size_t n_seeds, size_t n_gaps) {
+  const std::vector<std::vector<char>> reads = axes_read(plan.models, axes, plan.cells.front().opt.match_familiar);
+  const size_t n_models = plan.models.size(), per_point = n_seeds * n_gaps;
+  const auto matched = std::find(plan.models.begin(), plan.models.end(), plan.cells.front().opt.match_familiar);
+  for (size_t p = 0; p < points.size(); ++p)
+    for (size_t si = 0; si < n_seeds; ++si) {
+      const size_t shard = (p * n_seeds + si) % size_t(plan.shards);
+      std::vector<size_t> owner(n_models, p);
+      for (size_t k = 0; k < n_models; ++k) {
+        const std::vector<std::string> key = training_key(reads, k, points[p]);
+        for (size_t q = 0; q < p; ++q)
+          if ((q * n_seeds + si) % size_t(plan.shards) == shard && training_key(reads, k, points[q]) == key) {
+            owner[k] = q;
+            break;
+          }
+      }
+      // The matched model's accuracy is every other model's target: a
+      // training of any other model here trains it here too.
+      if (matched != plan.models.end() && std::count(owner.begin(), owner.end(), p) > 0)
+        owner[size_t(matched - plan.models.begin())] = p;
+      for (size_t gi = 0; gi < n_gaps; ++gi) {
+        SweepCell& c = plan.cells[p * per_point + gi * n_seeds + si];
+        c.trained_in.resize(n_models);
+        for (size_t k = 0; k < n_models; ++k) c.trained_in[k] = int(owner[k] * per_point + gi * n_seeds + si);
+      }
+    }
+  auto point_of = [&](const std::string& grid) {
+    for (size_t p = 0; p < points.size(); ++p)
+      if (plan.cells[p * per_point].grid == grid) return p;
+    throw std::logic_error("no grid point '" + grid + "'");
+  };
+  for (const auto& [ga, gb] : plan.grid_pairs) {
+    const size_t a = point_of(ga), b = point_of(gb);
+    std::vector<std::string> differ;
+    for (size_t k = 0; k < n_models; ++k)
+      if (training_key(reads, k, points[a]) != training_key(reads, k, points[b])) differ.push_back(plan.models[k]);
+    plan.grid_pair_models.push_back(differ);
+  }
+}
 }  // namespace
 
 SweepPlan plan_sweep(const SweepFlags& f) {
@@ -434,6 +517,7 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     plan.shards = int(n.value);
     if (plan.shards > 1) plan.config["shard"] = f.shard;
   }
+  share_trainings(plan, axes, points, seeds.size(), gaps.size());
   return plan;
 }
 

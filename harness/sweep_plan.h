@@ -27,6 +27,13 @@ struct SweepCell {
   std::string axis, unit;        // the protocol's held-out axis (data/protocol.h: HeldOutAxis)
   // The axis sweep's positions and their distances from the training views.
   std::vector<double> axis_values, axis_distances;
+  // Per model (SweepPlan::models' order), the id of the cell whose training
+  // gives this cell its rows: its own, or, for a model that reads none of the
+  // grid options in which the two grid points differ, the cell of the same
+  // seed and gap at the first such grid point of the same shard: the training
+  // there is this one's, bit for bit, so it runs once and its rows are
+  // written at both. Empty: every model trains here.
+  std::vector<int> trained_in{};
 };
 
 struct SweepPlan {
@@ -51,6 +58,11 @@ struct SweepPlan {
   // cells.csv and circle.csv but no statistics.
   int shard = 0, shards = 1;
   bool in_shard(const SweepCell& c) const { return c.group % shards == shard; }
+  // The cell whose training gives cell c its rows of models[k] (SweepCell::trained_in).
+  int trained_in(const SweepCell& c, size_t k) const { return c.trained_in.empty() ? c.id : c.trained_in[k]; }
+  // Per entry of grid_pairs, the models whose training differs between its two
+  // grid points (a model shared by them would pair its rows with themselves).
+  std::vector<std::vector<std::string>> grid_pair_models;
 };
 
 // FNV-1a of the canonical JSON text, as 16 hex digits.

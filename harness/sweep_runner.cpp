@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -57,17 +58,30 @@ struct InterruptProgress {
   ~InterruptProgress() { set_interrupt_progress(nullptr, 0); }
 };
 
+// The models of plan.models that the group of `lead` trains (indices): those
+// whose rows no other grid point's training gives (SweepCell::trained_in).
+std::vector<size_t> trained_here(const SweepPlan& plan, const SweepCell& lead) {
+  std::vector<size_t> ks;
+  for (size_t k = 0; k < plan.models.size(); ++k)
+    if (plan.trained_in(lead, k) == lead.id) ks.push_back(k);
+  return ks;
+}
+
 // The cells of one training group (one seed and grid point, the gaps still to
-// run): each model trained once and evaluated at every cell's held-out set
-// (run_experiments), with the bits `viewgap run` gives each cell alone. A
-// failing model, or a cell whose data cannot be made, is recorded in its rows
-// and the rest still run. `trainings`: how many the group took (1, unless a
-// cell's training differs from the others').
+// run): each model it trains (trained_here) trained once and evaluated at
+// every cell's held-out set (run_experiments), with the bits `viewgap run`
+// gives each cell alone. A failing model, or a cell whose data cannot be made,
+// is recorded in its rows and the rest still run. `trainings`: how many the
+// group took (1, unless a cell's training differs from the others'); rows: its
+// cells' of the models it trains.
 std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const SweepCell*>& cells, int* trainings) {
   omp_set_num_threads(1);  // one thread per group: groups are the parallelism
+  const std::vector<size_t> ks = trained_here(plan, *cells.front());
   std::vector<RunOptions> opts;
   for (const SweepCell* c : cells) {
     opts.push_back(c->opt);
+    opts.back().models.clear();
+    for (size_t k : ks) opts.back().models.push_back(plan.models[k]);
     opts.back().keep_going = true;
     opts.back().train.checkpoint = cell_checkpoints(plan, *c);
   }
@@ -84,12 +98,12 @@ std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const Sw
   for (size_t i = 0; i < cells.size(); ++i) {
     const SweepCell& c = *cells[i];
     const RunResult& res = results[i];
-    for (size_t k = 0; k < plan.models.size(); ++k) {
-      CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, plan.models[k], "ok", "", 0, 0, 0, 0, 0, {}, {}};
+    for (size_t j = 0; j < ks.size(); ++j) {
+      CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, plan.models[ks[j]], "ok", "", 0, 0, 0, 0, 0, {}, {}};
       r.axis = c.axis;
       r.unit = c.unit;
       r.provenance = this_provenance();  // a worker rank's own, sent to rank 0 with the row
-      const ModelResult* m = res.error.empty() ? &res.models[k] : nullptr;
+      const ModelResult* m = res.error.empty() ? &res.models[j] : nullptr;
       if (m != nullptr && m->error.empty()) {
         r.familiar = m->familiar;
         r.heldout = m->heldout;
@@ -177,7 +191,16 @@ using Group = std::vector<const SweepCell*>;
 struct GroupResult {
   std::vector<CellRow> rows;  // cell by cell, in the group's order
   int trainings = 0;
+  int models = 0;  // models trained: trainings x the models the group trains
 };
+
+// A group run: its rows and what it trained.
+GroupResult run_group_result(const SweepPlan& plan, const Group& g) {
+  GroupResult r;
+  r.rows = run_group(plan, g, &r.trainings);
+  r.models = r.trainings * int(trained_here(plan, *g.front()).size());
+  return r;
+}
 
 // Hands out the groups still to run, one at a time, to local slots and worker
 // ranks alike: groups vary in duration, so a slot takes the next as it frees.
@@ -255,6 +278,31 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
     todo[size_t(slot)].push_back(&c);
   }
   std::stable_sort(todo.begin(), todo.end(), [](const Group& a, const Group& b) { return a.front()->group < b.front()->group; });
+  // Each cell still to run gathers its rows model by model: from a finished
+  // cell whose training is its own (SweepCell::trained_in), copied now, or from
+  // the group that trains it, as that group lands. A group whose every model
+  // is trained at another grid point runs nothing of its own.
+  const size_t n_models = plan.models.size();
+  std::map<int, std::vector<std::optional<CellRow>>> pending;     // cell -> its rows so far, by model
+  std::map<int, std::vector<std::pair<int, size_t>>> dependents;  // training cell -> (cell, model) it gives
+  {
+    std::map<std::pair<int, std::string>, const CellRow*> done_row;
+    for (const CellRow& r : rows) done_row[{r.cell, r.model}] = &r;
+    for (const Group& g : todo)
+      for (const SweepCell* c : g) {
+        std::vector<std::optional<CellRow>>& got = pending[c->id];
+        got.resize(n_models);
+        for (size_t k = 0; k < n_models; ++k) {
+          const int from = plan.trained_in(*c, k);
+          if (!finished.count(from)) {
+            dependents[from].emplace_back(c->id, k);
+            continue;
+          }
+          got[k] = *done_row.at({from, plan.models[k]});
+        }
+      }
+  }
+  std::erase_if(todo, [&](const Group& g) { return trained_here(plan, *g.front()).empty(); });
 
   // The checkpoints to resume from are judged before anything is written.
   std::vector<const SweepCell*> leads;
@@ -302,62 +350,104 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   std::string write_error;
   double cell_seconds = 0;  // of the groups landed (the pace of MPI polling)
   int cells_landed = 0;      // groups, in fact
-  int trainings = 0, groups_ran = 0;
+  int trainings = 0, groups_ran = 0, models_trained = 0;
   progress(plan.quiet, done, total, 0, 0);
   Dispenser cells(todo);
 
-  // A group's cells land one by one, each whole: its circle, trajectory and
-  // provenance rows, then its cell rows (a cell counts only with all of them), with
-  // interrupts held off until all are written. Local slots and (on rank 0 of
-  // an MPI job) the workers' groups land here alike.
+  // A cell lands once it holds every model's rows, whole: its circle,
+  // trajectory and provenance rows, then its cell rows (a cell counts only
+  // with all of them), with interrupts held off until all are written. Under
+  // mu; false after a failed write (which stops the sweep).
+  //
+  // Its one provenance.csv row, when its rows come from trainings run in
+  // different processes (an MPI worker's training copied to a grid point
+  // another rank trains, or a finished cell's rows copied on --resume): that
+  // of the first model (plan.models' order) the cell trains itself
+  // (SweepCell::trained_in), else, a cell every model of which another grid
+  // point trains, that of its first model's row. Every row of the cell then
+  // carries it, so the tables rewritten at the end (write_tables) name the
+  // same. A shared model's own build and machine are those of the cell it
+  // trained in, whose provenance row names the process that trained it.
+  auto land_cell = [&](int id) {
+    const auto it = pending.find(id);
+    if (it == pending.end() || !std::all_of(it->second.begin(), it->second.end(), [](const auto& r) { return r.has_value(); }))
+      return true;
+    const SweepCell& cell = plan.cells[size_t(id)];
+    size_t own = 0;
+    while (own < it->second.size() && plan.trained_in(cell, own) != id) ++own;
+    const Provenance provenance = it->second[own < it->second.size() ? own : 0]->provenance;
+    std::string circle_add, trajectory_add, cells_add;
+    for (std::optional<CellRow>& r : it->second) {
+      r->provenance = provenance;
+      circle_add += circle_lines(*r, plan.cells[size_t(id)].axis_values);
+      trajectory_add += trajectory_lines(*r);
+      cells_add += cell_line(*r);
+    }
+    const std::string provenance_add = provenance_line(*it->second.front());
+    try {
+      // The count moves inside the guard: an interrupt that lands between the
+      // appends and the count would report one cell fewer than cells.csv holds.
+      WriteGuard guard;
+      circle_f.append(circle_add);
+      if (trajectory_f) trajectory_f->append(trajectory_add);
+      provenance_f.append(provenance_add);
+      cells_f.append(cells_add);
+      ++done;
+      remove_checkpoints(plan, plan.cells[size_t(id)]);  // its training is in the tables now
+    } catch (const std::exception& e) {
+      write_error = e.what();  // the first failed write stops the sweep
+      cells.stop();
+      return false;
+    }
+    for (std::optional<CellRow>& r : it->second) {
+      out.failed += r->status != "ok";
+      rows.push_back(std::move(*r));
+    }
+    pending.erase(it);
+    ++out.ran;
+    return true;
+  };
+  // A group's rows go to every cell they belong to (its own, and those of
+  // the grid points that share its trainings), then the cells made whole land.
+  // Local slots and (on rank 0 of an MPI job) the workers' groups land here alike.
   auto land = [&](GroupResult g) {
     std::lock_guard<std::mutex> lock(mu);
     if (!write_error.empty()) return;
     double seconds = 0;
-    for (size_t a = 0; a < g.rows.size();) {
-      size_t b = a;
-      std::string circle_add, trajectory_add, cells_add, provenance_add = provenance_line(g.rows[a]);
-      for (; b < g.rows.size() && g.rows[b].cell == g.rows[a].cell; ++b) {
-        circle_add += circle_lines(g.rows[b], plan.cells[size_t(g.rows[b].cell)].axis_values);
-        trajectory_add += trajectory_lines(g.rows[b]);
-        cells_add += cell_line(g.rows[b]);
+    std::set<int> touched;
+    for (const CellRow& r : g.rows) {
+      seconds += r.seconds;
+      const size_t k = size_t(std::find(plan.models.begin(), plan.models.end(), r.model) - plan.models.begin());
+      for (const auto& [id, model] : dependents[r.cell]) {
+        if (model != k) continue;
+        const SweepCell& c = plan.cells[size_t(id)];
+        CellRow copy = r;
+        copy.cell = c.id;
+        copy.grid = c.grid;
+        pending[id][k] = std::move(copy);
+        touched.insert(id);
       }
-      try {
-        // The count moves inside the guard: an interrupt that lands between the
-        // appends and the count would report one cell fewer than cells.csv holds.
-        WriteGuard guard;
-        circle_f.append(circle_add);
-        if (trajectory_f) trajectory_f->append(trajectory_add);
-        provenance_f.append(provenance_add);
-        cells_f.append(cells_add);
-        ++done;
-        remove_checkpoints(plan, plan.cells[size_t(g.rows[a].cell)]);  // its training is in the tables now
-      } catch (const std::exception& e) {
-        write_error = e.what();  // the first failed write stops the sweep
-        cells.stop();
-        return;
-      }
-      for (size_t k = a; k < b; ++k) {
-        out.failed += g.rows[k].status != "ok";
-        seconds += g.rows[k].seconds;
-      }
-      rows.insert(rows.end(), g.rows.begin() + std::ptrdiff_t(a), g.rows.begin() + std::ptrdiff_t(b));
-      ++out.ran;
-      a = b;
     }
+    for (int id : touched)
+      if (!land_cell(id)) return;
     cell_seconds += seconds;
     ++cells_landed;
     ++groups_ran;
     trainings += g.trainings;
+    models_trained += g.models;
     progress(plan.quiet, done, total,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), out.ran);
   };
+  // Cells whose every row a finished cell gave (after an interrupt) land at once.
+  {
+    std::vector<int> ready;
+    for (const auto& [id, got] : pending) ready.push_back(id);
+    std::lock_guard<std::mutex> lock(mu);
+    for (int id : ready)
+      if (!land_cell(id)) break;
+  }
   auto take = [&] { return cells.take(); };
-  auto run = [&](const Group& g) {
-    GroupResult r;
-    r.rows = run_group(plan, g, &r.trainings);
-    return r;
-  };
+  auto run = [&](const Group& g) { return run_group_result(plan, g); };
 
   if (cluster == nullptr || cluster->size() == 1) {
     run_slots(plan.jobs, take, land, run);
@@ -397,7 +487,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
           const nlohmann::json j = nlohmann::json::parse(msg);
           wait_s += j.at("wait_s").get<double>();
           ++remote_cells;
-          land({rows_from_json(j.at("rows"), plan), j.at("trainings").get<int>()});
+          land({rows_from_json(j.at("rows"), plan), j.at("trainings").get<int>(), j.at("models").get<int>()});
           asking = 1;
         } else {
           throw std::runtime_error("rank " + std::to_string(src) + " sent an unknown message (tag " + std::to_string(tag) + ")");
@@ -434,7 +524,9 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
 
   // One training per group, unless a cell's training data differed from its
   // group's (a protocol whose held-out set moves its training set): said here.
-  meta["trainings"] = {{"groups", groups_ran}, {"trainings", trainings}};
+  // "models": the models trained, each training of each model once (a model
+  // shared by grid points counts once: SweepCell::trained_in).
+  meta["trainings"] = {{"groups", groups_ran}, {"trainings", trainings}, {"models", models_trained}};
   if (trainings > groups_ran && !plan.quiet)
     std::fprintf(stderr, "sweep: %d of %d trainings were of cells apart from their group: their training data depends on the held-out set\n",
                  trainings - groups_ran, trainings);
@@ -490,15 +582,12 @@ int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
     auto land = [&](GroupResult r) {
       {
         std::lock_guard<std::mutex> lock(out_mu);
-        outbox.push("{\"trainings\":" + std::to_string(r.trainings) + ",\"rows\":" + rows_json(r.rows).dump() + "}");
+        outbox.push("{\"trainings\":" + std::to_string(r.trainings) + ",\"models\":" + std::to_string(r.models) +
+                    ",\"rows\":" + rows_json(r.rows).dump() + "}");
       }
       out_cv.notify_one();
     };
-    run_slots(jobs, take, land, [&](const Group& g) {
-      GroupResult r;
-      r.rows = run_group(plan, g, &r.trainings);
-      return r;
-    });
+    run_slots(jobs, take, land, [&](const Group& g) { return run_group_result(plan, g); });
   });
   cluster.send(0, kHello, std::to_string(jobs));
   int ended = 0;

@@ -504,7 +504,7 @@ int write_tables(const SweepPlan& plan, std::vector<CellRow>& rows, int total, b
   if (int(rows.size()) != total * int(plan.models.size()))
     throw std::runtime_error("cannot read back '" + dir + "/cells.csv' and '" + dir + "/circle.csv' whole (changed by another program?)");
   if (statistics) {
-    write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models, plan.reference, plan.grid_pairs));
+    write_file_atomic(dir + "/summary.csv", summary_csv(rows, plan.models, plan.reference, plan.grid_pairs, plan.grid_pair_models));
     // From trajectory.csv: none for a sweep begun before it.
     if (trajectory) write_file_atomic(dir + "/frontier.csv", frontier_csv(rows, plan.models, plan.reference));
     else remove_output(dir + "/frontier.csv");

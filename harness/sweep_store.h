@@ -57,8 +57,13 @@
 //                (per seed, the mean over circle.csv's positions at that
 //                 distance; then mean and CI over seeds)
 //   provenance.csv  one row per cell in cells.csv: the build and machine that
-//                ran it (every model of a cell runs in one process), written
-//                wherever cells.csv's rows are (appended as each cell finishes,
+//                ran it (every model a cell trains itself runs in one process;
+//                a cell whose rows a grid shares, copied from a training at
+//                another grid point, perhaps another process's, names the
+//                process that trained its own models, or, training none, the
+//                one that trained its first model: harness/sweep_runner.cpp's
+//                land_cell), written wherever cells.csv's rows are
+//                (appended as each cell finishes,
 //                kept by --resume and merge, an MPI worker's rows naming the
 //                worker's machine), so a sweep resumed or merged from parts made
 //                elsewhere names each part's:
@@ -186,7 +191,8 @@ std::string num(double v, const char* f = "%.6f");
 std::string circle_lines(const CellRow& r, const std::vector<double>& values);
 // trajectory.csv's lines of one row.
 std::string trajectory_lines(const CellRow& r);
-// provenance.csv's line of the cell of `r` (one per cell: every row of a cell holds the same).
+// provenance.csv's line of the cell of `r` (one per cell: every row of a cell
+// holds the same, a grid's shared rows too, as they land: run_sweep's land_cell).
 std::string provenance_line(const CellRow& r);
 // Whether the sweep in `dir` keeps provenance.csv: false only for one begun
 // before it (a cells.csv and no provenance.csv), whose cells' provenance is unknown.

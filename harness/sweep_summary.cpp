@@ -24,7 +24,8 @@ std::vector<CellRow> sorted_copy(std::vector<CellRow> rows, const std::vector<st
 }  // namespace
 
 std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<std::string>& models,
-                        const std::string& reference, const std::vector<std::pair<std::string, std::string>>& grid_pairs) {
+                        const std::string& reference, const std::vector<std::pair<std::string, std::string>>& grid_pairs,
+                        const std::vector<std::vector<std::string>>& grid_pair_models) {
   const std::vector<CellRow> rows = sorted_copy(unsorted, models);
   std::string out =
       "grid,axis,unit,gap,true_gap,kind,model,metric,n,mean,sd,median,iqm,ci_lo,ci_hi,wins,ties,losses,"
@@ -88,13 +89,19 @@ std::string summary_csv(const std::vector<CellRow>& unsorted, const std::vector<
       if (other != reference) out += paired_rows(key, "paired," + reference + '-' + other, ok[reference], ok[other]);
   }
   // Grid point against grid point, model by model, at each gap of the first.
-  for (const auto& [ga, gb] : grid_pairs)
+  for (size_t i = 0; i < grid_pairs.size(); ++i) {
+    const auto& [ga, gb] = grid_pairs[i];
     for (const auto& [grid, gap] : groups(rows)) {
       if (grid != ga) continue;
       Group a = group_of(ga, gap), b = group_of(gb, gap);
       const std::string key = ga + " vs " + gb + ',' + a.axis + ',' + num(gap, "%g") + ',' + num(a.true_gap, "%g") + ',';
-      for (const std::string& m : models) out += paired_rows(key, "paired-grid," + m, a.ok[m], b.ok[m]);
+      for (const std::string& m : models) {
+        const std::vector<std::string>* paired = i < grid_pair_models.size() ? &grid_pair_models[i] : nullptr;
+        if (paired != nullptr && std::find(paired->begin(), paired->end(), m) == paired->end()) continue;
+        out += paired_rows(key, "paired-grid," + m, a.ok[m], b.ok[m]);
+      }
     }
+  }
   return out;
 }
 
