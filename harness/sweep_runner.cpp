@@ -299,6 +299,8 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
             continue;
           }
           got[k] = *done_row.at({from, plan.models[k]});
+          got[k]->cell = c->id;
+          got[k]->grid = c->grid;
         }
       }
   }

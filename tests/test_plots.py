@@ -386,10 +386,12 @@ class PlotTest(unittest.TestCase):
     @unittest.skipUnless(exe_supports("sweep", "--pair-grid"), "viewgap sweep has no --pair-grid yet")
     def test_real_grid_sweep_with_pair_grid(self):
         """A grid sweep: one sweep_paired.png for both grid points, and sweep_paired_grid.png for the
-        rows of kind paired-grid (--pair-grid), a line per model; several models' labels apart."""
+        rows of kind paired-grid (--pair-grid), a line per model; several models' labels apart. The
+        grid is over --lr, which every model reads (a grid over --loss would train cnn and cnn136
+        once for both points and pair caps alone)."""
         sweep = self.path("sweep")
         viewgap("sweep", "--seeds", "0:2", "--gaps", "0,30", "--n-epochs", "1", "--n-per-combo", "1",
-                "--models", "caps,cnn,cnn136", "--grid", "loss=spread,xent", "--pair-grid", "loss=spread|loss=xent",
+                "--models", "caps,cnn,cnn136", "--grid", "lr=1e-3,2e-3", "--pair-grid", "lr=1e-3|lr=2e-3",
                 "--jobs", "2", "--quiet", "--out", sweep)
         out = self.path("fig")
         r = plot("sweep", sweep, "--out", out)
@@ -397,12 +399,12 @@ class PlotTest(unittest.TestCase):
         written = sorted(os.path.basename(p) for p in r.stdout.split())
         self.assertEqual([n for n in written if n.startswith("sweep_paired")],
                          ["sweep_paired.png", "sweep_paired_grid.png"])
-        self.assert_plotted(r, out, ["sweep_paired.png", "sweep_paired_grid.png", "sweep_gap_loss-spread.png",
-                                     "sweep_gap_loss-xent.png"])
+        self.assert_plotted(r, out, ["sweep_paired.png", "sweep_paired_grid.png", "sweep_gap_lr-1e-3.png",
+                                     "sweep_gap_lr-2e-3.png"])
         m = plots().paired_figures
         _, summary, _, _, _ = plots().tables.read_sweep(sweep)
         pg = [r for r in summary if r["kind"] == "paired-grid"]
-        self.assertEqual({r["grid"] for r in pg}, {"loss=spread vs loss=xent"})
+        self.assertEqual({r["grid"] for r in pg}, {"lr=1e-3 vs lr=2e-3"})
         figs = self.captured_figures(m)
         m.fig_sweep_paired_grid(pg, "t", out, [])
         ax = figs["sweep_paired_grid.png"].axes[0]
