@@ -649,11 +649,13 @@ int viewgap_lines(const std::string& text) {
 }
 
 // Three ranks (rank 0 writing, every rank running cells) write the tables of
-// the single-process sweep, byte for byte (timing aside).
+// the single-process sweep, byte for byte (timing aside), a grid's shared
+// trainings (cnn reads no --em-iters) copied by rank 0 from whichever rank ran them.
 TEST(SweepMpi, RanksWriteTheTablesOfTheSingleProcessSweep) {
   const std::string base = fresh_dir("mpi"), single = base + "/single", ranks = base + "/ranks";
-  ASSERT_EQ(run("sweep --out " + single + kTiny + " --jobs 1").code, 0);
-  const Outcome o = mpirun("sweep --out " + ranks + kTiny + " --jobs 1");
+  const std::string args = kTiny + " --jobs 1 --grid em-iters=1,2";
+  ASSERT_EQ(run("sweep --out " + single + args).code, 0);
+  const Outcome o = mpirun("sweep --out " + ranks + args);
   ASSERT_EQ(o.code, 0) << o.err;
   // The workers' cells name the workers' build and machine, here rank 0's.
   for (const char* f : {"summary.csv", "azimuth.csv", "circle.csv", "trajectory.csv", "frontier.csv", "provenance.csv"})
@@ -662,6 +664,7 @@ TEST(SweepMpi, RanksWriteTheTablesOfTheSingleProcessSweep) {
   const auto meta = nlohmann::json::parse(slurp(ranks + "/meta.json"));
   EXPECT_EQ(meta["mpi"]["ranks"], 3);
   EXPECT_GE(meta["mpi"]["worker_groups"].get<int>(), 1);  // the workers ran trainings, rank 0 wrote their cells
+  EXPECT_EQ(meta["trainings"]["models"], 3 * 2 + 3);      // caps at each point and seed, cnn once per seed
   EXPECT_EQ(meta["config_hash"], nlohmann::json::parse(slurp(single + "/meta.json"))["config_hash"]);
 }
 
