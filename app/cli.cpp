@@ -581,10 +581,13 @@ int cli_main(int argc, char** argv) {
                     "'given': the held-out set of --test-azimuths/--test-elevations/--split as given (default: " +
                         default_gaps_text() + ")");
   sweep->add_option("--test-width", sf.test_width, "Width of the held-out azimuth window in degrees (stepped azimuth gaps only)")->capture_default_str();
-  sweep->add_option("--grid", sf.grid, "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable)");
+  sweep->add_option("--grid", sf.grid,
+                    "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable); a model that reads "
+                    "none of the gridded options trains once per seed, its rows written at every grid point");
   sweep->add_option("--pair-grid", sf.pair_grid,
-                    "A|B: paired statistics of every model at grid point A against itself at B, each side the "
-                    "settings that pick it (e.g. 'loss=spread,em-grad=full|loss=xent'; repeatable)");
+                    "A|B: paired statistics of every model whose training differs between grid points A and B, at A "
+                    "against itself at B, each side the settings that pick it (e.g. 'loss=spread,em-grad=full|loss=xent'; "
+                    "repeatable)");
   sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default " + default_models().front() + ")");
   sweep->add_option("--jobs", sf.jobs, "Trainings (each with its cells at every gap) run in parallel (default: the number of cores, or as many as fit in memory)");
   sweep->add_option("--out", sf.out, "Output directory")->required();

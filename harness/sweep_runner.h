@@ -2,7 +2,9 @@
 // seed and grid point, with its cells at every gap) run in parallel on TBB, each
 // single-threaded, training every requested model once on the same data (a
 // paired design) and evaluating it at every cell's held-out set; under MPI,
-// rank 0 hands the groups out to every rank.
+// rank 0 hands the groups out to every rank. A model whose training another
+// grid point's group gives (SweepCell::trained_in) is not trained again: the
+// rows of that training are written at both.
 #pragma once
 #include <string>
 #include <vector>
