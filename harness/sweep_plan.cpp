@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -162,10 +163,11 @@ using GridPoint = std::vector<std::pair<std::string, std::string>>;
 // is read by the models that list it (ModelEntry::options); any other flag
 // (the data, the training: --lr, --n-epochs) by every model. Under
 // --match-familiar every other model stops at the matched model's accuracy,
-// so it reads what that model reads besides its own.
+// so it reads what that model reads besides its own (`matched`: the model of
+// every grid point, "" where none; gridded, the flag is read by every model).
 std::vector<std::vector<char>> axes_read(const std::vector<std::string>& models,
                                          const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
-                                         const std::string& matched) {
+                                         const std::set<std::string>& matched) {
   auto model_option = [](const std::string& name) {
     for (const ModelOption& o : model_options())
       if (name == o.name) return true;
@@ -178,10 +180,13 @@ std::vector<std::vector<char>> axes_read(const std::vector<std::string>& models,
       reads[k][a] = !model_option(axes[a].first) ||
                     std::any_of(listed.begin(), listed.end(), [&](const char* o) { return axes[a].first == o; });
     }
-  const auto m = std::find(models.begin(), models.end(), matched);
-  if (!matched.empty() && m != models.end())
+  const std::vector<std::vector<char>> own = reads;
+  for (const std::string& name : matched) {
+    const auto m = std::find(models.begin(), models.end(), name);
+    if (m == models.end()) continue;
     for (size_t k = 0; k < models.size(); ++k)
-      for (size_t a = 0; a < axes.size(); ++a) reads[k][a] |= reads[size_t(m - models.begin())][a];
+      for (size_t a = 0; a < axes.size(); ++a) reads[k][a] |= own[size_t(m - models.begin())][a];
+  }
   return reads;
 }
 
@@ -200,25 +205,33 @@ std::vector<std::string> training_key(const std::vector<std::vector<char>>& read
 // shard's cells stay whole and the shards of a plan stay independent.
 void share_trainings(SweepPlan& plan, const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
                      const std::vector<GridPoint>& points, size_t n_seeds, size_t n_gaps) {
-  const std::vector<std::vector<char>> reads = axes_read(plan.models, axes, plan.cells.front().opt.match_familiar);
   const size_t n_models = plan.models.size(), per_point = n_seeds * n_gaps;
-  const auto matched = std::find(plan.models.begin(), plan.models.end(), plan.cells.front().opt.match_familiar);
+  std::set<std::string> matched;
+  for (size_t p = 0; p < points.size(); ++p) matched.insert(plan.cells[p * per_point].opt.match_familiar);
+  const std::vector<std::vector<char>> reads = axes_read(plan.models, axes, matched);
+  // same[k][p]: the points before p that train model k as p does, in order.
+  std::vector<std::vector<std::vector<size_t>>> same(n_models, std::vector<std::vector<size_t>>(points.size()));
+  for (size_t k = 0; k < n_models; ++k) {
+    std::vector<std::vector<std::string>> keys;
+    for (const GridPoint& point : points) keys.push_back(training_key(reads, k, point));
+    for (size_t p = 0; p < points.size(); ++p)
+      for (size_t q = 0; q < p; ++q)
+        if (keys[q] == keys[p]) same[k][p].push_back(q);
+  }
   for (size_t p = 0; p < points.size(); ++p)
     for (size_t si = 0; si < n_seeds; ++si) {
       const size_t shard = (p * n_seeds + si) % size_t(plan.shards);
       std::vector<size_t> owner(n_models, p);
-      for (size_t k = 0; k < n_models; ++k) {
-        const std::vector<std::string> key = training_key(reads, k, points[p]);
-        for (size_t q = 0; q < p; ++q)
-          if ((q * n_seeds + si) % size_t(plan.shards) == shard && training_key(reads, k, points[q]) == key) {
+      for (size_t k = 0; k < n_models; ++k)
+        for (size_t q : same[k][p])
+          if ((q * n_seeds + si) % size_t(plan.shards) == shard) {
             owner[k] = q;
             break;
           }
-      }
       // The matched model's accuracy is every other model's target: a
       // training of any other model here trains it here too.
-      if (matched != plan.models.end() && std::count(owner.begin(), owner.end(), p) > 0)
-        owner[size_t(matched - plan.models.begin())] = p;
+      const auto m = std::find(plan.models.begin(), plan.models.end(), plan.cells[p * per_point].opt.match_familiar);
+      if (m != plan.models.end() && std::count(owner.begin(), owner.end(), p) > 0) owner[size_t(m - plan.models.begin())] = p;
       for (size_t gi = 0; gi < n_gaps; ++gi) {
         SweepCell& c = plan.cells[p * per_point + gi * n_seeds + si];
         c.trained_in.resize(n_models);

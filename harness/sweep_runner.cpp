@@ -420,7 +420,9 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
     for (const CellRow& r : g.rows) {
       seconds += r.seconds;
       const size_t k = size_t(std::find(plan.models.begin(), plan.models.end(), r.model) - plan.models.begin());
-      for (const auto& [id, model] : dependents[r.cell]) {
+      const auto to = dependents.find(r.cell);
+      if (to == dependents.end()) continue;
+      for (const auto& [id, model] : to->second) {
         if (model != k) continue;
         const SweepCell& c = plan.cells[size_t(id)];
         CellRow copy = r;

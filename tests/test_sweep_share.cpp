@@ -165,6 +165,11 @@ TEST(SweepShare, AModelTrainsOncePerValueOfTheOptionsItReads) {
   const SweepPlan mc = plan_sweep(matched);
   for (const SweepCell& c : mc.cells)
     for (const std::string& m : mc.models) EXPECT_EQ(trained_at(mc, c, m), c.grid);
+  // --match-familiar gridded: every model reads it, and caps's options with it.
+  SweepFlags either = grid_sweep({"match-familiar=caps,cnn", "em-iters=1,2"});
+  const SweepPlan me = plan_sweep(either);
+  for (const SweepCell& c : me.cells)
+    for (const std::string& m : me.models) EXPECT_EQ(trained_at(me, c, m), c.grid);
   // A shard trains what it needs itself: seeds 0:1 over 2 shards put the
   // groups (point, seed) 0, 2, 4 in shard 0 and 1, 3, 5 in shard 1 either way.
   SweepFlags sharded = grid_sweep({"em-iters=1,2,3"});
