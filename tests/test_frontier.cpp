@@ -25,21 +25,13 @@ using test::run;
 using test::slurp;
 using test::without_seconds;
 
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> f;
-  std::stringstream ss(line);
-  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-  if (!line.empty() && line.back() == ',') f.push_back("");
-  return f;
-}
-
 // A CSV's data rows, each split into its fields.
 std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
   std::vector<std::vector<std::string>> rows;
   std::istringstream in(text);
   std::string line;
   std::getline(in, line);
-  while (std::getline(in, line)) rows.push_back(split(line));
+  while (std::getline(in, line)) rows.push_back(test::csv_fields(line));
   return rows;
 }
 

@@ -23,6 +23,7 @@ namespace vg {
 namespace {
 
 using test::lines;
+using test::csv_fields;
 using test::without_seconds;
 using test::Outcome;
 using test::run;
@@ -34,14 +35,6 @@ std::string fresh_dir(const std::string& name) {
   const std::string d = vg::test::temp_dir() + "viewgap_sweep_" + name + "." + std::to_string(getpid());
   std::filesystem::remove_all(d);
   return d;
-}
-
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> f;
-  std::stringstream ss(line);
-  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-  if (!line.empty() && line.back() == ',') f.push_back("");
-  return f;
 }
 
 // provenance.csv's fields after cell and seed (commit, dirty, compiler, cpu,

@@ -20,6 +20,7 @@
 namespace vg {
 namespace {
 
+using test::csv_fields;
 using test::Outcome;
 using test::run;
 using test::slurp;
@@ -73,14 +74,6 @@ std::vector<std::string> rows_of(const std::string& cells_csv, const std::string
 }
 
 nlohmann::json trainings(const std::string& dir) { return nlohmann::json::parse(slurp(dir + "/meta.json"))["trainings"]; }
-
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> f;
-  std::stringstream s(line);
-  for (std::string x; std::getline(s, x, ',');) f.push_back(x);
-  if (!line.empty() && line.back() == ',') f.push_back("");
-  return f;
-}
 
 // provenance.csv's fields after cell and seed as this binary writes them (its
 // build and machine: meta.json's "meta" in its own words).

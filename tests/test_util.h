@@ -11,6 +11,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -218,6 +219,16 @@ inline void write_idx_fixture(const std::string& dir) {
 }
 
 inline int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+// The fields of one CSV line (no quoting: viewgap's tables quote nothing); a
+// trailing comma ends in an empty field.
+inline std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> f;
+  std::stringstream ss(line);
+  for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+  if (!line.empty() && line.back() == ',') f.push_back("");
+  return f;
+}
 
 // A sweep's cells.csv without its timing column (the header's "seconds").
 inline std::string without_seconds(const std::string& csv) {
