@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "harness/sweep_summary.h"
+#include "tests/test_provenance.h"
 #include "tests/test_util.h"
 
 namespace vg {
@@ -37,18 +38,7 @@ std::string fresh_dir(const std::string& name) {
   return d;
 }
 
-// provenance.csv's fields after cell and seed (commit, dirty, compiler, cpu,
-// isa, host) as this binary writes them: its build and machine, which the
-// sweep's meta.json names in its own words ("git_commit" with "-dirty").
-std::vector<std::string> own_provenance(const std::string& dir) {
-  const auto m = nlohmann::json::parse(slurp(dir + "/meta.json"))["meta"];
-  std::string commit = m["git_commit"];
-  const bool dirty = commit.ends_with("-dirty");
-  if (dirty) commit.resize(commit.size() - 6);
-  std::string cpu = m["cpu"];
-  std::replace(cpu.begin(), cpu.end(), ',', ';');
-  return {commit, commit == "unknown" ? "unknown" : dirty ? "yes" : "no", m["compiler"], cpu, m["isa"], m["host"]};
-}
+using test::own_provenance;
 const std::vector<std::string> kUnknownProvenance(6, "unknown");
 
 // Checks that `dir`'s provenance.csv holds one row per cell of its cells.csv

@@ -15,6 +15,7 @@
 #include "harness/run_flags.h"
 #include "harness/sweep_plan.h"
 #include "harness/sweep_store.h"
+#include "tests/test_provenance.h"
 #include "tests/test_util.h"
 
 namespace vg {
@@ -75,17 +76,11 @@ std::vector<std::string> rows_of(const std::string& cells_csv, const std::string
 
 nlohmann::json trainings(const std::string& dir) { return nlohmann::json::parse(slurp(dir + "/meta.json"))["trainings"]; }
 
-// provenance.csv's fields after cell and seed as this binary writes them (its
-// build and machine: meta.json's "meta" in its own words).
+// provenance.csv's fields after cell and seed as this binary writes them, as one CSV text.
 std::string own_provenance(const std::string& dir) {
-  const auto m = nlohmann::json::parse(slurp(dir + "/meta.json"))["meta"];
-  std::string commit = m["git_commit"];
-  const bool dirty = commit.ends_with("-dirty");
-  if (dirty) commit.resize(commit.size() - 6);
-  std::string cpu = m["cpu"];
-  std::replace(cpu.begin(), cpu.end(), ',', ';');
-  return commit + ',' + (commit == "unknown" ? "unknown" : dirty ? "yes" : "no") + ',' + m["compiler"].get<std::string>() +
-         ',' + cpu + ',' + m["isa"].get<std::string>() + ',' + m["host"].get<std::string>();
+  std::string line;
+  for (const std::string& f : test::own_provenance(dir)) line += (line.empty() ? "" : ",") + f;
+  return line;
 }
 const std::string kUnknown = "unknown,unknown,unknown,unknown,unknown,unknown";
 
