@@ -25,6 +25,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/output.h"
 #include "harness/report.h"
 #include "harness/sweep_checkpoints.h"
 
@@ -72,9 +73,11 @@ std::vector<size_t> trained_here(const SweepPlan& plan, const SweepCell& lead) {
 // every cell's held-out set (run_experiments), with the bits `viewgap run`
 // gives each cell alone. A failing model, or a cell whose data cannot be made,
 // is recorded in its rows and the rest still run. `trainings`: how many the
-// group took (1, unless a cell's training differs from the others'); rows: its
-// cells' of the models it trains.
-std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const SweepCell*>& cells, int* trainings) {
+// group took (1, unless a cell's training differs from the others');
+// `interrupted`: whether an interrupt stopped any of them (its rows are then
+// not whole); rows: its cells' of the models it trains.
+std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const SweepCell*>& cells, int* trainings,
+                               bool* interrupted) {
   omp_set_num_threads(1);  // one thread per group: groups are the parallelism
   const std::vector<size_t> ks = trained_here(plan, *cells.front());
   std::vector<RunOptions> opts;
@@ -94,6 +97,9 @@ std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const Sw
     results.assign(cells.size(), {});
     for (RunResult& r : results) r.error = group_error;
   }
+  *interrupted = std::any_of(results.begin(), results.end(), [](const RunResult& r) {
+    return std::any_of(r.models.begin(), r.models.end(), [](const ModelResult& m) { return m.interrupted; });
+  });
   std::vector<CellRow> mine;
   for (size_t i = 0; i < cells.size(); ++i) {
     const SweepCell& c = *cells[i];
@@ -192,12 +198,13 @@ struct GroupResult {
   std::vector<CellRow> rows;  // cell by cell, in the group's order
   int trainings = 0;
   int models = 0;  // models trained: trainings x the models the group trains
+  bool interrupted = false;  // a training stopped at an interrupt: the rows are not whole
 };
 
 // A group run: its rows and what it trained.
 GroupResult run_group_result(const SweepPlan& plan, const Group& g) {
   GroupResult r;
-  r.rows = run_group(plan, g, &r.trainings);
+  r.rows = run_group(plan, g, &r.trainings, &r.interrupted);
   r.models = r.trainings * int(trained_here(plan, *g.front()).size());
   return r;
 }
@@ -412,9 +419,13 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   // A group's rows go to every cell they belong to (its own, and those of
   // the grid points that share its trainings), then the cells made whole land.
   // Local slots and (on rank 0 of an MPI job) the workers' groups land here alike.
+  //
+  // A group an interrupt stopped lands nothing: its cells are not finished,
+  // and its checkpoints stay for --resume. One that finished whole while the
+  // interrupt was pending lands as any other.
   auto land = [&](GroupResult g) {
     std::lock_guard<std::mutex> lock(mu);
-    if (!write_error.empty()) return;
+    if (!write_error.empty() || g.interrupted) return;
     double seconds = 0;
     std::set<int> touched;
     for (const CellRow& r : g.rows) {
@@ -450,11 +461,21 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
     for (int id : ready)
       if (!land_cell(id)) break;
   }
-  auto take = [&] { return cells.take(); };
+  // After an interrupt no group starts (interrupt_pending is false unless deferred).
+  auto take = [&]() -> const Group* { return interrupt_pending() ? nullptr : cells.take(); };
   auto run = [&](const Group& g) { return run_group_result(plan, g); };
 
   if (cluster == nullptr || cluster->size() == 1) {
+    // With checkpoints, a first interrupt is the trainings' to act on: each
+    // in flight stops at its next step and writes its checkpoint (which the
+    // minutes since the last periodic one would otherwise lose), the slots
+    // take no new group, and the sweep ends here, as an immediate interrupt
+    // would have (exit 128 + signal, "interrupted after k/N cells"). Without
+    // checkpoints there is nothing to save: the interrupt ends it at once.
+    std::optional<DeferInterrupts> defer;
+    if (plan.checkpoint_steps > 0 || plan.checkpoint_seconds > 0) defer.emplace();
     run_slots(plan.jobs, take, land, run);
+    defer.reset();  // an interrupt recorded meanwhile ends the process here
   } else {
     // Rank 0: its own slots run on a thread of their own, while this thread
     // (the one MPI allows) serves the workers: a cell for every free slot, and

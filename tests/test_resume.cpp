@@ -147,6 +147,12 @@ TEST(Resume, SchedulesAndABudgetResumeBitForBit) {
   kill_and_resume("decay", " --seed 3 --models cnn --lr-schedule exp-staircase:0.5:2" + kTiny, 4);
 }
 
+// A sweep's tables in DIR, timings aside: what a resumed sweep must give again.
+std::vector<std::string> sweep_tables(const std::string& d) {
+  return {slurp(d + "/summary.csv"),  slurp(d + "/circle.csv"),     slurp(d + "/trajectory.csv"),
+          slurp(d + "/frontier.csv"), slurp(d + "/provenance.csv"), test::without_seconds(slurp(d + "/cells.csv"))};
+}
+
 // A sweep killed at a seeded random file call, with a checkpoint of each
 // training every step, resumes to the tables of one never stopped (the
 // frontier too: a validation split); its checkpoints are gone at the end.
@@ -156,11 +162,7 @@ TEST(Resume, ASweepKilledMidTrainingResumesToIdenticalTables) {
                            " --elevations 30:30 --n-eval-per-combo 1 --models caps,cnn --validation on --jobs 1 --quiet";
   const std::string dir = scratch("sweep");
   ASSERT_EQ(test::run("sweep --out " + dir + "ref" + args).code, 0);
-  auto tables = [](const std::string& d) {
-    return std::vector<std::string>{slurp(d + "/summary.csv"), slurp(d + "/circle.csv"), slurp(d + "/trajectory.csv"),
-                                    slurp(d + "/frontier.csv"), slurp(d + "/provenance.csv"),
-                                    test::without_seconds(slurp(d + "/cells.csv"))};
-  };
+  const auto tables = sweep_tables;
   const auto want = tables(dir + "ref");
   const std::vector<std::string> calls = counted_calls("sweep --out " + dir + "count --checkpoint-every 1" + args, dir);
   ASSERT_GT(calls.size(), 40u);
@@ -228,6 +230,50 @@ TEST(Resume, AnInterruptKeepsACheckpointAndTheJsonOfWhatFinished) {
     ASSERT_EQ(resumed.code, 0) << resumed.err;
     EXPECT_EQ(results_of(dir + "got.json"), results_of(dir + "ref.json"));
     EXPECT_FALSE(fs::exists(dir + "cnn.ckpt"));
+  }
+}
+
+// Ctrl-C (SIGINT) or SIGTERM on a sweep with checkpoints, once its first
+// training (cnn, 600 steps) has written its one periodic checkpoint (at step
+// 300): the training stops at its next step and checkpoints there, later than
+// that one; the group's next model (linear), started after the signal, stops
+// before its first step (nothing to save), and the next group never starts.
+// No cell is finished, so none has rows; the sweep exits 128 + signal with its
+// line. Resumed, it ends with the tables of a sweep never stopped.
+TEST(Resume, AnInterruptedSweepCheckpointsItsTrainingsInFlight) {
+  const std::string args = " --seeds 0:1 --gaps 0,30 --n-epochs 200 --n-per-combo 1 --batch-size 10 --n-elev 1"
+                           " --elevations 30:30 --n-eval-per-combo 1 --models cnn,linear --validation on --jobs 1"
+                           " --quiet --checkpoint-every 300";
+  const std::string dir = scratch("sweepsignal");
+  ASSERT_EQ(test::run("sweep --out " + dir + "ref" + args).code, 0);
+  const auto want = sweep_tables(dir + "ref");
+  for (const int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(sig);
+    const std::string out = dir + std::to_string(sig), file = out + "/checkpoints/cell-0-cnn.vgck";
+    const pid_t pid = start("sweep --out " + out + args, out + ".err");
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!fs::exists(file) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << "ended by the signal itself";
+    ASSERT_TRUE(fs::exists(file)) << slurp(out + ".err");
+    const Checkpoint c = read_checkpoint(file);
+    ASSERT_TRUE(c.progress.has_value());
+    if (c.progress->done) GTEST_SKIP() << "the training was over before the signal (a loaded machine)";
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+    EXPECT_EQ(slurp(out + ".err"), "viewgap sweep: interrupted after 0/4 cells; rerun with --resume to continue\n");
+    EXPECT_GT(c.progress->step, 300) << "the periodic checkpoint, not one at the interrupt";
+    EXPECT_LT(c.progress->step, 600);
+    EXPECT_EQ(c.progress->step_loss.size(), size_t(c.progress->step));
+    EXPECT_EQ(listing(out + "/checkpoints"), std::set<std::string>{"cell-0-cnn.vgck"});
+    EXPECT_EQ(test::lines(slurp(out + "/cells.csv")), 1);  // the header: no cell finished
+    EXPECT_EQ(test::lines(slurp(out + "/trajectory.csv")), 1);
+    const test::Outcome resumed = test::run("sweep --resume --out " + out + args);
+    ASSERT_EQ(resumed.code, 0) << resumed.err;
+    EXPECT_EQ(sweep_tables(out), want);
+    EXPECT_FALSE(fs::exists(out + "/checkpoints"));
   }
 }
 
