@@ -20,9 +20,14 @@ namespace vg {
 // then writes the sorted tables, summary.csv, azimuth.csv and meta.json. A cell
 // counts as finished only if every per-cell file holds all of its rows, whole
 // and consistent with the plan; anything less runs again. The first failed
-// write stops the sweep (std::runtime_error naming the file). SIGINT/SIGTERM:
-// the cells in flight are discarded, the line "interrupted after k/N cells;
-// rerun with --resume to continue" printed, exit 128 + signal.
+// write stops the sweep (std::runtime_error naming the file). SIGINT/SIGTERM/
+// SIGHUP: the cells in flight are discarded, the line "interrupted after k/N
+// cells; rerun with --resume to continue" printed, exit 128 + signal. With
+// checkpoints (plan.checkpoint_steps or _seconds), a first signal waits for
+// the trainings in flight: each stops at its next step and writes its
+// checkpoint, no new group starts, a group finished whole meanwhile lands and
+// one stopped writes nothing (its checkpoints stay); then the same line and
+// exit. A second signal, or one without checkpoints, ends it at once.
 //
 // Under MPI (`cluster` of more than one rank; this is rank 0): every rank runs
 // `jobs` groups at a time, handed out one by one as slots free (groups differ in
