@@ -62,7 +62,7 @@ void BM_toys_view(benchmark::State& state) {
   for (auto _ : state) {
     const int c = k % kToyCategories, i = (k / kToyCategories) % 10;
     if (state.range(0) == 0) toy_stereo(shelf.mesh(c, i), 20.0 * (k % 18), 30 + 5 * (k % 9), cfg, kNorbSide, &stereo);
-    else toy_shade_pair(stereo, k % kToyLightings, pair.data());
+    else toy_shade_pair(stereo, k % kToyLightings, ToyLights::mixed, pair.data());
     benchmark::DoNotOptimize(pair.data());
     ++k;
   }

@@ -225,6 +225,11 @@ const DataFlag kToyVarietyFlag{"toy-variety", "narrow",
                            "With --data toys: narrow (one body plan per category) or wide (every category's toys "
                            "drawn from several body plans, docs/toys.md)",
                            /*hashed_at_default=*/false};
+const DataFlag kToyLightsFlag{"toy-lights", "mixed",
+                              "With --data toys: where the six lights stand: mixed (from the corners, above, the "
+                              "front and one raking side) or rig (each within ~27 deg of the camera's axis, as lamps "
+                              "beside the cameras; docs/toys.md)",
+                              /*hashed_at_default=*/false};
 
 const DataFlag kToySeedFlag{"toy-seed", "0",
                             "With --data toys: the world, the seed of the toys' pixel noise (0..2^53; independent of "
@@ -237,7 +242,7 @@ const DataFlag kNoCacheFlag{"no-cache", "off",
 
 // Every flag only the toys read.
 const DataFlag kToyFlags[] = {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection, kToyMinSizeFlag,
-                              kToyScaleFlag, kToyVarietyFlag, kToySeedFlag, kNoCacheFlag};
+                              kToyScaleFlag, kToyVarietyFlag, kToyLightsFlag, kToySeedFlag, kNoCacheFlag};
 
 ToyConfig configure_toys(const FlagSource& f) {
   ToyConfig t;
@@ -253,6 +258,9 @@ ToyConfig configure_toys(const FlagSource& f) {
   const std::string variety = f.value(kToyVarietyFlag.name);
   if (variety != "narrow" && variety != "wide") throw FlagError(kToyVarietyFlag.name, variety, "expected narrow or wide");
   t.variety = variety == "wide" ? ToyVariety::wide : ToyVariety::narrow;
+  const std::string lights = f.value(kToyLightsFlag.name);
+  if (lights != "mixed" && lights != "rig") throw FlagError(kToyLightsFlag.name, lights, "expected mixed or rig");
+  t.lights = lights == "rig" ? ToyLights::rig : ToyLights::mixed;
   t.seed = uint64_t(f.integer(kToySeedFlag.name, 0, 1ll << 53));
   return t;
 }
@@ -273,6 +281,7 @@ std::string norb_source_text(const NorbConfig& nc) {
     << " deg apart";
   if (t.min_size != kToyMinSize || t.scale != 1) o << ", sizes " << t.min_size << "..1 x " << t.scale;
   if (t.variety == ToyVariety::wide) o << ", wide variety";
+  if (t.lights == ToyLights::rig) o << ", rig lights";
   if (t.seed != 0) o << ", world " << t.seed;
   o << ")";
   return o.str();
@@ -288,7 +297,8 @@ nlohmann::json norb_source_json(const NorbConfig& nc) {
                          {"min_size", t.min_size},
                          {"scale", t.scale},
                          {"variety", t.variety == ToyVariety::wide ? "wide" : "narrow"}};
-  // Away from the fixed world only: a checkpoint of the default world keeps its configuration.
+  // Away from their defaults only: a checkpoint made before these flags keeps its configuration.
+  if (t.lights == ToyLights::rig) toys["lights"] = "rig";
   if (t.seed != 0) toys["world_seed"] = t.seed;
   return {{"toys", toys}};
 }

@@ -283,12 +283,13 @@ std::string toy_cache_dir() {
 std::string toy_cache_key(const ToyConfig& cfg) {
   // Every field by name: a field added to ToyConfig stops this compiling
   // until it is keyed here too (two worlds must never share a file).
-  const auto& [instances, lightings, stereo_deg, perspective, min_size, scale, variety, azimuth_step, seed] = cfg;
+  const auto& [instances, lightings, stereo_deg, perspective, min_size, scale, variety, lights, azimuth_step, seed] = cfg;
   std::ostringstream o;
   o << "toys generator " << kToyGeneratorVersion << ", instances " << instances << ", lightings " << lightings
     << ", stereo_deg " << exact(stereo_deg) << ", projection " << (perspective ? "perspective" : "orthographic")
     << ", min_size " << exact(min_size) << ", scale " << exact(scale) << ", variety "
-    << (variety == ToyVariety::wide ? "wide" : "narrow") << ", azimuth_step " << azimuth_step << ", seed " << seed;
+    << (variety == ToyVariety::wide ? "wide" : "narrow") << ", lights " << (lights == ToyLights::rig ? "rig" : "mixed")
+    << ", azimuth_step " << azimuth_step << ", seed " << seed;
   return o.str();
 }
 

@@ -26,17 +26,24 @@ double tan_deg(double deg) {
 }
 
 // The six lightings in the camera's frame (right, up, towards the camera),
-// with their intensity and ambient term: four key lights from the corners and
-// above, one frontal and flat, one raking from the side, one dim. Like
-// smallNORB's six, they change the shading of every face but never the
-// silhouette.
+// with their intensity and ambient term. Like smallNORB's six, they change the
+// shading of every face but never the silhouette.
 struct CameraLight {
   double right, up, towards;
   float intensity, ambient;
 };
-constexpr CameraLight kLights[kToyLightings] = {
+// mixed: four key lights from the corners and above, one frontal and flat,
+// one raking from the side, one dim.
+constexpr CameraLight kMixedLights[kToyLightings] = {
     {-0.5, 0.6, 0.62, 0.8f, 0.2f},  {0.5, 0.6, 0.62, 0.8f, 0.2f},   {0.0, 1.0, 0.25, 0.85f, 0.2f},
     {0.0, 0.2, 1.0, 0.7f, 0.3f},    {-0.95, 0.1, 0.3, 0.9f, 0.15f}, {0.3, 0.5, 0.8, 0.45f, 0.35f},
+};
+// rig: the same intensities and ambient terms, every light within ~27 degrees
+// of the camera's axis (lamps beside the cameras: no face the camera sees is
+// lit only by the ambient term).
+constexpr CameraLight kRigLights[kToyLightings] = {
+    {-0.3, 0.3, 1.0, 0.8f, 0.2f},  {0.3, 0.3, 1.0, 0.8f, 0.2f},   {0.0, 0.5, 1.0, 0.85f, 0.2f},
+    {0.0, 0.0, 1.0, 0.7f, 0.3f},   {-0.4, 0.1, 1.0, 0.9f, 0.15f}, {0.2, 0.4, 1.0, 0.45f, 0.35f},
 };
 
 // The unit vectors of a camera: towards it from the target, its right, its up.
@@ -89,10 +96,10 @@ Camera toy_camera(double azimuth_deg, double elevation_deg, bool perspective) {
   return c;
 }
 
-Light toy_light(int lighting, const Camera& cam) {
+Light toy_light(int lighting, const Camera& cam, ToyLights lights) {
   if (lighting < 0 || lighting >= kToyLightings)
     throw std::invalid_argument("toy_light: lighting " + std::to_string(lighting) + " (0..5)");
-  const CameraLight& l = kLights[lighting];
+  const CameraLight& l = (lights == ToyLights::rig ? kRigLights : kMixedLights)[lighting];
   const Frame f = frame_of(cam);
   double d[3];
   for (int k = 0; k < 3; ++k) d[k] = l.right * f.right[k] + l.up * f.up[k] + l.towards * f.towards[k];
@@ -144,17 +151,18 @@ void toy_stereo(const Mesh& mesh, double azimuth_deg, double elevation_deg, cons
   }
 }
 
-void toy_shade_pair(const ToyStereo& s, int lighting, float* out) {
+void toy_shade_pair(const ToyStereo& s, int lighting, ToyLights lights, float* out) {
   const size_t pixels = size_t(s.surface[0].side) * size_t(s.surface[0].side);
   for (int cam = 0; cam < 2; ++cam)
-    shade(s.surface[cam], toy_light(lighting, s.camera[cam]), kToyAlbedo, kToyBackground, out + size_t(cam) * pixels);
+    shade(s.surface[cam], toy_light(lighting, s.camera[cam], lights), kToyAlbedo, kToyBackground,
+          out + size_t(cam) * pixels);
 }
 
 void toy_clean_pair(const Mesh& mesh, double azimuth_deg, double elevation_deg, int lighting, const ToyConfig& cfg,
                     int side, float* out) {
   ToyStereo s;
   toy_stereo(mesh, azimuth_deg, elevation_deg, cfg, side, &s);
-  toy_shade_pair(s, lighting, out);
+  toy_shade_pair(s, lighting, cfg.lights, out);
 }
 
 namespace {
@@ -205,7 +213,7 @@ NorbData toy_norb_data(const ToyConfig& cfg) {
       }
       thread_local std::vector<float> clean = std::vector<float>(size_t(kNorbPairBytes)),
                                       noise = std::vector<float>(size_t(kNorbPairBytes));
-      toy_shade_pair(last.stereo, r.lighting, clean.data());
+      toy_shade_pair(last.stereo, r.lighting, cfg.lights, clean.data());
       // Keyed by what the record is, not where it lies: a subset, or another
       // count of lightings, draws the same pixels for the same record.
       Stream rng(seed, Purpose::Noise, 0x70790000ull + uint64_t(r.lighting), view);

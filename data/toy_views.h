@@ -40,6 +40,13 @@ inline constexpr int kToyMaxInstances = 50;    // per split
 // Toy sizes are uniform in [kToyMinSize, 1] by default (ToyConfig::min_size).
 inline constexpr double kToyMinSize = 0.7;
 
+// Where the six lightings stand (--toy-lights). mixed: four key lights from
+// the corners and above, one frontal, one raking from the side, one dim (the
+// toys' first lights). rig: the same six intensities and ambient terms, each
+// light within about 25 degrees of the camera's axis, as lamps mounted beside
+// the cameras on one rig light the toy (docs/toys.md, "Calibration").
+enum class ToyLights { mixed, rig };
+
 // What --data toys (and export-norb --shapes toys) draws.
 struct ToyConfig {
   int instances = 5;   // per split: training toys 0..N-1, test toys N..2N-1 (validation 2N..3N-1)
@@ -55,6 +62,7 @@ struct ToyConfig {
   double scale = 1;
   // How different the toys of one category are (data/toys.h).
   ToyVariety variety = ToyVariety::narrow;
+  ToyLights lights = ToyLights::mixed;
   // The records' azimuths, in smallNORB's azimuth codes (10 deg each): 2 gives
   // its 18 (0, 20, .., 340; what export-norb writes), 1 every 10 degrees (the
   // window split's grid). A record's pixels do not depend on it.
@@ -68,8 +76,8 @@ struct ToyConfig {
 
 // The camera of a record's view, before the stereo pair's baseline moves it.
 Camera toy_camera(double azimuth_deg, double elevation_deg, bool perspective);
-// Lighting l (0..5) of a camera: its light's direction in the world frame.
-Light toy_light(int lighting, const Camera& cam);
+// Lighting l (0..5) of a camera under `lights`: its light's direction in the world frame.
+Light toy_light(int lighting, const Camera& cam, ToyLights lights = ToyLights::mixed);
 
 // Physical toys differ in size: toy (category, instance) stands in the scene
 // at toy_size times toy_mesh's unit bounding sphere, uniform in
@@ -98,8 +106,8 @@ struct ToyStereo {
 };
 void toy_stereo(const Mesh& mesh, double azimuth_deg, double elevation_deg, const ToyConfig& cfg, int side,
                 ToyStereo* out);
-// Its pair under lighting l: 2 x side x side floats in [0, 1].
-void toy_shade_pair(const ToyStereo& s, int lighting, float* out);
+// Its pair under lighting l of `lights`: 2 x side x side floats in [0, 1].
+void toy_shade_pair(const ToyStereo& s, int lighting, ToyLights lights, float* out);
 
 // One view's noise-free stereo pair: 2 x side x side floats in [0, 1], camera 0 first.
 void toy_clean_pair(const Mesh& mesh, double azimuth_deg, double elevation_deg, int lighting, const ToyConfig& cfg,

@@ -294,6 +294,40 @@ TEST(ToyViews, TheShelfSizesEachToyByItsSizeAndTheScale) {
     }
 }
 
+// --toy-lights rig keeps every light near the camera's axis (no face the
+// camera sees left to the ambient term alone); mixed holds a raking one. The
+// light moves with the camera: the same angle at every view.
+TEST(ToyViews, RigLightsStayNearTheCameraAxisAndMixedOnesRake) {
+  for (const auto& [az, el] : {std::pair{0.0, 30.0}, {140.0, 55.0}, {330.0, 70.0}}) {
+    const Camera cam = toy_camera(az, el, true);
+    double sa, ca, se, ce;
+    sin_cos_deg(az, &sa, &ca);
+    sin_cos_deg(el, &se, &ce);
+    const double towards[3] = {ce * sa, se, ce * ca};
+    auto angle = [&](const Light& l) {
+      const double c = towards[0] * l.direction[0] + towards[1] * l.direction[1] + towards[2] * l.direction[2];
+      return std::acos(std::clamp(c, -1.0, 1.0)) * 180 / M_PI;
+    };
+    double widest_rig = 0, widest_mixed = 0;
+    for (int l = 0; l < kToyLightings; ++l) {
+      const Light rig = toy_light(l, cam, ToyLights::rig), mixed = toy_light(l, cam, ToyLights::mixed);
+      widest_rig = std::max(widest_rig, angle(rig));
+      widest_mixed = std::max(widest_mixed, angle(mixed));
+      EXPECT_EQ(rig.intensity, mixed.intensity) << l;
+      EXPECT_EQ(rig.ambient, mixed.ambient) << l;
+    }
+    EXPECT_LT(widest_rig, 27.0) << az << "," << el;
+    EXPECT_GT(widest_mixed, 60.0) << az << "," << el;
+  }
+  // And it reaches the pixels: the same record, other bytes.
+  const NorbData mixed = toy_norb_data({.instances = 1, .lightings = 1}),
+                 rig = toy_norb_data({.instances = 1, .lightings = 1, .lights = ToyLights::rig});
+  std::vector<uint8_t> a(static_cast<size_t>(kNorbPairBytes)), b(a.size());
+  mixed.train.read_pair(0, a.data());
+  rig.train.read_pair(0, b.data());
+  EXPECT_NE(a, b);
+}
+
 TEST(ToyViews, BadConfigurationsAreRefused) {
   EXPECT_THROW(toy_norb_data({.instances = 0}), std::invalid_argument);
   EXPECT_THROW(toy_norb_data({.instances = kToyMaxInstances + 1}), std::invalid_argument);
@@ -377,6 +411,7 @@ TEST(ToyViews, BadFlagsAreOneLineNamingTheFlag) {
       {"run --data toys --projection fisheye", "--projection 'fisheye'"},
       {"run --data toys --toy-variety medium", "--toy-variety 'medium'"},
       {"run --data toys --toy-variety Wide", "--toy-variety 'Wide'"},
+      {"run --data toys --toy-lights soft", "--toy-lights 'soft'"},
       {"run --toy-instances 3", "--toy-instances '3'"},
       {"run --data toys --split norb-translation", "--split 'norb-translation'"},
       {"run --data toys --train-azimuths 0:40", "--train-azimuths '0:40'"},
