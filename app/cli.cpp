@@ -77,12 +77,12 @@ void enable_reproducible() {
 // The models' options (models/registry.h) as flags of any command that builds a model.
 // A model's own default (ModelEntry::defaults) is named in the option's help.
 void add_model_flags(CLI::App* app, ModelOptions& opts) {
-  for (const ModelOption& m : model_options()) {
-    std::string help = m.help;
+  for (const ModelOption* m : model_options()) {
+    std::string help = m->help;
     for (const ModelEntry& e : model_registry())
       for (const auto& [name, value] : e.defaults)
-        if (name == std::string(m.name)) help += std::string(" [") + e.name + "'s own default: " + value + "]";
-    app->add_option(std::string("--") + m.name, opts[m.name], help)->capture_default_str();
+        if (name == std::string(m->name)) help += std::string(" [") + e.name + "'s own default: " + value + "]";
+    app->add_option(std::string("--") + m->name, opts[m->name], help)->capture_default_str();
   }
 }
 
@@ -565,7 +565,7 @@ int cli_main(int argc, char** argv) {
   // with a value or without one (CLI11's own message for a missing value of a
   // hidden option names no option).
   std::vector<std::string> hidden = training;
-  for (const ModelOption& m : model_options()) hidden.push_back(m.name);
+  for (const ModelOption* m : model_options()) hidden.push_back(m->name);
   for (const std::string& name : hidden) eval->add_option("--" + name, vf.not_taken[name])->group("")->expected(0, 1);
   eval->add_option("--out-json", vf.run.out_json, "Write the results as JSON in a run's layout (atomically)");
   eval->add_flag("--quiet,-q", vf.run.quiet, "No progress on stderr");

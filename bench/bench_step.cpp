@@ -147,11 +147,6 @@ int main(int argc, char** argv) {
   std::string model;
   vg::ModelOptions opts;
   std::vector<char*> rest{argv[0]};
-  auto option_named = [](const std::string& n) {
-    for (const vg::ModelOption& o : vg::model_options())
-      if (n == o.name) return true;
-    return false;
-  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i], value;
     const bool ours = a.rfind("--", 0) == 0 && !a.starts_with("--benchmark");
@@ -171,7 +166,7 @@ int main(int argc, char** argv) {
     }
     if (name == "model") {
       model = value;
-    } else if (option_named(name)) {
+    } else if (vg::find_option(name) != nullptr) {
       opts[name] = value;
     } else {
       std::fprintf(stderr, "viewgap_bench: error: %s: not a model option (see `viewgap run --help`)\n", a.c_str());
@@ -187,7 +182,7 @@ int main(int argc, char** argv) {
       vg::check_model(model, opts);
       const vg::ModelEntry* entry = vg::find_model(model);
       for (const auto& [name, value] : opts)
-        if (std::none_of(entry->options.begin(), entry->options.end(), [&](const char* o) { return name == o; }))
+        if (std::none_of(entry->options.begin(), entry->options.end(), [&](const vg::ModelOption* o) { return name == o->name; }))
           throw vg::ModelOptionError(name, value, "model " + model + " does not read this option");
         else if (const std::string why = vg::option_ignored(model, name, opts); !why.empty())
           throw vg::ModelOptionError(name, value, why);

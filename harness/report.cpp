@@ -148,16 +148,16 @@ std::string run_fingerprint(const RunResult& r) {
 // Model options typed as the registry declares them (numbers as numbers).
 nlohmann::json model_options_json(const ModelOptions& opts) {
   nlohmann::json j = nlohmann::json::object();
-  for (const ModelOption& o : model_options()) {
-    const auto it = opts.find(o.name);
+  for (const ModelOption* o : model_options()) {
+    const auto it = opts.find(o->name);
     if (it == opts.end()) continue;
     const std::string& v = it->second;
-    if (o.kind == OptionKind::integer) {
-      if (const auto x = parse_whole(v)) { j[o.name] = x.value; continue; }
-    } else if (o.kind == OptionKind::real) {
-      if (const auto x = parse_real_number(v)) { j[o.name] = x.value; continue; }
+    if (o->kind == OptionKind::integer) {
+      if (const auto x = parse_whole(v)) { j[o->name] = x.value; continue; }
+    } else if (o->kind == OptionKind::real) {
+      if (const auto x = parse_real_number(v)) { j[o->name] = x.value; continue; }
     }
-    j[o.name] = v;
+    j[o->name] = v;
   }
   return j;
 }

@@ -134,8 +134,8 @@ DataShape data_shape(const RunFlags& f, const DataConfig& d) {
 
 ModelOptions given_model_options(const ModelOptions& all, const std::set<std::string>& typed) {
   ModelOptions given;
-  for (const ModelOption& o : model_options())
-    if (const auto it = all.find(o.name); it != all.end() && (typed.count(o.name) > 0 || it->second != o.default_value))
+  for (const ModelOption* o : model_options())
+    if (const auto it = all.find(o->name); it != all.end() && (typed.count(o->name) > 0 || it->second != o->default_value))
       given.insert(*it);
   return given;
 }
@@ -158,8 +158,7 @@ void check_models(const std::string& flag, const std::string& value, const std::
     bool read = false;
     std::string readers, ignored;  // ignored: why the first model that lists it does not act on it
     for (const ModelEntry& e : model_registry())
-      if (std::find_if(e.options.begin(), e.options.end(), [&](const char* n) { return name == n; }) !=
-          e.options.end()) {
+      if (std::any_of(e.options.begin(), e.options.end(), [&](const ModelOption* o) { return name == o->name; })) {
         readers += (readers.empty() ? "" : ", ") + std::string(e.name);
         for (const std::string& m : models) {
           if (find_model(m) != &e) continue;

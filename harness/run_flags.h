@@ -62,7 +62,7 @@ struct RunFlags {
   // Every model option at its default, so each flag has a string to bind to.
   static ModelOptions default_model_options() {
     ModelOptions o;
-    for (const ModelOption& m : model_options()) o[m.name] = m.default_value;
+    for (const ModelOption* m : model_options()) o[m->name] = m->default_value;
     return o;
   }
   static ModelOptions default_protocol_flags() {

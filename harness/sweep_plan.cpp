@@ -16,29 +16,21 @@ namespace vg {
 
 namespace {
 
-// The model options that sweeps of format 3 hashed whatever their value. An
-// option added since is hashed only when it is set or one of the sweep's models
-// reads it, so a new model's option leaves the hash (and --resume) of every
-// sweep without that model as it was.
-const char* const kOptionsHashedAlways[] = {
-    "cnn-hidden", "em-iters", "em-lambda", "em-lambda-schedule", "em-eps", "em-min-var", "em-cost-norm",
-    "em-grad",    "loss",     "spread-margin", "dr-iters", "recon-weight", "dr-grad"};
-
-// Options added to a model that sweeps already ran: hashed only when set, so
-// those sweeps (their default is the value they ran with) keep their hash.
-const char* const kOptionsHashedWhenSet[] = {"dr-init-std", "spread-margin-schedule"};
-
+// A model option goes into the configuration hash away from its default, and
+// at its default as it declares (models/registry.h: HashedAtDefault), so the
+// sweeps made before an option existed keep their hash.
 bool hashed_option(const std::string& name, const std::string& value, const std::vector<std::string>& models) {
-  for (const char* n : kOptionsHashedAlways)
-    if (name == n) return true;
-  for (const ModelOption& o : model_options())
-    if (name == o.name && value != o.default_value) return true;
-  for (const char* n : kOptionsHashedWhenSet)
-    if (name == n) return false;
+  const ModelOption* o = find_option(name);
+  if (o == nullptr) return false;
+  if (value != o->default_value) return true;
+  switch (o->hashed_at_default) {
+    case HashedAtDefault::always: return true;
+    case HashedAtDefault::never: return false;
+    case HashedAtDefault::when_read: break;
+  }
   for (const std::string& m : models)
     if (const ModelEntry* e = find_model(m))
-      for (const char* n : e->options)
-        if (name == n) return true;
+      if (std::find(e->options.begin(), e->options.end(), o) != e->options.end()) return true;
   return false;
 }
 
@@ -168,17 +160,12 @@ using GridPoint = std::vector<std::pair<std::string, std::string>>;
 std::vector<std::vector<char>> axes_read(const std::vector<std::string>& models,
                                          const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
                                          const std::set<std::string>& matched) {
-  auto model_option = [](const std::string& name) {
-    for (const ModelOption& o : model_options())
-      if (name == o.name) return true;
-    return false;
-  };
   std::vector<std::vector<char>> reads(models.size(), std::vector<char>(axes.size(), 0));
   for (size_t k = 0; k < models.size(); ++k)
     for (size_t a = 0; a < axes.size(); ++a) {
-      const std::vector<const char*>& listed = find_model(models[k])->options;
-      reads[k][a] = !model_option(axes[a].first) ||
-                    std::any_of(listed.begin(), listed.end(), [&](const char* o) { return axes[a].first == o; });
+      const ModelOption* o = find_option(axes[a].first);
+      const std::vector<const ModelOption*>& listed = find_model(models[k])->options;
+      reads[k][a] = o == nullptr || std::find(listed.begin(), listed.end(), o) != listed.end();
     }
   const std::vector<std::vector<char>> own = reads;
   for (const std::string& name : matched) {
@@ -482,12 +469,12 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   // not tell: recorded so that --resume and merge restore it (absent where no
   // model has its own default for it, so every other sweep keeps its hash).
   nlohmann::json typed_at_default = nlohmann::json::array();
-  for (const ModelOption& o : model_options()) {
-    if (f.run.typed.count(o.name) == 0 || option_value(f.run.model, o.name) != o.default_value) continue;
+  for (const ModelOption* o : model_options()) {
+    if (f.run.typed.count(o->name) == 0 || option_value(f.run.model, *o) != o->default_value) continue;
     bool own = false;
     for (const std::string& m : plan.models)
-      for (const auto& [name, value] : find_model(m)->defaults) own = own || o.name == std::string(name);
-    if (own) typed_at_default.push_back(o.name);
+      for (const auto& [name, value] : find_model(m)->defaults) own = own || o->name == std::string(name);
+    if (own) typed_at_default.push_back(o->name);
   }
   // The chosen protocol's own only: other sweeps keep their hash; so do its
   // sweeps made before a flag it added since (hashed away from its default only).

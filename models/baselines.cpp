@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "models/registry.h"
+
 namespace vg {
 
 NearestNeighbour::NearestNeighbour(int max_batch, const ImageShape& shape)
@@ -104,6 +106,56 @@ std::string Linear::first_non_finite_layer(int B) const {
 
 std::vector<LayerInfo> Linear::layers(int B) const {
   return {{"linear", 2.0 * B * pixels_ * classes_, 2.0 * B * pixels_ * classes_}};
+}
+
+// ---- its registry entry ----
+
+namespace {
+
+// The yardsticks read no option: their plan is the shape alone.
+struct Nn1Plan final : ModelPlan {
+  ImageShape shape;
+  explicit Nn1Plan(const ImageShape& shape) : shape(shape) {}
+  size_t param_count() const override { return 0; }
+  std::unique_ptr<Model> make(int max_batch) const override {
+    return std::make_unique<NearestNeighbour>(max_batch, shape);
+  }
+};
+
+struct LinearPlan final : ModelPlan {
+  ImageShape shape;
+  explicit LinearPlan(const ImageShape& shape) : shape(shape) {}
+  size_t param_count() const override { return shape.pixels() * size_t(shape.classes) + size_t(shape.classes); }
+  std::unique_ptr<Model> make(int max_batch) const override {
+    return std::make_unique<Linear>(LossConfig{}, max_batch, shape);
+  }
+};
+
+template <class Plan>
+std::unique_ptr<const ModelPlan> shape_plan(const std::string& name, const ModelOptions&, const ImageShape& shape) {
+  check_shape(name, shape);
+  return std::make_unique<Plan>(shape);
+}
+
+}  // namespace
+
+ModelEntry nn1_entry() {
+  return {
+      .name = "nn1",
+      .help = "1-nearest-neighbour on raw pixels (no training): a yardstick",
+      .options = {},
+      .plan = shape_plan<Nn1Plan>,
+      .fit_in_one_pass = true,
+  };
+}
+
+ModelEntry linear_entry() {
+  return {
+      .name = "linear",
+      .help = "softmax regression on raw pixels (1024 -> 5 at 32 x 32): a yardstick",
+      .options = {},
+      .plan = shape_plan<LinearPlan>,
+  };
 }
 
 }  // namespace vg

@@ -56,4 +56,9 @@ class Linear final : public Model {
   std::vector<float> logits_;
 };
 
+// Their registry entries (models/registry.h): "nn1" and "linear".
+struct ModelEntry;
+ModelEntry nn1_entry();
+ModelEntry linear_entry();
+
 }  // namespace vg

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "models/registry.h"
+#include "models/shared_options.h"
+
 namespace vg {
 
 
@@ -126,6 +129,48 @@ void CapsNet::backward(const float* dscores, int B) {
   LayerScope t(prof_, "conv1", true);
   relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());
   conv1_.backward_weights(params_.grad(conv_w), params_.grad(conv_b), d_conv_.data(), images_, B);
+}
+
+// ---- its registry entry ----
+
+namespace {
+
+struct CapsPlan final : ModelPlan {
+  CapsConfig c;
+  size_t param_count() const override {
+    const ConvShape conv1{c.in_channels, c.image_side, c.image_side, c.conv_channels, 5, 2, 2};
+    const size_t conv = size_t(conv1.weight_size()) + size_t(c.conv_channels);
+    const size_t in = size_t(conv1.out_size()), prim = size_t(c.n_primary) * (kPoseDim + 1);
+    return conv + in * prim + prim + size_t(c.n_primary) * c.n_classes * kPoseDim + 2 * size_t(c.n_classes);
+  }
+  std::unique_ptr<Model> make(int max_batch) const override { return std::make_unique<CapsNet>(c, max_batch); }
+};
+
+std::unique_ptr<const ModelPlan> caps_plan(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  check_shape(name, shape, 64);
+  auto p = std::make_unique<CapsPlan>();
+  p->c.em = em_config(opts);
+  p->c.loss = loss_config(opts);
+  p->c.in_channels = shape.channels;
+  p->c.image_side = shape.side;
+  p->c.n_classes = shape.classes;
+  return p;
+}
+
+}  // namespace
+
+ModelEntry caps_entry() {
+  return {
+      .name = "caps",
+      .help = "matrix capsules with EM routing (the seed's)",
+      .options = {&kEmIters, &kEmLambda, &kEmLambdaSchedule, &kEmEps, &kEmMinVar, &kEmCostNorm, &kEmGrad, &kLoss,
+                  &kSpreadMargin, &kSpreadMarginSchedule},
+      .plan = caps_plan,
+      // The seed's stop-gradient is not forward's gradient; after 3 full
+      // iterations a variance can sit at its floor, where the loss bends on a
+      // 1e-4 scale (GradientCheck.CapsNetFullBackprop... checks that case).
+      .exact_gradient_options = {{"em-grad", "full"}, {"em-iters", "2"}},
+  };
 }
 
 }  // namespace vg

@@ -70,4 +70,8 @@ class CapsNet final : public Model {
   std::vector<float> d_mu_, d_a_, d_poses_, d_conv_, d_a_in_logit_;
 };
 
+// Its registry entry (models/registry.h): "caps", the seed's model.
+struct ModelEntry;
+ModelEntry caps_entry();
+
 }  // namespace vg

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/rng.h"
+#include "models/registry.h"
 
 namespace vg {
 
@@ -264,6 +265,76 @@ void Cnn::backward(const float* d_logits, int B) {
   LayerScope t(prof_, "conv1", true);
   relu_backward(d_conv_.data(), conv_out_.data(), size_t(B) * conv_shape_.out_size());
   conv1_.backward_weights(params_.grad(conv_w), params_.grad(conv_b), d_conv_.data(), images_, B);
+}
+
+// ---- its registry entry ----
+
+namespace {
+
+constexpr ModelOption kCnnHidden{.name = "cnn-hidden", .kind = OptionKind::integer, .default_value = "64",
+                                 .help = "Hidden width of the model 'cnn' (136 matches the capsules)", .lo = 1,
+                                 .hi = 65536, .hashed_at_default = HashedAtDefault::always};
+constexpr ModelOption kDropout{
+    .name = "dropout", .kind = OptionKind::real, .default_value = "0.5",
+    .help = "Dropout rate of cnn-paper's hidden layer (inverted; a mask per step from the seed; off at evaluation), 0 <= rate < 1",
+    .lo = 0, .hi = 1};
+
+struct CnnPlan final : ModelPlan {
+  CnnConfig c;
+  explicit CnnPlan(const CnnConfig& c) : c(c) {}
+  size_t param_count() const override { return c.param_count(); }
+  // Measured for the paper's network only; the seed's takes the harness's guess.
+  size_t activation_floats() const override { return c.is_paper() ? c.activation_floats() : 0; }
+  std::unique_ptr<Model> make(int max_batch) const override { return std::make_unique<Cnn>(c, max_batch); }
+};
+
+// "cnn" -> --cnn-hidden; "cnnN" -> N (1..65536, the bound --cnn-hidden has).
+std::unique_ptr<const ModelPlan> cnn_plan(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  check_shape(name, shape);
+  CnnConfig c;
+  c.in_channels = shape.channels;
+  c.image_side = shape.side;
+  c.n_classes = shape.classes;
+  try {
+    c.hidden = int(read_integer(name == "cnn" ? opts : ModelOptions{{kCnnHidden.name, name.substr(3)}}, kCnnHidden));
+  } catch (const ModelOptionError&) {
+    if (name == "cnn") throw;
+    throw std::invalid_argument("model '" + name + "': the hidden width after 'cnn' must be a whole number from 1 to 65536");
+  }
+  return std::make_unique<CnnPlan>(c);
+}
+
+std::unique_ptr<const ModelPlan> cnn_paper_plan(const std::string& name, const ModelOptions& opts,
+                                                const ImageShape& shape) {
+  check_shape(name, shape);
+  const float rate = float(read_real(opts, kDropout));
+  if (rate >= 1) throw ModelOptionError(kDropout.name, option_value(opts, kDropout), "must be below 1 (1 drops every unit)");
+  const CnnConfig c = CnnConfig::paper(shape.channels, rate, shape.side, shape.classes);
+  if (const std::string why = c.shape_problem(); !why.empty()) throw ShapeError(name, shape, why);
+  return std::make_unique<CnnPlan>(c);
+}
+
+}  // namespace
+
+ModelEntry cnn_entry() {
+  return {
+      .name = "cnnN",
+      .help = "CNN baseline; 'cnn' has --cnn-hidden units, 'cnnN' N",
+      .options = {&kCnnHidden},
+      .plan = cnn_plan,
+      .size_option = &kCnnHidden,
+  };
+}
+
+ModelEntry cnn_paper_entry() {
+  return {
+      .name = "cnn-paper",
+      .help = "the paper's CNN baseline (Hinton, Sabour & Frosst 2018): conv 5x5 32 + 2x2 max-pool, conv 5x5 64 + 2x2 "
+              "max-pool, FC 1024 + --dropout, SAME padding (32 -> 16 -> 8 at 32 x 32); 4,252,549 parameters (4,253,349 "
+              "with two input channels)",
+      .options = {&kDropout},
+      .plan = cnn_paper_plan,
+  };
 }
 
 }  // namespace vg

@@ -99,4 +99,9 @@ class Cnn final : public Model {
   bool training_ = false, dropped_ = false;
 };
 
+// Their registry entries (models/registry.h): the seed's "cnn"/"cnnN" and "cnn-paper".
+struct ModelEntry;
+ModelEntry cnn_entry();
+ModelEntry cnn_paper_entry();
+
 }  // namespace vg

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "models/registry.h"
+#include "models/shared_options.h"
+
 namespace vg {
 
 namespace {
@@ -233,6 +236,113 @@ std::string ConvCapsNet::first_non_finite_layer(int B) const {
   if (!all_finite(class_.mu(), b * J * kPoseDim) || !all_finite(class_.a(), b * J)) return "class (EM routing)";
   if (loss_.kind == LossKind::xent && !all_finite(logits_.data(), b * J)) return "logits";
   return "";
+}
+
+// ---- its registry entry ----
+
+namespace {
+
+constexpr ModelOption kCapsA{.name = "caps-a", .kind = OptionKind::integer, .default_value = "64",
+                             .help = "convcaps: conv1's channels A (the paper's small model 64, large 32)", .lo = 1,
+                             .hi = 4096};
+constexpr ModelOption kCapsB{.name = "caps-b", .kind = OptionKind::integer, .default_value = "8",
+                             .help = "convcaps: primary capsule types B", .lo = 1, .hi = 1024};
+constexpr ModelOption kCapsC{.name = "caps-c", .kind = OptionKind::integer, .default_value = "16",
+                             .help = "convcaps: ConvCaps1 capsule types C (at most 64)", .lo = 1, .hi = 64};
+constexpr ModelOption kCapsD{.name = "caps-d", .kind = OptionKind::integer, .default_value = "16",
+                             .help = "convcaps: ConvCaps2 capsule types D (at most 64)", .lo = 1, .hi = 64};
+// Odd too, and small enough for the input: convcaps_plan judges that.
+constexpr ModelOption kCapsK{.name = "caps-k", .kind = OptionKind::integer, .default_value = "3",
+                             .help = "convcaps: window K of both convolutional capsule layers (odd)", .lo = 1, .hi = 31};
+constexpr ModelOption kEmNorm{
+    .name = "em-norm", .kind = OptionKind::choice, .default_value = "paper",
+    .help = "convcaps: E-step normalisation of the convolutional layers: paper (over every parent a child feeds) or "
+            "official (capsule_em: each parent type on its own)",
+    .choices = {"paper", "official"}};
+constexpr ModelOption kCoordAdd{
+    .name = "coord-add", .kind = OptionKind::choice, .default_value = "paper",
+    .help = "convcaps: coordinate addition: paper (receptive-field centre / image side, to pose elements 3 and 7) or "
+            "official (capsule_em: (y + 0.5) / grid side, to elements 0 and 1)",
+    .choices = {"paper", "official"}};
+constexpr ModelOption kEmLogit{
+    .name = "em-logit", .kind = OptionKind::choice, .default_value = "paper",
+    .help = "convcaps: EM activation logit: paper (lambda (beta_a - S sum_h (beta_v + ln sigma_h))) or official "
+            "(capsule_em: lambda (-S (sum_h ln sigma_h^2 + 16 (ln 2pi + 1) beta_v) - 5000 beta_a))",
+    .choices = {"paper", "official"}};
+constexpr ModelOption kEmMean{
+    .name = "em-mean", .kind = OptionKind::choice, .default_value = "paper",
+    .help = "convcaps: EM M-step mean: paper (the R a-weighted mean of the votes) or official (capsule_em: 0.9 of it "
+            "+ 0.1 of the previous iteration's, 0 before the first; the variance about that mean)",
+    .choices = {"paper", "official"}};
+constexpr ModelOption kEmClassLambda{
+    .name = "em-class-lambda", .kind = OptionKind::choice, .default_value = "paper",
+    .help = "convcaps: the class layer's lambda: paper (the other layers') or official (capsule_em: a quarter of it)",
+    .choices = {"paper", "official"}};
+
+struct ConvCapsPlan final : ModelPlan {
+  ConvCapsConfig c;
+  size_t param_count() const override { return c.param_count(); }
+  size_t activation_floats() const override { return c.activation_floats(); }
+  size_t step_floats(int threads) const override { return c.step_floats(threads); }
+  std::unique_ptr<Model> make(int max_batch) const override { return std::make_unique<ConvCapsNet>(c, max_batch); }
+};
+
+// Sizes are validated here, so a network that does not fit its input is
+// refused before anything is built: an input too small for conv1 and any
+// window is the shape's fault, one too small for the window asked for, --caps-k's.
+std::unique_ptr<const ModelPlan> convcaps_plan(const std::string& name, const ModelOptions& opts,
+                                               const ImageShape& shape) {
+  check_shape(name, shape, 64);
+  auto p = std::make_unique<ConvCapsPlan>();
+  ConvCapsConfig& c = p->c;
+  c.in_channels = shape.channels;
+  c.image_side = shape.side;
+  c.n_classes = shape.classes;
+  c.A = int(read_integer(opts, kCapsA));
+  c.B = int(read_integer(opts, kCapsB));
+  c.C = int(read_integer(opts, kCapsC));
+  c.D = int(read_integer(opts, kCapsD));
+  c.K = int(read_integer(opts, kCapsK));
+  if (c.K % 2 == 0) throw ModelOptionError(kCapsK.name, option_value(opts, kCapsK), "must be odd (a window has a centre)");
+  if (c.conv1_side() < 1)
+    throw ShapeError(name, shape, "conv1 (5x5, stride 2, no padding) needs 5 x 5 pixels");
+  if (c.caps2_side() < 1)
+    throw ModelOptionError(kCapsK.name, option_value(opts, kCapsK),
+                           "too large: a " + std::to_string(c.image_side) + "x" + std::to_string(c.image_side) +
+                               " input shrinks to " + std::to_string(c.conv1_side()) + " after conv1 and " +
+                               std::to_string(c.caps1_side()) + " after ConvCaps1, too small for a " +
+                               std::to_string(c.K) + "x" + std::to_string(c.K) + " window");
+  static_cast<EmConfig&>(c.em) = em_config(opts);
+  c.em.norm = read_choice(opts, kEmNorm) == "official" ? ConvEmNorm::official : ConvEmNorm::paper;
+  c.coords = read_choice(opts, kCoordAdd) == "official" ? CoordPlace::official : CoordPlace::paper;
+  c.em.logit = read_choice(opts, kEmLogit) == "official" ? EmLogit::official : EmLogit::paper;
+  c.em.mean_carry = read_choice(opts, kEmMean) == "official" ? 0.1f : 0.f;
+  c.class_lambda_scale = read_choice(opts, kEmClassLambda) == "official" ? 0.25f : 1.f;
+  c.loss = loss_config(opts);
+  return p;
+}
+
+}  // namespace
+
+ModelEntry convcaps_entry() {
+  return {
+      .name = "convcaps",
+      .help = "the paper's capsule network (Hinton, Sabour & Frosst 2018): conv1 5x5/2 A, 1x1 primary capsules B, "
+              "ConvCaps K/2 C and K/1 D with EM routing over windows, class capsules with coordinate addition; "
+              "67,154 parameters at the defaults and 32 x 32 (68,754 with two input channels)",
+      .options = {&kCapsA, &kCapsB, &kCapsC, &kCapsD, &kCapsK, &kEmNorm, &kCoordAdd, &kEmIters, &kEmLambda,
+                  &kEmLambdaSchedule, &kEmEps, &kEmMinVar, &kEmCostNorm, &kEmGrad, &kEmLogit, &kEmMean,
+                  &kEmClassLambda, &kLoss, &kSpreadMargin, &kSpreadMarginSchedule},
+      .plan = convcaps_plan,
+      .size_option = &kCapsA,
+      // A small network keeps the check fast; the full backward through 2 iterations as caps's.
+      .exact_gradient_options = {{"em-grad", "full"}, {"em-iters", "2"}, {"caps-a", "4"}, {"caps-b", "2"},
+                                 {"caps-c", "3"}, {"caps-d", "3"}},
+      // The paper's recipe (section 3 and its smallNORB runs): spread loss, the
+      // gradient through every EM iteration, and the lambda schedule of the
+      // official capsule_em code (the paper gives no schedule). docs/models.md.
+      .defaults = {{"loss", "spread"}, {"em-grad", "full"}, {"em-lambda-schedule", "official"}},
+  };
 }
 
 }  // namespace vg

@@ -94,4 +94,8 @@ class ConvCapsNet final : public Model {
   std::vector<float> d_mu_, d_a_, d_p2_, d_z2_, d_p1_, d_z1_, d_z0_, d_conv_;  // ConvCaps1's d_poses: the primary layer's, in place
 };
 
+// Its registry entry (models/registry.h): "convcaps".
+struct ModelEntry;
+ModelEntry convcaps_entry();
+
 }  // namespace vg

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "models/registry.h"
+
 namespace vg {
 
 namespace {
@@ -290,6 +292,64 @@ std::string DrNet::first_non_finite_layer(int B) const {
   if (!std::isfinite(recon_loss_))
     return all_finite(images_, b * pixels()) ? "decoder (reconstruction loss)" : "reconstruction loss (non-finite input image)";
   return "";
+}
+
+// ---- its registry entry ----
+
+namespace {
+
+constexpr ModelOption kDrIters{.name = "dr-iters", .kind = OptionKind::integer, .default_value = "3",
+                               .help = "Routing-by-agreement iterations of the model 'dr'", .lo = 1, .hi = 100,
+                               .hashed_at_default = HashedAtDefault::always};
+constexpr ModelOption kReconWeight{
+    .name = "recon-weight", .kind = OptionKind::real, .default_value = "0.0005",
+    .help = "Weight of dr's reconstruction loss (sum of squared pixel errors, batch mean); 0: no decoder", .lo = 0,
+    .hi = 1e6, .hashed_at_default = HashedAtDefault::always};
+constexpr ModelOption kDrGrad{
+    .name = "dr-grad", .kind = OptionKind::choice, .default_value = "full",
+    .help = "full (backpropagate through every routing iteration) or stopgrad (dr's coupling coefficients constant)",
+    .choices = {"full", "stopgrad"}, .hashed_at_default = HashedAtDefault::always};
+// Added after sweeps of dr had run at its default: hashed only when set.
+constexpr ModelOption kDrInitStd{
+    .name = "dr-init-std", .kind = OptionKind::real, .default_value = "0.5",
+    .help = "dr: standard deviation of the routing weights W_ij at initialisation (> 0; Sabour et al.'s official code: "
+            "0.1, which starts the class capsules short, where the squash is steep)",
+    .lo = 0, .hi = 100, .lo_open = true, .hashed_at_default = HashedAtDefault::never};
+
+struct DrPlan final : ModelPlan {
+  DrConfig c;
+  size_t param_count() const override { return DrNet::param_count(c); }
+  std::unique_ptr<Model> make(int max_batch) const override { return std::make_unique<DrNet>(c, max_batch); }
+};
+
+// dr trains the margin loss always and reads no --loss (see models/dr.h).
+std::unique_ptr<const ModelPlan> dr_plan(const std::string& name, const ModelOptions& opts, const ImageShape& shape) {
+  check_shape(name, shape, 64);
+  auto p = std::make_unique<DrPlan>();
+  DrConfig& c = p->c;
+  c.iters = int(read_integer(opts, kDrIters));
+  const double recon = read_real(opts, kReconWeight);
+  c.recon_weight = float(recon);
+  if (c.recon_weight == 0.f && recon != 0)
+    throw ModelOptionError(kReconWeight.name, option_value(opts, kReconWeight), "too small for a float (use 0 for no decoder)");
+  c.grad = read_choice(opts, kDrGrad) == "full" ? DrGrad::full : DrGrad::stopgrad;
+  c.route_init_std = float(read_real(opts, kDrInitStd));
+  c.in_channels = shape.channels;
+  c.image_side = shape.side;
+  c.n_classes = shape.classes;
+  return p;
+}
+
+}  // namespace
+
+ModelEntry dr_entry() {
+  return {
+      .name = "dr",
+      .help = "vector capsules with dynamic routing and a reconstruction decoder (Sabour et al. 2017)",
+      .options = {&kDrIters, &kReconWeight, &kDrGrad, &kDrInitStd},
+      .plan = dr_plan,
+      .exact_gradient_options = {{"dr-grad", "full"}},
+  };
 }
 
 }  // namespace vg

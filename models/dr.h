@@ -102,4 +102,8 @@ class DrNet final : public Model {
   std::vector<float> one_in_, one_h1_, one_h2_;
 };
 
+// Its registry entry (models/registry.h): "dr".
+struct ModelEntry;
+ModelEntry dr_entry();
+
 }  // namespace vg

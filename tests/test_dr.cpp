@@ -599,7 +599,7 @@ TEST(DrRegistry, BadOptionValuesAreOneLineErrors) {
   // dr trains the margin loss whatever --loss says: it does not read the option.
   const ModelEntry* e = find_model("dr");
   ASSERT_NE(e, nullptr);
-  EXPECT_TRUE(std::none_of(e->options.begin(), e->options.end(), [](const char* o) { return std::string(o) == "loss"; }));
+  EXPECT_TRUE(std::none_of(e->options.begin(), e->options.end(), [](const ModelOption* o) { return std::string(o->name) == "loss"; }));
   EXPECT_EQ(make_model("dr", {}, 2)->loss().kind, LossKind::margin);
 }
 

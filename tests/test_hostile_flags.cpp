@@ -105,8 +105,8 @@ std::string args(const std::map<std::string, std::string>& flags) {
 // accepts ("cnn" for the numbered "cnnN"); "" for none.
 std::string reader_of(const std::string& name) {
   for (const ModelEntry& e : model_registry())
-    for (const char* o : e.options)
-      if (name == o) {
+    for (const ModelOption* o : e.options)
+      if (name == o->name) {
         std::string n = e.name;
         if (n.size() > 1 && n.back() == 'N') n.pop_back();
         return n;
