@@ -2,6 +2,8 @@
 // parameters without building, and names the flag and value of a bad option.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "models/capsnet.h"
 #include "models/convcaps.h"
 #include "models/registry.h"
@@ -149,6 +151,44 @@ TEST(Registry, AModelsOwnDefaultsGiveWayToWhatTheUserSet) {
   EXPECT_NE(option_ignored("convcaps", "em-lambda", {{"em-lambda", "2"}}).find("by default"), std::string::npos);
   EXPECT_EQ(option_ignored("convcaps", "em-lambda", {{"em-lambda", "2"}, {"em-lambda-schedule", "fixed"}}), "");
   EXPECT_EQ(option_ignored("caps", "em-lambda", {{"em-lambda", "2"}}), "");
+}
+
+// An option several models read is one declaration (one flag, one default),
+// and each name is one option.
+TEST(Registry, EachOptionIsDeclaredOnce) {
+  std::set<std::string> names;
+  for (const ModelOption* o : model_options()) EXPECT_TRUE(names.insert(o->name).second) << o->name;
+  for (const ModelEntry& e : model_registry())
+    for (const ModelOption* o : e.options) EXPECT_EQ(find_option(o->name), o) << e.name << " " << o->name;
+  EXPECT_EQ(find_option("lr"), nullptr);
+}
+
+// A sweep's hash records these options at their defaults whatever its models
+// (sweep format 3's); a new one would move the hash of every sweep made
+// before it (harness/sweep_plan.cpp).
+TEST(Registry, TheOptionsHashedAtTheirDefaultAlwaysAreFormat3s) {
+  std::set<std::string> always, never;
+  for (const ModelOption* o : model_options()) {
+    if (o->hashed_at_default == HashedAtDefault::always) always.insert(o->name);
+    if (o->hashed_at_default == HashedAtDefault::never) never.insert(o->name);
+  }
+  EXPECT_EQ(always, (std::set<std::string>{"cnn-hidden", "em-iters", "em-lambda", "em-lambda-schedule", "em-eps",
+                                           "em-min-var", "em-cost-norm", "em-grad", "loss", "spread-margin",
+                                           "dr-iters", "recon-weight", "dr-grad"}));
+  EXPECT_EQ(never, (std::set<std::string>{"dr-init-std", "spread-margin-schedule"}));
+}
+
+// A configuration is parsed once (models/registry.h: model_plan): checking,
+// sizing and building a model share the one plan; the options resolve first,
+// so a value the model would take anyway is the same configuration.
+TEST(Registry, AConfigurationIsParsedOnce) {
+  const auto plan = model_plan("caps", {});
+  EXPECT_EQ(model_plan("caps", {{"loss", "xent"}}).get(), plan.get());
+  EXPECT_EQ(model_plan("caps", {{"cnn-hidden", "8"}}).get(), plan.get());  // caps reads no --cnn-hidden
+  EXPECT_NE(model_plan("caps", {{"loss", "spread"}}).get(), plan.get());
+  EXPECT_NE(model_plan("caps", {}, ImageShape{.channels = 2}).get(), plan.get());
+  EXPECT_NE(model_plan("convcaps", {{"loss", "xent"}}).get(), model_plan("convcaps", {}).get());  // its own default is spread
+  EXPECT_EQ(plan->param_count(), model_param_count("caps", {}));
 }
 
 TEST(Registry, BadOptionValuesNameTheFlagAndTheValue) {

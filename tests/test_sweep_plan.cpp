@@ -77,6 +77,21 @@ TEST(SweepPlan, OptionsTypedAtTheirDefaultAreRecordedWhereAModelHasItsOwn) {
   EXPECT_FALSE(plan_sweep(f).config.contains("typed_at_default"));
 }
 
+// Options typed at their defaults are recorded in the registry's order of
+// options (models/registry.h: model_options), so that order is part of the
+// hash: this is `sweep --models caps,cnn,convcaps,dr,cnn-paper,nn1,linear,cnn136
+// --seeds 0:1 --n-epochs 1 --loss xent --em-grad stopgrad --em-lambda-schedule
+// fixed`, every model and every option convcaps has a default of its own for.
+TEST(SweepPlan, ConfigHashOfOptionsTypedAtTheirDefaultIsUnchanged) {
+  SweepFlags f = sweep_flags("0:1", SweepFlags{}.gaps);
+  f.run.models = "caps,cnn,convcaps,dr,cnn-paper,nn1,linear,cnn136";
+  f.run.n_epochs = "1";
+  f.run.typed.insert({"loss", "em-grad", "em-lambda-schedule"});
+  const SweepPlan p = plan_sweep(f);
+  EXPECT_EQ(p.config.at("typed_at_default"), nlohmann::json::array({"em-lambda-schedule", "em-grad", "loss"}));
+  EXPECT_EQ(config_hash(p.config), "c59a813495b090f8");
+}
+
 TEST(SweepPlan, ConfigHashOfAKnownSweepIsUnchanged) {
   SweepFlags f = sweep_flags("0:1", "0,60");
   f.run.n_epochs = "2";
