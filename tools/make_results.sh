@@ -24,9 +24,15 @@
 #        bash tools/make_results.sh toys-calibration (the toys' calibration table on the standard
 #                                            split, nn1 and linear, 3 seeds; results/toys_calibration/;
 #                                            results/provenance_toys-calibration.md; ~20 minutes)
+#        bash tools/make_results.sh toys-calibration-lights (its nn1 and linear rows under
+#                                            --toy-lights rig, both varieties, 3 seeds; ~20 minutes
+#                                            on one core; results/provenance_toys-calibration-lights.md)
 #        bash tools/make_results.sh toys-calibration-trained (its cnn and cnn-paper rows, narrow
 #                                            and wide variety, 3 seeds; hours on 2 cores, resumable;
 #                                            results/provenance_toys-calibration-trained.md)
+#        bash tools/make_results.sh toys-calibration-lr (its cnn-paper rows at --lr 5e-4, wide
+#                                            variety, both --toy-lights, 3 seeds; ~80 minutes on one
+#                                            core, resumable; results/provenance_toys-calibration-lr.md)
 #        bash tools/make_results.sh toys-gaps (only the toys' gap sweep and its figures,
 #                                            results/provenance_toys-gaps.md; ~40 minutes on 2 cores)
 #        bash tools/make_results.sh convcaps (only the paper's networks on the canonical sweep,
@@ -60,8 +66,8 @@
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
 case "${1:-}" in
-  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | fashion-trained | figures) ;;
-  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, toys-calibration, toys-calibration-trained, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb, fashion, fashion-trained or figures" >&2
+  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | toys-calibration-lights | toys-calibration-lr | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | fashion-trained | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, toys-calibration, toys-calibration-trained, toys-calibration-lights, toys-calibration-lr, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb, fashion, fashion-trained or figures" >&2
      exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
@@ -343,6 +349,30 @@ toys_calibration_steps() {
     step "toys calibration sweep, linear on centre crops" "$exe" sweep --data toys --split full --seeds 0:2 \
       --models linear --standardize on --brightness 0.25 --contrast 0.8 --train-crops centre \
       --grid toy-variety=narrow,wide --jobs "${JOBS:-2}" --reproducible --quiet --out "$dir/linear_centre" "${resume[@]}"
+  elif [ "$part" = toys-calibration-lights ]; then
+    # The lights on the camera rig (--toy-lights rig), both varieties: the
+    # baselines, and linear on centre crops again. Its own part: the sweeps
+    # above predate the toys' fixed world, so --resume refuses them.
+    [ -f "$dir/lights/meta.json" ] && resume=(--resume)
+    step "toys calibration sweep, baselines under rig lights" "$exe" sweep --data toys --split full --seeds 0:2 \
+      --models nn1,linear --standardize on --brightness 0.25 --contrast 0.8 \
+      --grid toy-variety=narrow,wide --grid toy-lights=rig \
+      --jobs "${JOBS:-2}" --reproducible --quiet --out "$dir/lights" "${resume[@]}"
+    resume=()
+    [ -f "$dir/linear_centre_lights/meta.json" ] && resume=(--resume)
+    step "toys calibration sweep, linear on centre crops under rig lights" "$exe" sweep --data toys --split full \
+      --seeds 0:2 --models linear --standardize on --brightness 0.25 --contrast 0.8 --train-crops centre \
+      --grid toy-variety=narrow,wide --grid toy-lights=rig --jobs "${JOBS:-2}" --reproducible --quiet \
+      --out "$dir/linear_centre_lights" "${resume[@]}"
+  elif [ "$part" = toys-calibration-lr ]; then
+    # cnn-paper at a rate that trains on standardised toys (the default 2e-3
+    # wrecks its first steps, docs/toys.md), wide variety, under both lights,
+    # with the validation toys scored every epoch (its frontier).
+    [ -f "$dir/trained_lr/meta.json" ] && resume=(--resume)
+    step "toys calibration sweep, cnn-paper at lr 5e-4" "$exe" sweep --data toys --split full --seeds 0:2 \
+      --models cnn-paper --lr 0.0005 --validation on --standardize on --brightness 0.25 --contrast 0.8 \
+      --grid toy-variety=wide --grid toy-lights=mixed,rig \
+      --jobs "${JOBS:-2}" --reproducible --quiet --checkpoint-every 10m --out "$dir/trained_lr" "${resume[@]}"
   else
     [ -f "$dir/trained/meta.json" ] && resume=(--resume)
     step "toys calibration sweep, trained models" "$exe" sweep --data toys --split full --seeds 0:2 \
@@ -350,9 +380,12 @@ toys_calibration_steps() {
       --jobs "${JOBS:-2}" --reproducible --quiet --checkpoint-every 10m --out "$dir/trained" "${resume[@]}"
   fi
   step "toys calibration table" $py tools/toys_calibration.py --sweep "$dir/baselines" --sweep "$dir/trained" \
-    --sweep "centre crops=$dir/linear_centre" --out "$dir/table.md"
+    --sweep "centre crops=$dir/linear_centre" --sweep "$dir/lights" \
+    --sweep "centre crops=$dir/linear_centre_lights" --sweep "lr 5e-4=$dir/trained_lr" --out "$dir/table.md"
 }
 toys_calibration_trained_steps() { toys_calibration_steps toys-calibration-trained; }
+toys_calibration_lights_steps() { toys_calibration_steps toys-calibration-lights; }
+toys_calibration_lr_steps() { toys_calibration_steps toys-calibration-lr; }
 ablation_steps() {
   # The routing/loss ablation (issue 10): {stopgrad, full} x {xent, spread} x
   # {lambda 1, the official schedule} at the seed's split and at a far gap.
@@ -385,7 +418,7 @@ table2_steps() {
 }
 # One part alone, with its own provenance (results/provenance_NAME.md).
 case "${1:-}" in
-  robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | plane | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | fashion-trained)
+  robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | toys-calibration-lights | toys-calibration-lr | plane | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | fashion-trained)
     "${1//-/_}_steps"
     summary_step
     # A *-seeds run for some protocols keeps the record of the run for the others.

@@ -65,7 +65,7 @@ def number(row, key):
 
 # The generator's flags a calibration grid varies, their defaults and the
 # order of a column's name.
-DEFAULTS = {"toy-variety": "narrow", "toy-min-size": "0.7", "toy-scale": "1"}
+DEFAULTS = {"toy-variety": "narrow", "toy-min-size": "0.7", "toy-scale": "1", "toy-lights": "mixed"}
 
 
 def setting(grid):
