@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -338,6 +339,11 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     const CheckpointInterval every = parse_checkpoint_every("--checkpoint-every", f.checkpoint_every);
     plan.checkpoint_steps = every.steps;
     plan.checkpoint_seconds = every.seconds;
+  } else if (f.resume && std::filesystem::is_directory(f.out + "/checkpoints")) {
+    // A sweep that checkpointed goes on checkpointing when resumed without the
+    // flag (the interval is not part of its configuration), at run's default:
+    // otherwise hours of a resumed training would hang on no checkpoint at all.
+    plan.checkpoint_seconds = kDefaultCheckpointSeconds;
   }
   for (size_t point_index = 0; point_index < points.size(); ++point_index) {
     const auto& point = points[point_index];

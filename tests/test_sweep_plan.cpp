@@ -2,6 +2,9 @@
 // order, the configuration hash that names the sweep, and the shards.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -251,6 +254,29 @@ TEST(SweepPlan, GridConflictsAndBadGridValuesNameTheGrid) {
   f.run.split = "translation";
   const std::string s = error_of(f);
   EXPECT_EQ(s.rfind("--grid 'train-shift=0,20': --train-shift '20': ", 0), 0u) << s;
+}
+
+// A sweep that checkpointed goes on checkpointing when resumed without
+// --checkpoint-every: at run's default interval, not never. Without its
+// checkpoints folder, or without --resume, no interval is made up.
+TEST(SweepPlan, AResumedSweepWithCheckpointsKeepsCheckpointingAtTheDefaultInterval) {
+  const std::string dir = ::testing::TempDir() + "viewgap_plan_ck." + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  SweepFlags f = sweep_flags("0", "0");
+  f.out = dir;
+  f.resume = true;
+  EXPECT_EQ(plan_sweep(f).checkpoint_seconds, 0);  // nothing was checkpointed
+  std::filesystem::create_directories(dir + "/checkpoints");
+  EXPECT_EQ(plan_sweep(f).checkpoint_seconds, kDefaultCheckpointSeconds);
+  EXPECT_EQ(plan_sweep(f).checkpoint_steps, 0);
+  f.checkpoint_every = "50";  // given: it wins
+  EXPECT_EQ(plan_sweep(f).checkpoint_steps, 50);
+  EXPECT_EQ(plan_sweep(f).checkpoint_seconds, 0);
+  f.checkpoint_every.clear();
+  f.resume = false;
+  EXPECT_EQ(plan_sweep(f).checkpoint_seconds, 0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
