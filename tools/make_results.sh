@@ -371,7 +371,7 @@ toys_calibration_steps() {
     [ -f "$dir/trained_lr/meta.json" ] && resume=(--resume)
     step "toys calibration sweep, cnn-paper at lr 5e-4" "$exe" sweep --data toys --split full --seeds 0:2 \
       --models cnn-paper --lr 0.0005 --validation on --standardize on --brightness 0.25 --contrast 0.8 \
-      --grid toy-variety=wide --grid toy-lights=mixed,rig \
+      --grid toy-variety=wide --grid toy-lights=rig,mixed \
       --jobs "${JOBS:-2}" --reproducible --quiet --checkpoint-every 10m --out "$dir/trained_lr" "${resume[@]}"
   else
     [ -f "$dir/trained/meta.json" ] && resume=(--resume)
