@@ -1,34 +1,15 @@
 #include "harness/train.h"
 
-#include <omp.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
-#include <exception>
-#include <filesystem>
-#include <memory>
-#include <mutex>
 #include <numeric>
-#include <optional>
-#include <thread>
+#include <stdexcept>
 
 #include "core/rng.h"
-#include "harness/checkpoint.h"
-#include "harness/evaluate.h"
-#include "harness/output.h"
+#include "harness/training.h"
 
 namespace vg {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 namespace {
 
@@ -45,69 +26,6 @@ bool same_draws(const Split& a, const Split& b) {
       if (x != y) return false;
     }
   return true;
-}
-
-bool same_target(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
-
-// Why a checkpoint's progress `g` cannot go on as this training ("" if it
-// can): another seed or step count (of `N` images an epoch), another stopping
-// target, history of another number of datasets or without (with) the
-// per-epoch circle accuracies, or a position that is no step's.
-std::string progress_problem(const TrainingProgress& g, const TrainConfig& cfg, long steps_per_epoch,
-                             long total_steps, int N, const std::vector<const Dataset*>& sets) {
-  if (g.seed != cfg.seed || g.steps_per_epoch != steps_per_epoch || g.total_steps != total_steps)
-    return "a training of " + std::to_string(g.total_steps) + " steps (" + std::to_string(g.steps_per_epoch) +
-           " an epoch, seed " + std::to_string(g.seed) + "); this run's has " + std::to_string(total_steps) + " (" +
-           std::to_string(steps_per_epoch) + ", seed " + std::to_string(cfg.seed) + ")";
-  if (!same_target(g.stop_target, cfg.stop_target))
-    return "its stopping rule's target is " + std::to_string(g.stop_target) + "; this run's is " +
-           std::to_string(cfg.stop_target);
-  if (g.history.size() != sets.size())
-    return "its history is of " + std::to_string(g.history.size()) + " datasets; this training evaluates " +
-           std::to_string(sets.size());
-  const bool positioned = g.epoch <= cfg.n_epochs && g.next < N && g.next % cfg.batch_size == 0 &&
-                          g.step == (g.epoch - 1) * steps_per_epoch + g.next / cfg.batch_size;
-  if (!g.done && !positioned)
-    return "step " + std::to_string(g.step) + " is not epoch " + std::to_string(g.epoch) + " at position " +
-           std::to_string(g.next);
-  for (size_t k = 0; k < sets.size(); ++k)
-    for (const EpochRecord& e : g.history[k])
-      if (!sets[k]->circle_az.empty() && e.circle.empty() == cfg.circle_every_epoch)
-        return std::string("its history ") + (cfg.circle_every_epoch ? "lacks" : "holds") +
-               " each epoch's circle accuracies (run --dump): resume with the flags it was written with";
-  return "";
-}
-}  // namespace
-
-bool same_training(const Dataset& a, const Dataset& b) {
-  return same_samples(a.train, b.train) && same_draws(a.train, b.train) && same_samples(a.validation, b.validation);
-}
-
-namespace {
-// What the evaluations of one training recorded, in epoch order, on whichever
-// thread ran them; one per dataset evaluated on (the evaluation's time is the first's).
-struct Recorded {
-  std::vector<EpochStats> history;
-  std::vector<std::vector<double>> circle_history;
-  double eval_s = 0;
-};
-
-// Each dataset's results once training is over: the training's `res` with
-// the dataset's recorded epochs, then what the final weights score on it
-// (harness/evaluate.h: final_results).
-std::vector<ModelResult> trained_results(const ModelResult& res, std::vector<Recorded>& recorded,
-                                         const std::vector<EpochEval>& last, const std::vector<const Dataset*>& sets,
-                                         Model& model, Model* helper, EvalPool* pool) {
-  std::vector<ModelResult> out(sets.size(), res);
-  for (size_t k = 0; k < sets.size(); ++k) {
-    ModelResult& r = out[k];
-    if (k > 0) r.train_s = 0, r.step_s.clear();  // one training: the first dataset's result carries its time
-    r.history = std::move(recorded[k].history);
-    r.circle_history = std::move(recorded[k].circle_history);
-    r.eval_s += recorded[k].eval_s;
-  }
-  final_results(out, last, sets, model, helper, pool);
-  return out;
 }
 
 // An epoch's order of the `order.size()` training samples: Fisher-Yates from
@@ -128,27 +46,29 @@ void fill_batch(const Split& train, const int* idx, int B, int epoch, float* x, 
   }
 }
 
-// The checkpoint's history of `recorded` (HIST), and back.
-std::vector<std::vector<EpochRecord>> records_of(const std::vector<Recorded>& recorded, bool circle) {
-  std::vector<std::vector<EpochRecord>> out;
-  for (const Recorded& r : recorded) {
-    std::vector<EpochRecord>& set = out.emplace_back();
-    for (size_t e = 0; e < r.history.size(); ++e) {
-      const EpochStats& st = r.history[e];
-      set.push_back({st.epoch, st.loss, st.familiar, st.heldout, st.seconds,
-                     circle ? r.circle_history[e] : std::vector<double>{}, st.validation, st.step});
-    }
+// The datasets a training evaluates on (data, then `also`), once the prepared
+// model is checked to fit them and the configuration.
+std::vector<const Dataset*> checked_sets(const PreparedModel& prepared, const Dataset& data,
+                                         const std::vector<const Dataset*>& also, const TrainConfig& cfg) {
+  std::vector<const Dataset*> sets{&data};
+  for (const Dataset* d : also) {
+    if (!same_training(data, *d))
+      throw std::invalid_argument("train_and_evaluate: a dataset to evaluate on has another training set");
+    sets.push_back(d);
   }
-  return out;
-}
-void restore_records(const std::vector<std::vector<EpochRecord>>& history, bool circle, std::vector<Recorded>& recorded) {
-  for (size_t k = 0; k < recorded.size(); ++k)
-    for (const EpochRecord& e : history[k]) {
-      recorded[k].history.push_back(EpochStats{e.epoch, e.loss, e.familiar, e.heldout, e.seconds, e.validation, e.step});
-      if (circle) recorded[k].circle_history.push_back(e.circle);
-    }
+  if (!prepared.model || !prepared.trainer) throw std::invalid_argument("train_and_evaluate: no prepared model");
+  if (cfg.n_epochs < 1 || prepared.batch_size != cfg.batch_size)
+    throw std::invalid_argument("train_and_evaluate: n_epochs must be >= 1 and batch_size the prepared one");
+  if (prepared.shape != data.train.shape())
+    throw std::invalid_argument("train_and_evaluate: " + prepared.name + " was made for images of " +
+                                prepared.shape.text() + ", the data has " + data.train.shape().text());
+  return sets;
 }
 }  // namespace
+
+bool same_training(const Dataset& a, const Dataset& b) {
+  return same_samples(a.train, b.train) && same_draws(a.train, b.train) && same_samples(a.validation, b.validation);
+}
 
 PreparedModel prepare_model(const std::string& name, const TrainConfig& cfg, const ImageShape& shape) {
   if (cfg.n_epochs < 1 || cfg.batch_size < 1) throw std::invalid_argument("n_epochs and batch_size must be >= 1");
@@ -181,305 +101,132 @@ std::vector<ModelResult> train_and_evaluate(PreparedModel prepared, const Datase
                                             const std::vector<const Dataset*>& also, const TrainConfig& cfg,
                                             const EpochCallback& on_epoch,
                                             const std::function<void(Model&)>& on_trained, EvalPool* pool) {
-  std::vector<const Dataset*> sets{&data};
-  for (const Dataset* d : also) {
-    if (!same_training(data, *d))
-      throw std::invalid_argument("train_and_evaluate: a dataset to evaluate on has another training set");
-    sets.push_back(d);
-  }
-  if (!prepared.model || !prepared.trainer) throw std::invalid_argument("train_and_evaluate: no prepared model");
-  if (cfg.n_epochs < 1 || prepared.batch_size != cfg.batch_size)
-    throw std::invalid_argument("train_and_evaluate: n_epochs must be >= 1 and batch_size the prepared one");
-  if (prepared.shape != data.train.shape())
-    throw std::invalid_argument("train_and_evaluate: " + prepared.name + " was made for images of " +
-                                prepared.shape.text() + ", the data has " + data.train.shape().text());
-  const std::string& name = prepared.name;
-  const int max_batch = std::max(cfg.batch_size, kEvalBatch);
-  const std::unique_ptr<Model> model = std::move(prepared.model);
-  const std::unique_ptr<Trainer> trainer_owner = std::move(prepared.trainer);  // destroyed before the model
-  Trainer& trainer = *trainer_owner;
-  ModelResult res;
-  res.name = name;
-  res.n_params = model->params().count();
-  trainer.set_helper(pool);  // an idle thread of the run may take a weight gradient off a step
+  std::vector<const Dataset*> sets = checked_sets(prepared, data, also, cfg);
+  Training training(std::move(prepared), std::move(sets), cfg, on_epoch, pool);
+  return training.run(on_trained);
+}
 
-  const Split& train = data.train;
-  const int N = train.size();
-  std::vector<int> order(N);
-  const size_t pixels = train.pixels();
-  std::vector<float> batch_x(size_t(cfg.batch_size) * pixels);
-  std::vector<int> batch_y(cfg.batch_size);
-  const long steps_per_epoch = (N + cfg.batch_size - 1) / cfg.batch_size;
-  // The cap: the linear spread margin anneals, and a cosine schedule decays, over it.
-  const long total_steps = cfg.total_steps(steps_per_epoch);
-  const double base_lr = cfg.lr_of(name);
-  long step = 0;
-  res.step_loss.reserve(size_t(total_steps));
-  res.step_s.reserve(size_t(total_steps));
-  std::vector<EpochEval> last;  // the latest epoch's evaluation, per dataset of `sets`
+Training::Training(PreparedModel prepared, std::vector<const Dataset*> sets, const TrainConfig& cfg,
+                   const EpochCallback& on_epoch, EvalPool* pool)
+    : name_(prepared.name),
+      sets_(std::move(sets)),
+      data_(*sets_.front()),
+      cfg_(cfg),
+      on_epoch_(on_epoch),
+      pool_(pool),
+      model_(std::move(prepared.model)),
+      trainer_(std::move(prepared.trainer)),
+      N_(data_.train.size()),
+      steps_per_epoch_((N_ + cfg.batch_size - 1) / cfg.batch_size),
+      total_steps_(cfg.total_steps(steps_per_epoch_)),
+      base_lr_(cfg.lr_of(name_)),
+      order_(size_t(N_)),
+      batch_x_(size_t(cfg.batch_size) * data_.train.pixels()),
+      batch_y_(size_t(cfg.batch_size)),
+      recorded_(sets_.size()),
+      ck_file_(cfg.checkpoint.file.empty() ? "" : model_file_path(cfg.checkpoint.file, name_)),
+      spec_{name_, model_options_of(name_, cfg.model), data_.train.shape()},
+      saved_at_(std::chrono::steady_clock::now()) {
+  res_.name = name_;
+  res_.n_params = model_->params().count();
+  trainer_->set_helper(pool_);  // an idle thread of the run may take a weight gradient off a step
+  res_.step_loss.reserve(size_t(total_steps_));
+  res_.step_s.reserve(size_t(total_steps_));
+}
 
-  // Each epoch's evaluation: on this thread, or (with a pool) handed to
-  // whichever thread of the pool is free, on a copy of the model holding that
-  // epoch's weights, while this one trains on. One copy, so the epochs are
-  // evaluated in order and reported in order; the same arithmetic either way.
-  struct Handoff {
-    std::unique_ptr<Model> copy;
-    std::deque<std::pair<EpochStats, std::vector<float>>> pending;  // an epoch's stats so far and its weights
-    bool draining = false;  // a job is evaluating `pending`
-    bool abandoned = false;  // training failed: evaluate nothing more
-    std::exception_ptr error;
-  } handoff;
-  std::vector<Recorded> recorded(sets.size());
-  auto record = [&](const EpochStats& trained, std::vector<EpochEval> evs, double eval_s) {
-    for (size_t k = 0; k < sets.size(); ++k) {
-      EpochStats st = trained;
-      st.familiar = evs[k].familiar;
-      st.heldout = evs[k].heldout;
-      st.validation = evs[k].validation;
-      st.seconds += eval_s;
-      recorded[k].eval_s += k == 0 ? eval_s : 0;
-      if (cfg.circle_every_epoch) recorded[k].circle_history.push_back(std::move(evs[k].circle));
-      recorded[k].history.push_back(st);
-      if (k == 0 && on_epoch) on_epoch(name, st);
-    }
-    last = std::move(evs);
-  };
-  auto drain = [&] {  // a pool job: evaluates what is pending, in order
-    for (;;) {
-      std::pair<EpochStats, std::vector<float>> item;
-      bool got = false, skip = false;
-      pool->update([&] {
-        skip = handoff.abandoned || handoff.error;
-        if (handoff.pending.empty()) {
-          handoff.draining = false;
-        } else {
-          item = std::move(handoff.pending.front());
-          handoff.pending.pop_front();
-          got = true;
-        }
-      });
-      if (!got) return;
-      if (skip) continue;
-      try {
-        if (!handoff.copy) {
-          handoff.copy = make_model(name, cfg.model, max_batch, data.train.shape());
-          handoff.copy->init(cfg.seed);
-        }
-        std::copy(item.second.begin(), item.second.end(), handoff.copy->params().values().begin());
-        const auto t1 = std::chrono::steady_clock::now();
-        std::vector<EpochEval> ev = evaluate_epoch(*handoff.copy, sets, cfg.circle_every_epoch);
-        record(item.first, std::move(ev), seconds_since(t1));
-      } catch (...) {
-        const std::exception_ptr e = std::current_exception();
-        pool->update([&] { handoff.error = e; });
-      }
-    }
-  };
-  auto drained = [&] { return !handoff.draining; };
-  // However training ends, no job of this model outlives it.
-  struct WaitForJobs {
-    EvalPool* pool;
-    Handoff& h;
-    const std::function<bool()> done;
-    ~WaitForJobs() {
-      if (!pool) return;
-      pool->update([&] { h.abandoned = true; });
-      pool->help_until(done);
-    }
-  } wait_for_jobs{pool, handoff, drained};
+// The driver: a model fit in one pass, or the epochs from the start (or from
+// a checkpoint) until the cap, the stopping rule or an interrupt; then the
+// results. A budget of steps (max_steps) ends the last epoch at its step: that
+// epoch is evaluated and recorded as any other, on the images it saw.
+std::vector<ModelResult> Training::run(const std::function<void(Model&)>& on_trained) {
+  const bool fitted = fit_in_one_pass();
+  if (!fitted) resume_if_asked();
+  for (int epoch = first_epoch_; epoch <= cfg_.n_epochs && step_ < total_steps_ && !fitted && !trained_; ++epoch)
+    if (!train_epoch(epoch)) break;
+  res_.steps = step_;
+  wait_for_evaluations();
+  if (res_.interrupted) return interrupted_results();
+  // Training is over: a last checkpoint, so that a resume goes straight to the evaluation.
+  if (cfg_.checkpoint.writes() && !fitted && !trained_ && step_ > saved_step_) save(cfg_.n_epochs, 0, 0, true);
+  // Resumed after its training: the final epoch's per-sample correctness again (the same weights, the same bits).
+  if (trained_) last_ = evaluate_epoch(*model_, sets_, false);
+  return trained_results(on_trained);
+}
 
-  // Names the first layer whose weights, output or gradient went non-finite.
-  auto fail = [&](const std::string& what, int epoch, int batch) {
-    std::string where;
-    if (auto t = model->params().first_non_finite(false); !t.empty()) where = "weights of " + t;
-    else if (auto l = model->first_non_finite_layer(batch); !l.empty()) where = "output of " + l;
-    else if (auto g = model->params().first_non_finite(true); !g.empty()) where = "gradient of " + g;
-    throw NonFiniteError(name + ": " + what + " in epoch " + std::to_string(epoch) +
-                         (where.empty() ? "" : " (first non-finite: " + where + ")"));
-  };
-
-  // Checkpoints: this model's file, and where a resumed training goes on from.
-  const CheckpointConfig& ck = cfg.checkpoint;
-  const std::string ck_file = ck.file.empty() ? "" : model_file_path(ck.file, name);
-  const ModelSpec spec{name, model_options_of(name, cfg.model), train.shape()};
-  int first_epoch = 1;
-  long first_next = 0;
-  double first_loss = 0;
-  bool trained = false;  // a checkpoint of a training that was over
-  long saved_step = 0;   // the step of the checkpoint on disk
-  auto saved_at = std::chrono::steady_clock::now();
-  auto restore = [&] {
-    const Checkpoint c = read_checkpoint(ck_file);
-    check_resumable(c, spec, ck.config, ck_file);
-    const TrainingProgress& g = *c.progress;
-    if (const std::string why = progress_problem(g, cfg, steps_per_epoch, total_steps, N, sets); !why.empty())
-      throw CheckpointError(ck_file + ": " + why);
-    restore_model(c, name, *model, ck_file);
-    restore_adam(c, trainer.optimizer(), ck_file);
-    step = g.step;
-    first_epoch = g.epoch;
-    first_next = g.next;
-    first_loss = g.loss_sum;
-    trained = g.done;
-    res.stopped_early = g.stopped_early;
-    res.step_loss = g.step_loss;
-    res.train_s = g.train_s;
-    recorded[0].eval_s = g.eval_s;
-    restore_records(g.history, cfg.circle_every_epoch, recorded);
-    saved_step = step;
-  };
-  // A checkpoint of the training between two steps: the next is epoch
-  // `epoch`'s batch from `next` on, its loss so far `loss_sum`. The pending
-  // evaluations are waited for, so the history holds every epoch trained.
-  auto save = [&](int epoch, long next, double loss_sum, bool done) {
-    if (pool) {
-      pool->help_until(drained);
-      if (handoff.error) std::rethrow_exception(handoff.error);
-    }
-    Checkpoint c = capture_model(spec, *model, &trainer.optimizer());
-    c.config = ck.config;
-    c.config_hash = checkpoint_config_hash(c.config);
-    TrainingProgress g;
-    g.seed = cfg.seed;
-    g.steps_per_epoch = steps_per_epoch;
-    g.total_steps = total_steps;
-    g.step = step;
-    g.epoch = epoch;
-    g.next = next;
-    g.loss_sum = loss_sum;
-    g.done = done;
-    g.stopped_early = res.stopped_early;
-    g.stop_target = cfg.stop_target;
-    g.train_s = res.train_s;
-    g.eval_s = recorded[0].eval_s;
-    g.step_loss = res.step_loss;
-    g.history = records_of(recorded, cfg.circle_every_epoch);
-    c.progress = std::move(g);
-    write_checkpoint(ck_file, c);
-    saved_step = step;
-    saved_at = std::chrono::steady_clock::now();
-  };
-  // Between two steps: a checkpoint if one is due; true if an interrupt ends training here.
-  auto between_steps = [&](int epoch, long next, double loss_sum) {
-    const bool interrupted = interrupt_pending();
-    if (ck.writes() && step > saved_step &&
-        (interrupted || (ck.every_steps > 0 && step - saved_step >= ck.every_steps) ||
-         (ck.every_seconds > 0 && seconds_since(saved_at) >= ck.every_seconds)))
-      save(epoch, next, loss_sum, false);
-    res.interrupted = interrupted;
-    return interrupted;
-  };
-
-  // A model fit in one pass (nn1) has no epochs: evaluated once, no history.
-  const bool fitted = [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    const bool f = model->fit(train.images.data(), train.labels.data(), N);
-    res.train_s += seconds_since(t0);
-    return f;
-  }();
+bool Training::fit_in_one_pass() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool fitted = model_->fit(data_.train.images.data(), data_.train.labels.data(), N_);
+  res_.train_s += seconds_since(t0);
   if (fitted) {
     const auto t1 = std::chrono::steady_clock::now();
-    last = evaluate_epoch(*model, sets, false);
-    res.eval_s += seconds_since(t1);
-  } else if (ck.resume && !ck_file.empty()) {
-    std::error_code ec;
-    if (std::filesystem::symlink_status(ck_file, ec).type() != std::filesystem::file_type::not_found) restore();
+    last_ = evaluate_epoch(*model_, sets_, false);
+    res_.eval_s += seconds_since(t1);
   }
-  // A budget of steps (max_steps) ends the last epoch at its step: that epoch
-  // is evaluated and recorded as any other, on the images it saw.
-  for (int epoch = first_epoch; epoch <= cfg.n_epochs && step < total_steps && !fitted && !trained; ++epoch) {
-    const auto t0 = std::chrono::steady_clock::now();
-    epoch_order(order, cfg.seed, epoch);
+  return fitted;
+}
 
-    double loss_sum = epoch == first_epoch ? first_loss : 0;
-    for (int start = epoch == first_epoch ? int(first_next) : 0; start < N && step < total_steps;
-         start += cfg.batch_size) {
-      if (between_steps(epoch, start, loss_sum)) break;
-      const int B = std::min(cfg.batch_size, N - start);
-      fill_batch(train, order.data() + start, B, epoch, batch_x.data(), batch_y.data());
-      const double progress = total_steps > 1 ? double(step) / double(total_steps - 1) : 1.0;
-      trainer.optimizer().set_lr(float(base_lr * lr_factor(cfg.lr_schedule, step, total_steps)));
-      const auto ts = std::chrono::steady_clock::now();
-      const double loss = trainer.step(batch_x.data(), batch_y.data(), B, progress);
-      res.step_s.push_back(seconds_since(ts));
-      ++step;
-      if (!std::isfinite(loss)) fail("non-finite loss", epoch, B);
-      loss_sum += loss * B;
-      res.step_loss.push_back(loss);
-      if (cfg.stop && cfg.stop_every > 0 && step % cfg.stop_every == 0 && step < total_steps &&
-          cfg.stop(StopCheck{epoch, step, accuracy(*model, data.validation)})) {
-        res.stopped_early = true;
-        break;
-      }
-    }
-    if (res.interrupted) {
-      res.train_s += seconds_since(t0);
-      break;
-    }
-    if (!all_finite(model->params().values().data(), model->params().count()))
-      fail("non-finite weights", epoch, 0);
-    res.train_s += seconds_since(t0);
+bool Training::train_epoch(int epoch) {
+  const auto t0 = std::chrono::steady_clock::now();
+  epoch_order(order_, cfg_.seed, epoch);
 
-    EpochStats st;
-    st.epoch = epoch;
-    // An epoch cut short by the stop rule: its mean over the images it saw.
-    st.loss = loss_sum / std::min<double>(N, double(res.step_loss.size() - size_t(epoch - 1) * steps_per_epoch) * cfg.batch_size);
-    st.seconds = seconds_since(t0);
-    st.step = step;
-    if (pool) {
-      std::pair<EpochStats, std::vector<float>> item(st, model->params().values());  // copied outside the lock
-      bool post = false;
-      pool->update([&] {
-        handoff.pending.push_back(std::move(item));
-        post = !handoff.draining;
-        handoff.draining = true;
-      });
-      if (post) pool->post(drain);
-    } else {
-      const auto t1 = std::chrono::steady_clock::now();
-      std::vector<EpochEval> ev = evaluate_epoch(*model, sets, cfg.circle_every_epoch);
-      record(st, std::move(ev), seconds_since(t1));
-    }
-    if (res.stopped_early) break;
-    if (cfg.stop && cfg.stop_every == 0 && step < total_steps &&
-        cfg.stop(StopCheck{epoch, step, accuracy(*model, data.validation)})) {
-      res.stopped_early = true;
-      break;
-    }
+  double loss_sum = epoch == first_epoch_ ? first_loss_ : 0;
+  for (int start = epoch == first_epoch_ ? int(first_next_) : 0; start < N_ && step_ < total_steps_;
+       start += cfg_.batch_size) {
+    if (between_steps(epoch, start, loss_sum)) break;
+    const int B = std::min(cfg_.batch_size, N_ - start);
+    loss_sum += take_step(epoch, order_.data() + start, B) * B;
+    if (stop_rule_ends(epoch, false)) break;
   }
-  res.steps = step;
-  if (pool) {
-    pool->help_until(drained);
-    if (handoff.error) std::rethrow_exception(handoff.error);
+  if (res_.interrupted) {
+    res_.train_s += seconds_since(t0);
+    return false;
   }
-  if (res.interrupted) {  // what the epochs trained so far recorded; no final evaluation
-    std::vector<ModelResult> out(sets.size(), res);
-    for (size_t k = 0; k < sets.size(); ++k) {
-      out[k].history = std::move(recorded[k].history);
-      out[k].circle_history = std::move(recorded[k].circle_history);
-      out[k].eval_s += recorded[k].eval_s;
-      out[k].familiar = out[k].heldout = out[k].drop = NAN;
-      if (k > 0) out[k].train_s = 0, out[k].step_s.clear();
-    }
-    return out;
-  }
-  // Training is over: a last checkpoint, so that a resume goes straight to the evaluation.
-  if (ck.writes() && !fitted && !trained && step > saved_step) save(cfg.n_epochs, 0, 0, true);
-  // Resumed after its training: the final epoch's per-sample correctness again (the same weights, the same bits).
-  if (trained) last = evaluate_epoch(*model, sets, false);
+  if (!all_finite(model_->params().values().data(), model_->params().count())) fail("non-finite weights", epoch, 0);
+  res_.train_s += seconds_since(t0);
 
-  // The circle and the axis sweep: with a pool, their batches are shared with
-  // the copy the epochs were evaluated on, given the final weights.
-  Model* helper = nullptr;
-  if (pool && handoff.copy) {
-    std::copy(model->params().values().begin(), model->params().values().end(),
-              handoff.copy->params().values().begin());
-    helper = handoff.copy.get();
-  }
-  std::vector<ModelResult> out = trained_results(res, recorded, last, sets, *model, helper, pool);
-  handoff.copy.reset();
-  if (on_trained) on_trained(*model);
-  return out;
+  EpochStats st;
+  st.epoch = epoch;
+  // An epoch cut short by the stop rule: its mean over the images it saw.
+  st.loss = loss_sum /
+            std::min<double>(N_, double(res_.step_loss.size() - size_t(epoch - 1) * steps_per_epoch_) * cfg_.batch_size);
+  st.seconds = seconds_since(t0);
+  st.step = step_;
+  evaluate(st);
+  if (res_.stopped_early) return false;
+  return !stop_rule_ends(epoch, true);
+}
+
+double Training::take_step(int epoch, const int* idx, int B) {
+  fill_batch(data_.train, idx, B, epoch, batch_x_.data(), batch_y_.data());
+  const double progress = total_steps_ > 1 ? double(step_) / double(total_steps_ - 1) : 1.0;
+  trainer_->optimizer().set_lr(float(base_lr_ * lr_factor(cfg_.lr_schedule, step_, total_steps_)));
+  const auto ts = std::chrono::steady_clock::now();
+  const double loss = trainer_->step(batch_x_.data(), batch_y_.data(), B, progress);
+  res_.step_s.push_back(seconds_since(ts));
+  ++step_;
+  if (!std::isfinite(loss)) fail("non-finite loss", epoch, B);
+  res_.step_loss.push_back(loss);
+  return loss;
+}
+
+// The stopping rule (StopRule) is asked every cfg.stop_every steps within an
+// epoch, or (stop_every 0) at each epoch's end; never after the cap's last step.
+bool Training::stop_rule_ends(int epoch, bool at_epoch_end) {
+  if (!cfg_.stop || step_ >= total_steps_) return false;
+  const bool due = at_epoch_end ? cfg_.stop_every == 0 : cfg_.stop_every > 0 && step_ % cfg_.stop_every == 0;
+  if (!due || !cfg_.stop(StopCheck{epoch, step_, accuracy(*model_, data_.validation)})) return false;
+  res_.stopped_early = true;
+  return true;
+}
+
+// Names the first layer whose weights, output or gradient went non-finite.
+void Training::fail(const std::string& what, int epoch, int batch) {
+  std::string where;
+  if (auto t = model_->params().first_non_finite(false); !t.empty()) where = "weights of " + t;
+  else if (auto l = model_->first_non_finite_layer(batch); !l.empty()) where = "output of " + l;
+  else if (auto g = model_->params().first_non_finite(true); !g.empty()) where = "gradient of " + g;
+  throw NonFiniteError(name_ + ": " + what + " in epoch " + std::to_string(epoch) +
+                       (where.empty() ? "" : " (first non-finite: " + where + ")"));
 }
 
 }  // namespace vg
