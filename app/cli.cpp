@@ -196,8 +196,13 @@ int do_run(const RunFlags& f) {
   const RunResult r = run_experiment(
       opt,
       [&](const std::string& model, const EpochStats& e) {
-        log->info("[{}] epoch {:>3}/{}  loss {:.4f}  familiar {:.3f}  held-out {:.3f}  ({:.3f} s)",
-                  model, e.epoch, opt.train.n_epochs, e.loss, e.familiar, e.heldout, e.seconds);
+        // A spread-loss model's loss rises as its margin anneals: beside it, the loss at the final margin.
+        const std::string at_final =
+            std::isnan(e.final_margin_loss)
+                ? ""
+                : fmt::format(" ({:.4f} at the final margin {:.3g})", e.final_margin_loss, e.final_margin);
+        log->info("[{}] epoch {:>3}/{}  loss {:.4f}{}  familiar {:.3f}  held-out {:.3f}  ({:.3f} s)", model,
+                  e.epoch, opt.train.n_epochs, e.loss, at_final, e.familiar, e.heldout, e.seconds);
       },
       [&](const std::string& name, Model& model, const Dataset& data) {
         if (!f.save_model.empty()) {

@@ -28,7 +28,7 @@ constexpr size_t kPreamble = 32;  // magic, version, flags, size, chunk count, C
 constexpr size_t kChunkHeader = 12;  // tag, length (u64)
 constexpr size_t kTrailer = 4;       // CRC-32 of everything before it
 // This version's chunks; any other tag is carried as it is.
-const char* const kKnownTags[] = {"HEAD", "WGHT", "MSTA", "ADAM", "CONF", "PROG", "LOSS", "HIST", "TRAJ"};
+const char* const kKnownTags[] = {"HEAD", "WGHT", "MSTA", "ADAM", "CONF", "PROG", "LOSS", "HIST", "TRAJ", "SPRD"};
 constexpr uint32_t kDone = 1, kStoppedEarly = 2;  // PROG's flags
 
 uint32_t crc32_of(const uint8_t* p, size_t n) {
@@ -267,6 +267,38 @@ void parse_trajectory(In in, Trajectory& traj) {
   in.end();
 }
 
+// SPRD: the epoch under way's loss at the final spread margin so far, then
+// HIST's shape again with each epoch's.
+Out final_margin_chunk(const TrainingProgress& g) {
+  Out o;
+  o.f64(g.final_margin_loss_sum);
+  o.u32(uint32_t(g.history.size()));
+  for (const std::vector<EpochRecord>& set : g.history) {
+    o.u32(uint32_t(set.size()));
+    for (const EpochRecord& e : set) o.f64(e.final_margin_loss);
+  }
+  return o;
+}
+
+struct FinalMargin {
+  double sum = NAN;
+  std::vector<std::vector<double>> history;  // per dataset, per epoch
+};
+
+void parse_final_margin(In in, FinalMargin& f) {
+  f.sum = in.f64("a loss");
+  const uint32_t sets = in.u32("the dataset count");
+  if (sets > in.left() / 4) in.bad("a dataset count past its end");
+  f.history.resize(sets);
+  for (auto& set : f.history) {
+    const uint32_t epochs = in.u32("an epoch count");
+    if (epochs > in.left() / 8) in.bad("an epoch count past its end");
+    set.resize(epochs);
+    for (double& v : set) v = in.f64("a loss");
+  }
+  in.end();
+}
+
 uint64_t tensor_total(const std::vector<TensorShape>& tensors) {
   uint64_t n = 0;
   for (const TensorShape& t : tensors) n += t.size;
@@ -351,6 +383,7 @@ std::vector<uint8_t> encode_checkpoint(const Checkpoint& c) {
     chunks.emplace_back("LOSS", std::move(l));
     chunks.emplace_back("HIST", history_chunk(g.history));
     chunks.emplace_back("TRAJ", trajectory_chunk(g.history));
+    if (!std::isnan(g.final_margin_loss_sum)) chunks.emplace_back("SPRD", final_margin_chunk(g));
   }
   for (const auto& [tag, payload] : c.extra) {
     Out e;
@@ -414,6 +447,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
   Checkpoint c;
   TrainingProgress progress;  // PROG, LOSS and HIST, which come together
   std::optional<Trajectory> trajectory;  // TRAJ, with them
+  std::optional<FinalMargin> final_margin;  // SPRD, with them
   const uint32_t count = u32_at(24);
   size_t at = kPreamble;
   const size_t end = size - kTrailer;
@@ -461,6 +495,8 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
       parse_history(in, progress.history);
     } else if (tag == "TRAJ") {
       parse_trajectory(in, trajectory.emplace());
+    } else if (tag == "SPRD") {
+      parse_final_margin(in, final_margin.emplace());
     } else {
       c.extra[tag].assign(reinterpret_cast<const char*>(p + at), size_t(length));
     }
@@ -480,6 +516,7 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
                     int(std::count(seen.begin(), seen.end(), "LOSS")) + int(std::count(seen.begin(), seen.end(), "HIST"));
   if (parts != 0 && parts != 3) throw fail("malformed: PROG, LOSS and HIST come together; it holds " + std::to_string(parts) + " of them");
   if (trajectory && parts != 3) throw fail("malformed: a TRAJ chunk without the history (HIST) it completes");
+  if (final_margin && parts != 3) throw fail("malformed: an SPRD chunk without the history (HIST) it completes");
   if (parts == 3) {
     if (progress.step_loss.size() != size_t(progress.step))
       throw fail("malformed: " + std::to_string(progress.step_loss.size()) + " step losses for step " +
@@ -505,6 +542,14 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
           const long spe = progress.steps_per_epoch;
           e.step = e.epoch <= progress.step / spe ? long(e.epoch) * spe : progress.step;
         }
+    }
+    if (final_margin) {
+      bool fits = final_margin->history.size() == history.size();
+      for (size_t k = 0; fits && k < history.size(); ++k) fits = final_margin->history[k].size() == history[k].size();
+      if (!fits) throw fail("malformed: its SPRD chunk is not of the shape of its history (HIST)");
+      progress.final_margin_loss_sum = final_margin->sum;
+      for (size_t k = 0; k < history.size(); ++k)
+        for (size_t e = 0; e < history[k].size(); ++e) history[k][e].final_margin_loss = final_margin->history[k][e];
     }
     c.progress = std::move(progress);
   }

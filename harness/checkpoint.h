@@ -18,10 +18,13 @@
 //   HIST  the per-epoch history so far, for each dataset evaluated on;
 //   TRAJ  for each epoch of HIST, the steps taken at its end and the validation
 //         accuracy (optional: a file without it reads as NaN and the step
-//         its epochs' ends imply, min(epoch x steps_per_epoch, step)).
+//         its epochs' ends imply, min(epoch x steps_per_epoch, step));
+//   SPRD  a spread-loss model's loss at its final margin: the epoch under
+//         way's so far, and each epoch's of HIST (only a spread-loss
+//         training's; a file without it reads as NaN).
 // A reader skips chunks it does not know and keeps them (Checkpoint::extra),
 // so a chunk added later needs no new version: PROG, LOSS and HIST came after
-// the first files of version 1, which load as model files, and TRAJ after HIST.
+// the first files of version 1, which load as model files, TRAJ after HIST, and SPRD after TRAJ.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -72,6 +75,7 @@ struct EpochRecord {
   std::vector<double> circle;  // per circle azimuth, where every epoch evaluates them
   double validation = NAN;     // TRAJ: the validation split's accuracy (NaN: none, or a file without TRAJ)
   long step = 0;               // TRAJ: steps taken at the epoch's end
+  double final_margin_loss = NAN;  // SPRD: the epoch's loss at the final spread margin (NaN: none)
 };
 
 // Where a training stands between two steps: what resuming it needs beyond
@@ -87,6 +91,7 @@ struct TrainingProgress {
   int epoch = 1;                   // the epoch under way (1-based)
   long next = 0;                   // its next batch's first position in the epoch's order
   double loss_sum = 0;             // its loss so far, summed over images
+  double final_margin_loss_sum = NAN;  // SPRD: the same at the final spread margin (NaN: not a spread loss)
   bool done = false;               // training is over: every epoch, or the stopping rule
   bool stopped_early = false;      // the stopping rule ended it
   double stop_target = 0;          // the stopping rule's target (NaN: no rule)

@@ -252,11 +252,15 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
   json models = json::array();
   for (const ModelResult& m : r.models) {
     json hist = json::array();
-    for (const EpochStats& e : m.history)
+    for (const EpochStats& e : m.history) {
       hist.push_back({{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"familiar", e.familiar},
                       {"heldout", e.heldout},
                       {"validation", std::isnan(e.validation) ? json(nullptr) : json(e.validation)},
                       {"seconds", e.seconds}});
+      // Only a spread-loss model's epochs: the loss at the margin its training ends at.
+      if (!std::isnan(e.final_margin_loss))
+        hist.back().update({{"final_margin_loss", e.final_margin_loss}, {"final_margin", e.final_margin}});
+    }
     json per_class;
     for (size_t c = 0; c < m.heldout_per_class.size(); ++c) per_class[class_name(opt.data, int(c))] = m.heldout_per_class[c];
     models.push_back({{"name", m.name},

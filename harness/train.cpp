@@ -130,6 +130,7 @@ Training::Training(PreparedModel prepared, std::vector<const Dataset*> sets, con
   res_.name = name_;
   res_.n_params = model_->params().count();
   trainer_->set_helper(pool_);  // an idle thread of the run may take a weight gradient off a step
+  trainer_->track_final_margin(total_steps_);
   res_.step_loss.reserve(size_t(total_steps_));
   res_.step_s.reserve(size_t(total_steps_));
 }
@@ -147,7 +148,7 @@ std::vector<ModelResult> Training::run(const std::function<void(Model&)>& on_tra
   wait_for_evaluations();
   if (res_.interrupted) return interrupted_results();
   // Training is over: a last checkpoint, so that a resume goes straight to the evaluation.
-  if (cfg_.checkpoint.writes() && !fitted && !trained_ && step_ > saved_step_) save(cfg_.n_epochs, 0, 0, true);
+  if (cfg_.checkpoint.writes() && !fitted && !trained_ && step_ > saved_step_) save(cfg_.n_epochs, 0, {}, true);
   // Resumed after its training: the final epoch's per-sample correctness again (the same weights, the same bits).
   if (trained_) last_ = evaluate_epoch(*model_, sets_, false);
   return trained_results(on_trained);
@@ -169,12 +170,12 @@ bool Training::train_epoch(int epoch) {
   const auto t0 = std::chrono::steady_clock::now();
   epoch_order(order_, cfg_.seed, epoch);
 
-  double loss_sum = epoch == first_epoch_ ? first_loss_ : 0;
+  EpochLoss loss = epoch == first_epoch_ ? first_loss_ : EpochLoss{};
   for (int start = epoch == first_epoch_ ? int(first_next_) : 0; start < N_ && step_ < total_steps_;
        start += cfg_.batch_size) {
-    if (between_steps(epoch, start, loss_sum)) break;
+    if (between_steps(epoch, start, loss)) break;
     const int B = std::min(cfg_.batch_size, N_ - start);
-    loss_sum += take_step(epoch, order_.data() + start, B) * B;
+    take_step(epoch, order_.data() + start, B, loss);
     if (stop_rule_ends(epoch, false)) break;
   }
   if (res_.interrupted) {
@@ -187,8 +188,11 @@ bool Training::train_epoch(int epoch) {
   EpochStats st;
   st.epoch = epoch;
   // An epoch cut short by the stop rule: its mean over the images it saw.
-  st.loss = loss_sum /
-            std::min<double>(N_, double(res_.step_loss.size() - size_t(epoch - 1) * steps_per_epoch_) * cfg_.batch_size);
+  const double images =
+      std::min<double>(N_, double(res_.step_loss.size() - size_t(epoch - 1) * steps_per_epoch_) * cfg_.batch_size);
+  st.loss = loss.sum / images;
+  st.final_margin = trainer_->final_margin();
+  if (!std::isnan(st.final_margin)) st.final_margin_loss = loss.at_final_margin / images;
   st.seconds = seconds_since(t0);
   st.step = step_;
   evaluate(st);
@@ -196,7 +200,7 @@ bool Training::train_epoch(int epoch) {
   return !stop_rule_ends(epoch, true);
 }
 
-double Training::take_step(int epoch, const int* idx, int B) {
+void Training::take_step(int epoch, const int* idx, int B, EpochLoss& sums) {
   fill_batch(data_.train, idx, B, epoch, batch_x_.data(), batch_y_.data());
   const double progress = total_steps_ > 1 ? double(step_) / double(total_steps_ - 1) : 1.0;
   trainer_->optimizer().set_lr(float(base_lr_ * lr_factor(cfg_.lr_schedule, step_, total_steps_)));
@@ -205,8 +209,9 @@ double Training::take_step(int epoch, const int* idx, int B) {
   res_.step_s.push_back(seconds_since(ts));
   ++step_;
   if (!std::isfinite(loss)) fail("non-finite loss", epoch, B);
+  sums.sum += loss * B;
+  if (!std::isnan(trainer_->final_margin())) sums.at_final_margin += trainer_->final_margin_loss() * B;
   res_.step_loss.push_back(loss);
-  return loss;
 }
 
 // The stopping rule (StopRule) is asked every cfg.stop_every steps within an

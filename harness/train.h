@@ -82,6 +82,11 @@ struct EpochStats {
   // taken at the epoch's end: with familiar and heldout, the run's trajectory.
   double validation = NAN;
   long step = 0;
+  // A spread-loss model's loss rises as its margin anneals: the epoch's loss
+  // also at the margin training ends at (spread_final_margin), from the same
+  // scores, and that margin. NaN for other losses.
+  double final_margin_loss = NAN;
+  double final_margin = NAN;
 };
 
 struct ModelResult {

@@ -54,7 +54,8 @@ std::vector<std::vector<EpochRecord>> Training::history_records() const {
     for (size_t e = 0; e < r.history.size(); ++e) {
       const EpochStats& st = r.history[e];
       set.push_back({st.epoch, st.loss, st.familiar, st.heldout, st.seconds,
-                     circle ? r.circle_history[e] : std::vector<double>{}, st.validation, st.step});
+                     circle ? r.circle_history[e] : std::vector<double>{}, st.validation, st.step,
+                     st.final_margin_loss});
     }
   }
   return out;
@@ -65,8 +66,9 @@ void Training::restore_history(const std::vector<std::vector<EpochRecord>>& hist
   const bool circle = cfg_.circle_every_epoch;
   for (size_t k = 0; k < recorded_.size(); ++k)
     for (const EpochRecord& e : history[k]) {
-      recorded_[k].history.push_back(
-          EpochStats{e.epoch, e.loss, e.familiar, e.heldout, e.seconds, e.validation, e.step});
+      recorded_[k].history.push_back(EpochStats{e.epoch, e.loss, e.familiar, e.heldout, e.seconds, e.validation,
+                                                e.step, e.final_margin_loss,
+                                                std::isnan(e.final_margin_loss) ? NAN : trainer_->final_margin()});
       if (circle) recorded_[k].circle_history.push_back(e.circle);
     }
 }
@@ -88,7 +90,8 @@ void Training::restore() {
   step_ = g.step;
   first_epoch_ = g.epoch;
   first_next_ = g.next;
-  first_loss_ = g.loss_sum;
+  // A spread-loss training's file from before SPRD: NaN, and the epoch under way has no loss at the final margin.
+  first_loss_ = {g.loss_sum, g.final_margin_loss_sum};
   trained_ = g.done;
   res_.stopped_early = g.stopped_early;
   res_.step_loss = g.step_loss;
@@ -99,9 +102,9 @@ void Training::restore() {
 }
 
 // A checkpoint of the training between two steps: the next is epoch `epoch`'s
-// batch from `next` on, its loss so far `loss_sum`. The pending evaluations
-// are waited for, so the history holds every epoch trained.
-void Training::save(int epoch, long next, double loss_sum, bool done) {
+// batch from `next` on, its loss so far `loss`. The pending evaluations are
+// waited for, so the history holds every epoch trained.
+void Training::save(int epoch, long next, const EpochLoss& loss, bool done) {
   wait_for_evaluations();
   Checkpoint c = capture_model(spec_, *model_, &trainer_->optimizer());
   c.config = cfg_.checkpoint.config;
@@ -113,7 +116,8 @@ void Training::save(int epoch, long next, double loss_sum, bool done) {
   g.step = step_;
   g.epoch = epoch;
   g.next = next;
-  g.loss_sum = loss_sum;
+  g.loss_sum = loss.sum;
+  g.final_margin_loss_sum = std::isnan(trainer_->final_margin()) ? NAN : loss.at_final_margin;
   g.done = done;
   g.stopped_early = res_.stopped_early;
   g.stop_target = cfg_.stop_target;
@@ -128,13 +132,13 @@ void Training::save(int epoch, long next, double loss_sum, bool done) {
 }
 
 // Between two steps: a checkpoint if one is due; true if an interrupt ends training here.
-bool Training::between_steps(int epoch, long next, double loss_sum) {
+bool Training::between_steps(int epoch, long next, const EpochLoss& loss) {
   const CheckpointConfig& ck = cfg_.checkpoint;
   const bool interrupted = interrupt_pending();
   if (ck.writes() && step_ > saved_step_ &&
       (interrupted || (ck.every_steps > 0 && step_ - saved_step_ >= ck.every_steps) ||
        (ck.every_seconds > 0 && seconds_since(saved_at_) >= ck.every_seconds)))
-    save(epoch, next, loss_sum, false);
+    save(epoch, next, loss, false);
   res_.interrupted = interrupted;
   return interrupted;
 }

@@ -57,10 +57,17 @@ class Training {
     std::exception_ptr error;
   };
 
+  // An epoch's loss so far, summed over its images: as trained (the annealed
+  // margin's), and for a spread-loss model at the final margin.
+  struct EpochLoss {
+    double sum = 0;
+    double at_final_margin = 0;
+  };
+
   // An epoch and the stopping rule (train.cpp).
   bool fit_in_one_pass();  // a model fit in one pass (nn1): fitted and evaluated, no epochs
   bool train_epoch(int epoch);  // false: training ends in it (an interrupt, the stopping rule)
-  double take_step(int epoch, const int* idx, int B);  // one batch; its mean loss
+  void take_step(int epoch, const int* idx, int B, EpochLoss& loss);  // one batch, its loss added to `loss`
   bool stop_rule_ends(int epoch, bool at_epoch_end);   // the rule is due here and says stop
   [[noreturn]] void fail(const std::string& what, int epoch, int batch);
 
@@ -78,8 +85,8 @@ class Training {
   void restore();
   std::vector<std::vector<EpochRecord>> history_records() const;  // recorded_ as a checkpoint's HIST
   void restore_history(const std::vector<std::vector<EpochRecord>>& history);
-  void save(int epoch, long next, double loss_sum, bool done);
-  bool between_steps(int epoch, long next, double loss_sum);  // true: an interrupt ends training here
+  void save(int epoch, long next, const EpochLoss& loss, bool done);
+  bool between_steps(int epoch, long next, const EpochLoss& loss);  // true: an interrupt ends training here
 
   const std::string name_;
   const std::vector<const Dataset*> sets_;
@@ -109,7 +116,7 @@ class Training {
   const ModelSpec spec_;
   int first_epoch_ = 1;
   long first_next_ = 0;
-  double first_loss_ = 0;
+  EpochLoss first_loss_;
   bool trained_ = false;  // a checkpoint of a training that was over
   long saved_step_ = 0;   // the step of the checkpoint on disk
   std::chrono::steady_clock::time_point saved_at_;

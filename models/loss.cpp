@@ -30,6 +30,24 @@ float spread_margin(const LossConfig& cfg, double progress, long step) {
   return float(cfg.spread_from + (double(cfg.spread_to) - cfg.spread_from) * p);
 }
 
+float spread_final_margin(const LossConfig& cfg, long total_steps) {
+  return spread_margin(cfg, 1.0, std::max(0L, total_steps - 1));
+}
+
+double spread_loss(const float* a, const int* labels, int B, int C, float m) {
+  double loss = 0.0;
+  for (int b = 0; b < B; ++b) {
+    const float* ab = a + size_t(b) * C;
+    const int t = labels[b];
+    for (int i = 0; i < C; ++i) {
+      if (i == t) continue;
+      const double r = std::max(0.0, double(m) - (double(ab[t]) - ab[i]));
+      loss += r * r;
+    }
+  }
+  return loss / B;
+}
+
 double softmax_xent(float* dlogits, const float* logits, const int* labels, int B, int C) {
   double loss = 0.0;
   for (int b = 0; b < B; ++b) {

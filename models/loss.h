@@ -37,6 +37,13 @@ inline constexpr const char* kLossNames = "xent, spread, margin";
 // `progress` of training (0 at the first step, 1 at the last): the linear
 // schedule reads progress, the official one the step.
 float spread_margin(const LossConfig& cfg, double progress, long step);
+// The margin a training of `total_steps` steps ends at: that of its last step.
+// The loss rises as the margin grows, so an epoch's loss is also reported at
+// this one, where every epoch's is comparable (spread_loss).
+float spread_final_margin(const LossConfig& cfg, long total_steps);
+// The spread loss's value alone at margin `m`: mean over the batch of `a`
+// (B x C) against `labels`, summed in the order loss_forward_backward sums it.
+double spread_loss(const float* a, const int* labels, int B, int C, float m);
 
 // Mean loss over the batch of `scores` (B x C, row-major) against `labels`;
 // writes dscores = dL/dscores (overwrites). `progress` and `step` as for spread_margin.

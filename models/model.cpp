@@ -91,6 +91,11 @@ void Trainer::release(Shared* s) {
   if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete s;
 }
 
+void Trainer::track_final_margin(long total_steps) {
+  final_margin_ = model_.loss().kind == LossKind::spread ? spread_final_margin(model_.loss(), total_steps) : NAN;
+  final_margin_loss_ = NAN;
+}
+
 double Trainer::step(const float* images, const int* labels, int B, double progress) {
   if (B > max_batch_) throw std::invalid_argument("Trainer::step: batch > max_batch");
   // Labels for the model's own loss term during this step only.
@@ -113,6 +118,8 @@ double Trainer::step(const float* images, const int* labels, int B, double progr
     // Adam's count is the steps taken before this one: the global step, restored with a checkpoint.
     loss = loss_forward_backward(model_.loss(), dscores_.data(), scores, labels, B, model_.classes(), progress,
                                  adam_.steps());
+    if (!std::isnan(final_margin_))
+      final_margin_loss_ = spread_loss(scores, labels, B, model_.classes(), final_margin_) + model_.model_loss();
   }
   loss += model_.model_loss();
   if (!std::isfinite(loss)) return loss;  // no update: the caller finds the layer

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -277,6 +278,13 @@ class Trainer final : private GradientSink {
   // an idle thread while this one goes on with backward; whichever thread
   // claims it first runs it. The same bits with or without.
   void set_helper(StepHelper* helper) { helper_ = helper; }
+  // A spread-loss model's loss rises as its margin anneals; for one, each step
+  // also scores its batch at the margin a training of `total_steps` ends at
+  // (spread_final_margin), from the same scores: no extra forward, and the
+  // step's loss, gradient and update are untouched. Other losses: nothing.
+  void track_final_margin(long total_steps);
+  float final_margin() const { return final_margin_; }             // NaN: not tracked
+  double final_margin_loss() const { return final_margin_loss_; }  // the last step's, with model_loss()
   // The optimizer's state, for a checkpoint (harness/checkpoint.h).
   Adam& optimizer() { return adam_; }
   const Adam& optimizer() const { return adam_; }
@@ -328,6 +336,8 @@ class Trainer final : private GradientSink {
   Shared* shared_;
   int n_offers_ = 0;
   uint32_t generation_ = 0;
+  float final_margin_ = NAN;
+  double final_margin_loss_ = NAN;
 };
 
 }  // namespace vg

@@ -384,6 +384,55 @@ TEST(Checkpoint, AHistorysStepsAndValidationRoundTripAndAFileWithoutThemLoads) {
   expect_refused(dir + "bare.vgck", "TRAJ chunk without the history", "TRAJ alone");
 }
 
+// A spread-loss training's loss at the final margin (SPRD), the epoch's so far
+// and each epoch's, round-trips; a file without it (another loss, or written
+// before it) reads as NaN; SPRD without the history it completes is refused.
+TEST(Checkpoint, TheLossAtTheFinalMarginRoundTripsAndAFileWithoutItLoads) {
+  const std::string dir = scratch("final_margin");
+  Trained t = trained("linear");
+  Checkpoint c = capture_model(t.spec, *t.model, &t.trainer->optimizer());
+  TrainingProgress g;
+  g.seed = 3;
+  g.steps_per_epoch = 4;
+  g.total_steps = 12;
+  g.step = 10;
+  g.epoch = 3;
+  g.next = 2;
+  g.loss_sum = 1.5;
+  g.final_margin_loss_sum = 2.25;
+  g.step_loss.assign(10, 0.5);
+  auto rec = [](int epoch, double at_final) {
+    EpochRecord e{epoch, 1.0, 0.5, 0.25, 0.1, {}};
+    e.step = 4L * epoch;
+    e.final_margin_loss = at_final;
+    return e;
+  };
+  g.history = {{rec(1, 1.0 / 3.0), rec(2, 0.875)}};
+  c.progress = g;
+  write_checkpoint(dir + "c.vgck", c);
+  const Checkpoint r = read_checkpoint(dir + "c.vgck");
+  ASSERT_TRUE(r.progress.has_value());
+  EXPECT_EQ(r.progress->final_margin_loss_sum, 2.25);
+  ASSERT_EQ(r.progress->history.at(0).size(), 2u);
+  EXPECT_EQ(r.progress->history[0][0].final_margin_loss, 1.0 / 3.0);
+  EXPECT_EQ(r.progress->history[0][1].final_margin_loss, 0.875);
+
+  // Without SPRD (as another loss writes it, and files from before it).
+  const std::vector<uint8_t> b = bytes_of(dir + "c.vgck");
+  put(dir + "old.vgck", without_chunk(b, "SPRD"));
+  const Checkpoint old = read_checkpoint(dir + "old.vgck");
+  ASSERT_TRUE(old.progress.has_value());
+  EXPECT_TRUE(old.extra.empty());
+  EXPECT_TRUE(std::isnan(old.progress->final_margin_loss_sum));
+  for (const EpochRecord& e : old.progress->history[0]) EXPECT_TRUE(std::isnan(e.final_margin_loss)) << e.epoch;
+  c.progress->final_margin_loss_sum = NAN;
+  write_checkpoint(dir + "xent.vgck", c);
+  EXPECT_EQ(bytes_of(dir + "xent.vgck"), without_chunk(b, "SPRD"));  // NaN: no chunk
+
+  put(dir + "bare.vgck", without_chunk(without_chunk(without_chunk(without_chunk(b, "PROG"), "LOSS"), "HIST"), "TRAJ"));
+  expect_refused(dir + "bare.vgck", "SPRD chunk without the history", "SPRD alone");
+}
+
 // A file cut anywhere is truncated; one byte changed anywhere is corrupted
 // (or, in the magic, not a model file): always one line naming the file.
 TEST(Checkpoint, TruncatedOrCorruptedFilesAreRefused) {

@@ -114,6 +114,29 @@ TEST(Loss, ValuesFollowThePapersDefinitions) {
   EXPECT_NEAR(loss_forward_backward(cfg, d, l, y, 1, 3, 0.0, 0), std::log(3.0), 1e-7);
 }
 
+// The spread loss at the final margin (the loss a spread-loss training also
+// reports each epoch): by hand, and the same bits as the loss at that margin.
+TEST(Loss, TheSpreadLossAtTheFinalMarginIsTheLossAtThatMargin) {
+  // Two samples of three classes: targets 0 and 2.
+  const float a[6] = {0.9f, 0.5f, 0.8f, 0.1f, 0.6f, 0.3f};
+  const int y[2] = {0, 2};
+  // At 0.9: sample 0, classes 1 and 2: (0.9 - 0.4)^2 + (0.9 - 0.1)^2; sample 1, classes 0 and 1:
+  // (0.9 - 0.2)^2 + (0.9 + 0.3)^2; the mean over the two.
+  const double by_hand = (0.5 * 0.5 + 0.8 * 0.8 + 0.7 * 0.7 + 1.2 * 1.2) / 2;
+  EXPECT_NEAR(spread_loss(a, y, 2, 3, 0.9f), by_hand, 1e-6);
+  // At 0.2 only sample 0's class 2 (0.1 within) and sample 1's class 1 (0.3 above the target) count.
+  EXPECT_NEAR(spread_loss(a, y, 2, 3, 0.2f), (0.1 * 0.1 + 0.5 * 0.5) / 2, 1e-6);
+  LossConfig cfg;
+  cfg.kind = LossKind::spread;
+  float d[6];
+  EXPECT_EQ(spread_loss(a, y, 2, 3, 0.9f), loss_forward_backward(cfg, d, a, y, 2, 3, 1.0, 0));
+  // The final margin: the linear schedule's end, the official one's at the last step.
+  EXPECT_FLOAT_EQ(spread_final_margin(cfg, 100), 0.9f);
+  cfg.spread_schedule = SpreadSchedule::official;
+  EXPECT_EQ(spread_final_margin(cfg, 200001), spread_margin(cfg, 1.0, 200000));
+  EXPECT_NEAR(spread_final_margin(cfg, 200001), 0.595, 1e-7);
+}
+
 TEST(Loss, NamesParseAndUnknownNamesListTheValidOnes) {
   for (LossKind k : {LossKind::xent, LossKind::spread, LossKind::margin}) EXPECT_EQ(parse_loss(loss_name(k)), k);
   try {

@@ -144,6 +144,10 @@ TEST(Resume, SchedulesAndABudgetResumeBitForBit) {
   kill_and_resume("schedules",
                   " --seed 3 --models caps,cnn --loss spread --spread-margin-schedule official --lr-schedule cosine"
                   " --max-steps 5" + kTiny, 3);
+  // caps's epochs carry the loss at the final margin (resumed bit for bit above), cnn's none.
+  const nlohmann::json sched = results_of(test::temp_dir() + "resume/schedules/ref.json");
+  for (const nlohmann::json& e : sched["models"][0]["history"]) EXPECT_TRUE(e["final_margin_loss"].is_number());
+  for (const nlohmann::json& e : sched["models"][1]["history"]) EXPECT_FALSE(e.contains("final_margin_loss"));
   kill_and_resume("decay", " --seed 3 --models cnn --lr-schedule exp-staircase:0.5:2" + kTiny, 4);
 }
 

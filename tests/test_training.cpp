@@ -479,6 +479,34 @@ TEST(Training, NonFiniteInputStopsTheRunNamingModelLayerAndEpoch) {
 namespace vg {
 namespace {
 
+// A spread-loss model's epochs carry their loss at the final margin: never
+// below the annealed one (each term grows with the margin), equal to it
+// where the margin does not anneal; another loss's carry none.
+TEST(Training, ASpreadLossEpochReportsItsLossAtTheFinalMargin) {
+  DataConfig dc;
+  dc.n_per_combo = 1;
+  const Dataset d = make_dataset(dc);
+  TrainConfig tc;
+  tc.n_epochs = 2;
+  tc.seed = 5;
+  tc.model["loss"] = "spread";
+  const ModelResult annealed = train_and_evaluate("caps", d, tc);
+  ASSERT_EQ(annealed.history.size(), 2u);
+  for (const EpochStats& e : annealed.history) {
+    EXPECT_FLOAT_EQ(float(e.final_margin), 0.9f);
+    EXPECT_GT(e.final_margin_loss, e.loss) << e.epoch;
+  }
+  tc.model["spread-margin"] = "0.9:0.9";
+  const ModelResult fixed = train_and_evaluate("caps", d, tc);
+  for (const EpochStats& e : fixed.history) EXPECT_EQ(e.final_margin_loss, e.loss) << e.epoch;
+  tc.model.clear();
+  const ModelResult xent = train_and_evaluate("caps", d, tc);
+  for (const EpochStats& e : xent.history) {
+    EXPECT_TRUE(std::isnan(e.final_margin_loss)) << e.epoch;
+    EXPECT_TRUE(std::isnan(e.final_margin)) << e.epoch;
+  }
+}
+
 TEST(Training, StopRuleEndsTrainingEarlyWithoutChangingTheStepsBefore) {
   DataConfig dc;
   dc.n_per_combo = 2;
