@@ -28,7 +28,7 @@ constexpr size_t kPreamble = 32;  // magic, version, flags, size, chunk count, C
 constexpr size_t kChunkHeader = 12;  // tag, length (u64)
 constexpr size_t kTrailer = 4;       // CRC-32 of everything before it
 // This version's chunks; any other tag is carried as it is.
-const char* const kKnownTags[] = {"HEAD", "WGHT", "MSTA", "ADAM", "CONF", "PROG", "LOSS", "HIST", "TRAJ", "SPRD"};
+const char* const kKnownTags[] = {"HEAD", "WGHT", "MSTA", "ADAM", "CONF", "PROG", "LOSS", "HIST", "TRAJ", "SPRD", "CHKS"};
 constexpr uint32_t kDone = 1, kStoppedEarly = 2;  // PROG's flags
 
 uint32_t crc32_of(const uint8_t* p, size_t n) {
@@ -299,6 +299,46 @@ void parse_final_margin(In in, FinalMargin& f) {
   in.end();
 }
 
+// CHKS: per dataset, per check inside an epoch, its epoch (u32), step (u64),
+// loss, familiar, held-out and validation accuracy, seconds and loss at the
+// final spread margin (6 x f64).
+Out checks_chunk(const std::vector<std::vector<EpochRecord>>& checks) {
+  Out o;
+  o.u32(uint32_t(checks.size()));
+  for (const std::vector<EpochRecord>& set : checks) {
+    o.u32(uint32_t(set.size()));
+    for (const EpochRecord& e : set) {
+      o.u32(uint32_t(e.epoch));
+      o.u64(uint64_t(e.step));
+      for (double v : {e.loss, e.familiar, e.heldout, e.validation, e.seconds, e.final_margin_loss}) o.f64(v);
+    }
+  }
+  return o;
+}
+
+void parse_checks(In in, std::vector<std::vector<EpochRecord>>& checks) {
+  const uint32_t sets = in.u32("the dataset count");
+  if (sets > in.left() / 4) in.bad("a dataset count past its end");
+  checks.resize(sets);
+  for (std::vector<EpochRecord>& set : checks) {
+    const uint32_t n = in.u32("a check count");
+    if (n > in.left() / 60) in.bad("a check count past its end");
+    set.resize(n);
+    for (EpochRecord& e : set) {
+      e.epoch = int(in.u32("an epoch"));
+      if (e.epoch < 1) in.bad("epoch " + std::to_string(e.epoch));
+      e.step = in.count("a step");
+      e.loss = in.f64("a loss");
+      e.familiar = in.f64("an accuracy");
+      e.heldout = in.f64("an accuracy");
+      e.validation = in.f64("an accuracy");
+      e.seconds = in.f64("a time");
+      e.final_margin_loss = in.f64("a loss");
+    }
+  }
+  in.end();
+}
+
 uint64_t tensor_total(const std::vector<TensorShape>& tensors) {
   uint64_t n = 0;
   for (const TensorShape& t : tensors) n += t.size;
@@ -384,6 +424,8 @@ std::vector<uint8_t> encode_checkpoint(const Checkpoint& c) {
     chunks.emplace_back("HIST", history_chunk(g.history));
     chunks.emplace_back("TRAJ", trajectory_chunk(g.history));
     if (!std::isnan(g.final_margin_loss_sum)) chunks.emplace_back("SPRD", final_margin_chunk(g));
+    if (std::any_of(g.checks.begin(), g.checks.end(), [](const auto& set) { return !set.empty(); }))
+      chunks.emplace_back("CHKS", checks_chunk(g.checks));
   }
   for (const auto& [tag, payload] : c.extra) {
     Out e;
@@ -497,6 +539,8 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
       parse_trajectory(in, trajectory.emplace());
     } else if (tag == "SPRD") {
       parse_final_margin(in, final_margin.emplace());
+    } else if (tag == "CHKS") {
+      parse_checks(in, progress.checks);
     } else {
       c.extra[tag].assign(reinterpret_cast<const char*>(p + at), size_t(length));
     }
@@ -517,6 +561,8 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
   if (parts != 0 && parts != 3) throw fail("malformed: PROG, LOSS and HIST come together; it holds " + std::to_string(parts) + " of them");
   if (trajectory && parts != 3) throw fail("malformed: a TRAJ chunk without the history (HIST) it completes");
   if (final_margin && parts != 3) throw fail("malformed: an SPRD chunk without the history (HIST) it completes");
+  const bool checks = std::find(seen.begin(), seen.end(), "CHKS") != seen.end();
+  if (checks && parts != 3) throw fail("malformed: a CHKS chunk without the history (HIST) it goes with");
   if (parts == 3) {
     if (progress.step_loss.size() != size_t(progress.step))
       throw fail("malformed: " + std::to_string(progress.step_loss.size()) + " step losses for step " +
@@ -542,6 +588,16 @@ Checkpoint decode_checkpoint(std::span<const uint8_t> bytes, const std::string& 
           const long spe = progress.steps_per_epoch;
           e.step = e.epoch <= progress.step / spe ? long(e.epoch) * spe : progress.step;
         }
+    }
+    if (checks) {
+      if (progress.checks.size() != history.size())
+        throw fail("malformed: its CHKS chunk is of " + std::to_string(progress.checks.size()) +
+                   " datasets, its history (HIST) of " + std::to_string(history.size()));
+      for (const std::vector<EpochRecord>& set : progress.checks)
+        for (const EpochRecord& e : set)
+          if (e.step > progress.step)
+            throw fail("malformed: a check at step " + std::to_string(e.step) + ", past step " +
+                       std::to_string(progress.step));
     }
     if (final_margin) {
       bool fits = final_margin->history.size() == history.size();

@@ -21,10 +21,12 @@
 //         its epochs' ends imply, min(epoch x steps_per_epoch, step));
 //   SPRD  a spread-loss model's loss at its final margin: the epoch under
 //         way's so far, and each epoch's of HIST (only a spread-loss
-//         training's; a file without it reads as NaN).
+//         training's; a file without it reads as NaN);
+//   CHKS  the checks inside an epoch so far (--eval-every), for each dataset
+//         evaluated on (only a training with such checks).
 // A reader skips chunks it does not know and keeps them (Checkpoint::extra),
 // so a chunk added later needs no new version: PROG, LOSS and HIST came after
-// the first files of version 1, which load as model files, TRAJ after HIST, and SPRD after TRAJ.
+// the first files of version 1, which load as model files, TRAJ after HIST, SPRD and CHKS after TRAJ.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -98,6 +100,7 @@ struct TrainingProgress {
   double train_s = 0, eval_s = 0;  // time spent so far (timings only)
   std::vector<double> step_loss;   // LOSS: one per step taken
   std::vector<std::vector<EpochRecord>> history;  // HIST and TRAJ: per dataset evaluated on, per epoch evaluated
+  std::vector<std::vector<EpochRecord>> checks;   // CHKS: per dataset, per check inside an epoch (none: empty)
 };
 
 struct Checkpoint {

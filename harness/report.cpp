@@ -189,6 +189,7 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
   // without them (a checkpoint's CONF, which --resume compares) is as it was.
   if (t.max_steps > 0) j["max_steps"] = t.max_steps;
   if (t.lr_schedule.kind != LrScheduleKind::constant) j["lr_schedule"] = lr_schedule_text(t.lr_schedule);
+  if (t.eval_every > 0) j["eval_every"] = t.eval_every;
   // The views that ran (smallNORB's files', not the rendering flags'), and
   // the protocol and data source that chose them.
   j.update(views_json(opt.data));
@@ -261,6 +262,16 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
       if (!std::isnan(e.final_margin_loss))
         hist.back().update({{"final_margin_loss", e.final_margin_loss}, {"final_margin", e.final_margin}});
     }
+    // --eval-every: the checks inside an epoch, beside the history of epoch ends.
+    json checks = json::array();
+    for (const EpochStats& e : m.checks) {
+      checks.push_back({{"epoch", e.epoch}, {"step", e.step}, {"loss", e.loss}, {"familiar", e.familiar},
+                        {"heldout", e.heldout},
+                        {"validation", std::isnan(e.validation) ? json(nullptr) : json(e.validation)},
+                        {"seconds", e.seconds}});
+      if (!std::isnan(e.final_margin_loss))
+        checks.back().update({{"final_margin_loss", e.final_margin_loss}, {"final_margin", e.final_margin}});
+    }
     json per_class;
     for (size_t c = 0; c < m.heldout_per_class.size(); ++c) per_class[class_name(opt.data, int(c))] = m.heldout_per_class[c];
     models.push_back({{"name", m.name},
@@ -288,6 +299,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                                                                    : json(m.validation >= m.stop_target)},
                       {"timing_s", {{"train", m.train_s}, {"eval", m.eval_s}, {"circle", m.circle_s},
                                     {"steps", step_timing(m.step_s)}}}});
+    if (opt.train.eval_every > 0) models.back()["checks"] = checks;
     if (m.interrupted) models.back()["interrupted"] = true;  // its history so far; no final evaluation
   }
   json out = {{"schema_version", kRunSchemaVersion},

@@ -86,6 +86,10 @@ const FlagSpec kRunFlags[] = {
      "Train MODEL (one of --models) first, in full; stop every other model at its final familiar validation accuracy"},
     {"stop-check-every", &RunFlags::stop_check_every,
      "Steps between checks of the stopping rule (default: after each epoch)"},
+    {"eval-every", &RunFlags::eval_every,
+     "Steps between checks inside an epoch: the familiar validation, familiar test and held-out errors then, the "
+     "JSON's checks (default: at epoch ends only, the history)",
+     false},
     {"validation", &RunFlags::validation,
      "on: also score a familiar validation split (as many images per combination as the familiar test split) after "
      "every epoch, the history's and trajectory.csv's validation column, from which a sweep makes frontier.csv (the "
@@ -475,7 +479,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   // Models fit in one pass (nn1) take no training step: the training flags would do nothing.
   if (std::all_of(o.models.begin(), o.models.end(), [](const std::string& m) { return find_model(m)->fit_in_one_pass; }))
     for (const char* name : {"n-epochs", "max-steps", "lr", "lr-schedule", "batch-size", "stop-at-familiar",
-                             "stop-check-every", "validation"})
+                             "stop-check-every", "eval-every", "validation"})
       if (flag_set(f, defaults, name))
         throw UsageError(std::string("--") + name, *run_flag(f, name),
                          "no model in --models '" + f.models + "' trains (each is fit in one pass)");
@@ -504,6 +508,11 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
     if (f.stop_at_familiar.empty() && f.match_familiar.empty())
       throw UsageError("--stop-check-every", f.stop_check_every, "has no effect without --stop-at-familiar or --match-familiar");
     o.train.stop_every = int(parse_int("--stop-check-every", f.stop_check_every, 1, 100000000));
+  }
+  if (!f.eval_every.empty()) {
+    // A sweep's trajectory.csv and frontier read the epoch ends (the history) only.
+    if (sweep) throw UsageError("--eval-every", f.eval_every, "is for run only: a sweep checks at epoch ends");
+    o.train.eval_every = long(parse_int("--eval-every", f.eval_every, 1, 100000000));
   }
   if (f.validation != "on" && f.validation != "off") throw UsageError("--validation", f.validation, "expected on or off");
   // The frontier (the novel error at each familiar validation error) needs the

@@ -177,6 +177,16 @@ bool Training::train_epoch(int epoch) {
     const int B = std::min(cfg_.batch_size, N_ - start);
     take_step(epoch, order_.data() + start, B, loss);
     if (stop_rule_ends(epoch, false)) break;
+    if (check_due(start, B)) {
+      EpochStats st;
+      st.epoch = epoch;
+      st.step = step_;
+      st.loss = loss.sum / double(start + B);  // the epoch's mean so far
+      st.final_margin = trainer_->final_margin();
+      if (!std::isnan(st.final_margin)) st.final_margin_loss = loss.at_final_margin / double(start + B);
+      st.seconds = seconds_since(t0);
+      evaluate(st, true);
+    }
   }
   if (res_.interrupted) {
     res_.train_s += seconds_since(t0);
@@ -212,6 +222,12 @@ void Training::take_step(int epoch, const int* idx, int B, EpochLoss& sums) {
   sums.sum += loss * B;
   if (!std::isnan(trainer_->final_margin())) sums.at_final_margin += trainer_->final_margin_loss() * B;
   res_.step_loss.push_back(loss);
+}
+
+// --eval-every: a check at every multiple of eval_every steps that ends no
+// epoch (an epoch's end is its history record) and is not the cap's.
+bool Training::check_due(int start, int B) const {
+  return cfg_.eval_every > 0 && step_ % cfg_.eval_every == 0 && start + B < N_ && step_ < total_steps_;
 }
 
 // The stopping rule (StopRule) is asked every cfg.stop_every steps within an

@@ -71,6 +71,8 @@ struct TrainConfig {
   bool circle_every_epoch = false;  // also evaluate the circle split after each epoch
   StopRule stop;                    // empty: all n_epochs
   int stop_every = 0;               // steps between checks of `stop`; 0: after each epoch
+  // --eval-every: steps between checks inside an epoch (ModelResult::checks); 0: none.
+  long eval_every = 0;
   double stop_target = NAN;         // the parameter of `stop` a checkpoint records (NaN: none)
   CheckpointConfig checkpoint;
 };
@@ -93,6 +95,10 @@ struct ModelResult {
   std::string name;
   size_t n_params = 0;
   std::vector<EpochStats> history;
+  // The checks inside an epoch (TrainConfig::eval_every), in step order: the
+  // errors at a step that ends no epoch; `loss` is the epoch's mean so far.
+  // With the history's epoch ends, the run's trajectory.
+  std::vector<EpochStats> checks;
   std::vector<double> step_loss;  // mean loss of every training batch, in order
   std::string error;              // empty, or why training failed (RunOptions::keep_going)
   // An interrupt (harness/output.h: DeferInterrupts) ended training between two

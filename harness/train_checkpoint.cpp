@@ -45,14 +45,16 @@ std::string progress_problem(const TrainingProgress& g, const TrainConfig& cfg, 
 
 }  // namespace
 
-// The checkpoint's history of what the evaluations recorded (HIST).
-std::vector<std::vector<EpochRecord>> Training::history_records() const {
-  const bool circle = cfg_.circle_every_epoch;
+// The checkpoint's history of what the evaluations recorded (HIST), or its
+// checks inside an epoch (CHKS).
+std::vector<std::vector<EpochRecord>> Training::history_records(bool checks) const {
+  const bool circle = cfg_.circle_every_epoch && !checks;
   std::vector<std::vector<EpochRecord>> out;
   for (const Recorded& r : recorded_) {
     std::vector<EpochRecord>& set = out.emplace_back();
-    for (size_t e = 0; e < r.history.size(); ++e) {
-      const EpochStats& st = r.history[e];
+    const std::vector<EpochStats>& stats = checks ? r.checks : r.history;
+    for (size_t e = 0; e < stats.size(); ++e) {
+      const EpochStats& st = stats[e];
       set.push_back({st.epoch, st.loss, st.familiar, st.heldout, st.seconds,
                      circle ? r.circle_history[e] : std::vector<double>{}, st.validation, st.step,
                      st.final_margin_loss});
@@ -62,13 +64,14 @@ std::vector<std::vector<EpochRecord>> Training::history_records() const {
 }
 
 // And back.
-void Training::restore_history(const std::vector<std::vector<EpochRecord>>& history) {
-  const bool circle = cfg_.circle_every_epoch;
-  for (size_t k = 0; k < recorded_.size(); ++k)
+void Training::restore_history(const std::vector<std::vector<EpochRecord>>& history, bool checks) {
+  const bool circle = cfg_.circle_every_epoch && !checks;
+  for (size_t k = 0; k < recorded_.size() && k < history.size(); ++k)
     for (const EpochRecord& e : history[k]) {
-      recorded_[k].history.push_back(EpochStats{e.epoch, e.loss, e.familiar, e.heldout, e.seconds, e.validation,
-                                                e.step, e.final_margin_loss,
-                                                std::isnan(e.final_margin_loss) ? NAN : trainer_->final_margin()});
+      (checks ? recorded_[k].checks : recorded_[k].history)
+          .push_back(EpochStats{e.epoch, e.loss, e.familiar, e.heldout, e.seconds, e.validation, e.step,
+                                e.final_margin_loss,
+                                std::isnan(e.final_margin_loss) ? NAN : trainer_->final_margin()});
       if (circle) recorded_[k].circle_history.push_back(e.circle);
     }
 }
@@ -97,7 +100,8 @@ void Training::restore() {
   res_.step_loss = g.step_loss;
   res_.train_s = g.train_s;
   recorded_[0].eval_s = g.eval_s;
-  restore_history(g.history);
+  restore_history(g.history, false);
+  restore_history(g.checks, true);
   saved_step_ = step_;
 }
 
@@ -124,7 +128,8 @@ void Training::save(int epoch, long next, const EpochLoss& loss, bool done) {
   g.train_s = res_.train_s;
   g.eval_s = recorded_[0].eval_s;
   g.step_loss = res_.step_loss;
-  g.history = history_records();
+  g.history = history_records(false);
+  g.checks = history_records(true);
   c.progress = std::move(g);
   write_checkpoint(ck_file_, c);
   saved_step_ = step_;

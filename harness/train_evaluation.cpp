@@ -8,14 +8,14 @@
 
 namespace vg {
 
-void Training::evaluate(const EpochStats& trained) {
+void Training::evaluate(const EpochStats& trained, bool check) {
   if (!pool_) {
     const auto t1 = std::chrono::steady_clock::now();
-    std::vector<EpochEval> ev = evaluate_epoch(*model_, sets_, cfg_.circle_every_epoch);
-    record(trained, std::move(ev), seconds_since(t1));
+    std::vector<EpochEval> ev = evaluate_epoch(*model_, sets_, cfg_.circle_every_epoch && !check);
+    record(trained, std::move(ev), seconds_since(t1), check);
     return;
   }
-  std::pair<EpochStats, std::vector<float>> item(trained, model_->params().values());  // copied outside the lock
+  Pending item{trained, model_->params().values(), check};  // copied outside the lock
   bool post = false;
   pool_->update([&] {
     handoff_.pending.push_back(std::move(item));
@@ -25,7 +25,21 @@ void Training::evaluate(const EpochStats& trained) {
   if (post) pool_->post([this] { drain(); });
 }
 
-void Training::record(const EpochStats& trained, std::vector<EpochEval> evs, double eval_s) {
+// A check inside an epoch goes to the checks alone: no circle, no report, and
+// the latest epoch's evaluation (the final results') stays the epoch end's.
+void Training::record(const EpochStats& trained, std::vector<EpochEval> evs, double eval_s, bool check) {
+  if (check) {
+    for (size_t k = 0; k < sets_.size(); ++k) {
+      EpochStats st = trained;
+      st.familiar = evs[k].familiar;
+      st.heldout = evs[k].heldout;
+      st.validation = evs[k].validation;
+      st.seconds += eval_s;
+      recorded_[k].eval_s += k == 0 ? eval_s : 0;
+      recorded_[k].checks.push_back(st);
+    }
+    return;
+  }
   for (size_t k = 0; k < sets_.size(); ++k) {
     EpochStats st = trained;
     st.familiar = evs[k].familiar;
@@ -42,7 +56,7 @@ void Training::record(const EpochStats& trained, std::vector<EpochEval> evs, dou
 
 void Training::drain() {
   for (;;) {
-    std::pair<EpochStats, std::vector<float>> item;
+    Pending item;
     bool got = false, skip = false;
     pool_->update([&] {
       skip = handoff_.abandoned || handoff_.error;
@@ -61,10 +75,10 @@ void Training::drain() {
         handoff_.copy = make_model(name_, cfg_.model, std::max(cfg_.batch_size, kEvalBatch), data_.train.shape());
         handoff_.copy->init(cfg_.seed);
       }
-      std::copy(item.second.begin(), item.second.end(), handoff_.copy->params().values().begin());
+      std::copy(item.weights.begin(), item.weights.end(), handoff_.copy->params().values().begin());
       const auto t1 = std::chrono::steady_clock::now();
-      std::vector<EpochEval> ev = evaluate_epoch(*handoff_.copy, sets_, cfg_.circle_every_epoch);
-      record(item.first, std::move(ev), seconds_since(t1));
+      std::vector<EpochEval> ev = evaluate_epoch(*handoff_.copy, sets_, cfg_.circle_every_epoch && !item.check);
+      record(item.stats, std::move(ev), seconds_since(t1), item.check);
     } catch (...) {
       const std::exception_ptr e = std::current_exception();
       pool_->update([&] { handoff_.error = e; });
@@ -89,6 +103,7 @@ std::vector<ModelResult> Training::interrupted_results() {
   std::vector<ModelResult> out(sets_.size(), res_);
   for (size_t k = 0; k < sets_.size(); ++k) {
     out[k].history = std::move(recorded_[k].history);
+    out[k].checks = std::move(recorded_[k].checks);
     out[k].circle_history = std::move(recorded_[k].circle_history);
     out[k].eval_s += recorded_[k].eval_s;
     out[k].familiar = out[k].heldout = out[k].drop = NAN;
@@ -114,6 +129,7 @@ std::vector<ModelResult> Training::trained_results(const std::function<void(Mode
     ModelResult& r = out[k];
     if (k > 0) r.train_s = 0, r.step_s.clear();  // one training: the first dataset's result carries its time
     r.history = std::move(recorded_[k].history);
+    r.checks = std::move(recorded_[k].checks);
     r.circle_history = std::move(recorded_[k].circle_history);
     r.eval_s += recorded_[k].eval_s;
   }

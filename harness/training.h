@@ -42,6 +42,7 @@ class Training {
   // thread ran them; one per dataset evaluated on (the evaluation's time is the first's).
   struct Recorded {
     std::vector<EpochStats> history;
+    std::vector<EpochStats> checks;  // inside an epoch (TrainConfig::eval_every)
     std::vector<std::vector<double>> circle_history;
     double eval_s = 0;
   };
@@ -49,9 +50,14 @@ class Training {
   // is free, on a copy of the model holding that epoch's weights, while this
   // one trains on. One copy, so the epochs are evaluated in order and reported
   // in order; the same arithmetic as on this thread.
+  struct Pending {
+    EpochStats stats;  // an epoch's (or a check's) stats so far
+    std::vector<float> weights;
+    bool check = false;  // a check inside the epoch, not its end
+  };
   struct Handoff {
     std::unique_ptr<Model> copy;
-    std::deque<std::pair<EpochStats, std::vector<float>>> pending;  // an epoch's stats so far and its weights
+    std::deque<Pending> pending;
     bool draining = false;   // a job is evaluating `pending`
     bool abandoned = false;  // training failed: evaluate nothing more
     std::exception_ptr error;
@@ -72,8 +78,10 @@ class Training {
   [[noreturn]] void fail(const std::string& what, int epoch, int batch);
 
   // An epoch's evaluation and the results (train_evaluation.cpp).
-  void evaluate(const EpochStats& trained);  // here, or handed to the pool
-  void record(const EpochStats& trained, std::vector<EpochEval> evs, double eval_s);
+  // Here, or handed to the pool: an epoch's end, or (`check`) a check inside it.
+  void evaluate(const EpochStats& trained, bool check = false);
+  void record(const EpochStats& trained, std::vector<EpochEval> evs, double eval_s, bool check);
+  bool check_due(int start, int B) const;  // a check inside the epoch after the batch at `start`
   void drain();  // a pool job: evaluates what is pending, in order
   bool drained() const { return !handoff_.draining; }
   void wait_for_evaluations();  // every epoch handed off is recorded (rethrows an evaluation's error)
@@ -83,8 +91,9 @@ class Training {
   // Checkpoints and the interrupt (train_checkpoint.cpp).
   void resume_if_asked();
   void restore();
-  std::vector<std::vector<EpochRecord>> history_records() const;  // recorded_ as a checkpoint's HIST
-  void restore_history(const std::vector<std::vector<EpochRecord>>& history);
+  // recorded_'s history (or checks) as a checkpoint's HIST (CHKS), and back.
+  std::vector<std::vector<EpochRecord>> history_records(bool checks) const;
+  void restore_history(const std::vector<std::vector<EpochRecord>>& history, bool checks);
   void save(int epoch, long next, const EpochLoss& loss, bool done);
   bool between_steps(int epoch, long next, const EpochLoss& loss);  // true: an interrupt ends training here
 

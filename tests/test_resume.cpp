@@ -49,6 +49,8 @@ nlohmann::json results_of(const std::string& path) {
   for (nlohmann::json& m : j["models"]) {
     m.erase("timing_s");
     for (nlohmann::json& e : m["history"]) e.erase("seconds");
+    if (m.contains("checks"))
+      for (nlohmann::json& e : m["checks"]) e.erase("seconds");
   }
   return j;
 }
@@ -148,6 +150,15 @@ TEST(Resume, SchedulesAndABudgetResumeBitForBit) {
   const nlohmann::json sched = results_of(test::temp_dir() + "resume/schedules/ref.json");
   for (const nlohmann::json& e : sched["models"][0]["history"]) EXPECT_TRUE(e["final_margin_loss"].is_number());
   for (const nlohmann::json& e : sched["models"][1]["history"]) EXPECT_FALSE(e.contains("final_margin_loss"));
+  // Checks inside an epoch (--eval-every) resume with the rest: steps 2 and 4 of 3 an epoch.
+  kill_and_resume("checks", " --seed 3 --models caps,cnn --validation on --eval-every 2" + kTiny, 5);
+  const nlohmann::json checks = results_of(test::temp_dir() + "resume/checks/ref.json");
+  for (const nlohmann::json& m : checks["models"]) {
+    ASSERT_EQ(m["checks"].size(), 2u) << m["name"];
+    EXPECT_EQ(m["checks"][0]["step"], 2);
+    EXPECT_EQ(m["checks"][1]["step"], 4);
+    EXPECT_EQ(m["checks"][1]["epoch"], 2);
+  }
   kill_and_resume("decay", " --seed 3 --models cnn --lr-schedule exp-staircase:0.5:2" + kTiny, 4);
 }
 

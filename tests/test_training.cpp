@@ -121,6 +121,54 @@ TEST(Training, EvaluationsOnOtherThreadsGiveTheSameResults) {
   }
 }
 
+// --eval-every: checks at the multiples of the interval that end no epoch, on
+// this thread or the pool's the same bits; the epochs' records are those of a
+// training without checks (the interval divides the steps of an epoch, so the
+// epoch ends are among its multiples).
+TEST(Training, ChecksInsideAnEpochLeaveTheEpochsAsTheyWere) {
+  RunOptions o = small_run();
+  o.train.n_epochs = 2;
+  o.data.n_val_per_combo = 1;
+  o.models = {"caps", "cnn"};
+  const RunResult plain = run_experiment(o);
+  const long spe = plain.models[0].steps / 2;
+  ASSERT_EQ(spe % 3, 0) << "the interval must divide an epoch's " << spe << " steps";
+  o.train.eval_every = spe / 3;
+  const RunResult one = run_experiment(o);
+  o.threads = 2;
+  const RunResult two = run_experiment(o);
+  for (size_t k = 0; k < plain.models.size(); ++k) {
+    const ModelResult &p = plain.models[k], &a = one.models[k], &b = two.models[k];
+    SCOPED_TRACE(a.name);
+    EXPECT_TRUE(p.checks.empty());
+    ASSERT_EQ(a.history.size(), p.history.size());
+    for (size_t e = 0; e < a.history.size(); ++e) {
+      EXPECT_EQ(a.history[e].loss, p.history[e].loss);
+      EXPECT_EQ(a.history[e].familiar, p.history[e].familiar);
+      EXPECT_EQ(a.history[e].heldout, p.history[e].heldout);
+      EXPECT_EQ(a.history[e].validation, p.history[e].validation);
+      EXPECT_EQ(a.history[e].step, p.history[e].step);
+    }
+    EXPECT_EQ(a.step_loss, p.step_loss);
+    EXPECT_EQ(a.heldout, p.heldout);
+    // Two checks an epoch (at a third and two thirds of it), the epoch under way and its step.
+    ASSERT_EQ(a.checks.size(), 4u);
+    for (size_t c = 0; c < 4; ++c) {
+      EXPECT_EQ(a.checks[c].epoch, int(c / 2) + 1);
+      EXPECT_EQ(a.checks[c].step, long(c / 2) * spe + long(c % 2 + 1) * (spe / 3));
+      EXPECT_FALSE(std::isnan(a.checks[c].validation));
+    }
+    ASSERT_EQ(b.checks.size(), a.checks.size());
+    for (size_t c = 0; c < a.checks.size(); ++c) {
+      EXPECT_EQ(b.checks[c].step, a.checks[c].step);
+      EXPECT_EQ(b.checks[c].loss, a.checks[c].loss);
+      EXPECT_EQ(b.checks[c].familiar, a.checks[c].familiar);
+      EXPECT_EQ(b.checks[c].heldout, a.checks[c].heldout);
+      EXPECT_EQ(b.checks[c].validation, a.checks[c].validation);
+    }
+  }
+}
+
 // With two threads or more, the first model is prepared (made, initialised,
 // its Trainer built) on its training thread while the data is synthesised.
 // What fails around that overlap fails as it does on one thread: a model that
