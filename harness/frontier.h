@@ -10,8 +10,9 @@
 // validation split of fewer than 500,000 images this is the stopping rules'
 // "accuracy >= target" with L = 1 - target: the frontier at a matched level
 // gives the novel error the stopped training gave (tests/test_frontier.cpp).
-// The checks are the trajectory's (every epoch's end); a rule that checks more
-// often (--stop-check-every) can stop between two of them.
+// The checks are the trajectory's (every epoch's end, and under --eval-every
+// every check inside one); a rule that checks more often (--stop-check-every)
+// can stop between two of them.
 //
 // A trajectory contributes only if every one of its checks has a validation
 // error: a sweep needs --validation on (or a stopping rule) for a frontier. A

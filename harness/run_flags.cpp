@@ -510,8 +510,6 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
     o.train.stop_every = int(parse_int("--stop-check-every", f.stop_check_every, 1, 100000000));
   }
   if (!f.eval_every.empty()) {
-    // A sweep's trajectory.csv and frontier read the epoch ends (the history) only.
-    if (sweep) throw UsageError("--eval-every", f.eval_every, "is for run only: a sweep checks at epoch ends");
     o.train.eval_every = long(parse_int("--eval-every", f.eval_every, 1, 100000000));
   }
   if (f.validation != "on" && f.validation != "off") throw UsageError("--validation", f.validation, "expected on or off");

@@ -119,8 +119,15 @@ std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const Sw
         r.validation = m->validation;
         r.axis_acc = m->axis_acc;
         r.axis_dist = c.axis_distances;
-        for (const EpochStats& e : m->history)
+        // The epochs' ends and (--eval-every) the checks inside them, in step order.
+        auto point = [&](const EpochStats& e) {
           r.trajectory.push_back({e.epoch, e.step, 1 - e.validation, 1 - e.familiar, 1 - e.heldout});
+        };
+        size_t k = 0;
+        for (const EpochStats& e : m->history) {
+          for (; k < m->checks.size() && m->checks[k].step < e.step; ++k) point(m->checks[k]);
+          point(e);
+        }
       } else {
         r.status = "failed";
         r.familiar = r.heldout = r.drop = NAN;

@@ -218,7 +218,8 @@ std::string cell_line(const CellRow& r) {
 // keeps one (has_provenance), one provenance.csv row; for an ok model,
 // exactly one circle.csv row per position and (where the sweep keeps one:
 // has_trajectory) trajectory.csv's rows of epochs 1..K in order, the last at
-// the model's steps (none for a failed model, nor one without steps). Anything
+// the model's steps (none for a failed model, nor one without steps), and
+// under --eval-every a row at every check inside an epoch. Anything
 // less (a torn or deleted line, a cut or missing file, a hand-edited row, a
 // duplicate) and the cell runs again.
 std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan) {
@@ -303,10 +304,29 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
     prov[c->id] = Provenance{f[2], f[3], f[4], f[5], f[6], f[7]};
   }
   // Epochs 1..K in order, steps never going back, the last at the training's end.
-  auto whole_trajectory = [](const std::vector<TrajectoryPoint>& t, long steps) {
+  auto whole_epochs = [](const std::vector<TrajectoryPoint>& t, long steps) {
     for (size_t e = 0; e < t.size(); ++e)
       if (t[e].epoch != int(e) + 1 || (e > 0 && t[e].step < t[e - 1].step)) return false;
     return t.empty() ? steps == 0 : t.back().step == steps;
+  };
+  // Under --eval-every E, an epoch's checks come before its end, under its
+  // number: every multiple of E below the training's steps is a row (a check,
+  // or an epoch's end), every other row an epoch's end, the k-th at k times
+  // the first's (all but the last, at the training's end).
+  auto whole_trajectory = [&](const std::vector<TrajectoryPoint>& t, long steps, long E) {
+    if (E <= 0) return whole_epochs(t, steps);
+    if (t.empty() || t.back().step != steps) return steps == 0 && t.empty();
+    long epoch_steps = 0, before = 0;
+    for (size_t e = 0; e < t.size(); ++e) {
+      const int epoch = e == 0 ? 0 : t[e - 1].epoch;
+      const bool end = e + 1 == t.size() || t[e + 1].epoch != t[e].epoch;
+      if ((t[e].epoch != epoch && t[e].epoch != epoch + 1) || t[e].step <= before) return false;
+      if ((before / E + 1) * E < t[e].step) return false;  // a multiple of E with no row
+      if (end && epoch_steps == 0) epoch_steps = t[e].step;
+      if (end ? e + 1 < t.size() && t[e].step != long(t[e].epoch) * epoch_steps : t[e].step % E != 0) return false;
+      before = t[e].step;
+    }
+    return true;
   };
   std::vector<CellRow> rows;
   for (const SweepCell& c : plan.cells) {
@@ -329,7 +349,7 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
         if (std::any_of(r.axis_acc.begin(), r.axis_acc.end(), [](double x) { return std::isnan(x); })) break;
         if (trajectory) {
           r.trajectory = traj[{c.id, m}];
-          if (!whole_trajectory(r.trajectory, r.steps)) break;
+          if (!whole_trajectory(r.trajectory, r.steps, c.opt.train.eval_every)) break;
         }
       } else if (!circ.empty() || !traj[{c.id, m}].empty()) {
         break;

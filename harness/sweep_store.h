@@ -23,11 +23,12 @@
 //                cell,seed,gap,grid,model,axis,unit,value,distance,accuracy
 //                value: the position on the axis; distance: its distance from
 //                the training views along the axis (circular, for azimuth)
-//   trajectory.csv  one row per cell x model x epoch trained (ok cells only):
-//                the errors (1 - accuracy) at each epoch's end, the novel-versus-
-//                familiar trajectory:
+//   trajectory.csv  one row per cell x model x epoch trained (ok cells only),
+//                and per check inside an epoch (--eval-every; `epoch` the one
+//                under way, before its end's row): the errors (1 - accuracy)
+//                then, the novel-versus-familiar trajectory:
 //                cell,seed,gap,grid,model,epoch,step,validation_error,familiar_error,heldout_error
-//                step: training steps taken at the epoch's end; validation_error:
+//                step: training steps taken at the epoch's end (the check); validation_error:
 //                on the familiar validation split, "nan" without one;
 //                familiar_error, heldout_error: on the familiar and the
 //                held-out (novel) test splits. A model fit in one pass (nn1)
@@ -143,7 +144,7 @@ struct CellRow {
   long steps = 0;           // training steps taken
   double validation = NAN;  // final familiar validation accuracy (NaN: no validation split)
   std::string axis{}, unit{};  // the held-out axis (SweepCell::axis, unit)
-  std::vector<TrajectoryPoint> trajectory{};  // ok rows: one per epoch (ModelResult::history)
+  std::vector<TrajectoryPoint> trajectory{};  // ok rows: one per epoch and check (ModelResult::history, checks)
   Provenance provenance{};                    // the build and machine that ran the cell
 };
 

@@ -75,7 +75,7 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"run --stop-check-every 10", "", "--stop-check-every '10': has no effect without"},
       {"run --eval-every 0", "", "--eval-every '0': must be between 1 and"},
       {"run --eval-every 2.5", "", "--eval-every '2.5': expected a whole number"},
-      {"sweep --eval-every 5 --out /tmp/vg_never", "", "--eval-every '5': is for run only"},
+      {"sweep --eval-every 0 --out /tmp/vg_never", "", "--eval-every '0': must be between 1 and"},
       {"run --test-elevations 60:100", "", "--test-elevations '60:100': elevations lie in [-90, 90]"},
       {"run --test-elevations 60:80 --n-elev 1 --elevations 10:10", "", "--n-test-elev '1': 1 elevation of 60:80"},
       {"run --n-test-elev 3", "", "--n-test-elev '3': needs --test-elevations"},

@@ -212,6 +212,42 @@ TEST(Frontier, WrittenAtTheSweepsEndAndKeptByResumeAndMerge) {
   EXPECT_EQ(slurp(plain + "/frontier.csv"), header);
 }
 
+// --eval-every: trajectory.csv holds the checks inside an epoch beside the
+// epochs' ends, which are the rows of the sweep without it; the frontier is
+// made from them all; a lost check row makes its cell run again, to the same tables.
+TEST(Frontier, ChecksInsideAnEpochAreTrajectoryRows) {
+  const std::string epochs = fresh("epochs"), checks = fresh("checks");
+  ASSERT_EQ(run("sweep --out " + epochs + " --seeds 0:1 --validation on" + kFlags).code, 0);
+  ASSERT_EQ(run("sweep --out " + checks + " --seeds 0:1 --validation on --eval-every 1" + kFlags).code, 0);
+  const std::string with = slurp(checks + "/trajectory.csv"), without = slurp(epochs + "/trajectory.csv");
+  const auto with_rows = csv_rows(with), without_rows = csv_rows(without);
+  EXPECT_GT(with_rows.size(), without_rows.size());
+  // The epochs' rows, in order, among the checks' (every step a row: one a step of each training).
+  size_t at = 0;
+  for (const auto& r : with_rows)
+    if (at < without_rows.size() && r == without_rows[at]) ++at;
+  EXPECT_EQ(at, without_rows.size());
+  std::map<std::string, long> rows_of, steps_of;
+  for (const auto& r : with_rows) {
+    ++rows_of[r[0] + "/" + r[4]];
+    steps_of[r[0] + "/" + r[4]] = std::stol(r[6]);
+  }
+  for (const auto& [key, n] : rows_of) EXPECT_EQ(n, steps_of[key]) << key;
+  EXPECT_NE(slurp(checks + "/frontier.csv"), slurp(epochs + "/frontier.csv"));
+
+  // A check row lost (the second row: a check of cell 0's first model) and the last cell: both run again.
+  const std::string cut = fresh("checks_cut");
+  ASSERT_EQ(run("sweep --out " + cut + " --seeds 0:1 --validation on --eval-every 1" + kFlags).code, 0);
+  std::string trajectory = slurp(cut + "/trajectory.csv");
+  const size_t first = trajectory.find('\n') + 1;
+  trajectory.erase(first, trajectory.find('\n', first) + 1 - first);
+  std::ofstream(cut + "/trajectory.csv", std::ios::trunc) << trajectory;
+  const Outcome resumed = run("sweep --out " + cut + " --resume --seeds 0:1 --validation on --eval-every 1" + kFlags);
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_EQ(slurp(cut + "/trajectory.csv"), with);
+  EXPECT_EQ(slurp(cut + "/frontier.csv"), slurp(checks + "/frontier.csv"));
+}
+
 // ---- agreement with --match-familiar ----
 
 struct Checks {
