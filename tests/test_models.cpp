@@ -1,6 +1,7 @@
 // Whole-model and layer gradients against central finite differences, parameter
 // counts, Adam and the loss.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -10,6 +11,7 @@
 #include <numeric>
 
 #include "data/dataset.h"
+#include "data/idx.h"
 #include "kernels/dnnl_common.h"
 #include "models/baselines.h"
 #include "models/capsnet.h"
@@ -535,6 +537,58 @@ TEST(GradientCheck, OfficialRoutingOptionsThroughWholeModelsMatchFiniteDifferenc
     m->backward(d.data(), B);
     const std::vector<float> grad = m->params().grads();
     test::check_tensor_gradients(m->params(), grad, loss0, [&] { return loss_of(*m, x, y, B); }, 1e-3, name + " ");
+  }
+}
+
+// Real photographs (issue 52): every trained model at Fashion-MNIST's shape (1 x
+// 28 x 28, 10 classes) on its first training images, pixels / 255, with its
+// entry's exact_gradient_options, against central differences of its training
+// loss. The checks above run on rendered toys at 32 x 32 and 5 classes; here
+// the geometry comes from the real set's shape (convcaps: 12 -> 5 -> 3 grids and
+// a class layer of 10) and the inputs are photographs, whose grey backgrounds
+// and textures reach the routing as no rendered toy does. Needs Debian's
+// dataset-fashion-mnist (tools/deps.sh installs it); skipped without it.
+// The step is 2e-4, not the toys' 1e-3: a photograph's grey levels put some of
+// conv1's pre-activations within 1e-3 of the ReLU's kink even at bias 0.1
+// (cnn's conv1.bias missed by 5 % at 1e-3 and agrees at 2e-4).
+TEST(GradientCheck, EveryTrainedModelOnFashionMnistPhotographsMatchesFiniteDifferences) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) GTEST_SKIP() << dir << " is missing (apt-get install dataset-fashion-mnist)";
+  const IdxData data = idx_load_dir(dir, 10);
+  const int B = 3, side = data.side(), C = 10;
+  ASSERT_EQ(side, 28);
+  std::vector<float> x(size_t(B) * side * side);
+  std::vector<int> y(B);
+  // Three images of three classes: the first training images of classes 0, 4 and 9.
+  const int classes[B] = {0, 4, 9};
+  for (int s = 0, i = 0; s < B; ++i)
+    if (data.train.labels[size_t(i)] == classes[s]) {
+      const uint8_t* px = data.train.images.image(i);
+      for (int p = 0; p < side * side; ++p) x[size_t(s) * side * side + size_t(p)] = px[p] / 255.f;
+      y[size_t(s)] = classes[s];
+      ++s;
+    }
+  for (const std::string& name : test::registered_models(/*trained=*/true)) {
+    SCOPED_TRACE(name);
+    ModelOptions opts;
+    for (const auto& [k, v] : find_model(name)->exact_gradient_options) opts[k] = v;
+    std::unique_ptr<Model> m = make_model(name, opts, B, ImageShape{.channels = 1, .side = side, .classes = C});
+    m->init(13);
+    move_off_relu_kink(*m);
+    m->set_training_labels(y.data());
+    auto loss = [&](float* d) {
+      std::vector<float> scratch(size_t(B) * C);
+      return loss_forward_backward(m->loss(), d ? d : scratch.data(), m->forward(x.data(), B), y.data(), B, C, 0.5,
+                                   0) +
+             m->model_loss();
+    };
+    std::vector<float> d(size_t(B) * C);
+    const double loss0 = loss(d.data());
+    m->backward(d.data(), B);
+    const std::vector<float> grad = m->params().grads();
+    test::check_tensor_gradients(m->params(), grad, loss0, [&] { return loss(nullptr); }, 2e-4, name + " ");
+    m->set_training_labels(nullptr);
   }
 }
 
