@@ -60,7 +60,10 @@ struct ConvVotesShape {
 // Where coordinate addition puts a child's scaled (row, column):
 //   paper     elements (0,3) and (1,3), the first two of the right-hand column
 //             (flat 3 and 7), as the paper describes
-//   official  flat elements 0 and 1, as google-research's capsule_em code does
+//   official  the column to flat element 0 and the row to element 1, as
+//             google-research's capsule_em code does (its position grid starts
+//             as (row, column), and each of its three conv_pos calls, conv1's
+//             and the two convolutional capsule layers', swaps the pair)
 enum class CoordPlace { paper, official };
 
 // Coordinate addition: every vote of the child at input position (y, x) gets
@@ -71,8 +74,8 @@ struct VoteCoords {
   const float* row = nullptr;  // H values
   const float* col = nullptr;  // W values
   CoordPlace place = CoordPlace::paper;
-  int row_elem() const { return place == CoordPlace::paper ? 3 : 0; }
-  int col_elem() const { return place == CoordPlace::paper ? 7 : 1; }
+  int row_elem() const { return place == CoordPlace::paper ? 3 : 1; }
+  int col_elem() const { return place == CoordPlace::paper ? 7 : 0; }
 };
 
 // The kernels assume s.valid() (the caller checks shapes once, not per call)

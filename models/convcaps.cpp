@@ -57,20 +57,21 @@ size_t ConvCapsConfig::step_floats(int threads) const {
 
 std::vector<float> ConvCapsNet::class_coords(const ConvCapsConfig& c) {
   const int side = c.caps2_side();
+  // The centre pixel of the receptive field: conv1 (5x5/2) centres its
+  // output y1 on pixel 2 + 2 y1; a K x K window at stride s over a grid
+  // with centres off + step y centres on off + step (s y + (K-1)/2).
+  const double off1 = 2, step1 = 2;
+  const double off2 = off1 + step1 * (c.K - 1) / 2.0, step2 = step1 * 2;
+  const double off3 = off2 + step2 * (c.K - 1) / 2.0, step3 = step2;
+  // capsule_em numbers the pixels from -ceil(side / 2) (np.mgrid from
+  // -side // 2) and divides by 100: the centre in pixels from the middle.
+  const double official_origin = (c.image_side + 1) / 2;  // integer division: ceil(side / 2)
   std::vector<float> coords;
   for (int axis = 0; axis < 2; ++axis)  // rows, then columns (square grids)
     for (int y = 0; y < side; ++y) {
-      if (c.coords == CoordPlace::official) {
-        coords.push_back((y + 0.5f) / side);  // capsule_em: the grid position, scaled by the grid
-        continue;
-      }
-      // The centre pixel of the receptive field: conv1 (5x5/2) centres its
-      // output y1 on pixel 2 + 2 y1; a K x K window at stride s over a grid
-      // with centres off + step y centres on off + step (s y + (K-1)/2).
-      const double off1 = 2, step1 = 2;
-      const double off2 = off1 + step1 * (c.K - 1) / 2.0, step2 = step1 * 2;
-      const double off3 = off2 + step2 * (c.K - 1) / 2.0, step3 = step2;
-      coords.push_back(float((off3 + step3 * y + 0.5) / c.image_side));
+      const double centre = off3 + step3 * y;
+      coords.push_back(c.coords == CoordPlace::official ? float((centre - official_origin) / 100)
+                                                        : float((centre + 0.5) / c.image_side));
     }
   return coords;
 }
@@ -262,7 +263,7 @@ constexpr ModelOption kEmNorm{
 constexpr ModelOption kCoordAdd{
     .name = "coord-add", .kind = OptionKind::choice, .default_value = "paper",
     .help = "convcaps: coordinate addition: paper (receptive-field centre / image side, to pose elements 3 and 7) or "
-            "official (capsule_em: (y + 0.5) / grid side, to elements 0 and 1)",
+            "official (capsule_em: that centre in pixels from the image's middle / 100, the column to element 0, the row to 1)",
     .choices = {"paper", "official"}};
 constexpr ModelOption kEmLogit{
     .name = "em-logit", .kind = OptionKind::choice, .default_value = "paper",

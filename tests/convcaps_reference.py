@@ -189,7 +189,7 @@ def forward(d, meta, dt):
     W = f("class.W", (types, J, 4, 4))
     V = np.einsum("nyxirc,ijcd->nyxijrd", poses, W).reshape(N, grid, grid, types, J, 16)
     coords = np.array(c["coords"], dtype=dt)
-    re, ce = (3, 7) if c["coord_place"] == "paper" else (0, 1)
+    re, ce = (3, 7) if c["coord_place"] == "paper" else (1, 0)  # official: the column first
     V[..., re] += coords[:grid][None, :, None, None, None]
     V[..., ce] += coords[grid:][None, None, :, None, None]
     mu, a = dense_routing(V.reshape(N, grid * grid * types, J, 16), act.reshape(N, -1),

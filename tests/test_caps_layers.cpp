@@ -122,14 +122,15 @@ TEST(CapsLayers, ClassCapsBackwardOverwritesItsGradients) {
 TEST(CapsLayers, CoordinateAdditionAddsARowAndAColumnCoordinate) {
   // The votes with coordinates minus those without: the child at (y, x) gets
   // row[y] at one element and col[x] at another (paper: 3 and 7, the first two
-  // of the right-hand column; official code: 0 and 1), nothing elsewhere.
+  // of the right-hand column; official code: the row at 1, the column at 0),
+  // nothing elsewhere.
   const ClassCapsShape s{3, 2, 2, 2, ClassVotes::shared};
   for (CoordPlace place : {CoordPlace::paper, CoordPlace::official}) {
     EmConfig cfg;
     ClassLayerCase with(s, cfg, centre_coords(3, 2), place), without(s, cfg, {}, place);
     with.objective();
     without.objective();
-    const int re = place == CoordPlace::paper ? 3 : 0, ce = place == CoordPlace::paper ? 7 : 1;
+    const int re = place == CoordPlace::paper ? 3 : 1, ce = place == CoordPlace::paper ? 7 : 0;
     const std::vector<float> c = centre_coords(3, 2);
     for (int b = 0; b < with.B; ++b)
       for (int y = 0; y < 3; ++y)

@@ -140,7 +140,7 @@ TEST(ConvVotes, CoordinatesLandOnTheirElements) {
   const std::vector<float> row = {0.1f, 0.2f, 0.3f}, col = {1.f, 2.f, 3.f, 4.f};
   for (CoordPlace place : {CoordPlace::paper, CoordPlace::official}) {
     const VoteCoords vc{row.data(), col.data(), place};
-    const int er = place == CoordPlace::paper ? 3 : 0, ec = place == CoordPlace::paper ? 7 : 1;
+    const int er = place == CoordPlace::paper ? 3 : 1, ec = place == CoordPlace::paper ? 7 : 0;
     std::vector<float> V(s.v_size(), NAN);
     conv_votes_forward_f32__scalar(V.data(), M.data(), W.data(), &vc, s);
     for (int b = 0; b < s.B; ++b)

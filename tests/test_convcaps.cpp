@@ -91,9 +91,23 @@ TEST(ConvCaps, TheGridsAndCoordinatesAreThePapers) {
     EXPECT_FLOAT_EQ(paper[size_t(y)], (8 + 4 * y + 0.5f) / 32);
     EXPECT_FLOAT_EQ(paper[size_t(4 + y)], (8 + 4 * y + 0.5f) / 32);
   }
-  c.coords = CoordPlace::official;  // capsule_em: the grid position over the grid's side
+  // capsule_em's: the same centre pixel, numbered from -ceil(side / 2) (its
+  // np.mgrid from -side // 2), over 100; the column to pose element 0 and the
+  // row to element 1 (simple_model.conv_pos swaps the pair at each of its
+  // three calls).
+  c.coords = CoordPlace::official;
   const std::vector<float> official = ConvCapsNet::class_coords(c);
-  for (int y = 0; y < 4; ++y) EXPECT_FLOAT_EQ(official[size_t(y)], (y + 0.5f) / 4);
+  for (int y = 0; y < 4; ++y) {
+    EXPECT_FLOAT_EQ(official[size_t(y)], (8 + 4 * y - 16) / 100.f);
+    EXPECT_FLOAT_EQ(official[size_t(4 + y)], (8 + 4 * y - 16) / 100.f);
+  }
+  c.image_side = 28;  // Fashion-MNIST's: 12 -> 5 -> 3 grids
+  const std::vector<float> at28 = ConvCapsNet::class_coords(c);
+  ASSERT_EQ(at28.size(), 6u);
+  for (int y = 0; y < 3; ++y) EXPECT_FLOAT_EQ(at28[size_t(y)], (8 + 4 * y - 14) / 100.f);
+  const VoteCoords placed{nullptr, nullptr, CoordPlace::official};
+  EXPECT_EQ(placed.col_elem(), 0);
+  EXPECT_EQ(placed.row_elem(), 1);
 }
 
 // Step 0 under the official code's lambda schedule (lambda_final 0.01): every
