@@ -28,18 +28,6 @@ void Training::evaluate(const EpochStats& trained, bool check) {
 // A check inside an epoch goes to the checks alone: no circle, no report, and
 // the latest epoch's evaluation (the final results') stays the epoch end's.
 void Training::record(const EpochStats& trained, std::vector<EpochEval> evs, double eval_s, bool check) {
-  if (check) {
-    for (size_t k = 0; k < sets_.size(); ++k) {
-      EpochStats st = trained;
-      st.familiar = evs[k].familiar;
-      st.heldout = evs[k].heldout;
-      st.validation = evs[k].validation;
-      st.seconds += eval_s;
-      recorded_[k].eval_s += k == 0 ? eval_s : 0;
-      recorded_[k].checks.push_back(st);
-    }
-    return;
-  }
   for (size_t k = 0; k < sets_.size(); ++k) {
     EpochStats st = trained;
     st.familiar = evs[k].familiar;
@@ -47,11 +35,15 @@ void Training::record(const EpochStats& trained, std::vector<EpochEval> evs, dou
     st.validation = evs[k].validation;
     st.seconds += eval_s;
     recorded_[k].eval_s += k == 0 ? eval_s : 0;
+    if (check) {
+      recorded_[k].checks.push_back(st);
+      continue;
+    }
     if (cfg_.circle_every_epoch) recorded_[k].circle_history.push_back(std::move(evs[k].circle));
     recorded_[k].history.push_back(st);
     if (k == 0 && on_epoch_) on_epoch_(name_, st);
   }
-  last_ = std::move(evs);
+  if (!check) last_ = std::move(evs);
 }
 
 void Training::drain() {
