@@ -300,6 +300,34 @@ TEST(GradientCheck, CapsNetPrimaryActivationsGetNoGradient) {
   EXPECT_GT(pose, 0.0);
 }
 
+// A registered model built with its entry's exact_gradient_options at `shape`:
+// its backward against central differences of its training loss (the loss's
+// and the model's own term, e.g. dr's reconstruction) on x, labels y, set as in
+// a training step (so cnn-paper's dropout mask and dr's decoder mask stay fixed).
+void check_registered_model_gradients(const std::string& name, const std::vector<float>& x, const std::vector<int>& y,
+                                      int B, const ImageShape& shape, double h) {
+  ModelOptions opts;
+  for (const auto& [k, v] : find_model(name)->exact_gradient_options) opts[k] = v;
+  std::unique_ptr<Model> m = make_model(name, opts, B, shape);
+  m->init(13);
+  move_off_relu_kink(*m);
+  // Labels stay set for the whole check: clearing them ends a step
+  // (cnn-paper would draw a new dropout mask).
+  m->set_training_labels(y.data());
+  const int C = shape.classes;
+  auto loss = [&](float* d) {
+    std::vector<float> scratch(size_t(B) * C);
+    return loss_forward_backward(m->loss(), d ? d : scratch.data(), m->forward(x.data(), B), y.data(), B, C, 0.5, 0) +
+           m->model_loss();
+  };
+  std::vector<float> d(size_t(B) * C);
+  const double loss0 = loss(d.data());
+  m->backward(d.data(), B);
+  const std::vector<float> grad = m->params().grads();
+  test::check_tensor_gradients(m->params(), grad, loss0, [&] { return loss(nullptr); }, h, name + " ");
+  m->set_training_labels(nullptr);
+}
+
 // Every registered model that trains, built with its entry's
 // exact_gradient_options, on two input channels (smallNORB's stereo pair;
 // the one-channel path has each model's own check above): the whole model's
@@ -320,21 +348,7 @@ TEST(GradientCheck, EveryRegisteredModelMatchesFiniteDifferences) {
         if (channels == 2)
           x.insert(x.end(), other.begin() + (2 * B - 1 - s) * kImagePixels, other.begin() + (2 * B - s) * kImagePixels);
       }
-      ModelOptions opts;
-      for (const auto& [k, v] : find_model(name)->exact_gradient_options) opts[k] = v;
-      std::unique_ptr<Model> m = make_model(name, opts, B, channels);
-      m->init(13);
-      move_off_relu_kink(*m);
-      // Labels stay set for the whole check: clearing them ends a step
-      // (cnn-paper would draw a new dropout mask).
-      m->set_training_labels(y.data());
-      auto loss = [&](float* d) { return loss_of(*m, x, y, B, d) + m->model_loss(); };
-      std::vector<float> d(size_t(B) * kNumClasses);
-      const double loss0 = loss(d.data());
-      m->backward(d.data(), B);
-      const std::vector<float> grad = m->params().grads();
-      test::check_tensor_gradients(m->params(), grad, loss0, [&] { return loss(nullptr); }, 1e-3, "");
-      m->set_training_labels(nullptr);
+      check_registered_model_gradients(name, x, y, B, ImageShape{.channels = channels}, 1e-3);
     }
 }
 
@@ -571,24 +585,7 @@ TEST(GradientCheck, EveryTrainedModelOnFashionMnistPhotographsMatchesFiniteDiffe
     }
   for (const std::string& name : test::registered_models(/*trained=*/true)) {
     SCOPED_TRACE(name);
-    ModelOptions opts;
-    for (const auto& [k, v] : find_model(name)->exact_gradient_options) opts[k] = v;
-    std::unique_ptr<Model> m = make_model(name, opts, B, ImageShape{.channels = 1, .side = side, .classes = C});
-    m->init(13);
-    move_off_relu_kink(*m);
-    m->set_training_labels(y.data());
-    auto loss = [&](float* d) {
-      std::vector<float> scratch(size_t(B) * C);
-      return loss_forward_backward(m->loss(), d ? d : scratch.data(), m->forward(x.data(), B), y.data(), B, C, 0.5,
-                                   0) +
-             m->model_loss();
-    };
-    std::vector<float> d(size_t(B) * C);
-    const double loss0 = loss(d.data());
-    m->backward(d.data(), B);
-    const std::vector<float> grad = m->params().grads();
-    test::check_tensor_gradients(m->params(), grad, loss0, [&] { return loss(nullptr); }, 2e-4, name + " ");
-    m->set_training_labels(nullptr);
+    check_registered_model_gradients(name, x, y, B, ImageShape{.channels = 1, .side = side, .classes = C}, 2e-4);
   }
 }
 
