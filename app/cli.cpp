@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cerrno>
 #include <cstdlib>
@@ -529,8 +528,7 @@ int cli_main(int argc, char** argv) {
   // Under mpirun every rank parses the same flags: rank 0 alone reports what is wrong.
   const bool mute = launched_by_mpi() && launcher_rank() != 0;
   // Nor do they report an interrupt (the launcher's, when the job ends): they write nothing.
-  if (mute)
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
+  if (mute) end_silently_on_interrupt();
   CLI::App app{"viewgap: novel-viewpoint generalisation of matrix capsules (EM routing) vs CNNs"};
   app.require_subcommand(1);
   // The commit as meta.json records it: tools/make_results.sh takes its provenance's from here.

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -91,7 +92,8 @@ std::atomic<const std::atomic<int>*> g_done{nullptr};
 std::atomic<int> g_total{0};
 std::atomic<bool> g_tty{false};  // stderr is a terminal: a progress line may be open
 
-// Async-signal-safe: fixed buffers, write(2) and _exit only.
+// Fixed buffers, write(2) and _exit only: it also ends the process from a
+// WriteGuard's or DeferInterrupts' destructor, on whatever thread that is.
 [[noreturn]] void interrupt_exit(int sig) {
   if (g_exiting.exchange(true))
     for (;;) ::pause();  // another thread is already on its way out
@@ -125,12 +127,33 @@ std::atomic<bool> g_tty{false};  // stderr is a terminal: a progress line may be
 
 std::atomic<int> g_deferred{0};    // DeferInterrupts alive
 std::atomic<bool> g_forced{false};  // a second signal: no more deferring
+std::atomic<bool> g_silent{false};  // end_silently_on_interrupt()
 
 void on_signal(int sig) {
   // Under DeferInterrupts the first signal is left to the work to act on.
   if (g_pending.exchange(sig) == 0 && g_deferred.load() > 0) return;
   g_forced.store(true);
   if (g_writers.load() == 0) interrupt_exit(sig);
+}
+
+// The one thread that takes SIGINT, SIGTERM and SIGHUP (every other thread
+// blocks them): it waits for them rather than being interrupted by them.
+void watch_signals(sigset_t set) {
+  for (;;) {
+    int sig = 0;
+    if (::sigwait(&set, &sig) != 0) continue;
+    if (g_silent.load()) {
+      // The signal's own default action, as if nothing had caught it.
+      ::signal(sig, SIG_DFL);
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, sig);
+      ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+      ::raise(sig);
+      ::_exit(128 + sig);  // not reached: the default action of all three ends the process
+    }
+    on_signal(sig);
+  }
 }
 
 }  // namespace
@@ -354,12 +377,22 @@ void remove_output(const std::string& path) {
 }
 
 void install_interrupt_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  // No signal handler: a handler's frame goes onto the stack of whichever
+  // thread the signal interrupts, below its stack pointer, and oneDNN's JIT
+  // GEMM kernels (those of Debian 12's oneDNN 2.7 among them) point the stack
+  // pointer into a heap buffer while they run, so a signal there corrupts the
+  // heap (oneDNN issue #4845). Blocked here, before any thread starts, the
+  // signals are blocked in every thread the process starts after (threads
+  // inherit the mask), and one thread of ours waits for them.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  if (const int err = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); err != 0)
+    throw std::runtime_error("cannot block SIGINT, SIGTERM and SIGHUP: " + errno_text(err));
+  std::thread(watch_signals, set).detach();
 }
+
+void end_silently_on_interrupt() { g_silent.store(true); }
 
 void set_interrupt_progress(const std::atomic<int>* done, int total) {
   g_tty.store(::isatty(STDERR_FILENO) == 1);

@@ -98,7 +98,14 @@ class DirLock {
 // process with exit code 128 + signal and one line on stderr, but only once no
 // WriteGuard is alive (a write in progress finishes first). Cells or epochs in
 // flight are discarded: nothing of them has been written.
+// Call it first thing in main, before any thread starts: it blocks the three
+// in this thread, so in every thread started after, and starts the one thread
+// that takes them (no handler interrupts the work: output.cpp says why).
 void install_interrupt_handlers();
+// From now on SIGINT, SIGTERM and SIGHUP end the process as they would
+// without install_interrupt_handlers() (killed by the signal, not a word):
+// an MPI worker rank's, which leaves the telling to rank 0.
+void end_silently_on_interrupt();
 // While `done` is set (a sweep runs), the line printed on an interrupt is
 // "viewgap sweep: interrupted after k/N cells; rerun with --resume to continue"
 // (k read from `done`, which must outlive the setting; nullptr clears it); else

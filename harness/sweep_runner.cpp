@@ -12,7 +12,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <deque>
 #include <condition_variable>
 #include <cstdio>
@@ -584,7 +583,7 @@ bool sit_out_sweep(Cluster& cluster) {
 int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
   // An interrupt ends a worker without a word: it writes nothing, and rank 0
   // reports how far the sweep got.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_DFL);
+  end_silently_on_interrupt();
   std::string msg;
   int src = 0, tag = 0;
   while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollFloor);

@@ -6,6 +6,7 @@
 // (LD_PRELOAD, test-only) into a tiny sweep (4 cells of a 1-epoch CNN).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -24,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "harness/output.h"
 #include "tests/test_util.h"
 
 using vg::test::shim_env;
@@ -334,6 +336,77 @@ TEST(SweepFaults, InterruptSaysHowFarItGotAndResumesToIdenticalTables) {
     ASSERT_EQ(again.code, 0) << again.err;
     EXPECT_NE(again.out.find(std::to_string(k) + " resumed"), std::string::npos) << again.out;
     expect_identical(want, dir, "after signal " + std::to_string(sig));
+  }
+}
+
+// Why the signals wait on a thread of their own (harness/output.cpp,
+// install_interrupt_handlers): no thread that trains or evaluates may be
+// interrupted by them, since a handler's frame would go below its stack
+// pointer, which oneDNN's JIT GEMM kernels point into the heap (a corrupted
+// heap, at random, after an interrupt). In a child process (the signals are
+// the process's): once installed, the three are blocked in the installing
+// thread and in every thread started after; a first signal under
+// DeferInterrupts only becomes pending; when the last DeferInterrupts goes,
+// the process exits 128 + signal with its line.
+TEST(Interrupts, NoWorkingThreadTakesASignalAndADeferredOneEndsTheProcessInOrder) {
+  const std::string err = tmp_dir("deferred.err");
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    SCOPED_TRACE(sig);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, STDERR_FILENO);
+      vg::install_interrupt_handlers();
+      auto all_blocked = [] {
+        sigset_t now;
+        ::pthread_sigmask(SIG_BLOCK, nullptr, &now);
+        return sigismember(&now, SIGINT) == 1 && sigismember(&now, SIGTERM) == 1 && sigismember(&now, SIGHUP) == 1;
+      };
+      if (!all_blocked()) ::_exit(10);
+      bool worker_blocked = false;
+      std::thread([&] { worker_blocked = all_blocked(); }).join();
+      if (!worker_blocked) ::_exit(11);
+      {
+        const vg::DeferInterrupts defer;
+        if (vg::interrupt_pending()) ::_exit(12);
+        ::kill(::getpid(), sig);
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!vg::interrupt_pending())
+          if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) ::_exit(13);
+      }
+      ::_exit(14);  // not reached: the DeferInterrupts' end ends the process
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << "10: this thread, 11: a later thread takes signals; "
+                                                 "12, 13: pending too early, never";
+    EXPECT_EQ(slurp(err), "viewgap: interrupted\n");
+  }
+}
+
+// An MPI worker rank's (end_silently_on_interrupt): killed by the signal, not a word.
+TEST(Interrupts, EndingSilentlyIsTheSignalsDefaultAction) {
+  const std::string err = tmp_dir("silent.err");
+  for (const int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(sig);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, STDERR_FILENO);
+      vg::install_interrupt_handlers();
+      vg::end_silently_on_interrupt();
+      ::kill(::getpid(), sig);
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      ::_exit(1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "exited " << WEXITSTATUS(status);
+    EXPECT_EQ(WTERMSIG(status), sig);
+    EXPECT_EQ(slurp(err), "");
   }
 }
 

@@ -225,7 +225,7 @@ TEST(Resume, AnInterruptKeepsACheckpointAndTheJsonOfWhatFinished) {
     ::kill(pid, sig);
     int status = 0;
     ::waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status)) << "ended by the signal itself";
+    ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status) << " itself: " << slurp(dir + "err");
     const nlohmann::json partial = nlohmann::json::parse(slurp(dir + "got.json"));
     if (!partial.contains("interrupted")) GTEST_SKIP() << "the training was over before the signal (a loaded machine)";
     EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
@@ -272,7 +272,7 @@ TEST(Resume, AnInterruptedSweepCheckpointsItsTrainingsInFlight) {
     ::kill(pid, sig);
     int status = 0;
     ::waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status)) << "ended by the signal itself";
+    ASSERT_TRUE(WIFEXITED(status)) << "ended by signal " << WTERMSIG(status) << " itself: " << slurp(out + ".err");
     ASSERT_TRUE(fs::exists(file)) << slurp(out + ".err");
     const Checkpoint c = read_checkpoint(file);
     ASSERT_TRUE(c.progress.has_value());
