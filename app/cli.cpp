@@ -359,8 +359,9 @@ int do_sweep(const SweepFlags& f) {
 
 // `viewgap export-norb DIR`: the synthetic shapes, or the toys, as smallNORB's six files.
 struct ExportFlags {
-  std::string dir, seed = "0", shapes = "seed", instances = "5", lightings = "6";
+  std::string dir, seed = "0", shapes = "seed", instances = "5", lightings = "6", variety = "wide", lights = "rig";
   bool quiet = false;
+  std::set<std::string> typed;  // the toys' own flags given: refused with another --shapes
 };
 
 int do_export_norb(const ExportFlags& f) {
@@ -373,6 +374,13 @@ int do_export_norb(const ExportFlags& f) {
   if (!c.toys) c.shapes = parse_shapes_flag(f.shapes);
   c.instances = int(parse_int("--instances", f.instances, 1, 5));  // the NYU files' numbers hold 10 toys
   c.lightings = int(parse_int("--lightings", f.lightings, 1, kNorbLightings));
+  for (const char* flag : {"--variety", "--lights"})
+    if (!c.toys && f.typed.count(flag)) throw UsageError(flag, flag == std::string("--variety") ? f.variety : f.lights,
+                                                         "only with --shapes toys");
+  if (f.variety != "wide" && f.variety != "narrow") throw UsageError("--variety", f.variety, "expected wide or narrow");
+  if (f.lights != "rig" && f.lights != "mixed") throw UsageError("--lights", f.lights, "expected rig or mixed");
+  c.variety = f.variety == "wide" ? ToyVariety::wide : ToyVariety::narrow;
+  c.lights = f.lights == "rig" ? ToyLights::rig : ToyLights::mixed;
   const auto t0 = std::chrono::steady_clock::now();
   try {
     // No half of a dataset: a reader would take three files for a whole split.
@@ -616,6 +624,12 @@ int cli_main(int argc, char** argv) {
   exp->add_option("--shapes", ef.shapes, "The shape set: seed, asym, or toys (the toys dataset's meshes, data/toy_views.h)")->capture_default_str();
   exp->add_option("--instances", ef.instances, "Instances per class and split, 1..5 (smallNORB: 5)")->capture_default_str();
   exp->add_option("--lightings", ef.lightings, "Lighting levels, 1..6 (smallNORB: 6)")->capture_default_str();
+  exp->add_option("--variety", ef.variety, "With --shapes toys: wide or narrow, as --data toys' --toy-variety")
+      ->capture_default_str()
+      ->each([&](const std::string&) { ef.typed.insert("--variety"); });
+  exp->add_option("--lights", ef.lights, "With --shapes toys: rig or mixed, as --data toys' --toy-lights")
+      ->capture_default_str()
+      ->each([&](const std::string&) { ef.typed.insert("--lights"); });
   exp->add_flag("--quiet,-q", ef.quiet, "No summary on stderr");
   ProfileFlags pf;
   CLI::App* prof = app.add_subcommand("profile", "Per-layer timings of training steps -> CSV (and a Chrome trace)");

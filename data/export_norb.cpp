@@ -73,8 +73,9 @@ double norb_export_bytes(const NorbExportConfig& cfg) {
 
 std::vector<ExportFile> norb_export_part(const NorbExportConfig& cfg, const std::string& dir, NorbPart part) {
   const NorbFiles files = norb_files(dir, part);
-  NorbExportSplit s = cfg.toys ? render_toy_split({.instances = cfg.instances, .lightings = cfg.lightings, .seed = cfg.seed}, part)
-                               : render_norb_split(cfg, part);
+  const ToyConfig toys{
+      .instances = cfg.instances, .lightings = cfg.lightings, .variety = cfg.variety, .lights = cfg.lights, .seed = cfg.seed};
+  NorbExportSplit s = cfg.toys ? render_toy_split(toys, part) : render_norb_split(cfg, part);
   std::vector<int32_t> info;
   for (const NorbInfo& r : s.info) info.insert(info.end(), {r.instance, r.elevation, r.azimuth, r.lighting});
   const int32_t n = int32_t(s.labels.size()), cat_dims[] = {n}, info_dims[] = {n, kNorbInfoCols};

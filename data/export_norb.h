@@ -29,6 +29,9 @@ struct NorbExportConfig {
   bool toys = false;  // the toys' records instead of the shapes' (`shapes` unused)
   int instances = 5;  // per split, 1..5 (the first of NYU's numbers)
   int lightings = 6;  // 1..6
+  // The toys' variety and lights (with `toys`), the toys' defaults unless set.
+  ToyVariety variety = ToyConfig{}.variety;
+  ToyLights lights = ToyConfig{}.lights;
 };
 struct NorbExportSplit {
   std::vector<uint8_t> dat;  // the -dat file's bytes (norb_pairs_file): N x 2 x 96 x 96 after its header

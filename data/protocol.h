@@ -44,9 +44,11 @@ struct DataFlag {
   const char* name;           // without "--"
   const char* default_value;  // as typed
   const char* help;
-  // A sweep hashes the flag at its default too; false for a flag added to a
-  // protocol after its sweeps were made, so that they keep their hash.
-  bool hashed_at_default = true;
+  // A sweep hashes the flag at every value but this one (nullptr: at every
+  // value): for a flag added to a protocol after its sweeps were made, the
+  // value they all had, so that they keep their hash. It stays that value
+  // when the default moves on, so the new default's sweeps hash apart.
+  const char* unhashed_value = nullptr;
   // A switch that changes how the data is made, never what (--no-cache):
   // typed without a value ("on" when given, default "off"), never hashed, and
   // no run changes with it.

@@ -189,19 +189,19 @@ const char* const kSyntheticFlags[] = {"train-azimuths", "test-azimuths", "n-tra
 const DataFlag kCameras{"cameras", "both", "With --data norb or toys: both (2 input channels), first or second"};
 const DataFlag kBrightness{"brightness", "0", "With --data norb or toys: training brightness jitter, uniform in +-B (0..1)"};
 const DataFlag kContrast{"contrast", "0", "With --data norb or toys: training contrast jitter, a factor uniform in 1 +- C (0..1)"};
-// Added after sweeps of these protocols were made: hashed only when set.
+// Added after sweeps of these protocols were made: hashed only away from the value those had.
 const DataFlag kTrainCrops{"train-crops", "random",
                            "With --data norb or toys and their paper, full or window splits: random (the paper's 32x32 "
                            "crops of 48x48) or centre (as evaluation's: LeCun et al. 2004's baselines saw no jitter)",
-                           false};
+                           /*unhashed_value=*/"random"};
 }  // namespace
 
-// Added after sweeps of these protocols were made: hashed only when set.
+// Added after sweeps of these protocols were made: hashed only away from the value those had.
 const DataFlag kStandardizeFlag{"standardize", "off",
                                 "With --data norb or toys and their paper, full or window splits, or --data fashion-mnist "
                                 "or idx and any of theirs: each image standardised (on: as google-research's capsule_em; "
                                 "off: pixels in [0, 1], as the paper says)",
-                                false};
+                                /*unhashed_value=*/"off"};
 
 namespace {
 const DataFlag& kStandardize = kStandardizeFlag;
@@ -213,32 +213,32 @@ const DataFlag kToyInstancesFlag{"toy-instances", "5",
 const DataFlag kToyLightingsFlag{"toy-lightings", "6", "With --data toys: lightings per view, the first L of the six (1..6)"};
 const DataFlag kStereoDeg{"stereo-deg", "2", "With --data toys: the cameras' baseline as the angle it subtends at the toy, degrees (0..20)"};
 const DataFlag kProjection{"projection", "perspective", "With --data toys: perspective or orthographic"};
-// Added after the toys' sweeps were made: hashed only away from their defaults, so those keep their hash.
+// Added after the toys' sweeps were made: hashed only away from the value those had, so they keep their hash.
 const DataFlag kToyMinSizeFlag{"toy-min-size", "0.7",
                            "With --data toys: each toy's size uniform in [M, 1] (1: every toy the same size; 0.01..1)",
-                           /*hashed_at_default=*/false};
+                           /*unhashed_value=*/"0.7"};
 const DataFlag kToyScaleFlag{"toy-scale", "1",
                          "With --data toys: every toy's size times S (1: a toy of size 1 fills the central two thirds "
                          "of the frame, 1.5 all of it; 0.25..2)",
-                         /*hashed_at_default=*/false};
-const DataFlag kToyVarietyFlag{"toy-variety", "narrow",
-                           "With --data toys: narrow (one body plan per category) or wide (every category's toys "
-                           "drawn from several body plans, docs/toys.md)",
-                           /*hashed_at_default=*/false};
-const DataFlag kToyLightsFlag{"toy-lights", "mixed",
-                              "With --data toys: where the six lights stand: mixed (from the corners, above, the "
-                              "front and one raking side) or rig (each within ~27 deg of the camera's axis, as lamps "
-                              "beside the cameras; docs/toys.md)",
-                              /*hashed_at_default=*/false};
+                         /*unhashed_value=*/"1"};
+const DataFlag kToyVarietyFlag{"toy-variety", "wide",
+                           "With --data toys: wide (every category's toys drawn from several body plans; the "
+                           "calibrated setting) or narrow (one body plan per category: the toys' first; docs/toys.md)",
+                           /*unhashed_value=*/"narrow"};
+const DataFlag kToyLightsFlag{"toy-lights", "rig",
+                              "With --data toys: where the six lights stand: rig (each within ~27 deg of the camera's "
+                              "axis, as lamps beside the cameras; the calibrated setting) or mixed (from the corners, "
+                              "above, the front and one raking side: the toys' first; docs/toys.md)",
+                              /*unhashed_value=*/"mixed"};
 
 const DataFlag kToySeedFlag{"toy-seed", "0",
                             "With --data toys: the world, the seed of the toys' pixel noise (0..2^53; independent of "
                             "--seed, as smallNORB's photographs are fixed)",
-                            /*hashed_at_default=*/false};
+                            /*unhashed_value=*/"0"};
 const DataFlag kNoCacheFlag{"no-cache", "off",
                             "With --data toys: draw the toys in memory, neither reading nor filling the render cache "
                             "($XDG_CACHE_HOME/viewgap, docs/toys.md); the same bytes either way",
-                            /*hashed_at_default=*/false, /*how_switch=*/true};
+                            /*unhashed_value=*/"off", /*how_switch=*/true};
 
 // Every flag only the toys read.
 const DataFlag kToyFlags[] = {kToyInstancesFlag, kToyLightingsFlag, kStereoDeg, kProjection, kToyMinSizeFlag,
@@ -297,7 +297,7 @@ nlohmann::json norb_source_json(const NorbConfig& nc) {
                          {"min_size", t.min_size},
                          {"scale", t.scale},
                          {"variety", t.variety == ToyVariety::wide ? "wide" : "narrow"}};
-  // Away from their defaults only: a checkpoint made before these flags keeps its configuration.
+  // Away from the value before these flags only: a checkpoint made before them keeps its configuration.
   if (t.lights == ToyLights::rig) toys["lights"] = "rig";
   if (t.seed != 0) toys["world_seed"] = t.seed;
   return {{"toys", toys}};

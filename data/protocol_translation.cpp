@@ -48,7 +48,7 @@ const PlaneFactor kShift{
     .canvas = DataFlag{"canvas", "32",
                        "With --split translation: the images' side N in pixels (32 to 128), the object at its "
                        "centre at its 32 x 32 size (an IDX set's images at theirs: N from their side); shifts up to N/2",
-                       /*hashed_at_default=*/false},
+                       /*unhashed_value=*/"32"},
     .limit_on = shift_limit,
 };
 

@@ -483,9 +483,9 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     if (own) typed_at_default.push_back(o->name);
   }
   // The chosen protocol's own only: other sweeps keep their hash; so do its
-  // sweeps made before a flag it added since (hashed away from its default only).
+  // sweeps made before a flag it added since (hashed away from their value only).
   for (const DataFlag& d : protocol.flags)
-    if (!d.how_switch && hashed(d.name) && (d.hashed_at_default || *run_flag(f.run, d.name) != d.default_value))
+    if (!d.how_switch && hashed(d.name) && (d.unhashed_value == nullptr || *run_flag(f.run, d.name) != d.unhashed_value))
       run_flags[d.name] = *run_flag(f.run, d.name);
   plan.config = {{"seeds", seeds}, {"gaps", gaps}, {"test_width", width},
                  {"grid", axes}, {"run_flags", run_flags}, {"reference", plan.reference}};

@@ -228,8 +228,8 @@ TEST(HostileFlags, AProtocolsFlagUnderAnotherProtocolIsRefused) {
 const std::map<std::string, std::string> kAwayFromDefault = {
     {"cameras", "first"},      {"brightness", "0.3"},     {"contrast", "0.3"},         {"standardize", "on"},
     {"toy-instances", "2"},    {"toy-lightings", "2"},    {"stereo-deg", "6"},         {"projection", "orthographic"},
-    {"toy-min-size", "1"},     {"toy-scale", "1.5"},       {"toy-variety", "wide"},    {"train-crops", "centre"},
-    {"toy-seed", "1"},         {"toy-lights", "rig"},
+    {"toy-min-size", "1"},     {"toy-scale", "1.5"},       {"toy-variety", "narrow"},  {"train-crops", "centre"},
+    {"toy-seed", "1"},         {"toy-lights", "mixed"},
     {"train-shift", "1"},      {"test-shifts", "4:7"},    {"n-test-shifts", "2"},      {"canvas", "40"},
     {"train-rotation", "10"},  {"test-rotations", "40:90"}, {"n-test-rotations", "2"}, {"train-scale", "1.1"},
     {"test-scales", "1.3:1.7"}, {"n-test-scales", "2"},   {"train-shear", "0.1"},      {"test-shears", "0.3:0.6"},

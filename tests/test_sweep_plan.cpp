@@ -128,6 +128,28 @@ TEST(SweepPlan, ADrawnSourceHashesItsGeneratorsVersion) {
   EXPECT_FALSE(plan_sweep(sweep_flags("0:1", "0,60")).config.contains("source_version"));
 }
 
+// The toys' defaults moved to the calibrated setting (wide variety, rig
+// lights): hashed, so a default sweep now never resumes or merges with one
+// made before; the toys' first setting, typed, leaves the flags out of the
+// hash, so those sweeps keep theirs.
+TEST(SweepPlan, AMovedDefaultHashesApartFromTheValueItsSweepsHad) {
+  SweepFlags f;
+  f.run = sweep_run_defaults();
+  f.run.data = "toys";
+  f.seeds = "0:1";
+  f.jobs = "1";
+  f.out = "unused";
+  const nlohmann::json now = plan_sweep(f).config;
+  EXPECT_EQ(now.at("run_flags").value("toy-variety", ""), "wide");
+  EXPECT_EQ(now.at("run_flags").value("toy-lights", ""), "rig");
+  *run_flag(f.run, "toy-variety") = "narrow";
+  *run_flag(f.run, "toy-lights") = "mixed";
+  const nlohmann::json first = plan_sweep(f).config;
+  EXPECT_FALSE(first.at("run_flags").contains("toy-variety"));
+  EXPECT_FALSE(first.at("run_flags").contains("toy-lights"));
+  EXPECT_NE(config_hash(first), config_hash(now));
+}
+
 // A model option added later (cnn-paper's --dropout) is in the hash of a sweep
 // whose models read it, and leaves every other sweep's hash alone.
 TEST(SweepPlan, ANewModelsOptionIsHashedOnlyWhereItMatters) {

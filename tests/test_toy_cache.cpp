@@ -79,16 +79,17 @@ TEST(ToyCache, AHitIsTheRecordsDrawn) {
 // Two worlds must never share a file: every ToyConfig field changes the key
 // (toy_cache_key also names each field, so a new one does not compile unkeyed).
 TEST(ToyCache, EveryFieldOfTheWorldChangesItsKey) {
-  std::vector<ToyConfig> worlds(10, kSmall);
+  std::vector<ToyConfig> worlds(11, kSmall);
   worlds[1].instances = 2;
   worlds[2].lightings = 2;
   worlds[3].stereo_deg = 2.5;
   worlds[4].perspective = false;
   worlds[5].min_size = 0.8;
   worlds[6].scale = 1.5;
-  worlds[7].variety = ToyVariety::wide;
+  worlds[7].variety = kSmall.variety == ToyVariety::wide ? ToyVariety::narrow : ToyVariety::wide;
   worlds[8].azimuth_step = 1;
   worlds[9].seed = 1;
+  worlds[10].lights = kSmall.lights == ToyLights::rig ? ToyLights::mixed : ToyLights::rig;
   std::set<std::string> keys, files;
   for (const ToyConfig& w : worlds) keys.insert(toy_cache_key(w)), files.insert(toy_cache_file("d", w, "testing"));
   EXPECT_EQ(keys.size(), worlds.size());

@@ -80,9 +80,16 @@ std::string pinned_hash(ToyConfig cfg) {
 TEST(ToysPinned, RecordsAreTheSameBytesOnEveryMachine) {
   const char* bump = "the records' bytes changed: if on purpose, bump kToyGeneratorVersion (data/toys.h) with the "
                      "hashes, or the render cache serves the old bytes";
-  EXPECT_EQ(pinned_hash({.instances = 1, .lightings = 2}), "3ad7a8ce6c084cec") << bump;
+  // The toys' first setting, narrow variety under mixed lights (every toys result made before the calibration).
+  EXPECT_EQ(pinned_hash({.instances = 1, .lightings = 2, .variety = ToyVariety::narrow, .lights = ToyLights::mixed}),
+            "3ad7a8ce6c084cec")
+      << bump;
   // Wide variety's test toys 3..5: every category's plans but the humans' third.
-  EXPECT_EQ(pinned_hash({.instances = 3, .lightings = 2, .variety = ToyVariety::wide}), "fdf8b2c71cf2f63d") << bump;
+  EXPECT_EQ(pinned_hash({.instances = 3, .lightings = 2, .variety = ToyVariety::wide, .lights = ToyLights::mixed}),
+            "fdf8b2c71cf2f63d")
+      << bump;
+  // The default world (wide variety, rig lights).
+  EXPECT_EQ(pinned_hash({.instances = 3, .lightings = 2}), "e1e4b721e0e93315") << bump;
   EXPECT_EQ(kToyGeneratorVersion, 1) << "bumped: update the pinned hashes with it";
 }
 
@@ -320,7 +327,7 @@ TEST(ToyViews, RigLightsStayNearTheCameraAxisAndMixedOnesRake) {
     EXPECT_GT(widest_mixed, 60.0) << az << "," << el;
   }
   // And it reaches the pixels: the same record, other bytes.
-  const NorbData mixed = toy_norb_data({.instances = 1, .lightings = 1}),
+  const NorbData mixed = toy_norb_data({.instances = 1, .lightings = 1, .lights = ToyLights::mixed}),
                  rig = toy_norb_data({.instances = 1, .lightings = 1, .lights = ToyLights::rig});
   std::vector<uint8_t> a(static_cast<size_t>(kNorbPairBytes)), b(a.size());
   mixed.train.read_pair(0, a.data());
@@ -345,12 +352,20 @@ TEST(ToyViews, BadConfigurationsAreRefused) {
 
 // ---- Through the binary: the export read back, and --data toys.
 
+// The toys' first setting (narrow, mixed), as every flag of the export's
+// reaches its records; the default's are the same ToyConfig's.
 TEST(ToyViews, TheExportReadsBackAsTheSameRecords) {
   const std::string dir = vg::test::temp_dir() + "viewgap_toys." + std::to_string(getpid());
   std::filesystem::remove_all(dir);
-  const Outcome o = run("export-norb " + dir + " --shapes toys --instances 1 --lightings 2 --seed 3 --quiet");
+  const Outcome o = run("export-norb " + dir +
+                        " --shapes toys --instances 1 --lightings 2 --seed 3 --variety narrow --lights mixed --quiet");
   ASSERT_EQ(o.code, 0) << o.err;
-  const NorbData files = norb_load_dir(dir), drawn = toy_norb_data({.instances = 1, .lightings = 2, .seed = 3});
+  const NorbData files = norb_load_dir(dir),
+                 drawn = toy_norb_data({.instances = 1,
+                                        .lightings = 2,
+                                        .variety = ToyVariety::narrow,
+                                        .lights = ToyLights::mixed,
+                                        .seed = 3});
   std::vector<uint8_t> x(kNorbPairBytes), y(kNorbPairBytes);
   for (const auto& [f, d] : {std::pair{&files.train, &drawn.train}, {&files.test, &drawn.test}}) {
     ASSERT_EQ(f->size(), d->size());
@@ -370,8 +385,10 @@ TEST(ToyViews, TheExportReadsBackAsTheSameRecords) {
   const std::string common = " --split paper-azimuth --seed 3 --models nn1,linear --n-epochs 2 --quiet";
   for (int k = 0; k < 2; ++k) {
     const std::string json = dir + "/run" + std::to_string(k) + ".json";
-    const Outcome r = run("run" + std::string(k == 0 ? " --data toys --toy-instances 1 --toy-lightings 2 --toy-seed 3"
-                                                     : " --data norb:" + dir) +
+    const Outcome r = run("run" +
+                          std::string(k == 0 ? " --data toys --toy-instances 1 --toy-lightings 2 --toy-seed 3"
+                                               " --toy-variety narrow --toy-lights mixed"
+                                             : " --data norb:" + dir) +
                           common + " --out-json " + json);
     ASSERT_EQ(r.code, 0) << r.err;
     const auto j = nlohmann::json::parse(test::slurp(json));
@@ -426,6 +443,9 @@ TEST(ToyViews, BadFlagsAreOneLineNamingTheFlag) {
       {"sweep --data toys --split window --test-width 45 --out /tmp/never", "--test-width '45'"},
       {"sweep --data toys --split window --test-azimuths 200:260 --out /tmp/never", "--test-azimuths '200:260'"},
       {"export-norb /tmp/never --shapes toy", "--shapes 'toy'"},
+      {"export-norb /tmp/never --shapes toys --variety medium", "--variety 'medium'"},
+      {"export-norb /tmp/never --shapes toys --lights soft", "--lights 'soft'"},
+      {"export-norb /tmp/never --lights mixed", "--lights 'mixed': only with --shapes toys"},
       {"run --data toys --standardize yes", "--standardize 'yes'"},
       {"run --split translation --standardize on", "--standardize 'on'"},
   };

@@ -135,10 +135,13 @@ toys_steps() {
   # Table 2 on it: each protocol's split, the capsules stopped at the CNN's familiar
   # accuracy on the validation toys, the official code's preprocessing (docs/toys.md). dr
   # trains at 1e-3: at the default 2e-3 it collapses to one class on the toys.
+  # Made on the toys' first setting (narrow variety, mixed lights; $toys_first),
+  # before the calibration moved the defaults: issue 56's step 7 re-runs them
+  # on the calibrated toys.
   local dir=build/toys-export
   rm -rf "$dir" "$out/toys" "$out/toys_paper_azimuth" "$out/toys_paper_elevation"
   mkdir -p "$out/toys/figures"
-  step "toys export" "$exe" export-norb "$dir" --shapes toys --quiet
+  step "toys export" "$exe" export-norb "$dir" --shapes toys --variety narrow --lights mixed --quiet
   step "toys figures" $py tools/plot.py norb "$dir" --out "$out/toys/figures"
   rm -rf "$dir"
   for protocol in azimuth elevation; do
@@ -146,8 +149,11 @@ toys_steps() {
   done
   toys_table_step
 }
+# The toys' first setting, which the toys' results so far were made on (typed,
+# it leaves the flags out of a sweep's hash: those sweeps resume and merge).
+toys_first="--toy-variety narrow --toy-lights mixed"
 toys_table2_flags() {  # protocol [models]: the flags of the toys' Table 2 sweeps, less --seeds and --out
-  echo "--data toys --split paper-$1 --n-epochs 15 --models ${2:-caps,cnn,dr,nn1,linear} --model-lr dr=1e-3" \
+  echo "--data toys $toys_first --split paper-$1 --n-epochs 15 --models ${2:-caps,cnn,dr,nn1,linear} --model-lr dr=1e-3" \
     "--reference cnn --match-familiar cnn --standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet"
 }
 toys_table_step() {  # the sections of the dr sweeps where toys-dr has made them
@@ -209,7 +215,7 @@ toys_gaps_steps() {
   # 0:60 every 10 degrees, the test toys in a 60-degree window `gap` degrees on; each seed
   # trains once and is evaluated at every gap. Fixed epochs, as the canonical sweep.
   rm -rf "$out/toys_window" "$out/figures/toys_window"
-  step "toys, gap sweep" "$exe" sweep --data toys --split window --seeds 0:29 --gaps 0,30,60,90,120 \
+  step "toys, gap sweep" "$exe" sweep --data toys $toys_first --split window --seeds 0:29 --gaps 0,30,60,90,120 \
     --train-azimuths 0:60 --test-width 60 --n-epochs 15 --models caps,cnn,nn1 --reference cnn \
     --standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet --out "$out/toys_window"
   step "toys gap sweep, figures" bash -c "mkdir -p $out/figures/toys_window && $py tools/plot.py sweep $out/toys_window --out $out/figures/toys_window"
@@ -335,11 +341,13 @@ toys_calibration_steps() {
   # calibrating. Resumable: an unfinished sweep continues.
   # The trained rows (cnn, cnn-paper) are their own part, toys-calibration-trained:
   # hours on 2 cores, over the variety alone. Each part redraws the one table.
+  # Every flag the grids do not vary is typed at the toys' first setting
+  # (tools/toys_calibration.py: DEFAULTS), which the calibration started from.
   local part=${1:-toys-calibration} dir=$out/toys_calibration resume=()
   if [ "$part" = toys-calibration ]; then
     [ -f "$dir/baselines/meta.json" ] && resume=(--resume)
     step "toys calibration sweep, baselines" "$exe" sweep --data toys --split full --seeds 0:2 \
-      --models nn1,linear --standardize on --brightness 0.25 --contrast 0.8 \
+      --models nn1,linear --standardize on --brightness 0.25 --contrast 0.8 --toy-lights mixed \
       --grid toy-variety=narrow,wide --grid toy-min-size=0.7,1 --grid toy-scale=1,1.5 \
       --jobs "${JOBS:-2}" --reproducible --quiet --out "$dir/baselines" "${resume[@]}"
     # LeCun, Huang & Bottou's linear classifier saw no translation jitter: the
@@ -347,7 +355,7 @@ toys_calibration_steps() {
     resume=()
     [ -f "$dir/linear_centre/meta.json" ] && resume=(--resume)
     step "toys calibration sweep, linear on centre crops" "$exe" sweep --data toys --split full --seeds 0:2 \
-      --models linear --standardize on --brightness 0.25 --contrast 0.8 --train-crops centre \
+      --models linear --standardize on --brightness 0.25 --contrast 0.8 --train-crops centre --toy-lights mixed \
       --grid toy-variety=narrow,wide --jobs "${JOBS:-2}" --reproducible --quiet --out "$dir/linear_centre" "${resume[@]}"
   elif [ "$part" = toys-calibration-lights ]; then
     # The lights on the camera rig (--toy-lights rig), both varieties: the
@@ -376,7 +384,8 @@ toys_calibration_steps() {
   else
     [ -f "$dir/trained/meta.json" ] && resume=(--resume)
     step "toys calibration sweep, trained models" "$exe" sweep --data toys --split full --seeds 0:2 \
-      --models cnn,cnn-paper --standardize on --brightness 0.25 --contrast 0.8 --grid toy-variety=narrow,wide \
+      --models cnn,cnn-paper --standardize on --brightness 0.25 --contrast 0.8 --toy-lights mixed \
+      --grid toy-variety=narrow,wide \
       --jobs "${JOBS:-2}" --reproducible --quiet --checkpoint-every 10m --out "$dir/trained" "${resume[@]}"
   fi
   step "toys calibration table" $py tools/toys_calibration.py --sweep "$dir/baselines" --sweep "$dir/trained" \

@@ -63,8 +63,9 @@ def number(row, key):
         fail(f"summary.csv: {key} '{row[key]}' of {row['model']} at '{row['grid']}' is not a number")
 
 
-# The generator's flags a calibration grid varies, their defaults and the
-# order of a column's name.
+# The generator's flags a calibration grid varies, their values where it does
+# not (the toys' first setting, which make_results.sh types in every
+# calibration sweep) and the order of a column's name.
 DEFAULTS = {"toy-variety": "narrow", "toy-min-size": "0.7", "toy-scale": "1", "toy-lights": "mixed"}
 
 
