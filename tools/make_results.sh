@@ -33,6 +33,10 @@
 #        bash tools/make_results.sh toys-calibration-lr (its cnn-paper rows at --lr 5e-4, wide
 #                                            variety, both --toy-lights, 3 seeds; ~80 minutes on one
 #                                            core, resumable; results/provenance_toys-calibration-lr.md)
+#        bash tools/make_results.sh toys-calibrated (the toys' Table 2 on the calibrated
+#                                            toys, the default world, 30 seeds; results/toys_calibrated*;
+#                                            hours on 2 cores, checkpointed and resumable;
+#                                            results/provenance_toys-calibrated.md)
 #        bash tools/make_results.sh toys-gaps (only the toys' gap sweep and its figures,
 #                                            results/provenance_toys-gaps.md; ~40 minutes on 2 cores)
 #        bash tools/make_results.sh convcaps (only the paper's networks on the canonical sweep,
@@ -66,8 +70,8 @@
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
 case "${1:-}" in
-  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | toys-calibration-lights | toys-calibration-lr | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | fashion-trained | figures) ;;
-  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, toys-calibration, toys-calibration-trained, toys-calibration-lights, toys-calibration-lr, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb, fashion, fashion-trained or figures" >&2
+  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | toys-calibration-lights | toys-calibration-lr | toys-calibrated | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | fashion-trained | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, toys-calibration, toys-calibration-trained, toys-calibration-lights, toys-calibration-lr, toys-calibrated, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb, fashion, fashion-trained or figures" >&2
      exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
@@ -152,8 +156,10 @@ toys_steps() {
 # The toys' first setting, which the toys' results so far were made on (typed,
 # it leaves the flags out of a sweep's hash: those sweeps resume and merge).
 toys_first="--toy-variety narrow --toy-lights mixed"
-toys_table2_flags() {  # protocol [models]: the flags of the toys' Table 2 sweeps, less --seeds and --out
-  echo "--data toys $toys_first --split paper-$1 --n-epochs 15 --models ${2:-caps,cnn,dr,nn1,linear} --model-lr dr=1e-3" \
+# protocol [models]: the flags of the toys' Table 2 sweeps, less --seeds and --out,
+# on the world $toys_world (the first setting, unless a part sets it).
+toys_table2_flags() {
+  echo "--data toys ${toys_world-$toys_first} --split paper-$1 --n-epochs 15 --models ${2:-caps,cnn,dr,nn1,linear} --model-lr dr=1e-3" \
     "--reference cnn --match-familiar cnn --standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet"
 }
 toys_table_step() {  # the sections of the dr sweeps where toys-dr has made them
@@ -164,6 +170,28 @@ toys_table_step() {  # the sections of the dr sweeps where toys-dr has made them
   done
   step "toys table" $py tools/toys_table.py --sweep "azimuth=$out/toys_paper_azimuth" \
     --sweep "elevation=$out/toys_paper_elevation" "${dr[@]}" --out "$out/toys"
+}
+toys_calibrated_steps() {
+  # Issue 56's last step: the toys' Table 2 again, on the calibrated toys (the
+  # default world: wide variety, rig lights), 30 seeds, the table's flags
+  # otherwise; its figures from the export. Checkpointed and resumable: rerunning
+  # the part resumes each sweep where it stopped.
+  local toys_world="" protocol dir=build/toys-calibrated-export resume
+  mkdir -p "$out/toys_calibrated/figures"
+  if [ ! -f "$out/toys_calibrated/figures/norb_instances.png" ]; then
+    rm -rf "$dir"
+    step "calibrated toys export" "$exe" export-norb "$dir" --shapes toys --quiet
+    step "calibrated toys figures" $py tools/plot.py norb "$dir" --out "$out/toys_calibrated/figures"
+    rm -rf "$dir"
+  fi
+  for protocol in azimuth elevation; do
+    resume=()
+    [ -f "$out/toys_calibrated_$protocol/meta.json" ] && resume=(--resume)
+    step "calibrated toys, $protocol" "$exe" sweep $(toys_table2_flags "$protocol") --seeds 0:29 \
+      --checkpoint-every 10m --out "$out/toys_calibrated_$protocol" "${resume[@]}"
+  done
+  step "calibrated toys table" $py tools/toys_table.py --sweep "azimuth=$out/toys_calibrated_azimuth" \
+    --sweep "elevation=$out/toys_calibrated_elevation" --out "$out/toys_calibrated"
 }
 toys_dr_steps() {
   # dr collapses on some seeds from its default start (docs/toys.md#why-dr-collapses); the
