@@ -1,0 +1,103 @@
+// `viewgap sweep` and `viewgap merge`: the sweeps' tables, run (in one process,
+// a Slurm array's shard or an MPI job's ranks) or merged from their parts.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "app/commands.h"
+#include "harness/cluster.h"
+#include "harness/output.h"
+#include "harness/sweep_merge.h"
+#include "harness/sweep_resume.h"
+#include "harness/sweep_runner.h"
+#include "harness/sweep_store.h"
+
+namespace vg {
+
+namespace {
+
+// --out made (or checked) and locked for this plan: a directory it may not use
+// is bad input naming --out; a full disk is not (exit 1).
+std::unique_ptr<DirLock> lock_out(const SweepPlan& plan) {
+  try {
+    return prepare_sweep_dir(plan);
+  } catch (const WriteError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw UsageError("--out", plan.dir, e.what());
+  }
+}
+
+int sweep_on(const SweepFlags& given, Cluster* cluster) {
+  // --resume: the configuration is meta.json's; the flags given must agree with it.
+  const SweepFlags f = resumed_sweep_flags(given);
+  if (f.run.reproducible && !given.run.reproducible) enable_reproducible();
+  const SweepPlan plan = plan_sweep(f);
+  // Started by mpirun/srun: rank 0 runs the sweep and writes; the other ranks
+  // run the cells it hands them (harness/cluster.h).
+  if (cluster != nullptr) {
+    if (!f.shard.empty())
+      throw UsageError("--shard", f.shard, "conflicts with an MPI launch (mpirun/srun hands out the cells; shards are for job arrays)");
+    if (!f.checkpoint_every.empty())
+      throw UsageError("--checkpoint-every", f.checkpoint_every,
+                       "conflicts with an MPI launch (the ranks' trainings would checkpoint into rank 0's directory)");
+    if (cluster->rank() != 0) return serve_sweep(plan, *cluster);
+  }
+  const std::unique_ptr<DirLock> lock = lock_out(plan);
+  const SweepOutcome r = run_sweep(plan, cluster);
+  lock->remove();  // a finished sweep's directory is its tables; a killed one keeps the lock
+  int in_shard = 0;
+  for (const SweepCell& c : plan.cells) in_shard += plan.in_shard(c);
+  std::printf("%d cells%s (%d run now, %d resumed, %d failed) in %.1f s; results in %s\n", in_shard,
+              plan.shards > 1 ? (" of " + std::to_string(plan.cells.size()) + ", shard " + f.shard).c_str() : "",
+              r.ran, r.resumed, r.failed, r.wall_s, f.out.c_str());
+  flush_stdout();
+  return 0;
+}
+
+}  // namespace
+
+// `sweep`: under mpirun/srun every rank joins the job before it judges the
+// flags, so that a failure on any rank ends the job in order: rank 0 says what
+// is wrong (one line) and then dismisses the others, which end silently with
+// exit 0 (a worker's non-zero exit would make the launcher kill rank 0 before
+// it has spoken). A worker that fails alone says so and sits the sweep out.
+int do_sweep(const SweepFlags& f) {
+  if (!launched_by_mpi()) return sweep_on(f, nullptr);
+  const std::unique_ptr<Cluster> cluster = Cluster::join();
+  try {
+    return sweep_on(f, cluster.get());
+  } catch (...) {
+    if (cluster->rank() == 0) {
+      const int code = report_error(std::current_exception(), "sweep");
+      dismiss_workers(*cluster, code);
+      return code;
+    }
+    if (sit_out_sweep(*cluster)) {
+      std::fprintf(stderr, "viewgap sweep (rank %d): ", cluster->rank());
+      report_error(std::current_exception(), "sweep");
+    }
+    return 0;
+  }
+}
+
+int do_merge(const MergeFlags& m) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const std::string& d : m.dirs)
+    if (d.empty()) throw UsageError("DIR", d, "empty directory name");
+  std::error_code ec;
+  if (std::filesystem::exists(m.out + "/meta.json", ec) && !m.force)
+    throw UsageError("--out", m.out, "holds a sweep already; add --force to replace its tables with the merge");
+  // Every part is checked before --out is made or locked: a refused merge leaves nothing behind.
+  SweepMerge merge = read_sweep_merge(m.dirs, m.out, m.force);
+  const std::unique_ptr<DirLock> lock = lock_out(merge.plan);
+  const SweepOutcome r = write_merged(merge.plan, std::move(merge.parts), t0);
+  lock->remove();
+  std::printf("%d cells merged from %zu %s (%d failed); results in %s\n", int(merge.plan.cells.size()), m.dirs.size(),
+              merge.by_seeds ? "sweeps" : "shards", r.failed, m.out.c_str());
+  flush_stdout();
+  return 0;
+}
+
+}  // namespace vg
