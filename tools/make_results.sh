@@ -191,7 +191,9 @@ toys_calibrated_steps() {
       --checkpoint-every 10m --out "$out/toys_calibrated_$protocol" "${resume[@]}"
   done
   step "calibrated toys table" $py tools/toys_table.py --sweep "azimuth=$out/toys_calibrated_azimuth" \
-    --sweep "elevation=$out/toys_calibrated_elevation" --out "$out/toys_calibrated"
+    --sweep "elevation=$out/toys_calibrated_elevation" --out "$out/toys_calibrated" \
+    --toys "the calibrated toys (wide variety, rig lights: --data toys' default)" \
+    --made-by "the sweeps \`tools/make_results.sh toys-calibrated\` runs (commands and machine in \`results/provenance_toys-calibrated.md\`)"
 }
 toys_dr_steps() {
   # dr collapses on some seeds from its default start (docs/toys.md#why-dr-collapses); the
