@@ -37,6 +37,10 @@
 #                                            toys, the default world, 30 seeds; results/toys_calibrated*;
 #                                            hours on 2 cores, checkpointed and resumable;
 #                                            results/provenance_toys-calibrated.md)
+#        bash tools/make_results.sh toys-calibrated-gaps (the toys' gap sweep on the calibrated
+#                                            toys, 30 seeds; results/toys_calibrated_window/ and its
+#                                            figures; ~40 minutes on 2 cores, checkpointed and
+#                                            resumable; results/provenance_toys-calibrated-gaps.md)
 #        bash tools/make_results.sh toys-gaps (only the toys' gap sweep and its figures,
 #                                            results/provenance_toys-gaps.md; ~40 minutes on 2 cores)
 #        bash tools/make_results.sh convcaps (only the paper's networks on the canonical sweep,
@@ -70,8 +74,8 @@
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
 case "${1:-}" in
-  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | toys-calibration-lights | toys-calibration-lr | toys-calibrated | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | fashion-trained | figures) ;;
-  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, toys-calibration, toys-calibration-trained, toys-calibration-lights, toys-calibration-lr, toys-calibrated, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb, fashion, fashion-trained or figures" >&2
+  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | toys-calibration-lights | toys-calibration-lr | toys-calibrated | toys-calibrated-gaps | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | fashion-trained | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, toys-calibration, toys-calibration-trained, toys-calibration-lights, toys-calibration-lr, toys-calibrated, toys-calibrated-gaps, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb, fashion, fashion-trained or figures" >&2
      exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
@@ -245,10 +249,21 @@ toys_gaps_steps() {
   # 0:60 every 10 degrees, the test toys in a 60-degree window `gap` degrees on; each seed
   # trains once and is evaluated at every gap. Fixed epochs, as the canonical sweep.
   rm -rf "$out/toys_window" "$out/figures/toys_window"
-  step "toys, gap sweep" "$exe" sweep --data toys $toys_first --split window --seeds 0:29 --gaps 0,30,60,90,120 \
-    --train-azimuths 0:60 --test-width 60 --n-epochs 15 --models caps,cnn,nn1 --reference cnn \
-    --standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet --out "$out/toys_window"
+  step "toys, gap sweep" "$exe" sweep $(toys_gaps_flags) --out "$out/toys_window"
   step "toys gap sweep, figures" bash -c "mkdir -p $out/figures/toys_window && $py tools/plot.py sweep $out/toys_window --out $out/figures/toys_window"
+}
+toys_gaps_flags() {  # the toys' gap sweep's flags, less --out, on the world $toys_world (as toys_table2_flags)
+  echo "--data toys ${toys_world-$toys_first} --split window --seeds 0:29 --gaps 0,30,60,90,120" \
+    "--train-azimuths 0:60 --test-width 60 --n-epochs 15 --models caps,cnn,nn1 --reference cnn" \
+    "--standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet"
+}
+toys_calibrated_gaps_steps() {
+  # Issue 56's last step, its second part: the gap sweep on the calibrated toys,
+  # toys-gaps' flags otherwise. Checkpointed: rerunning the part resumes it.
+  local toys_world="" resume=() dir=$out/toys_calibrated_window
+  [ -f "$dir/meta.json" ] && resume=(--resume)
+  step "calibrated toys, gap sweep" "$exe" sweep $(toys_gaps_flags) --checkpoint-every 10m --out "$dir" "${resume[@]}"
+  step "calibrated toys gap sweep, figures" bash -c "mkdir -p $out/figures/toys_calibrated_window && $py tools/plot.py sweep $dir --out $out/figures/toys_calibrated_window"
 }
 # plot.py's figures of the committed tables (the full run ends with the same steps).
 run_figure_steps() {
