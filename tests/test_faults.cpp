@@ -17,6 +17,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -348,16 +349,27 @@ TEST(SweepFaults, InterruptSaysHowFarItGotAndResumesToIdenticalTables) {
 // thread and in every thread started after; a first signal under
 // DeferInterrupts only becomes pending; when the last DeferInterrupts goes,
 // the process exits 128 + signal with its line.
+// A child process, its stderr into `err`, with the interrupt handling
+// installed, that runs `body` and exits 1 if `body` returns; its wait status.
+int status_of_child(const std::string& err, const std::function<void()>& body) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDERR_FILENO);
+    vg::install_interrupt_handlers();
+    body();
+    ::_exit(1);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) ADD_FAILURE() << "fork or waitpid failed";
+  return status;
+}
+
 TEST(Interrupts, NoWorkingThreadTakesASignalAndADeferredOneEndsTheProcessInOrder) {
   const std::string err = tmp_dir("deferred.err");
   for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
     SCOPED_TRACE(sig);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, STDERR_FILENO);
-      vg::install_interrupt_handlers();
+    const int status = status_of_child(err, [sig] {
       auto all_blocked = [] {
         sigset_t now;
         ::pthread_sigmask(SIG_BLOCK, nullptr, &now);
@@ -376,9 +388,7 @@ TEST(Interrupts, NoWorkingThreadTakesASignalAndADeferredOneEndsTheProcessInOrder
           if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) ::_exit(13);
       }
       ::_exit(14);  // not reached: the DeferInterrupts' end ends the process
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    });
     ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
     EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << "10: this thread, 11: a later thread takes signals; "
                                                  "12, 13: pending too early, never";
@@ -391,19 +401,11 @@ TEST(Interrupts, EndingSilentlyIsTheSignalsDefaultAction) {
   const std::string err = tmp_dir("silent.err");
   for (const int sig : {SIGINT, SIGTERM}) {
     SCOPED_TRACE(sig);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, STDERR_FILENO);
-      vg::install_interrupt_handlers();
+    const int status = status_of_child(err, [sig] {
       vg::end_silently_on_interrupt();
       ::kill(::getpid(), sig);
       std::this_thread::sleep_for(std::chrono::seconds(10));
-      ::_exit(1);
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    });
     ASSERT_TRUE(WIFSIGNALED(status)) << "exited " << WEXITSTATUS(status);
     EXPECT_EQ(WTERMSIG(status), sig);
     EXPECT_EQ(slurp(err), "");
