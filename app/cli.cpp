@@ -255,7 +255,8 @@ int cli_main(int argc, char** argv) {
                         default_gaps_text() + ")");
   sweep->add_option("--test-width", sf.test_width, "Width of the held-out azimuth window in degrees (stepped azimuth gaps only)")->capture_default_str();
   sweep->add_option("--grid", sf.grid,
-                    "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable); a model that reads "
+                    "NAME=v1,v2,...: also sweep the run flag or model option --NAME (repeatable; NAME+NAME+...=v1,...: "
+                    "those flags take each value together); a model that reads "
                     "none of the gridded options trains once per seed, its rows written at every grid point");
   sweep->add_option("--pair-grid", sf.pair_grid,
                     "A|B: paired statistics of every model whose training differs between grid points A and B, at A "

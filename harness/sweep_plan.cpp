@@ -152,19 +152,25 @@ std::vector<std::pair<std::string, std::string>> grid_pairs(
 
 using GridPoint = std::vector<std::pair<std::string, std::string>>;
 
-// Which grid axes each model's training reads (reads[k][a]). A model option
+// The flags a --grid axis sets: its NAME, or the flags it joins with '+'.
+std::vector<std::string> grid_flags(const std::string& g) {
+  std::vector<std::string> names = split(g.substr(0, g.find('=')), '+');
+  if (names.empty()) names.emplace_back();  // "=..." names no flag: refused as such
+  return names;
+}
+
+// Which gridded flags each model's training reads (reads[k][a]). A model option
 // is read by the models that list it (ModelEntry::options); any other flag
 // (the data, the training: --lr, --n-epochs) by every model. Under
 // --match-familiar every other model stops at the matched model's accuracy,
 // so it reads what that model reads besides its own (`matched`: the model of
 // every grid point, "" where none; gridded, the flag is read by every model).
-std::vector<std::vector<char>> axes_read(const std::vector<std::string>& models,
-                                         const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
+std::vector<std::vector<char>> axes_read(const std::vector<std::string>& models, const std::vector<std::string>& axes,
                                          const std::set<std::string>& matched) {
   std::vector<std::vector<char>> reads(models.size(), std::vector<char>(axes.size(), 0));
   for (size_t k = 0; k < models.size(); ++k)
     for (size_t a = 0; a < axes.size(); ++a) {
-      const ModelOption* o = find_option(axes[a].first);
+      const ModelOption* o = find_option(axes[a]);
       const std::vector<const ModelOption*>& listed = find_model(models[k])->options;
       reads[k][a] = o == nullptr || std::find(listed.begin(), listed.end(), o) != listed.end();
     }
@@ -191,8 +197,7 @@ std::vector<std::string> training_key(const std::vector<std::vector<char>>& read
 // first grid point of a training key trains it, for each seed; a shard keeps
 // its trainings to itself (a point in another shard trains it again), so every
 // shard's cells stay whole and the shards of a plan stay independent.
-void share_trainings(SweepPlan& plan, const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
-                     const std::vector<GridPoint>& points, size_t n_seeds, size_t n_gaps) {
+void share_trainings(SweepPlan& plan, const std::vector<std::string>& axes, const std::vector<GridPoint>& points, size_t n_seeds, size_t n_gaps) {
   const size_t n_models = plan.models.size(), per_point = n_seeds * n_gaps;
   std::set<std::string> matched;
   for (size_t p = 0; p < points.size(); ++p) matched.insert(plan.cells[p * per_point].opt.match_familiar);
@@ -294,17 +299,29 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
   int jobs = f.jobs.empty() ? hw : int(parse_int("--jobs", f.jobs, 1, 1024));
 
-  // Grid axes: NAME=v1,v2,... over any run flag but those the sweep owns.
+  // Grid axes: NAME=v1,v2,... over any run flag but those the sweep owns. NAME
+  // may join several flags with '+' that take each value together (a recipe
+  // of options that only make sense as one: the official routing's four), so
+  // a grid point sets every one of them; the config keeps the axis as typed.
   std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+  std::vector<std::string> gridded;  // every flag the axes set, in order
   for (const std::string& g : f.grid) {
     const auto eq = g.find('=');
     const std::string name = g.substr(0, eq);
-    RunFlags probe;
-    if (eq == std::string::npos || run_flag(probe, name) == nullptr || name == "seed" ||
-        swept(name) || name == "threads" || name == "models")
-      throw UsageError("--grid", g, "expected NAME=v1,v2,... with NAME a run flag or model option (e.g. lr, em-grad, loss)");
-    for (const auto& a : axes)
-      if (a.first == name) throw UsageError("--grid", g, "flag '" + name + "' gridded twice");
+    for (const std::string& n : grid_flags(g)) {
+      RunFlags probe;
+      if (eq == std::string::npos || run_flag(probe, n) == nullptr || n == "seed" || swept(n) || n == "threads" ||
+          n == "models")
+        throw UsageError("--grid", g,
+                         "expected NAME=v1,v2,... with NAME a run flag or model option (e.g. lr, em-grad, loss), "
+                         "or several joined by '+'");
+      if (std::find(gridded.begin(), gridded.end(), n) != gridded.end())
+        throw UsageError("--grid", g, "flag '" + n + "' gridded twice");
+      // The grid would silently win over the flag: both set one thing.
+      if (*run_flag(f.run, n) != *run_flag(sweep_run_defaults(), n))
+        throw UsageError("--grid", g, "conflicts with --" + n + " '" + *run_flag(f.run, n) + "' (give one of them)");
+      gridded.push_back(n);
+    }
     std::vector<std::string> values = split(g.substr(eq + 1), ',');
     if (values.empty() || std::find(values.begin(), values.end(), "") != values.end())
       throw UsageError("--grid", g, "empty value");
@@ -313,19 +330,17 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       for (size_t j = 0; j < i; ++j)
         if (canonical_value(values[i]) == canonical_value(values[j]))
           throw UsageError("--grid", g, "'" + values[j] + "' and '" + values[i] + "' are the same " + name);
-    // The grid would silently win over the flag: both set one thing.
-    if (*run_flag(f.run, name) != *run_flag(sweep_run_defaults(), name))
-      throw UsageError("--grid", g, "conflicts with --" + name + " '" + *run_flag(f.run, name) + "' (give one of them)");
     axes.emplace_back(name, values);
   }
-  // Cartesian product of the axes: the grid points.
-  std::vector<std::vector<std::pair<std::string, std::string>>> points{{}};
+  // Cartesian product of the axes: the grid points, each flag a joined axis
+  // sets with its own (name, value), so a point reads as its flags' settings.
+  std::vector<GridPoint> points{{}};
   for (const auto& [name, values] : axes) {
-    std::vector<std::vector<std::pair<std::string, std::string>>> next;
+    std::vector<GridPoint> next;
     for (const auto& p : points)
       for (const auto& v : values) {
         next.push_back(p);
-        next.back().emplace_back(name, v);
+        for (const std::string& n : split(name, '+')) next.back().emplace_back(n, v);
       }
     points = next;
   }
@@ -363,7 +378,8 @@ SweepPlan plan_sweep(const SweepFlags& f) {
       const std::string what = e.what();
       for (const std::string& g : f.grid)
         for (const auto& [name, value] : point)
-          if (g.rfind(name + "=", 0) == 0 && what.rfind("--" + name + " '" + printable(value) + "'", 0) == 0)
+          if (what.rfind("--" + name + " '" + printable(value) + "'", 0) == 0 &&
+              std::ranges::count(grid_flags(g), name) > 0)
             throw UsageError("--grid", g, what);
       throw;
     }
@@ -523,7 +539,7 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     plan.shards = int(n.value);
     if (plan.shards > 1) plan.config["shard"] = f.shard;
   }
-  share_trainings(plan, axes, points, seeds.size(), gaps.size());
+  share_trainings(plan, gridded, points, seeds.size(), gaps.size());
   return plan;
 }
 

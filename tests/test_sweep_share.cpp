@@ -15,6 +15,7 @@
 #include "harness/run_flags.h"
 #include "harness/sweep_plan.h"
 #include "harness/sweep_store.h"
+#include "harness/sweep_resume.h"
 #include "tests/test_provenance.h"
 #include "tests/test_util.h"
 
@@ -183,6 +184,57 @@ TEST(SweepShare, AModelTrainsOncePerValueOfTheOptionsItReads) {
   EXPECT_EQ(pp.grid_pair_models[1], std::vector<std::string>({"caps", "cnn"}));
   // Sharing is no part of the configuration: the hash is the sweep's as before.
   EXPECT_FALSE(em.config.contains("trained_in"));
+}
+
+// Flags joined by '+' take each value together: a grid point sets all of
+// them (the official routing's four options are one recipe, not 16 points),
+// reads as their settings, is shared by the models that read none of them,
+// is picked by --pair-grid by any of them, and resumes as typed.
+TEST(SweepShare, AJoinedAxisSetsItsFlagsTogether) {
+  const std::string recipe = "em-logit+em-norm+em-mean+em-class-lambda=paper,official";
+  SweepFlags f = grid_sweep({recipe, "lr=1e-3,2e-3"}, "convcaps,cnn");
+  f.pair_grid = {"em-logit=official;lr=1e-3|em-norm=paper;lr=1e-3"};
+  const SweepPlan p = plan_sweep(f);
+  ASSERT_EQ(p.cells.size(), 4u * 2 * 2);
+  const std::string paper = "em-logit=paper;em-norm=paper;em-mean=paper;em-class-lambda=paper";
+  const std::string official = "em-logit=official;em-norm=official;em-mean=official;em-class-lambda=official";
+  std::set<std::string> grids;
+  for (const SweepCell& c : p.cells) {
+    grids.insert(c.grid);
+    const bool off = c.grid.rfind(official, 0) == 0;
+    EXPECT_EQ(c.opt.train.model.at("em-logit"), off ? "official" : "paper") << c.grid;
+    EXPECT_EQ(c.opt.train.model.at("em-class-lambda"), off ? "official" : "paper") << c.grid;
+    EXPECT_EQ(trained_at(p, c, "convcaps"), c.grid);
+    EXPECT_EQ(trained_at(p, c, "cnn"), paper + c.grid.substr(c.grid.find(";lr=")));
+  }
+  EXPECT_EQ(grids, (std::set<std::string>{paper + ";lr=1e-3", paper + ";lr=2e-3", official + ";lr=1e-3",
+                                          official + ";lr=2e-3"}));
+  ASSERT_EQ(p.grid_pairs.size(), 1u);
+  EXPECT_EQ(p.grid_pairs[0], std::make_pair(official + ";lr=1e-3", paper + ";lr=1e-3"));
+  EXPECT_EQ(p.grid_pair_models[0], std::vector<std::string>({"convcaps"}));
+  // The configuration keeps the axis as typed, and --resume plans it again.
+  EXPECT_EQ(p.config.at("grid").at(0).at(0), "em-logit+em-norm+em-mean+em-class-lambda");
+  EXPECT_EQ(sweep_flags_of(p.config).grid.at(0), recipe);
+  // A flag in two axes, a bad flag or value in a joined one: named as typed.
+  auto error = [](const SweepFlags& g) {
+    try {
+      plan_sweep(g);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error(grid_sweep({recipe, "em-norm=paper,official"}, "convcaps,cnn")),
+            "--grid 'em-norm=paper,official': flag 'em-norm' gridded twice");
+  EXPECT_EQ(error(grid_sweep({"em-logit+em-logit=paper,official"}, "convcaps,cnn")),
+            "--grid 'em-logit+em-logit=paper,official': flag 'em-logit' gridded twice");
+  const std::string bad = error(grid_sweep({"em-logit+nonesuch=paper,official"}, "convcaps,cnn"));
+  EXPECT_EQ(bad.rfind("--grid 'em-logit+nonesuch=paper,official': expected NAME=v1,v2,...", 0), 0u) << bad;
+  const std::string value = error(grid_sweep({"em-logit+em-iters=paper,official"}, "convcaps,cnn"));
+  EXPECT_EQ(value.rfind("--grid 'em-logit+em-iters=paper,official': --em-iters 'paper': ", 0), 0u) << value;
+  SweepFlags fixed = grid_sweep({recipe}, "convcaps,cnn");
+  fixed.run.model["em-mean"] = "official";
+  EXPECT_EQ(error(fixed), "--grid '" + recipe + "': conflicts with --em-mean 'official' (give one of them)");
 }
 
 // cnn trains once per seed (meta.json counts the models trained), its rows at
