@@ -171,7 +171,7 @@ toys_first="--toy-variety narrow --toy-lights mixed"
 # on the world $toys_world (the first setting, unless a part sets it).
 toys_table2_flags() {
   echo "--data toys ${toys_world-$toys_first} --split paper-$1 --n-epochs 15 --models ${2:-caps,cnn,dr,nn1,linear} --model-lr dr=1e-3" \
-    "--reference cnn --match-familiar cnn --standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet"
+    "--reference cnn --match-familiar cnn --standardize on --brightness 0.25 --contrast 0.8 --jobs ${JOBS:-2} --reproducible --quiet"
 }
 toys_table_step() {  # the sections of the dr sweeps where toys-dr has made them
   local dr=() protocol
@@ -262,7 +262,7 @@ toys_gaps_steps() {
 toys_gaps_flags() {  # the toys' gap sweep's flags, less --out, on the world $toys_world (as toys_table2_flags)
   echo "--data toys ${toys_world-$toys_first} --split window --seeds 0:29 --gaps 0,30,60,90,120" \
     "--train-azimuths 0:60 --test-width 60 --n-epochs 15 --models caps,cnn,nn1 --reference cnn" \
-    "--standardize on --brightness 0.25 --contrast 0.8 --jobs 2 --reproducible --quiet"
+    "--standardize on --brightness 0.25 --contrast 0.8 --jobs ${JOBS:-2} --reproducible --quiet"
 }
 toys_calibrated_gaps_steps() {
   # Issue 56's last step, its second part: the gap sweep on the calibrated toys,
