@@ -10,7 +10,7 @@ namespace vg {
 
 // What a stream of random numbers is for; part of the key, so streams of
 // different purposes never overlap even with equal indices.
-enum class Purpose : uint32_t { Noise = 1, Shuffle = 2, Init = 3, Test = 4, Dropout = 5, Plane = 6, Toys = 7 };
+enum class Purpose : uint32_t { Noise = 1, Shuffle = 2, Init = 3, Test = 4, Dropout = 5, Plane = 6, Toys = 7, Check = 8 };
 
 struct Philox4x32 {
   static constexpr int kRounds = 10;

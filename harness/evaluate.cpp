@@ -3,6 +3,8 @@
 // capsules' activations (harness/evaluate.h).
 #include "harness/evaluate.h"
 
+#include "core/rng.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -150,6 +152,37 @@ void class_activation_stats(Model& model, const Split& split, ModelResult* res) 
 
 bool same_samples(const Split& a, const Split& b) {
   return a.shape() == b.shape() && a.labels == b.labels && a.images == b.images;
+}
+
+Split check_sample_split(const Split& s, int n, uint64_t seed, uint64_t which) {
+  if (n >= s.size()) return s;
+  // A partial Fisher-Yates: the first n of a shuffle of every index, then in order.
+  std::vector<int> idx(size_t(s.size()));
+  std::iota(idx.begin(), idx.end(), 0);
+  Stream pick(seed, Purpose::Check, which);
+  for (int k = 0; k < n; ++k) std::swap(idx[size_t(k)], idx[size_t(k) + pick.below(uint32_t(s.size() - k))]);
+  idx.resize(size_t(n));
+  std::sort(idx.begin(), idx.end());
+  Split out;
+  out.channels = s.channels;
+  out.side = s.side;
+  out.classes = s.classes;
+  out.images.reserve(size_t(n) * s.pixels());
+  for (int i : idx) {
+    out.images.insert(out.images.end(), s.image(i), s.image(i) + s.pixels());
+    out.labels.push_back(s.labels[size_t(i)]);
+    for (auto [from, to] : {std::pair{&s.azimuth, &out.azimuth}, {&s.elevation, &out.elevation}, {&s.axis, &out.axis}})
+      if (!from->empty()) to->push_back((*from)[size_t(i)]);
+  }
+  return out;
+}
+
+Dataset check_sample_data(const Dataset& data, int n, uint64_t seed) {
+  Dataset d;
+  d.familiar = check_sample_split(data.familiar, n, seed, 0);
+  d.heldout = check_sample_split(data.heldout, n, seed, 1);
+  d.validation = check_sample_split(data.validation, n, seed, 2);
+  return d;
 }
 
 std::vector<EpochEval> evaluate_epoch(Model& model, const std::vector<const Dataset*>& sets, bool circle) {

@@ -52,6 +52,15 @@ struct EpochEval {
 // batches of kEvalBatch are the same too).
 bool same_samples(const Split& a, const Split& b);
 
+// What a check scores under --check-sample: at most n images of split s, a
+// subsample without replacement in their order, drawn from the stream of
+// (seed, Purpose::Check, which), so equal splits give equal subsamples
+// (same_samples still finds them). The whole split where n >= its size.
+Split check_sample_split(const Split& s, int n, uint64_t seed, uint64_t which);
+// `data`'s familiar test, held-out and validation splits so subsampled, and
+// nothing else: the dataset an epoch's evaluation (without the circle) reads.
+Dataset check_sample_data(const Dataset& data, int n, uint64_t seed);
+
 // Evaluates the weights after an epoch on every dataset of `sets` (the one
 // trained on first): a familiar or validation split with the first's samples
 // is not evaluated again, its result is the same bits.

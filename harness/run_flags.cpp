@@ -90,6 +90,11 @@ const FlagSpec kRunFlags[] = {
      "Steps between checks inside an epoch: the familiar validation, familiar test and held-out errors then, the "
      "JSON's checks (default: at epoch ends only, the history)",
      false},
+    {"check-sample", &RunFlags::check_sample,
+     "Images of each split a check scores (familiar validation, familiar test, held-out): a fixed subsample of at "
+     "most N per split, drawn from the seed, the same at every check and for every model (the history, checks and "
+     "trajectory.csv); the final results score every image (default: every image at every check)",
+     false},
     {"validation", &RunFlags::validation,
      "on: also score a familiar validation split (as many images per combination as the familiar test split) after "
      "every epoch, the history's and trajectory.csv's validation column, from which a sweep makes frontier.csv (the "
@@ -479,7 +484,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   // Models fit in one pass (nn1) take no training step: the training flags would do nothing.
   if (std::all_of(o.models.begin(), o.models.end(), [](const std::string& m) { return find_model(m)->fit_in_one_pass; }))
     for (const char* name : {"n-epochs", "max-steps", "lr", "lr-schedule", "batch-size", "stop-at-familiar",
-                             "stop-check-every", "eval-every", "validation"})
+                             "stop-check-every", "eval-every", "check-sample", "validation"})
       if (flag_set(f, defaults, name))
         throw UsageError(std::string("--") + name, *run_flag(f, name),
                          "no model in --models '" + f.models + "' trains (each is fit in one pass)");
@@ -511,6 +516,11 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   }
   if (!f.eval_every.empty()) {
     o.train.eval_every = long(parse_int("--eval-every", f.eval_every, 1, 100000000));
+  }
+  if (!f.check_sample.empty()) {
+    o.train.check_sample = int(parse_int("--check-sample", f.check_sample, 1, 100000000));
+    // --dump's animation scores the circle after every epoch, on every image.
+    if (!f.dump.empty()) throw UsageError("--check-sample", f.check_sample, "conflicts with --dump (give one of them)");
   }
   if (f.validation != "on" && f.validation != "off") throw UsageError("--validation", f.validation, "expected on or off");
   // The frontier (the novel error at each familiar validation error) needs the

@@ -127,6 +127,12 @@ Training::Training(PreparedModel prepared, std::vector<const Dataset*> sets, con
       ck_file_(cfg.checkpoint.file.empty() ? "" : model_file_path(cfg.checkpoint.file, name_)),
       spec_{name_, model_options_of(name_, cfg.model), data_.train.shape()},
       saved_at_(std::chrono::steady_clock::now()) {
+  if (cfg.check_sample > 0) {
+    for (const Dataset* d : sets_) check_data_.push_back(check_sample_data(*d, cfg.check_sample, cfg.seed));
+    for (const Dataset& d : check_data_) check_sets_.push_back(&d);
+  } else {
+    check_sets_ = sets_;
+  }
   res_.name = name_;
   res_.n_params = model_->params().count();
   trainer_->set_helper(pool_);  // an idle thread of the run may take a weight gradient off a step
@@ -149,8 +155,14 @@ std::vector<ModelResult> Training::run(const std::function<void(Model&)>& on_tra
   if (res_.interrupted) return interrupted_results();
   // Training is over: a last checkpoint, so that a resume goes straight to the evaluation.
   if (cfg_.checkpoint.writes() && !fitted && !trained_ && step_ > saved_step_) save(cfg_.n_epochs, 0, {}, true);
-  // Resumed after its training: the final epoch's per-sample correctness again (the same weights, the same bits).
-  if (trained_) last_ = evaluate_epoch(*model_, sets_, false);
+  // Resumed after its training: the final epoch's per-sample correctness again
+  // (the same weights, the same bits); under --check-sample, the final weights
+  // on every image, which the epochs' checks scored a subsample of.
+  if (trained_ || (cfg_.check_sample > 0 && !fitted)) {
+    const auto t1 = std::chrono::steady_clock::now();
+    last_ = evaluate_epoch(*model_, sets_, false);
+    if (!trained_) res_.eval_s += seconds_since(t1);
+  }
   return trained_results(on_trained);
 }
 

@@ -73,6 +73,10 @@ struct TrainConfig {
   int stop_every = 0;               // steps between checks of `stop`; 0: after each epoch
   // --eval-every: steps between checks inside an epoch (ModelResult::checks); 0: none.
   long eval_every = 0;
+  // --check-sample: at most this many images of each evaluated split at a
+  // check (an epoch's end or inside one), a fixed subsample drawn from `seed`
+  // (check_sample_split); the final results score every image. 0: every image.
+  int check_sample = 0;
   double stop_target = NAN;         // the parameter of `stop` a checkpoint records (NaN: none)
   CheckpointConfig checkpoint;
 };

@@ -11,7 +11,7 @@ namespace vg {
 void Training::evaluate(const EpochStats& trained, bool check) {
   if (!pool_) {
     const auto t1 = std::chrono::steady_clock::now();
-    std::vector<EpochEval> ev = evaluate_epoch(*model_, sets_, cfg_.circle_every_epoch && !check);
+    std::vector<EpochEval> ev = evaluate_epoch(*model_, check_sets_, cfg_.circle_every_epoch && !check);
     record(trained, std::move(ev), seconds_since(t1), check);
     return;
   }
@@ -69,7 +69,7 @@ void Training::drain() {
       }
       std::copy(item.weights.begin(), item.weights.end(), handoff_.copy->params().values().begin());
       const auto t1 = std::chrono::steady_clock::now();
-      std::vector<EpochEval> ev = evaluate_epoch(*handoff_.copy, sets_, cfg_.circle_every_epoch && !item.check);
+      std::vector<EpochEval> ev = evaluate_epoch(*handoff_.copy, check_sets_, cfg_.circle_every_epoch && !item.check);
       record(item.stats, std::move(ev), seconds_since(t1), item.check);
     } catch (...) {
       const std::exception_ptr e = std::current_exception();

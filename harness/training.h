@@ -100,6 +100,10 @@ class Training {
   const std::string name_;
   const std::vector<const Dataset*> sets_;
   const Dataset& data_;  // *sets_[0], the one trained on
+  // What a check scores: sets_, or under --check-sample their subsamples
+  // (check_data_); the final results score sets_ whole.
+  std::vector<Dataset> check_data_;
+  std::vector<const Dataset*> check_sets_;
   const TrainConfig& cfg_;
   const EpochCallback& on_epoch_;
   EvalPool* const pool_;

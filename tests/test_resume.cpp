@@ -152,6 +152,8 @@ TEST(Resume, SchedulesAndABudgetResumeBitForBit) {
   for (const nlohmann::json& e : sched["models"][1]["history"]) EXPECT_FALSE(e.contains("final_margin_loss"));
   // Checks inside an epoch (--eval-every) resume with the rest: steps 2 and 4 of 3 an epoch.
   kill_and_resume("checks", " --seed 3 --models caps,cnn --validation on --eval-every 2" + kTiny, 5);
+  // Checks on a subsample (--check-sample) resume with it.
+  kill_and_resume("sampled", " --seed 3 --models caps,cnn --validation on --eval-every 2 --check-sample 20" + kTiny, 5);
   const nlohmann::json checks = results_of(test::temp_dir() + "resume/checks/ref.json");
   for (const nlohmann::json& m : checks["models"]) {
     ASSERT_EQ(m["checks"].size(), 2u) << m["name"];

@@ -121,6 +121,96 @@ TEST(Training, EvaluationsOnOtherThreadsGiveTheSameResults) {
   }
 }
 
+// --check-sample: each check scores a fixed subsample of each split, the same
+// bits on this thread or the pool's; the training and its final results are
+// those of a training whose checks scored every image, and a sample at least
+// as large as every split is every image.
+TEST(Training, ACheckSampleScoresASubsampleAndLeavesTheResultsAsTheyWere) {
+  RunOptions o = small_run();
+  o.train.n_epochs = 2;
+  o.data.n_val_per_combo = 1;
+  const RunResult plain = run_experiment(o);
+  const int n = 7;
+  o.train.check_sample = n;
+  const RunResult one = run_experiment(o);
+  o.threads = 2;
+  const RunResult two = run_experiment(o);
+  o.threads = 1;
+  o.train.check_sample = 1 << 20;
+  const RunResult whole = run_experiment(o);
+  for (size_t k = 0; k < plain.models.size(); ++k) {
+    const ModelResult &p = plain.models[k], &a = one.models[k], &b = two.models[k], &w = whole.models[k];
+    SCOPED_TRACE(a.name);
+    ASSERT_GT(p.history.size(), 0u);
+    EXPECT_EQ(a.step_loss, p.step_loss);
+    EXPECT_EQ(a.familiar, p.familiar);
+    EXPECT_EQ(a.heldout, p.heldout);
+    EXPECT_EQ(a.validation, p.validation);
+    EXPECT_EQ(a.heldout_per_class, p.heldout_per_class);
+    EXPECT_EQ(a.circle_acc, p.circle_acc);
+    EXPECT_EQ(a.axis_acc, p.axis_acc);
+    ASSERT_EQ(a.history.size(), p.history.size());
+    ASSERT_EQ(b.history.size(), p.history.size());
+    ASSERT_EQ(w.history.size(), p.history.size());
+    bool differs = false;
+    for (size_t e = 0; e < a.history.size(); ++e) {
+      EXPECT_EQ(a.history[e].loss, p.history[e].loss);
+      for (double x : {a.history[e].familiar, a.history[e].heldout, a.history[e].validation})
+        EXPECT_EQ(std::round(x * n), x * n) << x << " is no count of " << n << " images";
+      differs = differs || a.history[e].familiar != p.history[e].familiar || a.history[e].heldout != p.history[e].heldout;
+      EXPECT_EQ(b.history[e].familiar, a.history[e].familiar);
+      EXPECT_EQ(b.history[e].heldout, a.history[e].heldout);
+      EXPECT_EQ(b.history[e].validation, a.history[e].validation);
+      EXPECT_EQ(w.history[e].familiar, p.history[e].familiar);
+      EXPECT_EQ(w.history[e].heldout, p.history[e].heldout);
+      EXPECT_EQ(w.history[e].validation, p.history[e].validation);
+    }
+    EXPECT_TRUE(differs) << "seven images scored as every image did at every check";
+  }
+}
+
+// The subsample: n of the split's images without replacement, in their order,
+// each with its own label and views; fixed by (seed, which); uniform.
+TEST(Training, ACheckSampleIsAFixedUniformSubsampleInOrder) {
+  Split s;
+  s.channels = 1;
+  s.side = 2;
+  s.classes = 3;
+  for (int i = 0; i < 20; ++i) {
+    s.images.insert(s.images.end(), 4, float(i));
+    s.labels.push_back(i % 3);
+    s.azimuth.push_back(float(10 * i));
+    s.axis.push_back(float(i));
+  }
+  const Split a = check_sample_split(s, 5, 42, 1);
+  ASSERT_EQ(a.size(), 5);
+  ASSERT_EQ(a.images.size(), 20u);
+  EXPECT_TRUE(a.elevation.empty());
+  for (int j = 0; j < 5; ++j) {
+    const int v = int(a.image(j)[0]);
+    EXPECT_EQ(a.image(j)[3], float(v));
+    EXPECT_EQ(a.labels[size_t(j)], v % 3);
+    EXPECT_EQ(a.azimuth[size_t(j)], float(10 * v));
+    EXPECT_EQ(a.axis[size_t(j)], float(v));
+    if (j > 0) {
+      EXPECT_LT(a.image(j - 1)[0], float(v));
+    }
+  }
+  EXPECT_EQ(check_sample_split(s, 5, 42, 1).images, a.images);
+  EXPECT_NE(check_sample_split(s, 5, 42, 2).images, a.images);
+  EXPECT_NE(check_sample_split(s, 5, 43, 1).images, a.images);
+  EXPECT_EQ(check_sample_split(s, 20, 42, 1).images, s.images);
+  EXPECT_EQ(check_sample_split(s, 99, 42, 1).labels, s.labels);
+  // Each image is drawn with probability 5/20: over 4,000 seeds, 1,000 times
+  // each, give or take ~5 standard deviations (27).
+  std::vector<int> count(20, 0);
+  for (uint64_t seed = 0; seed < 4000; ++seed) {
+    const Split d = check_sample_split(s, 5, seed, 0);
+    for (int j = 0; j < 5; ++j) ++count[size_t(d.image(j)[0])];
+  }
+  for (int i = 0; i < 20; ++i) EXPECT_NEAR(count[size_t(i)], 1000, 140) << "image " << i;
+}
+
 // --eval-every: checks at the multiples of the interval that end no epoch, on
 // this thread or the pool's the same bits; the epochs' records are those of a
 // training without checks (the interval divides the steps of an epoch, so the

@@ -69,7 +69,7 @@
 #                                            and resumable; results/provenance_fashion-trained.md)
 #        bash tools/make_results.sh verdict-toys (issue 57: convcaps by the paper's and the official
 #                                            routing and cnn-paper on the calibrated toys, both
-#                                            protocols, 10 seeds, 30 epochs, every epoch's familiar
+#                                            protocols, 10 seeds, 40 epochs, every epoch's familiar
 #                                            validation check for the frontier; PROTOCOLS=azimuth
 #                                            for one; many hours on 2 cores, checkpointed, rerunning
 #                                            it resumes; results/verdict_toys_*/,
@@ -283,11 +283,12 @@ verdict_toys_steps() {
   # none of them and trains once per seed, at the calibration's rate (5e-4: the
   # default wrecks its first steps on standardised toys, docs/toys.md). The
   # toys' Table 2 preprocessing, so the seed's models' rows compare.
-  # The budget, about an hour of one core a convcaps cell: 30 epochs (7,620
+  # The budget, about 40 minutes of one core a convcaps cell: 40 epochs (10,160
   # steps at batch 32; capsule_em's margin schedule needs ~400k, so the spread
   # margin anneals linearly over the budget, convcaps's default). Each epoch's
-  # checks score 32,400 toys (validation, familiar and novel test), which cost
-  # convcaps more than the epoch's 8,100 training toys.
+  # check scores 2,000 toys of each split (--check-sample: the whole splits,
+  # 32,400 toys, cost convcaps more than the epoch's 8,100 training toys); the
+  # final results score every toy.
   # Checkpointed: rerunning the part resumes each sweep. PROTOCOLS picks the
   # protocols (default: azimuth elevation).
   local toys_world="" protocol dir resume
@@ -303,7 +304,7 @@ verdict_toys_steps() {
   done
 }
 verdict_toys_flags() {  # protocol: the verdict's toys sweep's flags, less --out
-  echo "--data toys --split paper-$1 --seeds 0:9 --n-epochs 30 --models convcaps,cnn-paper" \
+  echo "--data toys --split paper-$1 --seeds 0:9 --n-epochs 40 --check-sample 2000 --models convcaps,cnn-paper" \
     "--model-lr cnn-paper=5e-4 --reference convcaps" \
     "--grid em-logit+em-norm+em-mean+em-class-lambda=paper,official --pair-grid em-logit=official|em-logit=paper" \
     "--validation on --standardize on --brightness 0.25 --contrast 0.8 --jobs ${JOBS:-2} --reproducible --quiet"
