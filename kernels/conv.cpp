@@ -95,7 +95,7 @@ struct Conv2d::Impl {
       fwd_attr.set_post_ops(ops);
     }
     // A channel-last src is reordered to the layout oneDNN picks: given nhwc with a
-    // blocked dst it falls back to its reference kernel (~100x slower, measured at AVX-512).
+    // blocked dst it falls back to its reference kernel (~100x slower: docs/performance.md, "conv1's layouts").
     fwd_pd = dnnl::convolution_forward::primitive_desc(
         {dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
          channel_last ? md(src_dims(), tag::any) : user_src, md(weights_dims(), tag::any), user_bias, md(dst_dims(), tag::any),

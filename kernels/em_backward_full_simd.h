@@ -23,7 +23,8 @@
 // ISA, which tests/test_em_routing.cpp and
 // tests/test_conv_em_routing_backward.cpp assert, so the AVX2 and AVX-512
 // paths agree too. FMAs measured about a fifth faster at the ConvCaps shapes
-// (AVX2, with a vector exp): not worth giving up those bits.
+// (AVX2, with a vector exp): not worth giving up those bits (the measurement:
+// docs/notes/performance-log.md, "convcaps at the paper's recipe: the SIMD full backward").
 #pragma once
 #include <algorithm>
 #include <cmath>
