@@ -3,8 +3,6 @@
 // capsules' activations (harness/evaluate.h).
 #include "harness/evaluate.h"
 
-#include "core/rng.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,6 +11,8 @@
 #include <memory>
 #include <numeric>
 #include <stdexcept>
+
+#include "core/rng.h"
 
 namespace vg {
 
