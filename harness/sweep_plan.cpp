@@ -340,7 +340,7 @@ SweepPlan plan_sweep(const SweepFlags& f) {
     for (const auto& p : points)
       for (const auto& v : values) {
         next.push_back(p);
-        for (const std::string& n : split(name, '+')) next.back().emplace_back(n, v);
+        for (const std::string& n : grid_flags(name)) next.back().emplace_back(n, v);
       }
     points = next;
   }
