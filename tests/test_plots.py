@@ -541,6 +541,94 @@ class PlotTest(unittest.TestCase):
         self.assertIn("no one model is paired with every other", r.stderr)
         self.assertFalse(os.path.exists(self.path("u", "table.md")))
 
+    def verdict(self, *args):
+        return subprocess.run([sys.executable, os.path.join(ROOT, "tools", "verdict_table.py"), *args],
+                              capture_output=True, text=True, cwd=self.tmp)
+
+    def test_verdict_table_compares_at_the_level_both_networks_reach(self):
+        """tools/verdict_table.py on the fixture frontier (caps reaches 0.02 on every seed, cnn 0.06
+        only): the paper's 3.7 % is below what both reach, so the row compares at 0.06 and says
+        so; --target moves the level; the row's Δ is the paired row's; a sweep whose reference is
+        the CNN (its pairs cnn-caps) gives the same table, the sign turned and the tallies swapped."""
+        d = self.path("az")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d, "--gaps", "20",
+                        "--models", "caps,cnn"], check=True)
+        with open(os.path.join(d, "frontier.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+        pair = {round(float(r["level"]), 3): r for r in rows if r["kind"] == "paired"}
+
+        def table(sweep, *extra):
+            out = self.path("v.md")
+            r = self.verdict("--sweep", "azimuth=" + sweep, "--caps", "caps", "--cnn", "cnn", "--out", out, *extra)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                md = f.read()
+            return md, [l for l in md.splitlines() if l.startswith("| azimuth |")]
+
+        def diff(p):
+            return (f"| {float(p['mean']):+.3f} [{float(p['ci_lo']):+.3f}, {float(p['ci_hi']):+.3f}] | "
+                    f"{p['wins']}/{p['ties']}/{p['losses']} |")
+        md, row = table(d)
+        self.assertEqual(len(row), 1, md)
+        self.assertIn("| 0.060 (nearest 0.037) |", row[0])
+        self.assertIn(diff(pair[0.06]), row[0])
+        # Its CI excludes 0, but 5 pairs cannot bring p below 0.05: not resolved, by the one rule.
+        self.assertLess(float(pair[0.06]["ci_hi"]), 0)
+        self.assertIn("| not resolved (p = 0.062); ", row[0])
+        self.assertIn("the target 0.037 is below every level both reached on every seed", md)
+        self.assertIn("| 0.060 ← |", md)
+        self.assertNotIn("| 0.050 |", md)  # cnn's seeds 1-4 had not reached 0.05
+        _, row = table(d, "--target", "azimuth=0.1")
+        self.assertIn("| 0.100 (nearest 0.100) |", row[0])
+        self.assertIn(diff(pair[0.1]), row[0])
+        # The same sweep with the CNN as its reference.
+        flipped = self.path("flipped", "az")
+        os.makedirs(flipped)
+        with open(os.path.join(flipped, "frontier.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+            w.writeheader()
+            for r in rows:
+                if r["kind"] == "paired":
+                    neg = {k: f"{-float(r[k]):.6f}" for k in ("mean", "median", "iqm")}
+                    r = {**r, **neg, "model": "cnn-caps", "ci_lo": f"{-float(r['ci_hi']):.6f}",
+                         "ci_hi": f"{-float(r['ci_lo']):.6f}", "wins": r["losses"], "losses": r["wins"]}
+                w.writerow(r)
+        self.assertEqual(table(d)[0].replace(d, "DIR"), table(flipped)[0].replace(flipped, "DIR"))
+
+    def test_verdict_table_errors_are_one_line(self):
+        """Bad flags, a missing or headless frontier, an absent network and an output that is a
+        directory: one line naming it, exit 2, nothing written."""
+        d = self.path("az")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d, "--gaps", "20",
+                        "--models", "caps,cnn"], check=True)
+        empty = self.path("empty")
+        os.makedirs(empty)
+        with open(os.path.join(empty, "frontier.csv"), "w") as f:
+            f.write("grid,axis,unit,gap,true_gap,level,kind,model,metric,seeds,n,mean,sd,median,iqm,ci_lo,ci_hi,"
+                    "wins,ties,losses,prob_improvement,p_value\n")
+        out, taken = self.path("v.md"), self.path("taken")
+        os.makedirs(taken)
+        ok = ["--caps", "caps", "--cnn", "cnn"]
+        for args, needle in ((["--sweep", "azimuth", "--out", out], "--sweep 'azimuth': expected PROTOCOL=VALUE"),
+                             (["--sweep", "azimuth=" + d, "--target", "azimuth=2", "--out", out],
+                              "--target 'azimuth=2': expected a familiar error in (0, 1)"),
+                             (["--sweep", "azimuth=" + d, "--target", "elevation=0.04", "--out", out],
+                              "no --sweep for protocol 'elevation'"),
+                             (["--sweep", "azimuth=" + self.path("absent"), "--out", out], "cannot read"),
+                             (["--sweep", "azimuth=" + empty, "--out", out], "no rows (a sweep without --validation on"),
+                             (["--sweep", "azimuth=" + d, "--caps", "convcaps", "--out", out],
+                              "no rows of model 'convcaps'"),
+                             (["--sweep", "azimuth=" + d, "--out", taken], "exists and is not a regular file")):
+            with self.subTest(args=args):
+                r = self.verdict(*(ok + args))
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                lines = r.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertTrue(lines[0].startswith("verdict_table.py: error: "), lines[0])
+                self.assertIn(needle, lines[0])
+                self.assertFalse(os.path.exists(out))
+        self.assertEqual(os.listdir(taken), [])
+
     def test_table2_shows_the_seeds_only_where_rows_differ(self):
         """tools/table2.py: sweeps of one seed count say it once in the text; a protocol grown to
         more seeds than another gives both tables a seeds column, each row its own count."""
@@ -614,6 +702,11 @@ class PlotTest(unittest.TestCase):
             for f in ("nn1.json", "nn1_numpy.json"):
                 shutil.copy(os.path.join(res, "fashion_mnist", f), os.path.join(d, "fashion_mnist"))
             shutil.copy(os.path.join(res, "seed_table.csv"), d)
+
+            def frontier(dst):  # no committed sweep has the two networks' frontier yet: the fixture's
+                subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", dst,
+                                "--seeds", str(n), "--gaps", "20", "--models", "caps,cnn"], check=True)
+                return dst
             return {
                 "table2.py": (["--out", d, "--file", "t.md", "--sweep", "azimuth/convcaps=" + sweep("table2_azimuth_convcaps", "cells.csv")],
                               os.path.join(d, "t.md"), True),
@@ -626,6 +719,9 @@ class PlotTest(unittest.TestCase):
                 "ablation.py": (["--exe", exe, "--seeds", "1", "--out", d, "--sweep", "gap 90=" + sweep("ablation_gap90")],
                                 os.path.join(d, "ablation.md"), True),
                 "results_summary.py": (["--results", d], os.path.join(d, "SUMMARY.md"), True),
+                "verdict_table.py": (["--sweep", "azimuth=" + frontier(os.path.join(d, "verdict")), "--caps", "caps",
+                                      "--cnn", "cnn", "--out", os.path.join(d, "verdict.md")],
+                                     os.path.join(d, "verdict.md"), True),
             }
         for n in (3, 5):
             d = self.path(f"n{n}")

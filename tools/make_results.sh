@@ -302,6 +302,19 @@ verdict_toys_steps() {
     step "verdict, calibrated toys, $protocol, figures" bash -c \
       "mkdir -p $out/figures/verdict_toys_$protocol && $py tools/plot.py sweep $dir --out $out/figures/verdict_toys_$protocol"
   done
+  # The table, of every protocol whose sweep is complete (whichever PROTOCOLS
+  # this run chose); the yardsticks are toys-calibrated's sweeps: caps, cnn, dr,
+  # nn1 and linear, 30 seeds, the same splits and preprocessing.
+  local sections=()
+  for protocol in azimuth elevation; do
+    [ -f "$out/verdict_toys_$protocol/summary.csv" ] || continue
+    sections+=(--sweep "$protocol=$out/verdict_toys_$protocol")
+    [ -f "$out/toys_calibrated_$protocol/summary.csv" ] && sections+=(--yardsticks "$protocol=$out/toys_calibrated_$protocol")
+  done
+  [ ${#sections[@]} -gt 0 ] && step "verdict, calibrated toys, table" $py tools/verdict_table.py "${sections[@]}" \
+    --made-by "the sweeps \`tools/make_results.sh verdict-toys\` runs and, for the yardsticks, \`toys-calibrated\`'s (commands and machines in \`results/provenance_verdict-toys*.md\` and \`results/provenance_toys-calibrated.md\`)" \
+    --out "$out/verdict_toys.md"
+  return 0
 }
 verdict_toys_flags() {  # protocol: the verdict's toys sweep's flags, less --out
   echo "--data toys --split paper-$1 --seeds 0:9 --n-epochs 40 --check-sample 2000 --models convcaps,cnn-paper" \
@@ -313,8 +326,14 @@ compute_step() {  # dir: a sweep's compute, the sum of its cells.csv seconds (ea
   $py - "$1" >> "$prov" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(f"{sys.argv[1]}/cells.csv")))
-by = {}
+# A model that reads no flag of a grid axis trains once per seed and its row is
+# copied into every grid point: count each training once.
+seen, by = set(), {}
 for r in rows:
+    training = tuple(r[k] for k in ("seed", "gap", "model", "steps", "familiar", "heldout", "seconds"))
+    if training in seen:
+        continue
+    seen.add(training)
     by[r["model"]] = by.get(r["model"], 0.0) + float(r["seconds"])
 print(f"| compute of {sys.argv[1]} | the sum of cells.csv's seconds (one core each) | "
       + ", ".join(f"{m} {s / 3600:.2f}" for m, s in by.items()) + f"; in all {sum(by.values()) / 3600:.2f} core-hours |")

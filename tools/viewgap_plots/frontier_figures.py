@@ -4,18 +4,10 @@ Table 2 points marked."""
 import os
 
 from .files import InputError, read_csv, regular_input, save
+from .published import PAPER_CITATION, PAPER_TABLE2
 from .series import ci_series, offsets
 from .style import color, plt, unit_mark
 
-# Hinton, Sabour & Frosst (2018), Table 2: smallNORB, each network stopped at a matched familiar
-# test error; (familiar error, novel error) of the CNN and the capsules, by protocol.
-PAPER_TABLE2 = (
-    ("azimuth", "CNN", 0.037, 0.200),
-    ("azimuth", "capsules", 0.037, 0.135),
-    ("elevation", "CNN", 0.043, 0.178),
-    ("elevation", "capsules", 0.043, 0.123),
-)
-PAPER_CITATION = "Hinton, Sabour & Frosst 2018, Table 2"
 NO_VALIDATION = "no validation trajectories: the frontier needs `viewgap sweep --validation on`"
 
 COLUMNS = "grid,axis,unit,gap,true_gap,level,kind,model,metric,seeds,n,mean,ci_lo,ci_hi".split(",")

@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""The verdict's table (issue 57): the paper's Table 2 as the paper ran it, the capsule network
+against the CNN at a matched familiar error, read off each sweep's frontier.csv, and the paired
+differences at every familiar level both reach, with the published numbers beside them.
+
+  verdict_table.py --sweep azimuth=results/verdict_toys_azimuth \
+                   --sweep elevation=results/verdict_toys_elevation --out results/verdict_toys.md
+
+Each DIR is a `viewgap sweep --validation on` of the two networks (`--models convcaps,cnn-paper`,
+`--reference` either), one section of the table under PROTOCOL; each of its grid points (the
+convcaps recipes) is one row. The matched level of a row is the frontier level (harness/frontier.h)
+that every seed of both networks reached, nearest the target: the paper's 3.7 % on azimuth and
+4.3 % on elevation, `--target PROTOCOL=L` for another, `--target PROTOCOL=lowest` for the lowest
+level both reach (the default for a protocol the paper did not run). `--yardsticks PROTOCOL=DIR`
+adds a sweep of other models on the same protocol: their final errors (summary.csv) and their
+frontier at the section's first matched level. Errors are one line, exit 2.
+"""
+import argparse
+import os
+import sys
+
+# The package beside this file, found from here so that this runs from any directory.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+from viewgap_plots.published import (PAPER_CITATION, SR_CAPSNET, SR_CAPSNET_CITATION,  # noqa: E402
+                                     paper_point)
+from viewgap_plots.table_io import fail as fail_as, read_rows, write_table  # noqa: E402
+
+TOOL = "verdict_table.py"
+FRONTIER = "grid,gap,level,kind,model,metric,seeds,n,mean,ci_lo,ci_hi,wins,ties,losses,p_value".split(",")
+SUMMARY = "grid,gap,kind,model,metric,n,mean,ci_lo,ci_hi".split(",")
+# The paper's claim: about 30 % fewer novel-view errors at the same familiar error.
+CLAIM = -0.30
+
+
+def fail(msg):
+    fail_as(TOOL, msg)
+
+
+def number(path, r, column):
+    v = r[column].strip()
+    try:
+        return float(v) if v else float("nan")
+    except ValueError:
+        fail(f"{path}: column '{column}' is not a number ({v!r})")
+
+
+class Frontier:
+    """One sweep's frontier.csv: model rows by (group, model, metric, level), paired rows by
+    (group, pair, level); a group is a (grid point, gap), in their order in the file."""
+
+    def __init__(self, d, required=True):
+        self.path = os.path.join(d, "frontier.csv")
+        rows = read_rows(TOOL, self.path, FRONTIER)
+        if not rows and required:
+            fail(f"{self.path}: no rows (a sweep without --validation on has no frontier)")
+        self.groups, self.model, self.paired = [], {}, {}
+        for r in rows:
+            for c in ("gap", "level", "seeds", "n", "mean", "ci_lo", "ci_hi", "wins", "ties", "losses", "p_value"):
+                r[c] = number(self.path, r, c)
+            group = (r["grid"], r["gap"])
+            if group not in self.groups:
+                self.groups.append(group)
+            level = round(r["level"], 6)
+            if r["kind"] == "model":
+                self.model[(group, r["model"], r["metric"], level)] = r
+            elif r["kind"] == "paired":
+                self.paired[(group, r["model"], level)] = r
+            else:
+                fail(f"{self.path}: unknown kind {r['kind']!r}")
+
+    def models(self):
+        return list(dict.fromkeys(m for (_, m, _, _) in self.model))
+
+    def levels(self, group):
+        return sorted({lv for (g, _, _, lv) in self.model if g == group})
+
+    def name(self, group):
+        """A group's name in the tables: its recipe, and its gap where the sweep has several."""
+        gaps = {g for _, g in self.groups}
+        return recipe(group[0]) + (f", gap {group[1]:g}" if len(gaps) > 1 else "")
+
+    def reached(self, group, model, level):
+        """The model's novel-error row at `level` if every one of its seeds reached it, else None."""
+        r = self.model.get((group, model, "heldout_error", level))
+        return r if r and r["seeds"] > 0 and r["n"] == r["seeds"] else None
+
+    def difference(self, group, caps, cnn, level):
+        """(mean, lo, hi, caps wins, ties, caps losses, p, n) of caps − cnn in novel error at
+        `level`, from the paired row whichever of the two is the sweep's reference."""
+        r = self.paired.get((group, f"{caps}-{cnn}", level))
+        if r:
+            return r["mean"], r["ci_lo"], r["ci_hi"], r["wins"], r["ties"], r["losses"], r["p_value"], r["n"]
+        r = self.paired.get((group, f"{cnn}-{caps}", level))
+        if r:  # d = cnn − caps: the sign turns, and cnn's wins are caps's losses
+            return -r["mean"], -r["ci_hi"], -r["ci_lo"], r["losses"], r["ties"], r["wins"], r["p_value"], r["n"]
+        return None
+
+
+def recipe(grid):
+    """A grid point's name: the value its flags share (`em-logit=paper;em-norm=paper` is `paper`),
+    else the point as the sweep wrote it."""
+    values = {kv.split("=", 1)[1] for kv in grid.split(";") if "=" in kv}
+    return values.pop() if len(values) == 1 else (grid or "—")
+
+
+def err(r):
+    return f"{r['mean']:.3f} [{r['ci_lo']:.3f}, {r['ci_hi']:.3f}]"
+
+
+def signed(m, lo, hi, scale=1.0, pct=False):
+    if pct:
+        return f"{100 * m / scale:+.1f} % [{100 * lo / scale:+.1f}, {100 * hi / scale:+.1f}]"
+    return f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def reading(d, cnn_mean):
+    """The project's one rule (docs/results.md, "ahead", "behind" and "not resolved"): a direction
+    where the 95 % CI as printed excludes 0 and the Wilcoxon p as printed is below 0.05, else not
+    resolved with its p; then where the relative change's CI lies against the paper's claim."""
+    m, lo, hi, _, _, _, p, _ = d
+    excludes = float(f"{lo:.3f}") > 0 or float(f"{hi:.3f}") < 0  # an end printed ±0.000 holds 0
+    if excludes and float(f"{p:.2g}") < 0.05:
+        side = "capsules ahead" if hi < 0 else "capsules behind"
+    else:
+        side = f"not resolved (p = {p:.2g})"
+    rlo, rhi = lo / cnn_mean, hi / cnn_mean
+    claim = ("−30 % inside the CI" if rlo <= CLAIM <= rhi else
+             "short of −30 %" if rlo > CLAIM else "beyond −30 %")
+    return f"{side}; {claim}"
+
+
+def choose(frontier, group, caps, cnn, target):
+    """The level both networks reached on every seed nearest `target` (None: the lowest), ties to
+    the lower; None if there is none."""
+    both = [lv for lv in frontier.levels(group)
+            if frontier.reached(group, caps, lv) and frontier.reached(group, cnn, lv)]
+    if not both:
+        return None
+    return both[0] if target is None else min(both, key=lambda lv: (abs(lv - target), lv))
+
+
+def parse_pairs(specs, flag):
+    out = {}
+    for spec in specs or []:
+        if "=" not in spec or not spec.split("=", 1)[0] or not spec.split("=", 1)[1]:
+            fail(f"{flag} '{spec}': expected PROTOCOL=VALUE")
+        k, v = spec.split("=", 1)
+        if k in out:
+            fail(f"{flag} '{spec}': protocol '{k}' given twice")
+        out[k] = v
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sweep", action="append", required=True, help="PROTOCOL=DIR: the two networks' sweep")
+    ap.add_argument("--yardsticks", action="append", help="PROTOCOL=DIR: a sweep of other models, same protocol")
+    ap.add_argument("--target", action="append", help="PROTOCOL=L (a familiar error in (0, 1)) or PROTOCOL=lowest")
+    ap.add_argument("--caps", default="convcaps", help="the capsule network (default convcaps)")
+    ap.add_argument("--cnn", default="cnn-paper", help="the CNN (default cnn-paper)")
+    ap.add_argument("--data", default="the calibrated toys", help="what the sweeps trained on, for the title")
+    ap.add_argument("--made-by", default="the sweeps of `tools/make_results.sh verdict-toys`",
+                    help="what made the sweeps, for the first line")
+    ap.add_argument("--out", required=True, help="the Markdown file to write")
+    a = ap.parse_args()
+    sweeps = parse_pairs(a.sweep, "--sweep")
+    yardsticks = parse_pairs(a.yardsticks, "--yardsticks")
+    targets = {}
+    for k, v in parse_pairs(a.target, "--target").items():
+        if k not in sweeps:
+            fail(f"--target '{k}={v}': no --sweep for protocol '{k}'")
+        if v == "lowest":
+            targets[k] = None
+            continue
+        try:
+            targets[k] = float(v)
+        except ValueError:
+            fail(f"--target '{k}={v}': expected a familiar error in (0, 1) or 'lowest'")
+        if not 0 < targets[k] < 1:
+            fail(f"--target '{k}={v}': expected a familiar error in (0, 1) or 'lowest'")
+    for k in yardsticks:
+        if k not in sweeps:
+            fail(f"--yardsticks '{k}': no --sweep for protocol '{k}'")
+    caps, cnn = a.caps, a.cnn
+
+    main_rows, level_sections, counts, paired_counts, notes = [], [], [], [], []
+    chosen_first = {}
+    for protocol, d in sweeps.items():
+        f = Frontier(d)
+        for m in (caps, cnn):
+            if m not in f.models():
+                fail(f"{f.path}: no rows of model '{m}' (models: {', '.join(f.models())})")
+        paper = paper_point(protocol, "CNN")
+        target = targets[protocol] if protocol in targets else (paper[0] if paper else None)
+        for group in f.groups:
+            level = choose(f, group, caps, cnn, target)
+            name = f.name(group)
+            if protocol not in chosen_first:
+                chosen_first[protocol] = level
+            if level is None:
+                main_rows.append(f"| {protocol} | {name} | none | — | — | — | — | — | — | — | — | "
+                                 "no familiar level that every seed of both reached |")
+                continue
+            fam = [f.model[(group, m, "familiar_error", level)] for m in (caps, cnn)]
+            nov = [f.model[(group, m, "heldout_error", level)] for m in (caps, cnn)]
+            d_ = f.difference(group, caps, cnn, level)
+            if d_ is None:
+                fail(f"{f.path}: no paired rows of {caps} and {cnn} (a sweep with --reference {caps} or {cnn}?)")
+            m, lo, hi, w, t, l_, p, n = d_
+            counts += [r["n"] for r in fam + nov]
+            paired_counts.append(n)
+            aim = "lowest both reach" if target is None else f"nearest {target:.3f}"
+            main_rows.append(
+                f"| {protocol} | {name} | {level:.3f} ({aim}) | {err(fam[0])} | {err(fam[1])} | {err(nov[0])} | "
+                f"{err(nov[1])} | {signed(m, lo, hi)} | {w:.0f}/{t:.0f}/{l_:.0f} | {p:.2g} | "
+                f"{signed(m, lo, hi, nov[1]['mean'], pct=True)} | {reading(d_, nov[1]['mean'])} |")
+            if target is not None and level > target + 1e-9:
+                notes.append(f"{protocol}, {name}: the target {target:.3f} is below every level both reached "
+                             f"on every seed; the row compares at {level:.3f}.")
+            rows = [f"### {protocol}, {name} (`{d}`)", "",
+                    f"| familiar level L | {caps} novel | {cnn} novel | Δ novel ({caps} − {cnn}) | w/t/l | p | "
+                    "relative change |", "|---|---|---|---|---|---|---|"]
+            for lv in f.levels(group):
+                a_, b_ = f.reached(group, caps, lv), f.reached(group, cnn, lv)
+                dd = f.difference(group, caps, cnn, lv) if a_ and b_ else None
+                if not dd:
+                    continue
+                mark = " ←" if lv == level else ""
+                rows.append(f"| {lv:.3f}{mark} | {err(a_)} | {err(b_)} | {signed(dd[0], dd[1], dd[2])} | "
+                            f"{dd[3]:.0f}/{dd[4]:.0f}/{dd[5]:.0f} | {dd[6]:.2g} | "
+                            f"{signed(dd[0], dd[1], dd[2], b_['mean'], pct=True)} |")
+            level_sections += rows + [""]
+
+    lines = [f"# The verdict: {caps} against {cnn} at matched familiar errors, on {a.data}", "",
+             f"Generated by `tools/verdict_table.py` from {a.made_by}. Error = 1 − accuracy on the test "
+             "images: familiar at the training views, novel at the held-out ones; mean [95 % bootstrap CI] "
+             "over seeds. Each network is read where its familiar *validation* error first reached the "
+             "level L (frontier.csv, docs/results.md), as the paper stopped each of its networks at a "
+             "matched familiar error. Δ novel: the capsule network's novel error minus the CNN's, paired by "
+             "seed (negative: fewer errors), with the capsule network's wins/ties/losses and the Wilcoxon "
+             "signed-rank p. Relative change: Δ over the CNN's mean novel error (its CI is Δ's, the "
+             "CNN's mean held fixed), the figure the paper quotes. Reading: ahead or behind where Δ's CI "
+             "excludes 0 and p < 0.05, else not resolved (docs/results.md's one rule); and where the "
+             "relative change's CI lies against the paper's claim of about −30 %.", "",
+             "## Table 2 as the paper ran it", "",
+             f"| protocol | recipe | matched familiar level L | {caps} familiar | {cnn} familiar | {caps} novel | "
+             f"{cnn} novel | Δ novel | w/t/l | p | relative change | reading |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"] + main_rows + [""]
+    lines += notes + ([""] if notes else [])
+    lines += ["## Beside the published numbers", "",
+              "| source | protocol | familiar error | CNN novel | capsules novel | relative change |",
+              "|---|---|---|---|---|---|"]
+    for protocol in ("azimuth", "elevation"):
+        (fam, c), (_, k) = paper_point(protocol, "CNN"), paper_point(protocol, "capsules")
+        lines.append(f"| {PAPER_CITATION} (smallNORB) | {protocol} | {fam:.3f}, matched | {c:.3f} | {k:.3f} | "
+                     f"{100 * (k - c) / c:+.1f} % |")
+    sr = {n: e for p, n, e in SR_CAPSNET if p == "azimuth"}
+    lines += [f"| {SR_CAPSNET_CITATION} | azimuth | not matched | {sr['CNN']:.4f} | {sr['EM routing']:.4f} | "
+              f"{100 * (sr['EM routing'] - sr['CNN']) / sr['CNN']:+.1f} % |", ""]
+
+    for protocol, d in yardsticks.items():
+        path = os.path.join(d, "summary.csv")
+        rows = read_rows(TOOL, path, SUMMARY)
+        if len({(r["grid"], r["gap"]) for r in rows}) != 1:
+            fail(f"{path}: expected one grid point and one gap (a sweep of the protocol's paper split)")
+        acc = {(r["model"], r["metric"]): r for r in rows if r["kind"] == "model"}
+        if not acc:
+            fail(f"{path}: no model rows")
+        yf = Frontier(d, required=False) if os.path.lexists(os.path.join(d, "frontier.csv")) else None
+        level = chosen_first.get(protocol)
+        at = f"at L = {level:.3f}" if level is not None else "at L"
+        lines += [f"## The yardsticks, {protocol} (`{d}`)", "",
+                  "Each model's errors where its training ended (by the sweep's stopping rule, if it "
+                  "had one: its meta.json), and at the level L where its familiar validation error first "
+                  "reached it.", "",
+                  f"| model | familiar error, final | novel error, final | familiar error {at} | "
+                  f"novel error {at} (seeds that reached it) |", "|---|---|---|---|---|"]
+        for model in dict.fromkeys(m for m, _ in acc):
+            fam, nov = acc.get((model, "familiar")), acc.get((model, "heldout"))
+            if not fam or not nov:
+                continue
+            for r in (fam, nov):
+                for c in ("n", "mean", "ci_lo", "ci_hi"):
+                    r[c] = number(path, r, c)
+            counts += [fam["n"], nov["n"]]
+            final = [f"{1 - r['mean']:.3f} [{1 - r['ci_hi']:.3f}, {1 - r['ci_lo']:.3f}]" for r in (fam, nov)]
+            cells = ["—", "— (no trajectory: fit in one pass, or no validation)"]
+            if yf and yf.groups and level is not None:
+                g = yf.groups[0]
+                fr, nr = (yf.model.get((g, model, mt, round(level, 6))) for mt in ("familiar_error", "heldout_error"))
+                if fr and nr and nr["n"] > 0:
+                    counts += [nr["n"]]
+                    cells = [err(fr), f"{err(nr)} ({nr['n']:.0f}/{nr['seeds']:.0f})"]
+                elif nr:
+                    cells = ["—", f"— (0/{nr['seeds']:.0f} seeds reached it)"]
+            lines.append(f"| {model} | {final[0]} | {final[1]} | {cells[0]} | {cells[1]} |")
+        lines.append("")
+
+    lines += ["## Paired differences at every familiar level both networks reach", "",
+              "Each level that every seed of both networks reached; ← marks the matched level of the table above.",
+              ""] + level_sections
+    note = few_seeds_note(counts, "Rows", paired_counts)
+    if note:
+        lines += [note, ""]
+    write_table(TOOL, a.out, "\n".join(lines))
+    print(a.out)
+
+
+if __name__ == "__main__":
+    main()
