@@ -682,50 +682,59 @@ class PlotTest(unittest.TestCase):
             w.writerows({**r, "n": str(n)} for r in rows)
         return dst
 
+    def viewgap_stub(self):
+        """A viewgap that writes a fixed run JSON: fixed class activations (ablation.py's second table)
+        and a caps row at fixed errors (seed_table.py)."""
+        exe = self.write("viewgap_stub", "#!/bin/sh\nwhile [ $# -gt 1 ] && [ \"$1\" != --out-json ]; do shift; done\n"
+                         "echo '{\"meta\": {\"git_commit\": \"stub\"}, \"models\": [{\"name\": \"caps\", "
+                         "\"familiar\": 1, \"heldout\": 1, \"drop\": 0, \"class_activations\": "
+                         "{\"heldout_argmax_accuracy\": 1, \"heldout_mean_true\": 1, \"heldout_mean_other\": 0}}]}' "
+                         "> \"$2\"\n")
+        os.chmod(exe, 0o755)
+        return exe
+
+    def table_tools(self, n, d):
+        """{tool: (arguments, the file it writes, whether its table has a Wilcoxon p)} of each table tool
+        with a few-seeds note, over copies under d of the committed sweeps, their seed counts n."""
+        res = os.path.join(ROOT, "results")
+        exe = self.viewgap_stub()
+        sweep = lambda name, *files: self.sweep_of_n(os.path.join(res, name), os.path.join(d, name), n,
+                                                     ("summary.csv",) + files)
+        os.makedirs(os.path.join(d, "fashion_mnist"))
+        for f in ("nn1.json", "nn1_numpy.json"):
+            shutil.copy(os.path.join(res, "fashion_mnist", f), os.path.join(d, "fashion_mnist"))
+        shutil.copy(os.path.join(res, "seed_table.csv"), d)
+
+        def frontier(dst):  # no committed sweep has the two networks' frontier yet: the fixture's
+            subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", dst,
+                            "--seeds", str(n), "--gaps", "20", "--models", "caps,cnn"], check=True)
+            return dst
+        return {
+            "table2.py": (["--out", d, "--file", "t.md", "--sweep", "azimuth/convcaps=" + sweep("table2_azimuth_convcaps", "cells.csv")],
+                          os.path.join(d, "t.md"), True),
+            "toys_table.py": (["--sweep", "azimuth=" + sweep("toys_paper_azimuth"), "--out", os.path.join(d, "toys")],
+                              os.path.join(d, "toys", "table.md"), False),
+            "toys_calibration.py": (["--sweep", sweep(os.path.join("toys_calibration", "baselines")),
+                                     "--out", os.path.join(d, "calibration.md")], os.path.join(d, "calibration.md"), False),
+            "fashion_table.py": (["--dir", os.path.dirname(sweep(os.path.join("fashion_mnist", "linear"), "meta.json"))],
+                                 os.path.join(d, "fashion_mnist", "table.md"), False),
+            "ablation.py": (["--exe", exe, "--seeds", "1", "--out", d, "--sweep", "gap 90=" + sweep("ablation_gap90")],
+                            os.path.join(d, "ablation.md"), True),
+            "results_summary.py": (["--results", d], os.path.join(d, "SUMMARY.md"), True),
+            "verdict_table.py": (["--sweep", "azimuth=" + frontier(os.path.join(d, "verdict")), "--caps", "caps",
+                                  "--cnn", "cnn", "--out", os.path.join(d, "verdict.md")],
+                                 os.path.join(d, "verdict.md"), True),
+        }
+
     def test_tables_over_fewer_than_5_seeds_carry_the_note(self):
         """Every table tool: statistics over 3 seeds get the note under the table (their CI is the
         seeds' spread; a Wilcoxon p over 3 pairs cannot reach 0.05), over 5 they do not. The
         committed sweeps stand in, their seed counts rewritten."""
-        res, tools = os.path.join(ROOT, "results"), os.path.join(ROOT, "tools")
+        tools = os.path.join(ROOT, "tools")
         ci, p = "seeds: their CI is a percentile bootstrap over that many values", "Wilcoxon p cannot reach 0.05"
-        # A viewgap that writes fixed class activations: ablation.py's second table is not under test.
-        exe = self.write("viewgap_stub", "#!/bin/sh\nwhile [ $# -gt 1 ] && [ \"$1\" != --out-json ]; do shift; done\n"
-                         "echo '{\"models\": [{\"class_activations\": {\"heldout_argmax_accuracy\": 1, "
-                         "\"heldout_mean_true\": 1, \"heldout_mean_other\": 0}}]}' > \"$2\"\n")
-        os.chmod(exe, 0o755)
-
-        def tool(n, d):
-            """(command, the file it writes) of each table tool over sweeps of n seeds under d."""
-            sweep = lambda name, *files: self.sweep_of_n(os.path.join(res, name), os.path.join(d, name), n,
-                                                         ("summary.csv",) + files)
-            os.makedirs(os.path.join(d, "fashion_mnist"))
-            for f in ("nn1.json", "nn1_numpy.json"):
-                shutil.copy(os.path.join(res, "fashion_mnist", f), os.path.join(d, "fashion_mnist"))
-            shutil.copy(os.path.join(res, "seed_table.csv"), d)
-
-            def frontier(dst):  # no committed sweep has the two networks' frontier yet: the fixture's
-                subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", dst,
-                                "--seeds", str(n), "--gaps", "20", "--models", "caps,cnn"], check=True)
-                return dst
-            return {
-                "table2.py": (["--out", d, "--file", "t.md", "--sweep", "azimuth/convcaps=" + sweep("table2_azimuth_convcaps", "cells.csv")],
-                              os.path.join(d, "t.md"), True),
-                "toys_table.py": (["--sweep", "azimuth=" + sweep("toys_paper_azimuth"), "--out", os.path.join(d, "toys")],
-                                  os.path.join(d, "toys", "table.md"), False),
-                "toys_calibration.py": (["--sweep", sweep(os.path.join("toys_calibration", "baselines")),
-                                         "--out", os.path.join(d, "calibration.md")], os.path.join(d, "calibration.md"), False),
-                "fashion_table.py": (["--dir", os.path.dirname(sweep(os.path.join("fashion_mnist", "linear"), "meta.json"))],
-                                     os.path.join(d, "fashion_mnist", "table.md"), False),
-                "ablation.py": (["--exe", exe, "--seeds", "1", "--out", d, "--sweep", "gap 90=" + sweep("ablation_gap90")],
-                                os.path.join(d, "ablation.md"), True),
-                "results_summary.py": (["--results", d], os.path.join(d, "SUMMARY.md"), True),
-                "verdict_table.py": (["--sweep", "azimuth=" + frontier(os.path.join(d, "verdict")), "--caps", "caps",
-                                      "--cnn", "cnn", "--out", os.path.join(d, "verdict.md")],
-                                     os.path.join(d, "verdict.md"), True),
-            }
         for n in (3, 5):
             d = self.path(f"n{n}")
-            for name, (args, out, has_p) in tool(n, d).items():
+            for name, (args, out, has_p) in self.table_tools(n, d).items():
                 with self.subTest(tool=name, seeds=n):
                     r = subprocess.run([sys.executable, os.path.join(tools, name)] + args, capture_output=True,
                                        text=True, cwd=self.tmp)
@@ -740,6 +749,28 @@ class PlotTest(unittest.TestCase):
                     else:
                         self.assertNotIn(ci, md)
                         self.assertNotIn(p, md)
+
+    def test_table_tools_refuse_an_output_that_is_a_directory(self):
+        """Every table tool whose table's file is an existing directory: one line on stderr, exit 2,
+        nothing written into that directory and no temporary file left beside it."""
+        d = self.path("dir_out")
+        tools = self.table_tools(5, d)
+        seeds = os.path.join(d, "seeds")
+        tools["seed_table.py"] = (["--exe", self.viewgap_stub(), "--seeds", "3", "--out", seeds],
+                                  os.path.join(seeds, "seed_table.csv"), None)
+        for name, (args, out, _) in tools.items():
+            with self.subTest(tool=name):
+                os.makedirs(out)
+                r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", name)] + args, capture_output=True,
+                                   text=True, cwd=self.tmp)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                lines = r.stderr.splitlines()
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertTrue(lines[0].startswith(f"{name}: error: "), lines[0])
+                self.assertIn("not a regular file", lines[0])
+                self.assertEqual(os.listdir(out), [])
+                self.assertEqual([f for f in os.listdir(os.path.dirname(out)) if f.startswith(".tmp.")], [])
+                os.rmdir(out)  # results_summary.py reads ablation.md: the next tool finds no directory there
 
     def test_sweep_figures_over_fewer_than_5_seeds_say_so_in_their_titles(self):
         """The sweep figures of a 3-seed fixture sweep end their title with the note's short form and

@@ -25,20 +25,14 @@ _HERE = os.path.dirname(os.path.realpath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+from viewgap_plots.table_io import fail as fail_as, write_table  # noqa: E402
 
+TOOL = "ablation.py"
 VARIANT_FLAGS = ("em-grad", "loss", "em-lambda-schedule")
 
 
 def fail(msg):
-    sys.stderr.write(f"ablation.py: error: {msg}\n")
-    sys.exit(2)
-
-
-def atomic_write(path, data, mode="w"):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp.")
-    with os.fdopen(fd, mode) as f:
-        f.write(data)
-    os.replace(tmp, path)
+    fail_as(TOOL, msg)
 
 
 def variant_name(grid):
@@ -170,7 +164,7 @@ def main():
     for g in splits[0][1]:
         acc, t, o = activation_stats(a.exe, g, a.seeds)
         md.append(f"| {variant_name(g)} | {acc:.3f} | {t:.3f} | {o:.3f} |")
-    atomic_write(os.path.join(a.out, "ablation.md"), "\n".join(md) + "\n")
+    write_table(TOOL, os.path.join(a.out, "ablation.md"), "\n".join(md) + "\n")
     figure(splits, os.path.join(a.out, "figures", "ablation.png"))
     print("\n".join(md))
 

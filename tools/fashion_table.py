@@ -14,13 +14,15 @@ import glob
 import json
 import os
 import sys
-import tempfile
 
 # The package beside this file, found from here so that this runs from any directory.
 _HERE = os.path.dirname(os.path.realpath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+from viewgap_plots.table_io import fail as fail_as, write_table  # noqa: E402
+
+TOOL = "fashion_table.py"
 
 # Published test accuracies, with where each is printed. Xiao, Rasul & Vollgraf 2017,
 # "Fashion-MNIST: a Novel Image Dataset for Benchmarking Machine Learning Algorithms",
@@ -42,8 +44,7 @@ ANCHORS = {
 
 
 def fail(msg):
-    sys.stderr.write(f"fashion_table.py: error: {msg}\n")
-    sys.exit(2)
+    fail_as(TOOL, msg)
 
 
 def read_json(path):
@@ -54,13 +55,6 @@ def read_json(path):
         fail(f"{path}: cannot read ({e.strerror})")
     except json.JSONDecodeError as e:
         fail(f"{path}: not JSON ({e})")
-
-
-def atomic_write(path, data):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp.")
-    with os.fdopen(fd, "w") as f:
-        f.write(data)
-    os.replace(tmp, path)
 
 
 def sweep_rows(d):
@@ -117,7 +111,7 @@ def main():
         f"{ref['queries_with_tied_nearest']} queries have a tied nearest image); viewgap's `nn1`, {ours:,}: {agree}.",
         "",
     ]
-    atomic_write(os.path.join(d, "table.md"), "\n".join(lines))
+    write_table(TOOL, os.path.join(d, "table.md"), "\n".join(lines))
     print("\n".join(lines))
 
 

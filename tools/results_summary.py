@@ -17,13 +17,15 @@ import csv
 import os
 import statistics
 import sys
-import tempfile
 
 # The package beside this file, found from here so that this runs from any directory.
 _HERE = os.path.dirname(os.path.realpath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+from viewgap_plots.table_io import fail as fail_as, write_table  # noqa: E402
+
+TOOL = "results_summary.py"
 
 # The sweeps the docs read, in the order they read them, with a title each; any
 # other RESULTS/*/summary.csv follows under its directory's name.
@@ -57,19 +59,7 @@ TABLE2 = [("azimuth", "seed"), ("azimuth", "paper"), ("elevation", "seed"), ("el
 
 
 def fail(msg):
-    sys.stderr.write(f"results_summary.py: error: {msg}\n")
-    sys.exit(2)
-
-
-def atomic_write(path, data):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    fail_as(TOOL, msg)
 
 
 def signed(x):
@@ -304,7 +294,7 @@ def main():
                              f"run python3 tools/results_summary.py\n")
             sys.exit(1)
         return
-    atomic_write(out, text)
+    write_table(TOOL, out, text)
 
 
 if __name__ == "__main__":

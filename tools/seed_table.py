@@ -18,14 +18,18 @@ import sys
 import tempfile
 import time
 
+# The package beside this file, found from here so that this runs from any directory.
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from viewgap_plots.table_io import fail as fail_as, write_table  # noqa: E402
+
+TOOL = "seed_table.py"
 SEED_TABLE = {"caps": (0.970, 0.726, 0.244), "cnn": (1.000, 0.696, 0.304)}
 
 
-def atomic_write(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def fail(msg):
+    fail_as(TOOL, msg)
 
 
 def cpu_model():
@@ -47,9 +51,9 @@ def main():
                     help="run viewgap --reproducible (the same bits on every AVX2+FMA CPU)")
     a = ap.parse_args()
     if a.seeds < 3:
-        sys.exit("seed_table.py: error: --seeds must be >= 3, got %d" % a.seeds)
+        fail("--seeds must be >= 3, got %d" % a.seeds)
     if not os.access(a.exe, os.X_OK):
-        sys.exit("seed_table.py: error: --exe '%s' is not an executable (build first)" % a.exe)
+        fail("--exe '%s' is not an executable (build first)" % a.exe)
     os.makedirs(a.out, exist_ok=True)
     rows, t0, meta = [], time.time(), None
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,7 +69,7 @@ def main():
     wall = time.time() - t0
     csv = "seed,model,familiar,heldout,drop\n" + "".join(
         "%d,%s,%.6f,%.6f,%.6f\n" % r for r in rows)
-    atomic_write(os.path.join(a.out, "seed_table.csv"), csv)
+    write_table(TOOL, os.path.join(a.out, "seed_table.csv"), csv)
 
     def mean(model, col, seeds):
         return statistics.mean(r[col] for r in rows if r[1] == model and r[0] in seeds)
@@ -89,7 +93,7 @@ def main():
               "%.1f s wall for %d runs." % (a.seeds, " --reproducible" if a.reproducible else "",
                                              cpu_model(), os.cpu_count(), meta["git_commit"], wall,
                                              a.seeds))
-    atomic_write(os.path.join(a.out, "seed_table.md"), "\n".join(md) + "\n")
+    write_table(TOOL, os.path.join(a.out, "seed_table.md"), "\n".join(md) + "\n")
     print("\n".join(md))
 
 

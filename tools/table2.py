@@ -17,25 +17,19 @@ import argparse
 import csv
 import os
 import sys
-import tempfile
 
 # The package beside this file, found from here so that this runs from any directory.
 _HERE = os.path.dirname(os.path.realpath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+from viewgap_plots.table_io import fail as fail_as, write_table  # noqa: E402
+
+TOOL = "table2.py"
 
 
 def fail(msg):
-    sys.stderr.write(f"table2.py: error: {msg}\n")
-    sys.exit(2)
-
-
-def atomic_write(path, data):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp.")
-    with os.fdopen(fd, "w") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    fail_as(TOOL, msg)
 
 
 def read_sweep(d):
@@ -153,7 +147,7 @@ def main():
             "Paired over seeds, caps − CNN novel error (negative: the capsules err less); 'relative' is that "
             "difference over the CNN's novel error (the paper reports about −30 %):\n\n"
             + "\n".join(paired) + "\n" + (f"\n{note}\n" if note else ""))
-    atomic_write(os.path.join(args.out, args.file), text)
+    write_table(TOOL, os.path.join(args.out, args.file), text)
 
 
 if __name__ == "__main__":

@@ -21,13 +21,15 @@ import argparse
 import csv
 import os
 import sys
-import tempfile
 
 # The package beside this file, found from here so that this runs from any directory.
 _HERE = os.path.dirname(os.path.realpath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+from viewgap_plots.table_io import fail as fail_as, write_table  # noqa: E402
+
+TOOL = "toys_calibration.py"
 
 # smallNORB's standard split, raw pixels (LeCun, Huang & Bottou 2004, CVPR, as
 # issue 56 quotes them), and the targets the generator is calibrated to.
@@ -40,8 +42,7 @@ PUBLISHED = {
 
 
 def fail(msg):
-    sys.stderr.write(f"toys_calibration.py: error: {msg}\n")
-    sys.exit(2)
+    fail_as(TOOL, msg)
 
 
 def read_summary(path):
@@ -141,11 +142,7 @@ def main():
     note = few_seeds_note((r["n"] for r in found.values()), "Cells")
     if note:
         lines += ["", note]
-    out = a.out
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out) or ".", prefix=".tmp.")
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(tmp, out)
+    write_table(TOOL, a.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -15,25 +15,19 @@ import argparse
 import csv
 import os
 import sys
-import tempfile
 
 # The package beside this file, found from here so that this runs from any directory.
 _HERE = os.path.dirname(os.path.realpath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
+from viewgap_plots.table_io import fail as fail_as, write_table  # noqa: E402
+
+TOOL = "toys_table.py"
 
 
 def fail(msg):
-    sys.stderr.write(f"toys_table.py: error: {msg}\n")
-    sys.exit(2)
-
-
-def atomic_write(path, data):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp.")
-    with os.fdopen(fd, "w") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    fail_as(TOOL, msg)
 
 
 def read_summary(d):
@@ -110,7 +104,7 @@ def main():
     if note:
         lines += [note, ""]
     os.makedirs(a.out, exist_ok=True)
-    atomic_write(os.path.join(a.out, "table.md"), "\n".join(lines))
+    write_table(TOOL, os.path.join(a.out, "table.md"), "\n".join(lines))
     print(os.path.join(a.out, "table.md"))
 
 

@@ -37,9 +37,9 @@ def read_rows(tool, path, columns):
 
 
 def write_table(tool, path, text):
-    """`text` to the file `path` names (a symlink followed to its file), through a temporary file
-    beside it and a rename. Anything else already there (a directory, a FIFO, a device) is refused
-    before anything is written."""
+    """`text` to the file `path` names (a symlink followed to its file), in UTF-8 whatever the
+    locale, through a temporary file beside it and a rename. Anything else already there (a
+    directory, a FIFO, a device) is refused before anything is written."""
     target = os.path.realpath(path)
     if os.path.lexists(target) and not os.path.isfile(target):
         fail(tool, f"{path}: exists and is not a regular file; the table is written only to a regular file")
@@ -50,12 +50,14 @@ def write_table(tool, path, text):
     except OSError as e:
         fail(tool, f"{path}: cannot write ({e.strerror})")
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
         os.replace(tmp, target)
-    except OSError as e:
+    except BaseException as e:  # an interrupt, too, leaves no temporary file behind
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        fail(tool, f"{path}: cannot write ({e.strerror})")
+        if isinstance(e, OSError):
+            fail(tool, f"{path}: cannot write ({e.strerror})")
+        raise
