@@ -190,6 +190,7 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
   if (t.max_steps > 0) j["max_steps"] = t.max_steps;
   if (t.lr_schedule.kind != LrScheduleKind::constant) j["lr_schedule"] = lr_schedule_text(t.lr_schedule);
   if (t.eval_every > 0) j["eval_every"] = t.eval_every;
+  if (t.eval_until > 0) j["eval_until"] = t.eval_until;
   if (t.check_sample > 0) j["check_sample"] = t.check_sample;
   // The views that ran (smallNORB's files', not the rendering flags'), and
   // the protocol and data source that chose them.

@@ -90,6 +90,10 @@ const FlagSpec kRunFlags[] = {
      "Steps between checks inside an epoch: the familiar validation, familiar test and held-out errors then, the "
      "JSON's checks (default: at epoch ends only, the history)",
      false},
+    {"eval-until", &RunFlags::eval_until,
+     "--eval-every's checks up to this step only, the epoch ends after it: a dense start, where a fast model's "
+     "familiar error falls through the frontier's levels, without dense checks all through (default: all through)",
+     false},
     {"check-sample", &RunFlags::check_sample,
      "Images of each split a check scores (familiar validation, familiar test, held-out): a fixed subsample of at "
      "most N per split, drawn from the seed, the same at every check and for every model (the history, checks and "
@@ -484,7 +488,7 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   // Models fit in one pass (nn1) take no training step: the training flags would do nothing.
   if (std::all_of(o.models.begin(), o.models.end(), [](const std::string& m) { return find_model(m)->fit_in_one_pass; }))
     for (const char* name : {"n-epochs", "max-steps", "lr", "lr-schedule", "batch-size", "stop-at-familiar",
-                             "stop-check-every", "eval-every", "check-sample", "validation"})
+                             "stop-check-every", "eval-every", "eval-until", "check-sample", "validation"})
       if (flag_set(f, defaults, name))
         throw UsageError(std::string("--") + name, *run_flag(f, name),
                          "no model in --models '" + f.models + "' trains (each is fit in one pass)");
@@ -516,6 +520,10 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   }
   if (!f.eval_every.empty()) {
     o.train.eval_every = long(parse_int("--eval-every", f.eval_every, 1, 100000000));
+  }
+  if (!f.eval_until.empty()) {
+    if (f.eval_every.empty()) throw UsageError("--eval-until", f.eval_until, "has no effect without --eval-every");
+    o.train.eval_until = long(parse_int("--eval-until", f.eval_until, 1, 100000000));
   }
   if (!f.check_sample.empty()) {
     o.train.check_sample = int(parse_int("--check-sample", f.check_sample, 1, 100000000));

@@ -236,10 +236,12 @@ void Training::take_step(int epoch, const int* idx, int B, EpochLoss& sums) {
   res_.step_loss.push_back(loss);
 }
 
-// --eval-every: a check at every multiple of eval_every steps that ends no
-// epoch (an epoch's end is its history record) and is not the cap's.
+// --eval-every: a check at every multiple of eval_every steps (up to
+// --eval-until's step) that ends no epoch (an epoch's end is its history
+// record) and is not the cap's.
 bool Training::check_due(int start, int B) const {
-  return cfg_.eval_every > 0 && step_ % cfg_.eval_every == 0 && start + B < N_ && step_ < total_steps_;
+  return cfg_.eval_every > 0 && step_ % cfg_.eval_every == 0 && (cfg_.eval_until == 0 || step_ <= cfg_.eval_until) &&
+         start + B < N_ && step_ < total_steps_;
 }
 
 // The stopping rule (StopRule) is asked every cfg.stop_every steps within an

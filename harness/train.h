@@ -73,6 +73,8 @@ struct TrainConfig {
   int stop_every = 0;               // steps between checks of `stop`; 0: after each epoch
   // --eval-every: steps between checks inside an epoch (ModelResult::checks); 0: none.
   long eval_every = 0;
+  // --eval-until: eval_every's checks at steps up to this one only; 0: all through.
+  long eval_until = 0;
   // --check-sample: at most this many images of each evaluated split at a
   // check (an epoch's end or inside one), a fixed subsample drawn from `seed`
   // (check_sample_split); the final results score every image. 0: every image.

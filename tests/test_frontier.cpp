@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/frontier.h"
 #include "tests/test_util.h"
 
@@ -246,6 +248,31 @@ TEST(Frontier, ChecksInsideAnEpochAreTrajectoryRows) {
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_EQ(slurp(cut + "/trajectory.csv"), with);
   EXPECT_EQ(slurp(cut + "/frontier.csv"), slurp(checks + "/frontier.csv"));
+}
+
+// --eval-until: the checks inside an epoch up to its step, the epochs' ends
+// after it; a finished sweep's trajectory is whole to --resume, which trains nothing.
+TEST(Frontier, ChecksUpToEvalUntilAreWholeToResume) {
+  const std::string dir = fresh("until");
+  const std::string flags = " --seeds 0:1 --validation on --eval-every 1 --eval-until 2" + kFlags;
+  ASSERT_EQ(run("sweep --out " + dir + flags).code, 0);
+  const std::string trajectory = slurp(dir + "/trajectory.csv"), frontier = slurp(dir + "/frontier.csv");
+  std::map<std::string, std::vector<std::pair<int, long>>> rows;  // (epoch, step) by cell/model
+  for (const auto& r : csv_rows(trajectory)) rows[r[0] + "/" + r[4]].emplace_back(std::stoi(r[5]), std::stol(r[6]));
+  ASSERT_FALSE(rows.empty());
+  for (const auto& [key, t] : rows) {
+    SCOPED_TRACE(key);
+    ASSERT_GT(t.size(), 3u);
+    EXPECT_EQ(t[0].second, 1);
+    EXPECT_EQ(t[1].second, 2);
+    for (size_t e = 2; e < t.size(); ++e)  // after step 2, the epochs' ends alone
+      EXPECT_EQ(t[e].second, long(t[e].first) * t.back().second / long(t.back().first));
+  }
+  const Outcome resumed = run("sweep --out " + dir + " --resume" + flags);
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/meta.json"))["trainings"]["groups"], 0);
+  EXPECT_EQ(slurp(dir + "/trajectory.csv"), trajectory);
+  EXPECT_EQ(slurp(dir + "/frontier.csv"), frontier);
 }
 
 // ---- agreement with --match-familiar ----

@@ -259,6 +259,33 @@ TEST(Training, ChecksInsideAnEpochLeaveTheEpochsAsTheyWere) {
   }
 }
 
+// --eval-until: --eval-every's checks up to its step only, the epoch ends after
+// it as before; the training is the same bits.
+TEST(Training, ChecksStopAtEvalUntil) {
+  RunOptions o = small_run();
+  o.train.n_epochs = 2;
+  o.data.n_val_per_combo = 1;
+  o.models = {"cnn"};
+  o.train.eval_every = 1;
+  const RunResult all = run_experiment(o);
+  const long spe = all.models[0].steps / 2;
+  ASSERT_GT(spe, 3);
+  o.train.eval_until = spe + 1;  // the first epoch's checks and the second's first
+  const RunResult until = run_experiment(o);
+  const ModelResult &a = all.models[0], &u = until.models[0];
+  EXPECT_EQ(u.step_loss, a.step_loss);
+  EXPECT_EQ(u.heldout, a.heldout);
+  ASSERT_EQ(u.history.size(), a.history.size());
+  for (size_t e = 0; e < u.history.size(); ++e) EXPECT_EQ(u.history[e].validation, a.history[e].validation);
+  ASSERT_EQ(u.checks.size(), size_t(spe));  // steps 1..spe-1, then spe+1
+  for (size_t c = 0; c < u.checks.size(); ++c) {
+    EXPECT_EQ(u.checks[c].step, a.checks[c].step);
+    EXPECT_EQ(u.checks[c].validation, a.checks[c].validation);
+  }
+  EXPECT_EQ(u.checks.back().step, spe + 1);
+  EXPECT_EQ(u.checks.back().epoch, 2);
+}
+
 // With two threads or more, the first model is prepared (made, initialised,
 // its Trainer built) on its training thread while the data is synthesised.
 // What fails around that overlap fails as it does on one thread: a model that
