@@ -301,6 +301,12 @@ int cli_main(int argc, char** argv) {
   prof->add_option("--seed", pf.seed, "Seed of data and initialisation")->capture_default_str();
   prof->add_option("--threads", pf.threads, "oneDNN threads")->capture_default_str();
   add_model_flags(prof, pf.options);
+  {  // run's data flags, so that a model is timed on the images a run would give it
+    std::vector<std::string> not_data;
+    for (const FlagSpec& s : run_flag_specs())
+      if (std::string(s.name) != "data" && std::string(s.name) != "split") not_data.push_back(s.name);
+    add_run_flags(prof, pf.data, not_data, /*model_options=*/false);
+  }
   prof->add_option("--out", pf.out, "CSV: one row per layer and pass")->capture_default_str();
   prof->add_option("--trace", pf.trace, "Also write a Chrome trace-event JSON (Perfetto, chrome://tracing)");
   prof->add_flag("--reproducible", pf.reproducible, repro_help);
@@ -337,6 +343,7 @@ int cli_main(int argc, char** argv) {
     vf.run.typed = typed_options(eval);
     sf.run.typed = typed_options(sweep);
     pf.typed = typed_options(prof);
+    pf.data.typed = pf.typed;
     ef.typed = typed_options(exp);
     if (run->parsed()) return do_run(rf);
     if (eval->parsed()) return do_eval(vf);

@@ -13,7 +13,8 @@ int do_profile(const ProfileFlags& f) {
   ProfileOptions o;
   if (find_model(f.model) == nullptr) throw UsageError("--model", f.model, "unknown model (expected " + model_names() + ")");
   const ModelOptions given = given_model_options(f.options, f.typed);
-  check_models("--model", f.model, {f.model}, given);
+  const DataShape shape = run_data_shape(f.data, &o.data);
+  check_models("--model", f.model, {f.model}, given, shape);
   if (find_model(f.model)->fit_in_one_pass)
     throw UsageError("--model", f.model, "is fit in one pass over the training set: it has no training step to profile");
   o.model = f.model;
@@ -25,12 +26,14 @@ int do_profile(const ProfileFlags& f) {
   const int threads = int(parse_int("--threads", f.threads, 1, 1024));
   if (f.reproducible && threads != 1)
     throw UsageError("--threads", f.threads, "--reproducible runs on one thread (oneDNN splits its sums by thread count)");
-  const double need = model_bytes(f.model, given, o.batch) + dataset_bytes(DataConfig{}) + kBaseBytes;
+  const double need = model_bytes(f.model, given, o.batch, shape.shape) + dataset_bytes(o.data) + kBaseBytes;
   if (need > available_bytes()) {
     const ProfileFlags defaults;
     const SizeFlag batch{f.typed.count("batch-size") > 0 || f.batch_size != defaults.batch_size, f.batch_size,
                          int(parse_int("--batch-size", defaults.batch_size, 1, 4096)), "--batch-size"};
-    refuse_model_size(model_size_drivers(f.model, given, o.batch, batch, ImageShape{}, SizeFlag{}), "--model", f.model,
+    refuse_model_size(model_size_drivers(f.model, given, o.batch, batch, shape.shape,
+                                         SizeFlag{!shape.flag.empty() && f.typed.count(shape.flag.substr(2)) > 0,
+                                                  shape.value, 0, shape.flag}), "--model", f.model,
                       "model '" + f.model + "' needs about " + gigabytes(need) + ", more than the " +
                           gigabytes(available_bytes()) + " of memory available");
   }

@@ -39,6 +39,7 @@ struct ProfileFlags {
   ModelOptions options = RunFlags::default_model_options();
   std::set<std::string> typed;  // the options given on the command line
   bool reproducible = false;
+  RunFlags data;  // run's data flags (--data, --split, each protocol's): the images profiled
 };
 
 int do_run(const RunFlags& f);             // app/cmd_run.cpp

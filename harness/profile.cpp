@@ -52,7 +52,7 @@ double percentile(std::vector<double> v, double p) {
 
 void run_profile(const ProfileOptions& opt) {
   const double peak = fma_peak_gflops(0.2);
-  DataConfig dc;
+  DataConfig dc = opt.data;
   dc.seed = opt.train.seed;
   const Dataset data = make_dataset(dc);
   auto model = make_model(opt.model, opt.train.model, opt.batch, data.train.shape());
@@ -104,8 +104,8 @@ void run_profile(const ProfileOptions& opt) {
       "model,batch,layer,pass,calls,median_us,p90_us,share,flops,gflops,peak_pct,peak_gflops\n";
   std::ostringstream table;
   char line[256];
-  std::snprintf(line, sizeof line, "%s, batch %d, %d steps; FMA peak of this core %.1f GFLOP/s\n",
-                opt.model.c_str(), B, opt.steps, peak);
+  std::snprintf(line, sizeof line, "%s, batch %d, %d steps, images %s; FMA peak of this core %.1f GFLOP/s\n",
+                opt.model.c_str(), B, opt.steps, data.train.shape().text().c_str(), peak);
   table << line;
   // The name columns as wide as their longest entry (convcaps' "convcaps1.routing"),
   // so every row's numbers stand under their headings.

@@ -427,12 +427,13 @@ const Protocol& select_run_protocol(const RunFlags& flags, const RunFlags& defau
   return flag_errors([&]() -> const Protocol& { return select_protocol(RunFlagSource(flags, defaults)); });
 }
 
-DataShape run_data_shape(const RunFlags& flags) {
+DataShape run_data_shape(const RunFlags& flags, DataConfig* config) {
   const RunFlags defaults;
   const Protocol& protocol = select_run_protocol(flags, defaults);
   const RunFlags f = with_preset(protocol, flags, defaults);
   DataConfig d;
   flag_errors([&] { protocol.configure(RunFlagSource(f, defaults), &d); });
+  if (config != nullptr) *config = d;
   return data_shape(f, d);
 }
 

@@ -187,8 +187,9 @@ const Protocol& select_run_protocol(const RunFlags& flags, const RunFlags& defau
 
 // The images `run`'s flags give its models (their protocol chosen and
 // configured as validate_run does), before anything else is judged: `eval`
-// compares them with its model's first.
-DataShape run_data_shape(const RunFlags& flags);
+// compares them with its model's first, `profile` times its model on them.
+// `config`: where set, the data configuration too (its seed left at 0).
+DataShape run_data_shape(const RunFlags& flags, DataConfig* config = nullptr);
 
 // Validates every flag into RunOptions, throwing UsageError naming the first
 // bad one. `sweep`: the held-out window, memory and outputs are the sweep's to

@@ -68,6 +68,8 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"profile --steps 0", "", "--steps '0'"},
       {"profile --model rnn", "", "--model 'rnn'"},
       {"profile --model nn1", "", "--model 'nn1': is fit in one pass"},
+      {"profile --split bogus", "", "--split 'bogus': unknown split"},
+      {"profile --canvas 40", "", "--canvas '40': applies with --split translation only"},
       {"run --stop-at-familiar 0", "", "--stop-at-familiar '0'"},
       {"run --stop-at-familiar 1.01", "", "--stop-at-familiar '1.01'"},
       {"run --stop-at-familiar 0.9 --match-familiar cnn", "", "--stop-at-familiar '0.9': conflicts with --match-familiar"},
@@ -323,6 +325,28 @@ TEST(Cli, ProfileWritesPerLayerCsvAndTrace) {
     EXPECT_NE(o.out.find("FMA peak"), std::string::npos);
     EXPECT_NE(o.err.find("viewgap profile: wrote " + dir + "p.csv and " + dir + "t.json\n"), std::string::npos) << o.err;
   }
+}
+
+// run's data flags choose the images profiled: the model is built for their
+// shape, which the title names, and its first layer's work grows with it.
+TEST(Cli, ProfileTimesTheModelOnTheImagesRunsDataFlagsGive) {
+  const std::string csv = vg::test::temp_dir() + "viewgap_profile_shape." + std::to_string(getpid()) + ".csv";
+  auto conv1_flops = [&](const std::string& flags) {
+    const Outcome o = run("profile --model cnn --steps 2 --warmup 1 --out " + csv + flags);
+    EXPECT_EQ(o.code, 0) << o.err;
+    const std::string text = vg::test::slurp(csv);
+    const size_t at = text.find(",conv1,forward,");
+    EXPECT_NE(at, std::string::npos) << text;
+    std::vector<std::string> f;
+    std::istringstream row(text.substr(at + 1, text.find('\n', at) - at - 1));
+    for (std::string x; std::getline(row, x, ',');) f.push_back(x);
+    return std::make_pair(o.out.substr(0, o.out.find('\n')), std::stod(f.at(6)));  // conv1,forward,calls,median,p90,share,flops
+  };
+  const auto [small_title, small] = conv1_flops("");
+  const auto [big_title, big] = conv1_flops(" --split translation --canvas 40");
+  EXPECT_NE(small_title.find("images 1 x 32 x 32, 5 classes"), std::string::npos) << small_title;
+  EXPECT_NE(big_title.find("images 1 x 40 x 40, 5 classes"), std::string::npos) << big_title;
+  EXPECT_GT(big, small * 1.4);  // a same-padded convolution's work goes with the pixels: (40 / 32)^2
 }
 
 // The table's numbers stand under their headings whatever a model calls its
