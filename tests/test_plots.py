@@ -595,6 +595,32 @@ class PlotTest(unittest.TestCase):
                 w.writerow(r)
         self.assertEqual(table(d)[0].replace(d, "DIR"), table(flipped)[0].replace(flipped, "DIR"))
 
+    def test_verdict_table_yardsticks_are_read_gap_by_gap(self):
+        """--yardsticks with a sweep of several gaps: a gap column, each gap's rows at the level
+        the two networks matched at that gap, the yardsticks' frontier rows there."""
+        d = self.path("nets")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d,
+                        "--models", "caps,cnn"], check=True)
+        y = self.path("yard")
+        shutil.copytree(os.path.join(FIXTURES, "sweep"), y)
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", y], check=True)
+        out = self.path("v.md")
+        r = self.verdict("--sweep", "azimuth=" + d, "--yardsticks", "azimuth=" + y, "--caps", "caps", "--cnn", "cnn",
+                         "--target", "azimuth=0.1", "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            md = f.read()
+        with open(os.path.join(y, "frontier.csv"), newline="") as f:
+            yrows = [x for x in csv.DictReader(f) if x["kind"] == "model" and x["metric"] == "heldout_error"
+                     and x["model"] == "cnn136" and round(float(x["level"]), 3) == 0.1]
+        self.assertEqual(len(yrows), 3)  # gaps 0, 30, 60
+        for x in yrows:
+            line = [l for l in md.splitlines() if l.startswith(f"| {float(x['gap']):g} | cnn136 |")]
+            self.assertEqual(len(line), 1, md)
+            self.assertIn(f"| 0.100 | ", line[0])
+            self.assertIn(f"{float(x['mean']):.3f} [{float(x['ci_lo']):.3f}, {float(x['ci_hi']):.3f}] "
+                          f"({x['n']}/{x['seeds']}) |", line[0])
+
     def test_verdict_table_errors_are_one_line(self):
         """Bad flags, a missing or headless frontier, an absent network and an output that is a
         directory: one line naming it, exit 2, nothing written."""

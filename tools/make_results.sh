@@ -67,6 +67,11 @@
 #                                            standard split, 30 epochs, 5 seeds, beside the published
 #                                            figures in the same table; hours on 2 cores, checkpointed
 #                                            and resumable; results/provenance_fashion-trained.md)
+#        bash tools/make_results.sh fashion-plane (issue 52: caps, cnn, dr, nn1 and linear on
+#                                            verdict-fashion's splits, 30 seeds, the verdict's
+#                                            yardsticks on them; PROTOCOLS=rotation for one; hours on 2
+#                                            cores, checkpointed, rerunning it resumes;
+#                                            results/fashion_plane_*/, results/provenance_fashion-plane[-P].md)
 #        bash tools/make_results.sh verdict-toys (issue 57: convcaps by the paper's and the official
 #                                            routing and cnn-paper on the calibrated toys, both
 #                                            protocols, 10 seeds, 40 epochs, every epoch's familiar
@@ -88,8 +93,8 @@
 # number the docs quote, from the tables as they now stand.
 set -euo pipefail
 case "${1:-}" in
-  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | toys-calibration-lights | toys-calibration-lr | toys-calibrated | toys-calibrated-gaps | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | fashion-trained | verdict-toys | verdict-fashion | figures) ;;
-  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, toys-calibration, toys-calibration-trained, toys-calibration-lights, toys-calibration-lr, toys-calibrated, toys-calibrated-gaps, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb, fashion, fashion-trained, verdict-toys, verdict-fashion or figures" >&2
+  '' | plane | robustness | ablation | table2 | toys | toys-seeds | toys-dr | toys-gaps | toys-calibration | toys-calibration-trained | toys-calibration-lights | toys-calibration-lr | toys-calibrated | toys-calibrated-gaps | convcaps | convcaps-splits | convcaps-table2 | convcaps-table2-seeds | convcaps-norb | fashion | fashion-trained | fashion-plane | verdict-toys | verdict-fashion | figures) ;;
+  *) echo "make_results.sh: '$1': expected nothing, plane, robustness, ablation, table2, toys, toys-seeds, toys-dr, toys-gaps, toys-calibration, toys-calibration-trained, toys-calibration-lights, toys-calibration-lr, toys-calibrated, toys-calibrated-gaps, convcaps, convcaps-splits, convcaps-table2, convcaps-table2-seeds, convcaps-norb, fashion, fashion-trained, fashion-plane, verdict-toys, verdict-fashion or figures" >&2
      exit 2 ;;
 esac
 cd "$(dirname "$0")/.."
@@ -359,13 +364,38 @@ verdict_fashion_steps() {
   done
   local sections=()
   for protocol in translation rotation affine; do
-    [ -f "$out/verdict_fashion_$protocol/summary.csv" ] && sections+=(--sweep "$protocol=$out/verdict_fashion_$protocol")
+    [ -f "$out/verdict_fashion_$protocol/summary.csv" ] || continue
+    sections+=(--sweep "$protocol=$out/verdict_fashion_$protocol")
+    [ -f "$out/fashion_plane_$protocol/summary.csv" ] && sections+=(--yardsticks "$protocol=$out/fashion_plane_$protocol")
   done
   [ ${#sections[@]} -gt 0 ] && step "verdict, Fashion-MNIST, table" $py tools/verdict_table.py "${sections[@]}" \
     --data "Fashion-MNIST under in-plane changes" \
-    --made-by "the sweeps \`tools/make_results.sh verdict-fashion\` runs (commands and machines in \`results/provenance_verdict-fashion*.md\`)" \
+    --made-by "the sweeps \`tools/make_results.sh verdict-fashion\` runs and, for the yardsticks, \`fashion-plane\`'s (commands and machines in \`results/provenance_verdict-fashion*.md\` and \`results/provenance_fashion-plane*.md\`)" \
     --out "$out/verdict_fashion.md"
   return 0
+}
+fashion_plane_steps() {
+  # Seed 2's question on real photographs (issue 52, section 6), and the
+  # verdict's yardsticks on them (issue 57, section 2): the seed's models and
+  # the baselines on verdict-fashion's splits, 30 seeds, its budget and checks
+  # (3 epochs; --validation on, so each has a frontier), paired with the CNN.
+  # dr at its documented rate. Checkpointed: rerunning the part resumes each
+  # sweep. PROTOCOLS picks the protocols.
+  local protocol dir resume
+  for protocol in ${PROTOCOLS:-translation rotation affine}; do
+    dir=$out/fashion_plane_$protocol
+    resume=()
+    [ -f "$dir/meta.json" ] && resume=(--resume)
+    step "Fashion-MNIST in-plane, $protocol" "$exe" sweep $(fashion_plane_flags "$protocol") \
+      --checkpoint-every 10m --out "$dir" "${resume[@]}"
+    compute_step "$dir"
+    step "Fashion-MNIST in-plane, $protocol, figures" bash -c \
+      "mkdir -p $out/figures/fashion_plane_$protocol && $py tools/plot.py sweep $dir --out $out/figures/fashion_plane_$protocol"
+  done
+}
+fashion_plane_flags() {  # protocol: as verdict_fashion_flags, the seed's models and the baselines at 30 seeds
+  verdict_fashion_flags "$1" | sed -e 's/--seeds 0:9/--seeds 0:29/' \
+    -e 's/--models convcaps,cnn-paper --reference convcaps/--models caps,cnn,dr,nn1,linear --reference cnn/'
 }
 verdict_fashion_flags() {  # protocol: the verdict's Fashion-MNIST sweep's flags, less --out
   local canvas=""
@@ -620,7 +650,7 @@ case "${1:-}" in
     summary_step
     # A *-seeds run for some protocols keeps the record of the run for the others.
     name=$1
-    case "$1" in toys-seeds | convcaps-table2-seeds | verdict-toys | verdict-fashion) [ -n "${PROTOCOLS:-}" ] && name=$1-$(echo $PROTOCOLS | tr ' ' -) ;; esac
+    case "$1" in toys-seeds | convcaps-table2-seeds | fashion-plane | verdict-toys | verdict-fashion) [ -n "${PROTOCOLS:-}" ] && name=$1-$(echo $PROTOCOLS | tr ' ' -) ;; esac
     mv "$prov" "$out/provenance_$name.md"
     cat "$out/provenance_$name.md"
     exit 0

@@ -13,7 +13,7 @@ that every seed of both networks reached, nearest the target: the paper's 3.7 % 
 4.3 % on elevation, `--target PROTOCOL=L` for another, `--target PROTOCOL=lowest` for the lowest
 level both reach (the default for a protocol the paper did not run). `--yardsticks PROTOCOL=DIR`
 adds a sweep of other models on the same protocol: their final errors (summary.csv) and their
-frontier at the section's first matched level. Errors are one line, exit 2.
+frontier at the section's matched level (its first recipe's, gap by gap). Errors are one line, exit 2.
 """
 import argparse
 import os
@@ -187,7 +187,7 @@ def main():
     caps, cnn = a.caps, a.cnn
 
     main_rows, level_sections, counts, paired_counts, notes = [], [], [], [], []
-    chosen_first = {}
+    chosen = {}  # protocol: {gap: the matched level of its first grid point}
     for protocol, d in sweeps.items():
         f = Frontier(d)
         for m in (caps, cnn):
@@ -198,8 +198,8 @@ def main():
         for group in f.groups:
             level = choose(f, group, caps, cnn, target)
             name = f.name(group)
-            if protocol not in chosen_first:
-                chosen_first[protocol] = level
+            if group[0] == f.groups[0][0]:
+                chosen.setdefault(protocol, {})[group[1]] = level
             if level is None:
                 main_rows.append(f"| {protocol} | {name} | none | — | — | — | — | — | — | — | — | "
                                  "no familiar level that every seed of both reached |")
@@ -264,39 +264,47 @@ def main():
     for protocol, d in yardsticks.items():
         path = os.path.join(d, "summary.csv")
         rows = read_rows(TOOL, path, SUMMARY)
-        if len({(r["grid"], r["gap"]) for r in rows}) != 1:
-            fail(f"{path}: expected one grid point and one gap (a sweep of the protocol's paper split)")
-        acc = {(r["model"], r["metric"]): r for r in rows if r["kind"] == "model"}
+        if len({r["grid"] for r in rows}) != 1:
+            fail(f"{path}: expected one grid point (a sweep of the protocol's split)")
+        acc = {}  # (gap, model, metric): row
+        for r in rows:
+            if r["kind"] == "model":
+                for c in ("gap", "n", "mean", "ci_lo", "ci_hi"):
+                    r[c] = number(path, r, c)
+                acc[(r["gap"], r["model"], r["metric"])] = r
         if not acc:
             fail(f"{path}: no model rows")
+        gaps = list(dict.fromkeys(g for g, _, _ in acc))
         yf = Frontier(d, required=False) if os.path.lexists(os.path.join(d, "frontier.csv")) else None
-        level = chosen_first.get(protocol)
-        at = f"at L = {level:.3f}" if level is not None else "at L"
+        levels = chosen.get(protocol, {})
+        several = len(gaps) > 1
         lines += [f"## The yardsticks, {protocol} (`{d}`)", "",
                   "Each model's errors where its training ended (by the sweep's stopping rule, if it "
-                  "had one: its meta.json), and at the level L where its familiar validation error first "
-                  "reached it.", "",
-                  f"| model | familiar error, final | novel error, final | familiar error {at} | "
-                  f"novel error {at} (seeds that reached it) |", "|---|---|---|---|---|"]
-        for model in dict.fromkeys(m for m, _ in acc):
-            fam, nov = acc.get((model, "familiar")), acc.get((model, "heldout"))
-            if not fam or not nov:
-                continue
-            for r in (fam, nov):
-                for c in ("n", "mean", "ci_lo", "ci_hi"):
-                    r[c] = number(path, r, c)
-            counts += [fam["n"], nov["n"]]
-            final = [f"{1 - r['mean']:.3f} [{1 - r['ci_hi']:.3f}, {1 - r['ci_lo']:.3f}]" for r in (fam, nov)]
-            cells = ["—", "— (no trajectory: fit in one pass, or no validation)"]
-            if yf and yf.groups and level is not None:
-                g = yf.groups[0]
-                fr, nr = (yf.model.get((g, model, mt, round(level, 6))) for mt in ("familiar_error", "heldout_error"))
-                if fr and nr and nr["n"] > 0:
-                    counts += [nr["n"]]
-                    cells = [err(fr), f"{err(nr)} ({nr['n']:.0f}/{nr['seeds']:.0f})"]
-                elif nr:
-                    cells = ["—", f"— (0/{nr['seeds']:.0f} seeds reached it)"]
-            lines.append(f"| {model} | {final[0]} | {final[1]} | {cells[0]} | {cells[1]} |")
+                  "had one: its meta.json), and at the level L of the table above (its first recipe's, at "
+                  "the same gap) where its familiar validation error first reached it.", "",
+                  ("| gap " if several else "") + "| model | familiar error, final | novel error, final | "
+                  "L | familiar error at L | novel error at L (seeds that reached it) |",
+                  ("|---" if several else "") + "|---|---|---|---|---|---|"]
+        for gap in gaps:
+            level = levels.get(gap)
+            for model in dict.fromkeys(m for g, m, _ in acc if g == gap):
+                fam, nov = acc.get((gap, model, "familiar")), acc.get((gap, model, "heldout"))
+                if not fam or not nov:
+                    continue
+                counts += [fam["n"], nov["n"]]
+                final = [f"{1 - r['mean']:.3f} [{1 - r['ci_hi']:.3f}, {1 - r['ci_lo']:.3f}]" for r in (fam, nov)]
+                cells = ["—", "— (no trajectory: fit in one pass, or no validation)"]
+                group = next((grp for grp in (yf.groups if yf else []) if grp[1] == gap), None)
+                if group is not None and level is not None:
+                    fr, nr = (yf.model.get((group, model, mt, round(level, 6))) for mt in ("familiar_error", "heldout_error"))
+                    if fr and nr and nr["n"] > 0:
+                        counts += [nr["n"]]
+                        cells = [err(fr), f"{err(nr)} ({nr['n']:.0f}/{nr['seeds']:.0f})"]
+                    elif nr:
+                        cells = ["—", f"— (0/{nr['seeds']:.0f} seeds reached it)"]
+                lv = "—" if level is None else f"{level:.3f}"
+                lines.append((f"| {gap:g} " if several else "") + f"| {model} | {final[0]} | {final[1]} | {lv} | "
+                             f"{cells[0]} | {cells[1]} |")
         lines.append("")
 
     lines += ["## Paired differences at every familiar level both networks reach", "",
