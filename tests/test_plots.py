@@ -576,6 +576,7 @@ class PlotTest(unittest.TestCase):
         self.assertLess(float(pair[0.06]["ci_hi"]), 0)
         self.assertIn("| not resolved (p = 0.062); ", row[0])
         self.assertIn("the target 0.037 is below every level both reached on every seed", md)
+        self.assertNotIn("do not overlap", md)  # the fixture's familiar errors are 0.9 L for both
         self.assertIn("| 0.060 ← |", md)
         self.assertNotIn("| 0.050 |", md)  # cnn's seeds 1-4 had not reached 0.05
         _, row = table(d, "--target", "azimuth=0.1")

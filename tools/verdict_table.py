@@ -217,6 +217,11 @@ def main():
                 f"| {protocol} | {name} | {level:.3f} ({aim}) | {err(fam[0])} | {err(fam[1])} | {err(nov[0])} | "
                 f"{err(nov[1])} | {signed(m, lo, hi)} | {w:.0f}/{t:.0f}/{l_:.0f} | {p:.2g} | "
                 f"{signed(m, lo, hi, nov[1]['mean'], pct=True)} | {reading(d_, nov[1]['mean'])} |")
+            if fam[0]["ci_lo"] > fam[1]["ci_hi"] or fam[1]["ci_lo"] > fam[0]["ci_hi"]:
+                # The frontier reads a network at its first check at or below L: one whose checks
+                # are sparse where its error falls can be read well below L (--eval-every/--eval-until).
+                notes.append(f"{protocol}, {name}: at {level:.3f} the two familiar test errors' CIs do not overlap "
+                             f"({caps} {fam[0]['mean']:.3f}, {cnn} {fam[1]['mean']:.3f}): the match is loose there.")
             if target is not None and level > target + 1e-9:
                 notes.append(f"{protocol}, {name}: the target {target:.3f} is below every level both reached "
                              f"on every seed; the row compares at {level:.3f}.")
