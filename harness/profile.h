@@ -15,7 +15,8 @@ struct ProfileOptions {
   std::string out_csv, trace;  // trace: Chrome trace-event JSON, "" for none
 };
 
-// Runs opt.steps training steps (after opt.warmup untimed ones) on opt.data; writes the CSV (and trace) atomically and prints a table on stdout.
+// Runs opt.steps training steps (after opt.warmup untimed ones) on opt.data;
+// writes the CSV (and trace) atomically and prints a table on stdout.
 void run_profile(const ProfileOptions& opt);
 
 }  // namespace vg
