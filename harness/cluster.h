@@ -5,7 +5,7 @@
 // directory, the only object linked against libmpi, and joins the job; started
 // as a plain process it never touches MPI, so it runs where no MPI is
 // installed. The module is a thin C table over six MPI calls; what the ranks
-// say to each other is harness/sweep_runner.cpp's.
+// say to each other is harness/sweep_runner_internal.h's.
 #pragma once
 #include <memory>
 #include <string>

@@ -1,22 +1,17 @@
+// A sweep run from rank 0 or a single process (interface:
+// harness/sweep_runner.h): the cells still to run, gathered by training group;
+// the kept rows rewritten; each cell landed in the tables as its rows arrive,
+// from the local slots and the MPI workers alike; meta.json and the final
+// tables. A group's run and the slots: sweep_group.cpp; the workers' side:
+// sweep_worker.cpp.
 #include "harness/sweep_runner.h"
 
-#include <omp.h>
-#include <tbb/concurrent_queue.h>
-#include <tbb/global_control.h>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
-#include <tbb/task_group.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <deque>
-#include <condition_variable>
 #include <cstdio>
-#include <cstring>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -27,6 +22,7 @@
 #include "harness/output.h"
 #include "harness/report.h"
 #include "harness/sweep_checkpoints.h"
+#include "harness/sweep_runner_internal.h"
 
 namespace vg {
 
@@ -58,163 +54,6 @@ struct InterruptProgress {
   ~InterruptProgress() { set_interrupt_progress(nullptr, 0); }
 };
 
-// The models of plan.models that the group of `lead` trains (indices): those
-// whose rows no other grid point's training gives (SweepCell::trained_in).
-std::vector<size_t> trained_here(const SweepPlan& plan, const SweepCell& lead) {
-  std::vector<size_t> ks;
-  for (size_t k = 0; k < plan.models.size(); ++k)
-    if (plan.trained_in(lead, k) == lead.id) ks.push_back(k);
-  return ks;
-}
-
-// The cells of one training group (one seed and grid point, the gaps still to
-// run): each model it trains (trained_here) trained once and evaluated at
-// every cell's held-out set (run_experiments), with the bits `viewgap run`
-// gives each cell alone. A failing model, or a cell whose data cannot be made,
-// is recorded in its rows and the rest still run. `trainings`: how many the
-// group took (1, unless a cell's training differs from the others');
-// `interrupted`: whether an interrupt stopped any of them (its rows are then
-// not whole); rows: its cells' of the models it trains.
-std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const SweepCell*>& cells, int* trainings,
-                               bool* interrupted) {
-  omp_set_num_threads(1);  // one thread per group: groups are the parallelism
-  const std::vector<size_t> ks = trained_here(plan, *cells.front());
-  std::vector<RunOptions> opts;
-  for (const SweepCell* c : cells) {
-    opts.push_back(c->opt);
-    opts.back().models.clear();
-    for (size_t k : ks) opts.back().models.push_back(plan.models[k]);
-    opts.back().keep_going = true;
-    opts.back().train.checkpoint = cell_checkpoints(plan, *c);
-  }
-  std::vector<RunResult> results;
-  std::string group_error;
-  try {
-    results = run_experiments(opts, trainings);
-  } catch (const std::exception& e) {
-    group_error = *e.what() ? e.what() : "unknown error";
-    results.assign(cells.size(), {});
-    for (RunResult& r : results) r.error = group_error;
-  }
-  *interrupted = std::any_of(results.begin(), results.end(), [](const RunResult& r) {
-    return std::any_of(r.models.begin(), r.models.end(), [](const ModelResult& m) { return m.interrupted; });
-  });
-  std::vector<CellRow> mine;
-  for (size_t i = 0; i < cells.size(); ++i) {
-    const SweepCell& c = *cells[i];
-    const RunResult& res = results[i];
-    for (size_t j = 0; j < ks.size(); ++j) {
-      CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, plan.models[ks[j]], "ok", "", 0, 0, 0, 0, 0, {}, {}};
-      r.axis = c.axis;
-      r.unit = c.unit;
-      r.provenance = this_provenance();  // a worker rank's own, sent to rank 0 with the row
-      const ModelResult* m = res.error.empty() ? &res.models[j] : nullptr;
-      if (m != nullptr && m->error.empty()) {
-        r.familiar = m->familiar;
-        r.heldout = m->heldout;
-        r.drop = m->drop;
-        r.n_params = m->n_params;
-        r.steps = m->steps;
-        r.validation = m->validation;
-        r.axis_acc = m->axis_acc;
-        r.axis_dist = c.axis_distances;
-        // The epochs' ends and (--eval-every) the checks inside them, in step order.
-        auto point = [&](const EpochStats& e) {
-          r.trajectory.push_back({e.epoch, e.step, 1 - e.validation, 1 - e.familiar, 1 - e.heldout});
-        };
-        size_t k = 0;
-        for (const EpochStats& e : m->history) {
-          for (; k < m->checks.size() && m->checks[k].step < e.step; ++k) point(m->checks[k]);
-          point(e);
-        }
-      } else {
-        r.status = "failed";
-        r.familiar = r.heldout = r.drop = NAN;
-        r.reason = m != nullptr ? m->error : res.error;
-        std::replace(r.reason.begin(), r.reason.end(), ',', ';');
-        std::replace(r.reason.begin(), r.reason.end(), '\n', ' ');
-        std::replace(r.reason.begin(), r.reason.end(), '\r', ' ');
-      }
-      if (m != nullptr) r.seconds = m->train_s + m->eval_s + m->circle_s;
-      mine.push_back(r);
-    }
-  }
-  return mine;
-}
-
-// A cell's rows as a worker rank sends them to rank 0: every number exactly
-// (JSON doubles round-trip; NaN travels as null), so rank 0 writes the bytes the
-// worker would have. The cell's seed, gap and grid are rank 0's own plan's.
-nlohmann::json rows_json(const std::vector<CellRow>& rows) {
-  auto real = [](double v) { return std::isnan(v) ? nlohmann::json() : nlohmann::json(v); };
-  nlohmann::json out = nlohmann::json::array();
-  for (const CellRow& r : rows) {
-    nlohmann::json acc = nlohmann::json::array(), dist = nlohmann::json::array(), traj = nlohmann::json::array();
-    for (double v : r.axis_acc) acc.push_back(real(v));
-    for (double v : r.axis_dist) dist.push_back(real(v));
-    for (const TrajectoryPoint& t : r.trajectory)
-      traj.push_back({t.epoch, t.step, real(t.validation_error), real(t.familiar_error), real(t.heldout_error)});
-    const Provenance& p = r.provenance;
-    out.push_back({{"cell", r.cell}, {"model", r.model}, {"status", r.status}, {"reason", r.reason},
-                   {"familiar", real(r.familiar)}, {"heldout", real(r.heldout)}, {"drop", real(r.drop)},
-                   {"seconds", r.seconds}, {"n_params", r.n_params}, {"steps", r.steps},
-                   {"validation", real(r.validation)}, {"axis_acc", acc}, {"axis_dist", dist}, {"trajectory", traj},
-                   {"provenance", {p.commit, p.dirty, p.compiler, p.cpu, p.isa, p.host}}});
-  }
-  return out;
-}
-
-std::vector<CellRow> rows_from_json(const nlohmann::json& j, const SweepPlan& plan) {
-  auto real = [](const nlohmann::json& v) { return v.is_null() ? double(NAN) : v.get<double>(); };
-  std::vector<CellRow> rows;
-  for (const nlohmann::json& x : j) {
-    const int id = x.at("cell").get<int>();
-    if (id < 0 || id >= int(plan.cells.size())) throw std::runtime_error("a worker sent cell " + std::to_string(id) + ", not in the plan");
-    const SweepCell& c = plan.cells[size_t(id)];
-    CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, x.at("model").get<std::string>(), x.at("status").get<std::string>(),
-              x.at("reason").get<std::string>(), real(x.at("familiar")), real(x.at("heldout")), real(x.at("drop")),
-              x.at("seconds").get<double>(), x.at("n_params").get<size_t>(), {}, {}};
-    r.axis = c.axis;
-    r.unit = c.unit;
-    r.steps = x.at("steps").get<long>();
-    r.validation = real(x.at("validation"));
-    for (const auto& v : x.at("axis_acc")) r.axis_acc.push_back(real(v));
-    for (const auto& v : x.at("axis_dist")) r.axis_dist.push_back(real(v));
-    for (const auto& t : x.at("trajectory"))
-      r.trajectory.push_back({t.at(0).get<int>(), t.at(1).get<long>(), real(t.at(2)), real(t.at(3)), real(t.at(4))});
-    const auto& p = x.at("provenance");
-    r.provenance = {p.at(0).get<std::string>(), p.at(1).get<std::string>(), p.at(2).get<std::string>(),
-                    p.at(3).get<std::string>(), p.at(4).get<std::string>(), p.at(5).get<std::string>()};
-    rows.push_back(std::move(r));
-  }
-  return rows;
-}
-
-// What the ranks of an MPI sweep say (payloads are text). A worker says HELLO
-// with its number of slots (--jobs) and sends each finished group as RESULT;
-// rank 0 answers every HELLO slot and every RESULT with CELL: the ids of the
-// next group's cells for that slot ("3,8,13"), or -1 when there is none (the slot ends). Before any
-// of this, rank 0 sends every worker GO: "0" to start, or the exit code of a
-// failure that ends the sweep before it starts.
-enum Tag : int { kGo = 1, kHello = 2, kResult = 3, kCell = 4 };
-
-// The cells of one training (SweepCell::group) still to run, in gap order.
-using Group = std::vector<const SweepCell*>;
-struct GroupResult {
-  std::vector<CellRow> rows;  // cell by cell, in the group's order
-  int trainings = 0;
-  int models = 0;  // models trained: trainings x the models the group trains
-  bool interrupted = false;  // a training stopped at an interrupt: the rows are not whole
-};
-
-// A group run: its rows and what it trained.
-GroupResult run_group_result(const SweepPlan& plan, const Group& g) {
-  GroupResult r;
-  r.rows = run_group(plan, g, &r.trainings, &r.interrupted);
-  r.models = r.trainings * int(trained_here(plan, *g.front()).size());
-  return r;
-}
-
 // Hands out the groups still to run, one at a time, to local slots and worker
 // ranks alike: groups vary in duration, so a slot takes the next as it frees.
 class Dispenser {
@@ -236,29 +75,6 @@ class Dispenser {
   bool stopped_ = false;
 };
 
-// `jobs` slots on TBB, each running the groups `take` gives until it gives none,
-// handing each group's rows to `land`.
-void run_slots(int jobs, const std::function<const Group*()>& take, const std::function<void(GroupResult)>& land,
-               const std::function<GroupResult(const Group&)>& run) {
-  // Without this, TBB caps its workers at the core count and warns on stderr.
-  tbb::global_control workers(tbb::global_control::max_allowed_parallelism, size_t(std::max(jobs, 1)));
-  tbb::task_arena arena(jobs);
-  arena.execute([&] {
-    tbb::parallel_for(0, jobs, [&](int) {
-      while (const Group* g = take()) land(run(*g));
-    }, tbb::simple_partitioner());
-  });
-}
-
-// Polling MPI costs the cells on that core (each poll runs Open MPI's progress
-// engine: docs/performance.md#sweeps-beyond-one-process-mpi-against---jobs),
-// and a message waits up to one period. So rank 0 polls every 1/200 of the
-// mean cell time seen so far (2.7 ms for the default cell of 0.55 s: the wait
-// stays ~0.25 % of a cell),
-// within these bounds; a worker polls only while a reply is due, at the floor.
-constexpr auto kPollFloor = std::chrono::microseconds(200);
-constexpr auto kPollCeiling = std::chrono::milliseconds(20);
-constexpr double kPollsPerCell = 200;
 }  // namespace
 
 SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
@@ -565,107 +381,6 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   remove_checkpoint_dir(plan);
   out.wall_s = meta["wall_time_s"].get<double>();
   return out;
-}
-
-void dismiss_workers(Cluster& cluster, int code) {
-  for (int r = 1; r < cluster.size(); ++r) cluster.send(r, kGo, std::to_string(code));
-}
-
-bool sit_out_sweep(Cluster& cluster) {
-  std::string msg;
-  int src = 0, tag = 0;
-  while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollFloor);
-  if (tag != kGo || msg != "0") return false;
-  cluster.send(0, kHello, "0");  // no slots: rank 0 hands this rank nothing
-  return true;
-}
-
-int serve_sweep(const SweepPlan& plan, Cluster& cluster) {
-  // An interrupt ends a worker without a word: it writes nothing, and rank 0
-  // reports how far the sweep got.
-  end_silently_on_interrupt();
-  std::string msg;
-  int src = 0, tag = 0;
-  while (!cluster.poll(&src, &tag, &msg)) std::this_thread::sleep_for(kPollFloor);
-  // Dismissed: rank 0 has said why and exits with the code; a worker's own
-  // non-zero exit would make the launcher kill rank 0 mid-sentence.
-  if (tag != kGo || msg != "0") return 0;
-
-  // The slots run on TBB on a thread of their own; this thread talks to rank 0.
-  tbb::concurrent_bounded_queue<std::string> inbox;         // a group's cell ids ("-1": the slot ends)
-  tbb::concurrent_queue<std::string> outbox;  // finished cells
-  std::mutex out_mu;                           // a finished cell wakes this thread
-  std::condition_variable out_cv;
-  const int jobs = plan.jobs;
-  std::thread slots([&] {
-    std::deque<Group> held;  // the groups taken (run_slots holds pointers to them)
-    std::mutex held_mu;
-    auto take = [&]() -> const Group* {
-      std::string ids;
-      inbox.pop(ids);
-      if (ids == "-1") return nullptr;
-      Group g;
-      for (const std::string& id : split(ids, ',')) g.push_back(&plan.cells[size_t(std::stoi(id))]);
-      std::lock_guard<std::mutex> lock(held_mu);
-      held.push_back(std::move(g));
-      return &held.back();
-    };
-    auto land = [&](GroupResult r) {
-      {
-        std::lock_guard<std::mutex> lock(out_mu);
-        outbox.push("{\"trainings\":" + std::to_string(r.trainings) + ",\"models\":" + std::to_string(r.models) +
-                    ",\"rows\":" + rows_json(r.rows).dump() + "}");
-      }
-      out_cv.notify_one();
-    };
-    run_slots(jobs, take, land, [&](const Group& g) { return run_group_result(plan, g); });
-  });
-  cluster.send(0, kHello, std::to_string(jobs));
-  int ended = 0;
-  // Time from asking for a cell to getting it, per ask (the dispatch cost).
-  std::deque<std::chrono::steady_clock::time_point> asked(size_t(jobs), std::chrono::steady_clock::now());
-  double last_wait = 0;
-  int awaiting = jobs;  // cells asked for and not yet answered
-  try {
-    while (ended < jobs) {
-      std::string result;
-      while (outbox.try_pop(result)) {
-        cluster.send(0, kResult, "{\"wait_s\":" + std::to_string(last_wait) + "," + result.substr(1));
-        asked.push_back(std::chrono::steady_clock::now());
-        ++awaiting;
-      }
-      if (cluster.poll(&src, &tag, &msg)) {
-        if (tag == kGo) {  // rank 0 failed (and said so): end after the cells in hand
-          for (int k = 0; k < jobs; ++k) inbox.push("-1");
-          slots.join();
-          return 0;
-        }
-        if (tag != kCell) throw std::runtime_error("rank 0 sent an unknown message (tag " + std::to_string(tag) + ")");
-        for (const std::string& id : split(msg, ','))
-          if (id != "-1" && (id.empty() || id.find_first_not_of("0123456789") != std::string::npos || std::stoul(id) >= plan.cells.size()))
-            throw std::runtime_error("rank 0 handed out cells " + msg + ", not in this rank's plan");
-        last_wait = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked.front()).count();
-        asked.pop_front();
-        --awaiting;
-        ended += msg == "-1";
-        inbox.push(msg);
-      } else if (awaiting > 0) {
-        std::this_thread::sleep_for(kPollFloor);  // a reply is due within rank 0's period
-      } else {
-        // Every slot is busy: sleep until one finishes (MPI is not polled
-        // meanwhile; a dismissal waits for the timeout).
-        std::unique_lock<std::mutex> lock(out_mu);
-        out_cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return !outbox.empty(); });
-      }
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "viewgap sweep (rank %d): error: %s\n", cluster.rank(), e.what());
-    cluster.abort(1);
-  }
-  slots.join();
-  // The last results of ended slots are already sent: a slot ends only after
-  // its last cell's result, which was sent before rank 0 answered it with -1.
-  return 0;
 }
 
 }  // namespace vg

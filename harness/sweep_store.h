@@ -203,7 +203,7 @@ bool has_provenance(const std::string& dir);
 bool has_trajectory(const std::string& dir);
 std::string cells_header();
 std::string cell_line(const CellRow& r);
-// Rows already in DIR that make up whole cells of this plan (sweep_store.cpp
+// Rows already in DIR that make up whole cells of this plan (sweep_tables.cpp
 // says when a cell counts as finished).
 std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan);
 // By cell, then in the order of `models`.
