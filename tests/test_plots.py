@@ -602,6 +602,7 @@ class PlotTest(unittest.TestCase):
         d = self.path("nets")
         subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d,
                         "--models", "caps,cnn"], check=True)
+        shutil.copy(os.path.join(FIXTURES, "sweep", "cells.csv"), d)  # the budget's rows
         y = self.path("yard")
         shutil.copytree(os.path.join(FIXTURES, "sweep"), y)
         subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", y], check=True)
@@ -621,6 +622,14 @@ class PlotTest(unittest.TestCase):
             self.assertIn(f"| 0.100 | ", line[0])
             self.assertIn(f"{float(x['mean']):.3f} [{float(x['ci_lo']):.3f}, {float(x['ci_hi']):.3f}] "
                           f"({x['n']}/{x['seeds']}) |", line[0])
+        # The budget: the two networks' trainings from cells.csv (cnn136 is neither).
+        with open(os.path.join(d, "cells.csv"), newline="") as f:
+            cells = [x for x in csv.DictReader(f) if x["model"] == "cnn"]
+        trainings = {(x["seed"], x["steps"], float(x["seconds"])) for x in cells}
+        seconds = [t[2] for t in trainings]
+        self.assertIn(f"| azimuth | — | cnn | {len(trainings)} | {int(cells[0]['steps']):,} | "
+                      f"{sum(seconds) / len(seconds) / 3600:.2f} |", md)
+        self.assertNotIn("| cnn136 | ", md.split("## The budget")[1].split("##")[0])
 
     def test_verdict_table_errors_are_one_line(self):
         """Bad flags, a missing or headless frontier, an absent network and an output that is a

@@ -31,6 +31,7 @@ from viewgap_plots.table_io import fail as fail_as, read_rows, write_table  # no
 TOOL = "verdict_table.py"
 FRONTIER = "grid,gap,level,kind,model,metric,seeds,n,mean,ci_lo,ci_hi,wins,ties,losses,p_value".split(",")
 SUMMARY = "grid,gap,kind,model,metric,n,mean,ci_lo,ci_hi".split(",")
+CELLS = "seed,grid,model,status,steps,seconds".split(",")
 # The paper's claim: about 30 % fewer novel-view errors at the same familiar error.
 CLAIM = -0.30
 
@@ -142,6 +143,27 @@ def choose(frontier, group, caps, cnn, target):
     return both[0] if target is None else min(both, key=lambda lv: (abs(lv - target), lv))
 
 
+def budget(protocol, d, caps, cnn):
+    """The budget rows of a sweep: per grid point and network, its trainings (a training shared by
+    grid points, or by gaps, counted once), the steps they reached and their mean core-hours
+    (cells.csv's seconds: each training runs on one core); none without cells.csv."""
+    path = os.path.join(d, "cells.csv")
+    if not os.path.lexists(path):
+        return []
+    trainings = {}  # (grid, model): {(seed, steps, seconds)}
+    for r in read_rows(TOOL, path, CELLS):
+        if r["model"] in (caps, cnn) and r["status"] == "ok":
+            trainings.setdefault((r["grid"], r["model"]), set()).add(
+                (r["seed"], int(number(path, r, "steps")), number(path, r, "seconds")))
+    out = []
+    for (grid, model), t in trainings.items():
+        steps = sorted(s for _, s, _ in t)
+        hours = sum(x for _, _, x in t) / len(t) / 3600
+        reach = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
+        out.append(f"| {protocol} | {recipe(grid)} | {model} | {len(t)} | {reach} | {hours:.2f} |")
+    return out
+
+
 def parse_pairs(specs, flag):
     out = {}
     for spec in specs or []:
@@ -186,13 +208,14 @@ def main():
             fail(f"--yardsticks '{k}': no --sweep for protocol '{k}'")
     caps, cnn = a.caps, a.cnn
 
-    main_rows, level_sections, counts, paired_counts, notes = [], [], [], [], []
+    main_rows, level_sections, counts, paired_counts, notes, budgets = [], [], [], [], [], []
     chosen = {}  # protocol: {gap: the matched level of its first grid point}
     for protocol, d in sweeps.items():
         f = Frontier(d)
         for m in (caps, cnn):
             if m not in f.models():
                 fail(f"{f.path}: no rows of model '{m}' (models: {', '.join(f.models())})")
+        budgets += budget(protocol, d, caps, cnn)
         paper = paper_point(protocol, "CNN")
         target = targets[protocol] if protocol in targets else (paper[0] if paper else None)
         for group in f.groups:
@@ -255,6 +278,12 @@ def main():
              f"{cnn} novel | Δ novel | w/t/l | p | relative change | reading |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"] + main_rows + [""]
     lines += notes + ([""] if notes else [])
+    lines += ["## The budget", "",
+              "Each network's trainings under each recipe (one a seed; a network that reads no recipe's "
+              "flag trains once a seed and is listed under each), the steps they reached and the core-hours "
+              "of one, mean over them (cells.csv: each training runs on one core).", "",
+              "| protocol | recipe | network | trainings | steps reached | core-hours a training |",
+              "|---|---|---|---|---|---|"] + budgets + [""]
     lines += ["## Beside the published numbers", "",
               "| source | protocol | familiar error | CNN novel | capsules novel | relative change |",
               "|---|---|---|---|---|---|"]
