@@ -88,7 +88,9 @@ void add_model_flags(CLI::App* app, ModelOptions& opts) {
 
 // Registers every run flag except those in `skip`, and the model options
 // (`model_options`).
-void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& skip, bool model_options = true) {
+// `protocols`: which protocols' data flags to add (empty: all of them).
+void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& skip, bool model_options = true,
+                   const std::vector<std::string>& protocols = {}) {
   for (const FlagSpec& s : run_flag_specs()) {
     if (std::find(skip.begin(), skip.end(), s.name) != skip.end()) continue;
     // The registries' models and splits, named in --models' and --split's help.
@@ -119,6 +121,7 @@ void add_run_flags(CLI::App* app, RunFlags& f, const std::vector<std::string>& s
     app->add_option(std::string("--") + s.name, f.*(s.field), help)->capture_default_str();
   }
   for (const DataFlag& d : protocol_flags()) {
+    if (!protocols.empty() && std::find(protocols.begin(), protocols.end(), d.name) == protocols.end()) continue;
     if (d.how_switch) {
       const std::string name = d.name;
       app->add_flag_callback(std::string("--") + d.name, [&f, name] { f.protocol[name] = "on"; }, d.help);
@@ -301,11 +304,11 @@ int cli_main(int argc, char** argv) {
   prof->add_option("--seed", pf.seed, "Seed of data and initialisation")->capture_default_str();
   prof->add_option("--threads", pf.threads, "oneDNN threads")->capture_default_str();
   add_model_flags(prof, pf.options);
-  {  // run's data flags, so that a model is timed on the images a run would give it
+  {  // the flags that set the images' shape, so that a model is timed at the shape a run would give it
     std::vector<std::string> not_data;
     for (const FlagSpec& s : run_flag_specs())
       if (std::string(s.name) != "data" && std::string(s.name) != "split") not_data.push_back(s.name);
-    add_run_flags(prof, pf.data, not_data, /*model_options=*/false);
+    add_run_flags(prof, pf.data, not_data, /*model_options=*/false, {"canvas"});
   }
   prof->add_option("--out", pf.out, "CSV: one row per layer and pass")->capture_default_str();
   prof->add_option("--trace", pf.trace, "Also write a Chrome trace-event JSON (Perfetto, chrome://tracing)");

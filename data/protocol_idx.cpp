@@ -112,12 +112,16 @@ void configure_idx_source(const FlagSource& f, DataConfig* d) {
   } catch (const IdxError& e) {
     throw FlagError("data", data, e.what());
   }
-  const bool rule = !f.value("stop-at-familiar").empty() || !f.value("match-familiar").empty();
-  if (rule) {
+  // A stopping rule, or --validation on (the frontier's), scores a validation
+  // part of the training file, which then trains on the rest.
+  const std::string wants = !f.value("stop-at-familiar").empty() ? "stop-at-familiar"
+                            : !f.value("match-familiar").empty() ? "match-familiar"
+                            : f.value("validation") == "on"      ? "validation"
+                                                                 : "";
+  if (!wants.empty()) {
     c.validation_images = int(c.train_images / kValidationShare);
     if (c.validation_images < c.classes || c.train_images - c.validation_images < c.classes)
-      throw FlagError(f.value("stop-at-familiar").empty() ? "match-familiar" : "stop-at-familiar",
-                      f.value(f.value("stop-at-familiar").empty() ? "match-familiar" : "stop-at-familiar"),
+      throw FlagError(wants, f.value(wants),
                       "needs a validation part of the training file, and " + std::to_string(c.train_images) +
                           " training images are too few to take one of 1/" + std::to_string(kValidationShare));
   }

@@ -525,6 +525,8 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   if (!f.eval_until.empty()) {
     if (f.eval_every.empty()) throw UsageError("--eval-until", f.eval_until, "has no effect without --eval-every");
     o.train.eval_until = long(parse_int("--eval-until", f.eval_until, 1, 100000000));
+    if (o.train.eval_until < o.train.eval_every)
+      throw UsageError("--eval-until", f.eval_until, "is before --eval-every's first check (step " + f.eval_every + "): no check would run");
   }
   if (!f.check_sample.empty()) {
     o.train.check_sample = int(parse_int("--check-sample", f.check_sample, 1, 100000000));

@@ -81,6 +81,7 @@ TEST(Cli, BadInputIsOneLineExitTwoNamingFlagAndValue) {
       {"run --check-sample 0", "", "--check-sample '0': must be between 1 and"},
       {"run --eval-until 5", "", "--eval-until '5': has no effect without --eval-every"},
       {"run --eval-every 2 --eval-until 0", "", "--eval-until '0': must be between 1 and"},
+      {"run --eval-every 3 --eval-until 2", "", "--eval-until '2': is before --eval-every's first check (step 3)"},
       {"sweep --eval-every 2 --eval-until x --out /tmp/vg_never", "", "--eval-until 'x': expected a whole number"},
       {"sweep --check-sample x --out /tmp/vg_never", "", "--check-sample 'x': expected a whole number"},
       {"run --check-sample 500 --dump /tmp/vg_never", "", "--check-sample '500': conflicts with --dump"},

@@ -262,13 +262,15 @@ TEST(IdxFuzz, MutatedFilesParseOrRefuse) {
 
 // A stopping rule takes a seeded twelfth of the training file for validation:
 // disjoint from training, together all of it, the same for a seed and another
-// for another seed; without a rule every training image trains.
+// for another seed; without a rule every training image trains. --validation
+// on (the frontier's) takes the same part.
 TEST(IdxSource, ValidationPartIsDrawnBySeed) {
   const std::string d = write_set("validation", false, 240, 30, 4);
-  auto dataset = [&](uint64_t seed, bool rule) {
+  auto dataset = [&](uint64_t seed, bool rule, bool validation = false) {
     RunFlags f;
     f.data = "idx:" + d;
     if (rule) *run_flag(f, "stop-at-familiar") = "0.9";
+    if (validation) f.validation = "on";
     int threads = 1;
     DataConfig cfg = validate_run(f, &threads).data;
     cfg.seed = seed;
@@ -293,6 +295,9 @@ TEST(IdxSource, ValidationPartIsDrawnBySeed) {
   EXPECT_EQ(every, image_set(all.train));
   EXPECT_EQ(a2.validation.images, a.validation.images);
   EXPECT_NE(b.validation.images, a.validation.images);
+  const Dataset v = dataset(1, false, true);
+  EXPECT_EQ(v.validation.images, a.validation.images);
+  EXPECT_EQ(v.train.images, a.train.images);
 }
 
 // ---- The IDX sources through the command line.

@@ -575,12 +575,15 @@ class PlotTest(unittest.TestCase):
         # Its CI excludes 0, but 5 pairs cannot bring p below 0.05: not resolved, by the one rule.
         self.assertLess(float(pair[0.06]["ci_hi"]), 0)
         self.assertIn("| not resolved (p = 0.062); ", row[0])
+        # Halfway between two levels, the lower: 0.0625 is as near 0.06 as 0.065.
+        _, row = table(d, "--target", "azimuth=0.0625")
+        self.assertIn("| 0.060 (nearest 0.0625) |", row[0])
         self.assertIn("the target 0.037 is below every level both reached on every seed", md)
         self.assertNotIn("do not overlap", md)  # the fixture's familiar errors are 0.9 L for both
         self.assertIn("| 0.060 ← |", md)
         self.assertNotIn("| 0.050 |", md)  # cnn's seeds 1-4 had not reached 0.05
         _, row = table(d, "--target", "azimuth=0.1")
-        self.assertIn("| 0.100 (nearest 0.100) |", row[0])
+        self.assertIn("| 0.100 (nearest 0.1) |", row[0])
         self.assertIn(diff(pair[0.1]), row[0])
         # The same sweep with the CNN as its reference.
         flipped = self.path("flipped", "az")
@@ -622,13 +625,16 @@ class PlotTest(unittest.TestCase):
             self.assertIn(f"| 0.100 | ", line[0])
             self.assertIn(f"{float(x['mean']):.3f} [{float(x['ci_lo']):.3f}, {float(x['ci_hi']):.3f}] "
                           f"({x['n']}/{x['seeds']}) |", line[0])
-        # The budget: the two networks' trainings from cells.csv (cnn136 is neither).
+        # The budget: the two networks' trainings from cells.csv, one a seed, its seconds summed
+        # over the gaps' rows (cnn136 is neither network).
         with open(os.path.join(d, "cells.csv"), newline="") as f:
             cells = [x for x in csv.DictReader(f) if x["model"] == "cnn"]
-        trainings = {(x["seed"], x["steps"], float(x["seconds"])) for x in cells}
-        seconds = [t[2] for t in trainings]
-        self.assertIn(f"| azimuth | — | cnn | {len(trainings)} | {int(cells[0]['steps']):,} | "
-                      f"{sum(seconds) / len(seconds) / 3600:.2f} |", md)
+        seconds = {}
+        for x in cells:
+            seconds[x["seed"]] = seconds.get(x["seed"], 0.0) + float(x["seconds"])
+        self.assertEqual(len(seconds), 5)
+        self.assertIn(f"| azimuth | — | cnn | 5 | {int(cells[0]['steps']):,} | "
+                      f"{sum(seconds.values()) / 5 / 3600:.3g} |", md)
         self.assertNotIn("| cnn136 | ", md.split("## The budget")[1].split("##")[0])
 
     def test_verdict_table_errors_are_one_line(self):

@@ -41,6 +41,8 @@ def fail(msg):
 
 
 def number(path, r, column):
+    if r.get(column) is None:  # a row cut short
+        fail(f"{path}: a row without its '{column}' column (a truncated file?)")
     v = r[column].strip()
     try:
         return float(v) if v else float("nan")
@@ -112,6 +114,8 @@ def err(r):
 
 
 def signed(m, lo, hi, scale=1.0, pct=False):
+    if pct and scale <= 0:
+        return "—"
     if pct:
         return f"{100 * m / scale:+.1f} % [{100 * lo / scale:+.1f}, {100 * hi / scale:+.1f}]"
     return f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]"
@@ -127,9 +131,11 @@ def reading(d, cnn_mean):
         side = "capsules ahead" if hi < 0 else "capsules behind"
     else:
         side = f"not resolved (p = {p:.2g})"
+    if cnn_mean <= 0:
+        return side
     rlo, rhi = lo / cnn_mean, hi / cnn_mean
-    claim = ("−30 % inside the CI" if rlo <= CLAIM <= rhi else
-             "short of −30 %" if rlo > CLAIM else "beyond −30 %")
+    claim = ("the paper's −30 % inside the relative change's CI" if rlo <= CLAIM <= rhi else
+             "the relative change's CI above −30 %" if rlo > CLAIM else "the relative change's CI below −30 %")
     return f"{side}; {claim}"
 
 
@@ -140,27 +146,30 @@ def choose(frontier, group, caps, cnn, target):
             if frontier.reached(group, caps, lv) and frontier.reached(group, cnn, lv)]
     if not both:
         return None
-    return both[0] if target is None else min(both, key=lambda lv: (abs(lv - target), lv))
+    # Distances at the tables' six decimals, so that a level halfway between two ties exactly.
+    return both[0] if target is None else min(both, key=lambda lv: (round(abs(lv - target), 6), lv))
 
 
 def budget(protocol, d, caps, cnn):
-    """The budget rows of a sweep: per grid point and network, its trainings (a training shared by
-    grid points, or by gaps, counted once), the steps they reached and their mean core-hours
-    (cells.csv's seconds: each training runs on one core); none without cells.csv."""
+    """The budget rows of a sweep: per grid point and network, its trainings (one a seed), the
+    steps they reached and their mean core-hours: cells.csv's seconds of the seed's rows summed
+    over the gaps (a training's time is on its first gap's row, each other gap's row holds its
+    evaluation; each training runs on one core); none without cells.csv."""
     path = os.path.join(d, "cells.csv")
     if not os.path.lexists(path):
         return []
-    trainings = {}  # (grid, model): {(seed, steps, seconds)}
+    trainings = {}  # (grid, model): {seed: [steps, seconds]}
     for r in read_rows(TOOL, path, CELLS):
         if r["model"] in (caps, cnn) and r["status"] == "ok":
-            trainings.setdefault((r["grid"], r["model"]), set()).add(
-                (r["seed"], int(number(path, r, "steps")), number(path, r, "seconds")))
+            t = trainings.setdefault((r["grid"], r["model"]), {}).setdefault(r["seed"], [0, 0.0])
+            t[0] = max(t[0], int(number(path, r, "steps")))
+            t[1] += number(path, r, "seconds")
     out = []
     for (grid, model), t in trainings.items():
-        steps = sorted(s for _, s, _ in t)
-        hours = sum(x for _, _, x in t) / len(t) / 3600
+        steps = sorted(s for s, _ in t.values())
+        hours = sum(x for _, x in t.values()) / len(t) / 3600
         reach = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
-        out.append(f"| {protocol} | {recipe(grid)} | {model} | {len(t)} | {reach} | {hours:.2f} |")
+        out.append(f"| {protocol} | {recipe(grid)} | {model} | {len(t)} | {reach} | {hours:.3g} |")
     return out
 
 
@@ -183,9 +192,8 @@ def main():
     ap.add_argument("--target", action="append", help="PROTOCOL=L (a familiar error in (0, 1)) or PROTOCOL=lowest")
     ap.add_argument("--caps", default="convcaps", help="the capsule network (default convcaps)")
     ap.add_argument("--cnn", default="cnn-paper", help="the CNN (default cnn-paper)")
-    ap.add_argument("--data", default="the calibrated toys", help="what the sweeps trained on, for the title")
-    ap.add_argument("--made-by", default="the sweeps of `tools/make_results.sh verdict-toys`",
-                    help="what made the sweeps, for the first line")
+    ap.add_argument("--data", help="what the sweeps trained on, for the title")
+    ap.add_argument("--made-by", help="what made the sweeps, for the first line (default: their directories)")
     ap.add_argument("--out", required=True, help="the Markdown file to write")
     a = ap.parse_args()
     sweeps = parse_pairs(a.sweep, "--sweep")
@@ -227,15 +235,17 @@ def main():
                 main_rows.append(f"| {protocol} | {name} | none | — | — | — | — | — | — | — | — | "
                                  "no familiar level that every seed of both reached |")
                 continue
-            fam = [f.model[(group, m, "familiar_error", level)] for m in (caps, cnn)]
+            fam = [f.model.get((group, m, "familiar_error", level)) for m in (caps, cnn)]
             nov = [f.model[(group, m, "heldout_error", level)] for m in (caps, cnn)]
+            if None in fam:
+                fail(f"{f.path}: no familiar_error row at level {level:.3f} beside its heldout_error row")
             d_ = f.difference(group, caps, cnn, level)
             if d_ is None:
                 fail(f"{f.path}: no paired rows of {caps} and {cnn} (a sweep with --reference {caps} or {cnn}?)")
             m, lo, hi, w, t, l_, p, n = d_
             counts += [r["n"] for r in fam + nov]
             paired_counts.append(n)
-            aim = "lowest both reach" if target is None else f"nearest {target:.3f}"
+            aim = "lowest both reach" if target is None else f"nearest {target:g}"
             main_rows.append(
                 f"| {protocol} | {name} | {level:.3f} ({aim}) | {err(fam[0])} | {err(fam[1])} | {err(nov[0])} | "
                 f"{err(nov[1])} | {signed(m, lo, hi)} | {w:.0f}/{t:.0f}/{l_:.0f} | {p:.2g} | "
@@ -246,24 +256,27 @@ def main():
                 notes.append(f"{protocol}, {name}: at {level:.3f} the two familiar test errors' CIs do not overlap "
                              f"({caps} {fam[0]['mean']:.3f}, {cnn} {fam[1]['mean']:.3f}): the match is loose there.")
             if target is not None and level > target + 1e-9:
-                notes.append(f"{protocol}, {name}: the target {target:.3f} is below every level both reached "
+                notes.append(f"{protocol}, {name}: the target {target:g} is below every level both reached "
                              f"on every seed; the row compares at {level:.3f}.")
             rows = [f"### {protocol}, {name} (`{d}`)", "",
-                    f"| familiar level L | {caps} novel | {cnn} novel | Δ novel ({caps} − {cnn}) | w/t/l | p | "
-                    "relative change |", "|---|---|---|---|---|---|---|"]
+                    f"| familiar level L | {caps} familiar | {cnn} familiar | {caps} novel | {cnn} novel | "
+                    f"Δ novel ({caps} − {cnn}) | w/t/l | p | relative change |", "|---|---|---|---|---|---|---|---|---|"]
             for lv in f.levels(group):
                 a_, b_ = f.reached(group, caps, lv), f.reached(group, cnn, lv)
                 dd = f.difference(group, caps, cnn, lv) if a_ and b_ else None
                 if not dd:
                     continue
                 mark = " ←" if lv == level else ""
-                rows.append(f"| {lv:.3f}{mark} | {err(a_)} | {err(b_)} | {signed(dd[0], dd[1], dd[2])} | "
+                fa, fb = (f.model.get((group, m, "familiar_error", lv)) for m in (caps, cnn))
+                rows.append(f"| {lv:.3f}{mark} | {err(fa) if fa else '—'} | {err(fb) if fb else '—'} | "
+                            f"{err(a_)} | {err(b_)} | {signed(dd[0], dd[1], dd[2])} | "
                             f"{dd[3]:.0f}/{dd[4]:.0f}/{dd[5]:.0f} | {dd[6]:.2g} | "
                             f"{signed(dd[0], dd[1], dd[2], b_['mean'], pct=True)} |")
             level_sections += rows + [""]
 
-    lines = [f"# The verdict: {caps} against {cnn} at matched familiar errors, on {a.data}", "",
-             f"Generated by `tools/verdict_table.py` from {a.made_by}. Error = 1 − accuracy on the test "
+    made_by = a.made_by or "the sweeps in " + ", ".join(f"`{d}`" for d in list(sweeps.values()) + list(yardsticks.values()))
+    lines = [f"# The verdict: {caps} against {cnn} at matched familiar errors" + (f", on {a.data}" if a.data else ""), "",
+             f"Generated by `tools/verdict_table.py` from {made_by}. Error = 1 − accuracy on the test "
              "images: familiar at the training views, novel at the held-out ones; mean [95 % bootstrap CI] "
              "over seeds. Each network is read where its familiar *validation* error first reached the "
              "level L (frontier.csv, docs/results.md), as the paper stopped each of its networks at a "
@@ -334,15 +347,20 @@ def main():
                     if fr and nr and nr["n"] > 0:
                         counts += [nr["n"]]
                         cells = [err(fr), f"{err(nr)} ({nr['n']:.0f}/{nr['seeds']:.0f})"]
-                    elif nr:
-                        cells = ["—", f"— (0/{nr['seeds']:.0f} seeds reached it)"]
+                    else:  # no row at L: none reached it, if the model has a frontier here at all
+                        any_row = next((r for (g, m, mt, _), r in yf.model.items()
+                                        if g == group and m == model and mt == "heldout_error"), None)
+                        if any_row:
+                            cells = ["—", f"— (0/{any_row['seeds']:.0f} seeds reached it)"]
                 lv = "—" if level is None else f"{level:.3f}"
                 lines.append((f"| {gap:g} " if several else "") + f"| {model} | {final[0]} | {final[1]} | {lv} | "
                              f"{cells[0]} | {cells[1]} |")
         lines.append("")
 
     lines += ["## Paired differences at every familiar level both networks reach", "",
-              "Each level that every seed of both networks reached; ← marks the matched level of the table above.",
+              "Each level that every seed of both networks reached; ← marks the matched level of the table above. "
+              "Each network is read at its first check at or below L: where its checks are sparse while its "
+              "familiar error falls, that check lies well below L, which its familiar column shows.",
               ""] + level_sections
     note = few_seeds_note(counts, "Rows", paired_counts)
     if note:

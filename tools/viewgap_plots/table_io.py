@@ -52,6 +52,10 @@ def write_table(tool, path, text):
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
+        # mkstemp makes 0600: keep the old table's permissions, or give the usual ones.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, os.stat(target).st_mode & 0o7777 if os.path.exists(target) else 0o666 & ~umask)
         os.replace(tmp, target)
     except BaseException as e:  # an interrupt, too, leaves no temporary file behind
         try:
