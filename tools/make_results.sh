@@ -397,16 +397,17 @@ fashion_plane_steps() {
       "mkdir -p $out/figures/fashion_plane_$protocol && $py tools/plot.py sweep $dir --out $out/figures/fashion_plane_$protocol"
   done
 }
-fashion_plane_flags() {  # protocol: as verdict_fashion_flags, the seed's models and the baselines at 30 seeds
-  verdict_fashion_flags "$1" | sed -e 's/--seeds 0:9/--seeds 0:29/' \
-    -e 's/--models convcaps,cnn-paper --reference convcaps/--models caps,cnn,dr,nn1,linear --model-lr dr=1e-3 --reference cnn/'
+fashion_plane_flags() {  # protocol: verdict-fashion's data, budget and checks; the seed's models and the baselines, 30 seeds
+  fashion_flags "$1" "--seeds 0:29 --models caps,cnn,dr,nn1,linear --model-lr dr=1e-3 --reference cnn"
 }
 verdict_fashion_flags() {  # protocol: the verdict's Fashion-MNIST sweep's flags, less --out
+  fashion_flags "$1" "--seeds 0:9 --models convcaps,cnn-paper --reference convcaps"
+}
+fashion_flags() {  # protocol, the seeds and models: the Fashion-MNIST in-plane sweeps' shared flags, less --out
   local canvas=""
   [ "$1" = translation ] && canvas="--canvas 40 --train-shift 2 --gaps 1,3,6,10"
-  echo "--data fashion-mnist --split $1 $canvas --seeds 0:9 --n-epochs 3 --check-sample 2000" \
-    "--eval-every 100 --eval-until 1700 --models convcaps,cnn-paper --reference convcaps --validation on" \
-    "--jobs ${JOBS:-2} --reproducible --quiet"
+  echo "--data fashion-mnist --split $1 $canvas $2 --n-epochs 3 --check-sample 2000" \
+    "--eval-every 100 --eval-until 1700 --validation on --jobs ${JOBS:-2} --reproducible --quiet"
 }
 verdict_toys_flags() {  # protocol: the verdict's toys sweep's flags, less --out
   echo "--data toys --split paper-$1 --seeds 0:9 --n-epochs 40 --check-sample 2000 --eval-every 16 --eval-until 508" \
