@@ -284,6 +284,14 @@ toys_calibrated_gaps_steps() {
   step "calibrated toys, gap sweep" "$exe" sweep $(toys_gaps_flags) --checkpoint-every 10m --out "$dir" "${resume[@]}"
   step "calibrated toys gap sweep, figures" bash -c "mkdir -p $out/figures/toys_calibrated_window && $py tools/plot.py sweep $dir --out $out/figures/toys_calibrated_window"
 }
+resumable_sweep_step() {  # label, name, sweep flags: results/NAME, checkpointed and resumed where it stopped, its compute and figures
+  local label=$1 name=$2 dir=$out/$2 resume=()
+  shift 2
+  [ -f "$dir/meta.json" ] && resume=(--resume)
+  step "$label" "$exe" sweep "$@" --checkpoint-every 10m --out "$dir" "${resume[@]}"
+  compute_step "$dir"
+  step "$label, figures" bash -c "mkdir -p $out/figures/$name && $py tools/plot.py sweep $dir --out $out/figures/$name"
+}
 verdict_toys_steps() {
   # Issue 57, section 1: the paper's networks on the calibrated toys (the default
   # world), each protocol's split, 10 seeds, each trained in full (no stopping
@@ -308,16 +316,9 @@ verdict_toys_steps() {
   # checking for convcaps).
   # Checkpointed: rerunning the part resumes each sweep. PROTOCOLS picks the
   # protocols (default: azimuth elevation).
-  local toys_world="" protocol dir resume
+  local toys_world="" protocol
   for protocol in ${PROTOCOLS:-azimuth elevation}; do
-    dir=$out/verdict_toys_$protocol
-    resume=()
-    [ -f "$dir/meta.json" ] && resume=(--resume)
-    step "verdict, calibrated toys, $protocol" "$exe" sweep $(verdict_toys_flags "$protocol") \
-      --checkpoint-every 10m --out "$dir" "${resume[@]}"
-    compute_step "$dir"
-    step "verdict, calibrated toys, $protocol, figures" bash -c \
-      "mkdir -p $out/figures/verdict_toys_$protocol && $py tools/plot.py sweep $dir --out $out/figures/verdict_toys_$protocol"
+    resumable_sweep_step "verdict, calibrated toys, $protocol" "verdict_toys_$protocol" $(verdict_toys_flags "$protocol")
   done
   # The table, of every protocol whose sweep is complete (whichever PROTOCOLS
   # this run chose); the yardsticks are toys-calibrated's sweeps: caps, cnn, dr,
@@ -353,16 +354,9 @@ verdict_fashion_steps() {
   # and circle ~5 minutes) and 15 minutes a cnn-paper one, so ~36 core-hours
   # for the three protocols. Checkpointed: rerunning the part resumes each
   # sweep. PROTOCOLS picks the protocols.
-  local protocol dir resume
+  local protocol
   for protocol in ${PROTOCOLS:-translation rotation affine}; do
-    dir=$out/verdict_fashion_$protocol
-    resume=()
-    [ -f "$dir/meta.json" ] && resume=(--resume)
-    step "verdict, Fashion-MNIST, $protocol" "$exe" sweep $(verdict_fashion_flags "$protocol") \
-      --checkpoint-every 10m --out "$dir" "${resume[@]}"
-    compute_step "$dir"
-    step "verdict, Fashion-MNIST, $protocol, figures" bash -c \
-      "mkdir -p $out/figures/verdict_fashion_$protocol && $py tools/plot.py sweep $dir --out $out/figures/verdict_fashion_$protocol"
+    resumable_sweep_step "verdict, Fashion-MNIST, $protocol" "verdict_fashion_$protocol" $(verdict_fashion_flags "$protocol")
   done
   local sections=()
   for protocol in translation rotation affine; do
@@ -385,16 +379,9 @@ fashion_plane_steps() {
   # of the rendered shapes' 40 x 40 canvas (plane_translation_canvas40: familiar
   # accuracy median 1.0, mean 0.88, sd 0.26). Checkpointed:
   # rerunning the part resumes each sweep. PROTOCOLS picks the protocols.
-  local protocol dir resume
+  local protocol
   for protocol in ${PROTOCOLS:-translation rotation affine}; do
-    dir=$out/fashion_plane_$protocol
-    resume=()
-    [ -f "$dir/meta.json" ] && resume=(--resume)
-    step "Fashion-MNIST in-plane, $protocol" "$exe" sweep $(fashion_plane_flags "$protocol") \
-      --checkpoint-every 10m --out "$dir" "${resume[@]}"
-    compute_step "$dir"
-    step "Fashion-MNIST in-plane, $protocol, figures" bash -c \
-      "mkdir -p $out/figures/fashion_plane_$protocol && $py tools/plot.py sweep $dir --out $out/figures/fashion_plane_$protocol"
+    resumable_sweep_step "Fashion-MNIST in-plane, $protocol" "fashion_plane_$protocol" $(fashion_plane_flags "$protocol")
   done
 }
 fashion_plane_flags() {  # protocol: verdict-fashion's data, budget and checks; the seed's models and the baselines, 30 seeds
