@@ -320,19 +320,24 @@ verdict_toys_steps() {
   for protocol in ${PROTOCOLS:-azimuth elevation}; do
     resumable_sweep_step "verdict, calibrated toys, $protocol" "verdict_toys_$protocol" $(verdict_toys_flags "$protocol")
   done
-  # The table, of every protocol whose sweep is complete (whichever PROTOCOLS
-  # this run chose); the yardsticks are toys-calibrated's sweeps: caps, cnn, dr,
-  # nn1 and linear, 30 seeds, the same splits and preprocessing.
-  local sections=()
-  for protocol in azimuth elevation; do
-    [ -f "$out/verdict_toys_$protocol/summary.csv" ] || continue
-    sections+=(--sweep "$protocol=$out/verdict_toys_$protocol")
-    [ -f "$out/toys_calibrated_$protocol/summary.csv" ] && sections+=(--yardsticks "$protocol=$out/toys_calibrated_$protocol")
+  # The yardsticks are toys-calibrated's sweeps: caps, cnn, dr, nn1 and linear,
+  # 30 seeds, the same splits and preprocessing.
+  verdict_table_step "calibrated toys" verdict_toys toys_calibrated "the calibrated toys" \
+    "the sweeps \`tools/make_results.sh verdict-toys\` runs and, for the yardsticks, \`toys-calibrated\`'s (commands and machines in \`results/provenance_verdict-toys*.md\` and \`results/provenance_toys-calibrated.md\`)" \
+    azimuth elevation
+}
+verdict_table_step() {  # label, the sweeps' prefix, the yardsticks' prefix, --data, --made-by, protocols...
+  # The table of every protocol whose sweep is complete (whichever PROTOCOLS
+  # this run chose), with its yardsticks where they are; results/PREFIX.md.
+  local label=$1 sweeps=$2 yard=$3 data=$4 made_by=$5 sections=() protocol
+  shift 5
+  for protocol in "$@"; do
+    [ -f "$out/${sweeps}_$protocol/summary.csv" ] || continue
+    sections+=(--sweep "$protocol=$out/${sweeps}_$protocol")
+    [ -f "$out/${yard}_$protocol/summary.csv" ] && sections+=(--yardsticks "$protocol=$out/${yard}_$protocol")
   done
-  [ ${#sections[@]} -gt 0 ] && step "verdict, calibrated toys, table" $py tools/verdict_table.py "${sections[@]}" \
-    --data "the calibrated toys" \
-    --made-by "the sweeps \`tools/make_results.sh verdict-toys\` runs and, for the yardsticks, \`toys-calibrated\`'s (commands and machines in \`results/provenance_verdict-toys*.md\` and \`results/provenance_toys-calibrated.md\`)" \
-    --out "$out/verdict_toys.md"
+  [ ${#sections[@]} -gt 0 ] && step "verdict, $label, table" $py tools/verdict_table.py "${sections[@]}" \
+    --data "$data" --made-by "$made_by" --out "$out/$sweeps.md"
   return 0
 }
 verdict_fashion_steps() {
@@ -358,17 +363,9 @@ verdict_fashion_steps() {
   for protocol in ${PROTOCOLS:-translation rotation affine}; do
     resumable_sweep_step "verdict, Fashion-MNIST, $protocol" "verdict_fashion_$protocol" $(verdict_fashion_flags "$protocol")
   done
-  local sections=()
-  for protocol in translation rotation affine; do
-    [ -f "$out/verdict_fashion_$protocol/summary.csv" ] || continue
-    sections+=(--sweep "$protocol=$out/verdict_fashion_$protocol")
-    [ -f "$out/fashion_plane_$protocol/summary.csv" ] && sections+=(--yardsticks "$protocol=$out/fashion_plane_$protocol")
-  done
-  [ ${#sections[@]} -gt 0 ] && step "verdict, Fashion-MNIST, table" $py tools/verdict_table.py "${sections[@]}" \
-    --data "Fashion-MNIST under in-plane changes" \
-    --made-by "the sweeps \`tools/make_results.sh verdict-fashion\` runs and, for the yardsticks, \`fashion-plane\`'s (commands and machines in \`results/provenance_verdict-fashion*.md\` and \`results/provenance_fashion-plane*.md\`)" \
-    --out "$out/verdict_fashion.md"
-  return 0
+  verdict_table_step Fashion-MNIST verdict_fashion fashion_plane "Fashion-MNIST under in-plane changes" \
+    "the sweeps \`tools/make_results.sh verdict-fashion\` runs and, for the yardsticks, \`fashion-plane\`'s (commands and machines in \`results/provenance_verdict-fashion*.md\` and \`results/provenance_fashion-plane*.md\`)" \
+    translation rotation affine
 }
 fashion_plane_steps() {
   # Seed 2's question on real photographs (issue 52, section 6), and the
