@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <numeric>
 
 #include "data/protocol.h"
 #include "harness/output.h"
+#include "harness/run_flag_source.h"
 #include "harness/run_flags.h"
 #include "models/numbers.h"
 #include "models/registry.h"
@@ -119,6 +121,63 @@ void refuse_model_size(const std::vector<SizeDriver>& drivers, const std::string
   for (size_t i = 1; i < drivers.size(); ++i)
     with += (with.empty() ? "" : ", ") + drivers[i].flag + " '" + drivers[i].value + "'";
   throw UsageError(drivers.front().flag, drivers.front().value, why + (with.empty() ? "" : " (with " + with + ")"));
+}
+
+namespace {
+
+[[noreturn]] void throw_usage(const FlagError& e) { throw UsageError("--" + e.flag, e.value, e.why); }
+
+}  // namespace
+
+// Refuses a configuration whose `jobs` cells at once (1 for `run`) cannot fit in memory.
+void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text, int datasets,
+                  int threads) {
+  const Protocol& protocol = protocol_of(o.data);
+  const RunFlagSource flags(f, RunFlags{});
+  if (protocol.images(o.data) > 2e6) throw_usage(protocol.too_big(flags, o.data, "would exceed 2 million images"));
+  const ModelOptions& mo = o.train.model;
+  const ImageShape shape = image_shape(o.data);
+  std::string big = o.models.front();
+  auto bytes = [&](const std::string& m, int t) { return model_bytes(m, mo, o.train.batch_size, shape, t); };
+  for (const std::string& m : o.models)
+    if (bytes(m, 1) > bytes(big, 1)) big = m;
+  // A run's models train concurrently, one per thread (RunOptions::threads):
+  // the largest min(threads, models) of them at once, each with its helper's
+  // buffers and its evaluations' copy.
+  std::vector<double> each;
+  for (const std::string& m : o.models) each.push_back(bytes(m, threads));
+  std::sort(each.begin(), each.end(), std::greater<>());
+  const size_t side_by_side = std::min(size_t(threads), each.size());
+  const double model = std::accumulate(each.begin(), each.begin() + std::ptrdiff_t(side_by_side), 0.0);
+  const double data = datasets * dataset_bytes(o.data);
+  const double avail = available_bytes(), need = jobs * (data + model) + kBaseBytes;
+  if (need <= avail) return;
+  const std::string more = "more than the " + gigabytes(avail) + " of memory available";
+  if (jobs > 1 && data + model + kBaseBytes <= avail)
+    throw UsageError("--jobs", jobs_text, std::to_string(jobs) + " trainings at once need about " + gigabytes(need) + ", " + more);
+  if (threads > 1 && data + bytes(big, 1) + kBaseBytes <= avail)
+    throw UsageError("--threads", f.threads,
+                     "models training side by side, their helpers' buffers and their evaluations' copies "
+                     "need about " + gigabytes(need) + ", " + more);
+  if (const double one = bytes(big, 1); one >= data) {
+    const std::string why = "model '" + big + "' (" + fmt_num(std::round(double(model_param_count(big, mo, shape)) / 1e5) / 10) +
+                            " M parameters) needs about " + gigabytes(one + kBaseBytes) + ", " + more;
+    const RunFlags defaults;
+    const DataShape ds = data_shape(f, o.data);
+    const SizeFlag batch{flag_set(f, defaults, "batch-size"), f.batch_size, int(parse_int("--batch-size", defaults.batch_size, 1, 4096)), "--batch-size"};
+    const SizeFlag side{!ds.flag.empty() && flag_set(f, defaults, ds.flag.substr(2)), ds.value, 0, ds.flag};
+    refuse_model_size(model_size_drivers(big, mo, o.train.batch_size, batch, shape, side, 1), "--models", f.models, why);
+  }
+  throw_usage(protocol.too_big(flags, o.data, "needs about " + gigabytes(data + kBaseBytes) + ", " + more));
+}
+
+// How many jobs fit in memory at once (at least 1; check_memory refuses less).
+int jobs_that_fit(const RunOptions& o, int datasets) {
+  double model = 0;
+  for (const std::string& m : o.models)
+    model = std::max(model, model_bytes(m, o.train.model, o.train.batch_size, image_shape(o.data)));
+  const double per_cell = datasets * dataset_bytes(o.data) + model;
+  return int(std::clamp(std::floor((available_bytes() - kBaseBytes) / per_cell), 1.0, 1024.0));
 }
 
 }  // namespace vg

@@ -1,13 +1,14 @@
 // The memory budget: what a dataset and a model will take, what this process
 // may still use, and which of the user's flags drive a model's size, so that
-// a configuration too big for memory is refused up front (run_flags.h's
-// check_memory, profile) instead of dying in std::bad_alloc mid-run.
+// a configuration too big for memory is refused up front (check_memory,
+// profile) instead of dying in std::bad_alloc mid-run.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "core/image_shape.h"
 #include "data/dataset.h"
+#include "harness/run_flags.h"
 #include "models/registry.h"
 
 namespace vg {
@@ -47,5 +48,13 @@ std::vector<SizeDriver> model_size_drivers(const std::string& m, const ModelOpti
 // beside it ("with --batch-size '4096'"), or, with none set, the model's flag.
 [[noreturn]] void refuse_model_size(const std::vector<SizeDriver>& drivers, const std::string& model_flag,
                                     const std::string& model_value, const std::string& why);
+
+// Refuses a configuration whose `jobs` runs at once (1 for `run`; a sweep's trainings) cannot fit in memory.
+// `datasets`: the datasets each job holds (a sweep's group: one per gap).
+// `threads`: a run's --threads (a sweep's trainings run on one thread each).
+void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text, int datasets = 1,
+                  int threads = 1);
+// How many jobs of `datasets` datasets fit in memory at once (at least 1; check_memory refuses less).
+int jobs_that_fit(const RunOptions& o, int datasets = 1);
 
 }  // namespace vg

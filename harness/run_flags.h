@@ -1,6 +1,5 @@
-// The flags of `run` (and the run flags of `sweep`): their table, their
-// validation into RunOptions, and the memory budget that refuses a
-// configuration before it runs out of memory mid-run.
+// The flags of `run` (and the run flags of `sweep`): their table and their
+// validation into RunOptions (the memory check is harness/memory_budget.h's).
 #pragma once
 #include <set>
 #include <span>
@@ -145,17 +144,6 @@ struct OutputFile {
 // The same file named twice (directly, through symlinks, "./x" or "d/../x") would
 // be written twice, the second replacing the first: refused.
 void check_distinct_outputs(const std::vector<OutputFile>& outputs);
-
-// ---- sizes: refused up front instead of dying in std::bad_alloc mid-run
-// (the estimates are harness/memory_budget.h's) ----
-
-// Refuses a configuration whose `jobs` runs at once (1 for `run`; a sweep's trainings) cannot fit in memory.
-// `datasets`: the datasets each job holds (a sweep's group: one per gap).
-// `threads`: a run's --threads (a sweep's trainings run on one thread each).
-void check_memory(const RunFlags& f, const RunOptions& o, int jobs, const std::string& jobs_text, int datasets = 1,
-                  int threads = 1);
-// How many jobs of `datasets` datasets fit in memory at once (at least 1; check_memory refuses less).
-int jobs_that_fit(const RunOptions& o, int datasets = 1);
 
 // --checkpoint-every: a step count ("500") or a duration of whole seconds,
 // minutes or hours ("30s", "10m", "2h"); the default interval when the flag is

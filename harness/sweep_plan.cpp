@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/memory_budget.h"
 #include "harness/report.h"
 #include "models/numbers.h"
 #include "models/registry.h"
