@@ -41,11 +41,8 @@ common=(--model convcaps --loss spread --em-lambda-schedule official --em-grad f
 heap=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736)
 pytorch() {  # pytorch NAME SIZE [ENV...] -- ARGS...: one run of the script, a line in the log
   local name=$1 size=$2; shift 2
-  local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-  env "${envs[@]}" "$py" -W ignore bench/pytorch_convcaps.py "$@" > "$tmp/pt.json"
-  "$py" -c 'import json, sys; j = json.load(open(sys.argv[1]))
-print(sys.argv[2], sys.argv[3], 32e6 / j["train_images_per_s"], 32e6 / j["forward_images_per_s"], int(j["peak_rss_mb"] * 1024))' \
-    "$tmp/pt.json" "$name" "$size" >> "$log"
+  pt_profile "$tmp" bench/pytorch_convcaps.py "$@"
+  echo "$name $size $step_us $fwd_us $rss_kb" >> "$log"
   tail -n 1 "$log" | sed "s/^/round $i: /"
 }
 for ((i = 1; i <= n; i++)); do
@@ -56,12 +53,7 @@ for ((i = 1; i <= n; i++)); do
     else
       vg_sizes=() pt_sizes=() steps=$pt_steps vs=$vg_steps vw=$vg_warmup
     fi
-    /usr/bin/time -f '%e %M' -o "$tmp/time" "$exe" profile "${common[@]}" "${vg_sizes[@]}" \
-      --steps "$vs" --warmup "$vw" --out "$tmp/profile.csv" > "$tmp/table"
-    # The table's rows: layer pass calls median_us ...; `step` is the whole training step.
-    step_us=$(awk '$1 == "step" && $2 == "step" { print $4 }' "$tmp/table")
-    fwd_us=$(awk '$2 == "forward" { s += $4 } END { print s }' "$tmp/table")
-    read -r _ rss_kb < "$tmp/time"
+    vg_profile "$tmp" "${common[@]}" "${vg_sizes[@]}" --steps "$vs" --warmup "$vw"
     echo "viewgap $size $step_us $fwd_us $rss_kb" >> "$log"
     tail -n 1 "$log" | sed "s/^/round $i: /"
     pytorch pytorch "$size" -- "${pt_sizes[@]}" --batch 32 --steps "$steps" --warmup "$pt_warmup"

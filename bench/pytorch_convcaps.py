@@ -12,6 +12,8 @@ The same network, configuration and routing semantics, written from viewgap's he
   class      W shared over positions + coordinate addition (paper: the receptive field's
              centre over the image side, added to pose elements 3 and 7), dense EM routing
              over all 4 x 4 x D children                               5 class capsules
+(The grid sides are those of a 32 x 32 input; --image 28, Fashion-MNIST's side, gives 12 -> 5 -> 3,
+and --classes 10 ten class capsules, as viewgap's `convcaps` has on `--data fashion-mnist`.)
 Routing (every capsule layer): 3 iterations, M-step w = R a / S, S = sum_i R a, mu and sigma2
 the weighted moments (sigma2 floored at 1e-6), cost_j = sum_h (beta_v + log(sigma2_h) / 2) S_j,
 a = sigmoid(lambda_t (beta_a - cost)), lambda_t = 0.01 (1 - 0.95^(t+1)) (the official schedule);
@@ -23,13 +25,17 @@ loss on the class activations, margin annealed 0.2 -> 0.9 over the timed steps; 
 float32, one thread. The images are random (N(0, 1), random labels): this measures speed only.
 
 Prints one JSON line: training and forward-only (torch.no_grad) images/s, medians over the timed
-steps after warm-up, the parameter count and peak RSS.
+steps after warm-up, the parameter count, the image side and classes, and peak RSS.
 
 Usage: /usr/bin/python3 bench/pytorch_convcaps.py [--A 64 --B 8 --C 16 --D 16] [--batch 32]
-           [--steps 3] [--warmup 1] [--check]
+           [--steps 3] [--warmup 1] [--image 32] [--classes 5] [--check]
+--image SIDE and --classes N set the input's side (one channel) and the class capsules (defaults: the
+rendered data's 32 and 5; Fashion-MNIST: --image 28 --classes 10). A side under 17 leaves the net no
+class grid (exit 2).
 --check also runs a tiny net in float64 against tests/convcaps_reference.py (the numpy reference viewgap's
-test compares convcaps with), every capsule layer's poses and activations, and checks that four Adam
-steps on one fixed batch lower its loss.
+test compares convcaps with), every capsule layer's poses and activations, at 32 x 32 and 5 classes
+whatever --image and --classes say, and checks that four Adam steps on one fixed batch (at --image and
+--classes) lower its loss.
 """
 import argparse
 import json
@@ -47,9 +53,19 @@ LOG_2PI = math.log(2 * math.pi)
 SIGMA2_MIN = 1e-6
 ITERS = 3
 LAMBDA_FINAL = 0.01
-N_CLASSES = 5
+N_CLASSES = 5  # the class capsules and the input's side: main() sets both from --classes and --image
 IMAGE = 32
 K = 3
+
+
+def grid_sides(image):
+    """The capsule grids' sides for an input side: conv1 5x5/2 VALID, ConvCaps1 K/2, ConvCaps2 K/1."""
+    s0 = (image - 5) // 2 + 1
+    s1 = (s0 - K) // 2 + 1
+    return s0, s1, s1 - K + 1
+
+
+MIN_IMAGE = next(side for side in range(5, 100) if min(grid_sides(side)) >= 1)  # 17 at K = 3
 
 
 def lam(t):  # the official schedule's inverse temperature of iteration t (0-based)
@@ -173,9 +189,7 @@ class ConvCapsNet(torch.nn.Module):
     def __init__(self, A, B, C, D):
         super().__init__()
         self.B = B
-        s0 = (IMAGE - 5) // 2 + 1
-        s1 = (s0 - K) // 2 + 1
-        s2 = s1 - K + 1
+        s0, s1, s2 = grid_sides(IMAGE)
         self.conv1 = torch.nn.Conv2d(1, A, 5, stride=2)
         self.primary = torch.nn.Linear(A, B * (POSE + 1))
         self.caps1 = ConvCaps(s0, B, C, 2)
@@ -214,7 +228,8 @@ def check_against_reference():
     """A tiny net (A=3, B=2, C=3, D=2, 2 images) in float64 against tests/convcaps_reference.py,
     the numpy reference viewgap's own test checks convcaps against (given the same weights in
     viewgap's layouts): every capsule layer's mu and a must agree to 1e-9. Returns the worst
-    difference per layer."""
+    difference per layer. Always at a 32 x 32 input and 5 classes, whatever --image and --classes say."""
+    global IMAGE, N_CLASSES
     import importlib.util
     import os
     import tempfile
@@ -224,6 +239,8 @@ def check_against_reference():
     ref = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ref)
     torch.set_default_dtype(torch.float64)
+    run_sizes = IMAGE, N_CLASSES
+    IMAGE, N_CLASSES = 32, 5
     try:
         torch.manual_seed(5)
         net = ConvCapsNet(3, 2, 3, 2)
@@ -263,6 +280,7 @@ def check_against_reference():
             want = ref.forward(d, meta, np.float64)
     finally:
         torch.set_default_dtype(torch.float32)
+        IMAGE, N_CLASSES = run_sizes
     worst = {}
     for name, w in want.items():
         g = got[name].numpy().reshape(w.shape)
@@ -272,6 +290,7 @@ def check_against_reference():
 
 
 def main():
+    global IMAGE, N_CLASSES
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     for n, d in (('A', 64), ('B', 8), ('C', 16), ('D', 16)):
         ap.add_argument('--' + n, type=int, default=d)
@@ -279,6 +298,10 @@ def main():
     ap.add_argument('--steps', type=int, default=3, help='timed training steps (and forward passes)')
     ap.add_argument('--warmup', type=int, default=1)
     ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--image', type=int, default=32, metavar='SIDE',
+                    help='the images\' side in pixels, one channel (Fashion-MNIST: 28); at least 17')
+    ap.add_argument('--classes', type=int, default=5, metavar='N',
+                    help='class capsules (Fashion-MNIST: 10); at least 2')
     ap.add_argument('--check', action='store_true',
                     help='also check that a few steps on one fixed batch reduce its loss, and a tiny net '
                          'against tests/convcaps_reference.py (needs numpy)')
@@ -286,25 +309,36 @@ def main():
     if min(args.A, args.B, args.C, args.D, args.batch, args.steps) < 1 or args.warmup < 0:
         print('pytorch_convcaps.py: sizes, --batch and --steps must be >= 1, --warmup >= 0', file=sys.stderr)
         sys.exit(2)
+    if min(grid_sides(args.image)) < 1:
+        print(f'pytorch_convcaps.py: --image {args.image}: too small for the net (conv1 5x5/2, then {K}x{K}/2 '
+              f'and {K}x{K}/1 leave grids of {" -> ".join(map(str, grid_sides(args.image)))}); at least {MIN_IMAGE}',
+              file=sys.stderr)
+        sys.exit(2)
+    if args.classes < 2:
+        print(f'pytorch_convcaps.py: --classes {args.classes}: expected at least 2', file=sys.stderr)
+        sys.exit(2)
+    IMAGE, N_CLASSES = args.image, args.classes
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     net = ConvCapsNet(args.A, args.B, args.C, args.D)
     n_params = sum(p.numel() for p in net.parameters())
-    # viewgap's ConvCapsConfig::param_count() for the same sizes (one input channel, K = 3, 5 classes).
+    # viewgap's ConvCapsConfig::param_count() for the same sizes (one input channel, K = 3, N_CLASSES
+    # classes; the image side changes no weight's shape).
     A, B, C, D = args.A, args.B, args.C, args.D
     expected = (A * 25 + A) + (A * B * 17 + B * 17) + (9 * B * C * 16 + 2 * C) + (9 * C * D * 16 + 2 * D) + \
         (D * N_CLASSES * 16 + 2 * N_CLASSES)
     assert n_params == expected, (n_params, expected)
-    if (A, B, C, D) == (64, 8, 16, 16):
-        assert n_params == 67154, n_params
-    if (A, B, C, D) == (32, 32, 32, 32):
+    if (A, B, C, D) == (64, 8, 16, 16) and N_CLASSES in (5, 10):  # 10: viewgap's on --data fashion-mnist
+        assert n_params == {5: 67154, 10: 68444}[N_CLASSES], n_params
+    if (A, B, C, D) == (32, 32, 32, 32) and N_CLASSES == 5:
         assert n_params == 316394, n_params
     opt = torch.optim.Adam(net.parameters(), lr=2e-3)
     x = torch.randn(args.batch, 1, IMAGE, IMAGE)
     y = torch.randint(0, N_CLASSES, (args.batch,))
 
     out = {'model': 'convcaps', 'framework': f'pytorch {torch.__version__}', 'threads': torch.get_num_threads(),
-           'A': A, 'B': B, 'C': C, 'D': D, 'batch': args.batch, 'params': n_params, 'data': 'random'}
+           'A': A, 'B': B, 'C': C, 'D': D, 'batch': args.batch, 'params': n_params, 'data': 'random',
+           'image': IMAGE, 'classes': N_CLASSES}
     if args.check:
         out['reference_max_abs_diff'] = check_against_reference()
         # One fixed batch, margin fixed at 0.2: the loss after a few Adam steps must be below the first.
