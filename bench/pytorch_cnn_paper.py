@@ -29,13 +29,12 @@ Bad arguments: exit 2 with one line.
 import argparse
 import json
 import math
-import resource
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+from torch_timing import time_training
 
 HIDDEN = 1024
 DROPOUT = 0.5
@@ -128,33 +127,12 @@ def main():
         out['check_losses'] = losses
         assert losses[-1] < losses[0], losses
 
-    total = args.warmup + args.steps
-    train_s = []
-    for i in range(total):
-        t0 = time.perf_counter()
-        loss = train_step()
-        dt = time.perf_counter() - t0
-        if not math.isfinite(loss):
-            print(f'pytorch_cnn_paper.py: non-finite loss at step {i}', file=sys.stderr)
-            sys.exit(1)
-        if i >= args.warmup:
-            train_s.append(dt)
-    net.eval()
-    fwd_s = []
-    with torch.no_grad():
-        for i in range(total):
-            t0 = time.perf_counter()
-            net(x)
-            if i >= args.warmup:
-                fwd_s.append(time.perf_counter() - t0)
-    out.update({
-        'train_step_s': [round(t, 5) for t in train_s],
-        'forward_s': [round(t, 5) for t in fwd_s],
-        'train_images_per_s': args.batch / statistics.median(train_s),
-        'forward_images_per_s': args.batch / statistics.median(fwd_s),
-        'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        'last_loss': loss,
-    })
+    def forward():
+        net.eval()
+        net(x)
+
+    out.update(time_training('pytorch_cnn_paper.py', args.batch, args.warmup, args.steps,
+                             lambda i, total: train_step(), forward))
     print(json.dumps(out))
 
 

@@ -40,13 +40,12 @@ whatever --image and --classes say, and checks that four Adam steps on one fixed
 import argparse
 import json
 import math
-import resource
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+from torch_timing import time_training
 
 POSE = 16
 LOG_2PI = math.log(2 * math.pi)
@@ -352,35 +351,14 @@ def main():
         out['check_losses'] = losses
         assert losses[-1] < losses[0], losses
 
-    total = args.warmup + args.steps
-    train_s = []
-    for i in range(total):
-        t0 = time.perf_counter()
+    def train_step(i, total):
         opt.zero_grad(set_to_none=True)
         loss = spread_loss(net(x), y, 0.2 + 0.7 * i / max(1, total - 1))
         loss.backward()
         opt.step()
-        dt = time.perf_counter() - t0
-        if not math.isfinite(loss.item()):
-            print(f'pytorch_convcaps.py: non-finite loss at step {i}', file=sys.stderr)
-            sys.exit(1)
-        if i >= args.warmup:
-            train_s.append(dt)
-    fwd_s = []
-    with torch.no_grad():
-        for i in range(total):
-            t0 = time.perf_counter()
-            net(x)
-            if i >= args.warmup:
-                fwd_s.append(time.perf_counter() - t0)
-    out.update({
-        'train_step_s': [round(t, 4) for t in train_s],
-        'forward_s': [round(t, 4) for t in fwd_s],
-        'train_images_per_s': args.batch / statistics.median(train_s),
-        'forward_images_per_s': args.batch / statistics.median(fwd_s),
-        'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        'last_loss': loss.item(),
-    })
+        return loss.item()
+
+    out.update(time_training('pytorch_convcaps.py', args.batch, args.warmup, args.steps, train_step, lambda: net(x)))
     print(json.dumps(out))
 
 
