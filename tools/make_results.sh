@@ -69,7 +69,7 @@
 #                                            and resumable; results/provenance_fashion-trained.md)
 #        bash tools/make_results.sh fashion-models (the seed's capsules and CNN on Fashion-MNIST's
 #                                            standard split, 30 seeds, and dr, 5 seeds, 30 epochs each,
-#                                            beside the published figures in the same table; ~3 hours of
+#                                            beside the published figures in the same table; ~1.5 hours of
 #                                            one core, resumable; results/provenance_fashion-models.md)
 #        bash tools/make_results.sh fashion-plane (issue 52: caps, cnn, dr, nn1 and linear on
 #                                            verdict-fashion's splits, 30 seeds, the verdict's
