@@ -224,6 +224,10 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
       provenance_f.append(provenance_add);
       cells_f.append(cells_add);
       ++done;
+      // meta.json counts what cells.csv holds, so that an interrupted sweep's
+      // says how far it got, as its last line does.
+      meta["cells_done"] = done.load();
+      write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
       remove_checkpoints(plan, plan.cells[size_t(id)]);  // its training is in the tables now
     } catch (const std::exception& e) {
       write_error = e.what();  // the first failed write stops the sweep

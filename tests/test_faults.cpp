@@ -332,6 +332,7 @@ TEST(SweepFaults, InterruptSaysHowFarItGotAndResumesToIdenticalTables) {
     const int k = std::stoi(count);
     EXPECT_GE(k, 1);
     EXPECT_EQ(lines(slurp(dir + "/cells.csv")), 1 + k);  // exactly the cells it reported
+    EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/meta.json"))["cells_done"], k);  // and so does meta.json
     for (const auto& name : listing(dir)) EXPECT_TRUE(kSweepFiles.count(name)) << "stray " << name;
     const Result again = viewgap("sweep --resume --out " + dir + kLonger);
     ASSERT_EQ(again.code, 0) << again.err;
