@@ -26,15 +26,16 @@ Fashion-MNIST: --image 28 --classes 10. The side must be at least 4 (two 2x2 poo
 and lr 2e-3 it jumps on the second step and falls below the first by the fifth).
 Bad arguments: exit 2 with one line.
 """
-import argparse
 import json
 import math
-import sys
 
 import torch
 import torch.nn.functional as F
 
+import one_line_args
 from torch_timing import time_training
+
+TOOL = 'pytorch_cnn_paper.py'
 
 HIDDEN = 1024
 DROPOUT = 0.5
@@ -70,17 +71,11 @@ class PaperCnn(torch.nn.Module):
 
 
 def fail(message):
-    print(f'pytorch_cnn_paper.py: {message}', file=sys.stderr)
-    sys.exit(2)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not argparse's usage block
-        fail(message)
+    one_line_args.fail(TOOL, message)
 
 
 def main():
-    ap = Parser(description=__doc__.split('\n')[0])
+    ap = one_line_args.parser(TOOL, description=__doc__.split('\n')[0])
     ap.add_argument('--image', type=int, default=32, metavar='SIDE',
                     help='the images\' side in pixels (Fashion-MNIST: 28); at least 4')
     ap.add_argument('--classes', type=int, default=5, metavar='N', help='classes (Fashion-MNIST: 10); at least 2')

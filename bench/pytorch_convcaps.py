@@ -37,15 +37,16 @@ test compares convcaps with), every capsule layer's poses and activations, at 32
 whatever --image and --classes say, and checks that four Adam steps on one fixed batch (at --image and
 --classes) lower its loss.
 """
-import argparse
 import json
 import math
-import sys
 
 import torch
 import torch.nn.functional as F
 
+import one_line_args
 from torch_timing import time_training
+
+TOOL = 'pytorch_convcaps.py'
 
 POSE = 16
 LOG_2PI = math.log(2 * math.pi)
@@ -288,9 +289,13 @@ def check_against_reference():
     return worst
 
 
+def fail(message):
+    one_line_args.fail(TOOL, message)
+
+
 def main():
     global IMAGE, N_CLASSES
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap = one_line_args.parser(TOOL, description=__doc__.split('\n')[0])
     for n, d in (('A', 64), ('B', 8), ('C', 16), ('D', 16)):
         ap.add_argument('--' + n, type=int, default=d)
     ap.add_argument('--batch', type=int, default=32)
@@ -306,16 +311,12 @@ def main():
                          'against tests/convcaps_reference.py (needs numpy)')
     args = ap.parse_args()
     if min(args.A, args.B, args.C, args.D, args.batch, args.steps) < 1 or args.warmup < 0:
-        print('pytorch_convcaps.py: sizes, --batch and --steps must be >= 1, --warmup >= 0', file=sys.stderr)
-        sys.exit(2)
+        fail('sizes, --batch and --steps must be >= 1, --warmup >= 0')
     if min(grid_sides(args.image)) < 1:
-        print(f'pytorch_convcaps.py: --image {args.image}: too small for the net (conv1 5x5/2, then {K}x{K}/2 '
-              f'and {K}x{K}/1 leave grids of {" -> ".join(map(str, grid_sides(args.image)))}); at least {MIN_IMAGE}',
-              file=sys.stderr)
-        sys.exit(2)
+        fail(f'--image {args.image}: too small for the net (conv1 5x5/2, then {K}x{K}/2 '
+             f'and {K}x{K}/1 leave grids of {" -> ".join(map(str, grid_sides(args.image)))}); at least {MIN_IMAGE}')
     if args.classes < 2:
-        print(f'pytorch_convcaps.py: --classes {args.classes}: expected at least 2', file=sys.stderr)
-        sys.exit(2)
+        fail(f'--classes {args.classes}: expected at least 2')
     IMAGE, N_CLASSES = args.image, args.classes
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)

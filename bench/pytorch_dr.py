@@ -59,7 +59,6 @@ MKL_NUM_THREADS before numpy and torch load (Debian's torch multiplies in OpenBL
 torch.set_num_threads does not reach). Bad arguments: exit 2 with one line naming the flag.
 Speed: bench/README.md.
 """
-import argparse
 import gzip
 import json
 import math
@@ -67,6 +66,10 @@ import os
 import re
 import sys
 import time
+
+import one_line_args
+
+TOOL = 'pytorch_dr.py'
 
 
 def _pin_blas_threads(argv):
@@ -236,17 +239,11 @@ def evaluate(net, images, labels, batch=500):
 
 
 def fail(message):
-    print(f'pytorch_dr.py: {message}', file=sys.stderr)
-    sys.exit(2)
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not argparse's usage block
-        fail(message)
+    one_line_args.fail(TOOL, message)
 
 
 def main():
-    ap = Parser(description=__doc__.split('\n')[0], allow_abbrev=False)  # --threads is read before parsing
+    ap = one_line_args.parser(TOOL, description=__doc__.split('\n')[0], allow_abbrev=False)  # --threads is read before parsing
     ap.add_argument('--epochs', type=int, default=30)
     ap.add_argument('--lr', type=float, default=1e-3)
     ap.add_argument('--batch', type=int, default=32)
