@@ -4,7 +4,8 @@
   python3 tools/results_summary.py [--results results] [--out results/SUMMARY.md] [--check]
 
 Reads RESULTS/*/summary.csv (every sweep; those one level down that SWEEPS
-names), RESULTS/seed_table.csv and the
+names) and, where a sweep has one, its frontier.csv's paired rows that every
+seed reached (at the lowest such level and each multiple of 0.05), RESULTS/seed_table.csv and the
 class-activation table of RESULTS/ablation.md, and writes SUMMARY.md (default
 RESULTS/SUMMARY.md) through a temporary file and a rename. The output is a pure
 function of those files: the same tables give the same bytes. README.md,
@@ -210,6 +211,50 @@ def table2(results, sweeps):
     return with_note(err_rows + [""] + paired, shown + pairs, pairs)
 
 
+def frontier_tables(results, d):
+    """The paired rows of a sweep's frontier.csv (harness/frontier.h) that every seed reached,
+    at the lowest familiar-error level each pair reaches on every seed and at every multiple of
+    0.05 above it: the levels the verdict's table and the docs read. Empty when none is whole."""
+    path = os.path.join(results, d, "frontier.csv")
+    if not os.path.isfile(path):
+        return []
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            every = list(csv.DictReader(f))
+    except OSError as e:
+        fail(f"{path}: cannot read ({e.strerror})")
+    names = {r.get("model") for r in every if r.get("kind") == "model"}
+    rows = [r for r in every if r.get("kind") == "paired" and r.get("seeds") == r.get("n")]
+    lowest = {}
+    for r in rows:
+        key = (r["grid"], r["gap"], r["model"], r["metric"])
+        lowest[key] = min(lowest.get(key, float("inf")), float(r["level"]))
+    order = {key: i for i, key in enumerate(reversed(list(lowest)))}  # each pair's rows together, in file order
+    rows.sort(key=lambda r: (-order[(r["grid"], r["gap"], r["model"], r["metric"])], float(r["level"])))
+    keep, last = [], {}
+    for r in rows:
+        key = (r["grid"], r["gap"], r["model"], r["metric"])
+        if float(r["level"]) != lowest[key] and round(float(r["level"]) * 1000) % 50:
+            continue
+        value = tuple(r[k] for k in ("mean", "ci_lo", "ci_hi", "wins", "ties", "losses"))
+        if last.get(key) != value:  # above the level every seed met at its first check, rows repeat
+            keep.append(r)
+        last[key] = value
+    if not keep:
+        return []
+    src = f"`{d}/frontier.csv`"
+    has_grid = any(r["grid"] for r in keep)
+    g_head, g_rule = ("grid | ", "---|") if has_grid else ("", "")
+    out = [f"| {g_head}gap | familiar error level L | pair | metric | n | difference (95 % CI) | "
+           f"wins / ties / losses | Wilcoxon p | source |",
+           f"|{g_rule}---|---|---|---|---|---|---|---|---|"]
+    for r in keep:
+        out.append((f"| {r['grid']} " if has_grid else "") +
+                   f"| {r['gap']} | {float(r['level']):.3f} | {pair_text(r['model'], names)} | {r['metric']} | {r['n']} | "
+                   f"{diff_ci(r)} | {r['wins']} / {r['ties']} / {r['losses']} | {p_value(r['p_value'])} | {src} |")
+    return with_note(out, keep, keep)
+
+
 def class_activations(results):
     """The class-activation table of ablation.md (tools/ablation.py runs viewgap for it; no CSV holds it)."""
     path = os.path.join(results, "ablation.md")
@@ -261,6 +306,13 @@ def render(results):
     ] + seed_table(results)
     for d, title in order:
         text += ["", f"## {title}", "", f"`results/{d}/`.", ""] + sweep_tables(results, d, sweeps[d])
+        frontier = frontier_tables(results, d)
+        if frontier:
+            text += ["", "The frontier (`frontier.csv`): the paired difference in an error at familiar-error "
+                     "level L, each seed stopped where its familiar validation error first reached L; the "
+                     "lowest level every seed of the pair reached, and each multiple of 0.05 above it that "
+                     "changes the row.", ""]
+            text += frontier
     if any(f"table2_{p}_{c}" in sweeps for p, c in TABLE2):
         text += ["", "## Table 2 of the paper, as errors", "",
                  "Error is 1 − accuracy; caps − CNN novel error is minus the paired held-out difference, "
