@@ -54,6 +54,8 @@ SWEEPS = [
     ("toys_calibrated_elevation", "The calibrated toys, the paper's elevation split (Table 2 on the toys, re-run)"),
     ("toys_window", "The toys dataset's first setting across gaps (train 0:60, a 60° window `gap` degrees on)"),
     ("toys_calibrated_window", "The calibrated toys across gaps (train 0:60, a 60° window `gap` degrees on)"),
+    ("verdict_toys_azimuth", "The verdict: the paper's networks on the calibrated toys, the paper's azimuth split"),
+    ("verdict_toys_elevation", "The verdict: the paper's networks on the calibrated toys, the paper's elevation split"),
     ("fashion_mnist/linear", "Fashion-MNIST, the standard split: softmax regression"),
 ]
 TABLE2 = [("azimuth", "seed"), ("azimuth", "paper"), ("elevation", "seed"), ("elevation", "paper")]
