@@ -777,21 +777,27 @@ class PlotTest(unittest.TestCase):
         shutil.copy(os.path.join(ROOT, "results", "seed_table.csv"), d)
         head = "grid,axis,unit,gap,true_gap,level,kind,model,metric,seeds,n,mean,sd,median,iqm,ci_lo,ci_hi," \
                "wins,ties,losses,prob_improvement,p_value\n"
-        row = lambda level, kind, n, mean, p="0.01": (f",azimuth,deg,0,0,{level},{kind},cnn-caps,heldout_error,5,{n},"
-                                                      f"{mean},0.01,{mean},{mean},{mean - 0.01},{mean + 0.01},"
-                                                      f"4,0,1,0.8,{p}\n")
+        def row(level, kind, n, mean, model="cnn-caps", metric="heldout_error"):
+            return (f",azimuth,deg,0,0,{level},{kind},{model},{metric},5,{n},{mean},0.01,{mean},{mean},"
+                    f"{mean - 0.01},{mean + 0.01},4,0,1,0.8,0.01\n")
+        models = "".join(row(0.32, "model", 5, e, m, k) for m, k, e in [
+            ("cnn", "familiar_error", 0.31), ("cnn", "heldout_error", 0.4), ("caps", "familiar_error", 0.3),
+            ("caps", "heldout_error", 0.411)])
         with open(os.path.join(d, "s", "frontier.csv"), "w") as f:
-            f.write(head + row(0.30, "paired", 4, -0.5) + row(0.32, "model", 5, 0.4) + row(0.32, "paired", 5, -0.011)
+            f.write(head + models + row(0.30, "paired", 4, -0.5) + row(0.32, "paired", 5, -0.011)
                     + row(0.33, "paired", 5, -0.022) + row(0.35, "paired", 5, -0.033) + row(0.4, "paired", 5, -0.033)
                     + row(0.45, "paired", 5, -0.044))
         r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "results_summary.py"), "--results", d],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(os.path.join(d, "SUMMARY.md")) as f:
-            listed = [line.split(" | ")[1:6] for line in f if line.endswith("`s/frontier.csv` |\n")]
-        self.assertEqual(listed, [["0.320", "cnn − caps", "heldout_error", "5", "−0.011 [−0.021, −0.001]"],
-                                  ["0.350", "cnn − caps", "heldout_error", "5", "−0.033 [−0.043, −0.023]"],
-                                  ["0.450", "cnn − caps", "heldout_error", "5", "−0.044 [−0.054, −0.034]"]])
+            listed = [line.split(" | ")[1:7] for line in f if line.endswith("`s/frontier.csv` |\n")]
+        self.assertEqual(listed, [["0.320", "cnn − caps", "heldout_error", "5", "cnn 0.310, 0.400; caps 0.300, 0.411",
+                                   "−0.011 [−0.021, −0.001]"],
+                                  ["0.350", "cnn − caps", "heldout_error", "5", "cnn —, —; caps —, —",
+                                   "−0.033 [−0.043, −0.023]"],
+                                  ["0.450", "cnn − caps", "heldout_error", "5", "cnn —, —; caps —, —",
+                                   "−0.044 [−0.054, −0.034]"]])
 
     def test_tables_over_fewer_than_5_seeds_carry_the_note(self):
         """Every table tool: statistics over 3 seeds get the note under the table (their CI is the

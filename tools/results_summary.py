@@ -226,6 +226,8 @@ def frontier_tables(results, d):
     except OSError as e:
         fail(f"{path}: cannot read ({e.strerror})")
     names = {r.get("model") for r in every if r.get("kind") == "model"}
+    at = {(r["grid"], r["gap"], r["level"], r["model"], r["metric"]): r["mean"]
+          for r in every if r.get("kind") == "model"}
     rows = [r for r in every if r.get("kind") == "paired" and r.get("seeds") == r.get("n")]
     lowest = {}
     for r in rows:
@@ -247,12 +249,19 @@ def frontier_tables(results, d):
     src = f"`{d}/frontier.csv`"
     has_grid = any(r["grid"] for r in keep)
     g_head, g_rule = ("grid | ", "---|") if has_grid else ("", "")
-    out = [f"| {g_head}gap | familiar error level L | pair | metric | n | difference (95 % CI) | "
-           f"wins / ties / losses | Wilcoxon p | source |",
-           f"|{g_rule}---|---|---|---|---|---|---|---|---|"]
+    out = [f"| {g_head}gap | familiar error level L | pair | metric | n | each at L: familiar error, metric | "
+           f"difference (95 % CI) | wins / ties / losses | Wilcoxon p | source |",
+           f"|{g_rule}---|---|---|---|---|---|---|---|---|---|"]
+
+    def means(r, pair):  # "convcaps 0.248, 0.403; cnn-paper 0.262, 0.428": each model's mean errors at L
+        def mean(m, k):
+            v = at.get((r["grid"], r["gap"], r["level"], m, k))
+            return "—" if v is None else f"{float(v):.3f}"
+        return "; ".join(f"{m} {mean(m, 'familiar_error')}, {mean(m, r['metric'])}" for m in pair.split(" − "))
     for r in keep:
+        pair = pair_text(r["model"], names)
         out.append((f"| {r['grid']} " if has_grid else "") +
-                   f"| {r['gap']} | {float(r['level']):.3f} | {pair_text(r['model'], names)} | {r['metric']} | {r['n']} | "
+                   f"| {r['gap']} | {float(r['level']):.3f} | {pair} | {r['metric']} | {r['n']} | {means(r, pair)} | "
                    f"{diff_ci(r)} | {r['wins']} / {r['ties']} / {r['losses']} | {p_value(r['p_value'])} | {src} |")
     return with_note(out, keep, keep)
 
