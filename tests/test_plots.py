@@ -599,6 +599,32 @@ class PlotTest(unittest.TestCase):
                 w.writerow(r)
         self.assertEqual(table(d)[0].replace(d, "DIR"), table(flipped)[0].replace(flipped, "DIR"))
 
+    def test_verdict_table_budget_says_where_each_training_was_lowest(self):
+        """The budget rows: trainings, steps, core-hours from cells.csv; from trajectory.csv the mean
+        of each training's lowest familiar validation error, and how many reached it in the last
+        tenth of their steps (a tie counts at its first step)."""
+        d = self.path("az")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d, "--gaps", "20",
+                        "--models", "caps,cnn"], check=True)
+        with open(os.path.join(d, "cells.csv"), "w") as f:
+            f.write("seed,grid,model,status,steps,seconds\n")
+            for seed in (0, 1):
+                f.write(f"{seed},,caps,ok,100,3600\n{seed},,cnn,ok,100,720\n")
+        # caps: seed 0 lowest (0.2) at step 95, seed 1 at step 50 (its 0.3 again at 99 is a tie);
+        # cnn: both lowest at step 20.
+        traj = [(0, "caps", 50, 0.3), (0, "caps", 95, 0.2), (1, "caps", 50, 0.3), (1, "caps", 99, 0.3),
+                (0, "cnn", 20, 0.1), (0, "cnn", 95, 0.15), (1, "cnn", 20, 0.12), (1, "cnn", 100, 0.2)]
+        with open(os.path.join(d, "trajectory.csv"), "w") as f:
+            f.write("cell,seed,gap,grid,model,epoch,step,validation_error,familiar_error,heldout_error\n")
+            f.writelines(f"0,{s},20,,{m},1,{step},{e},0.5,0.5\n" for s, m, step, e in traj)
+        out = self.path("v.md")
+        r = self.verdict("--sweep", "azimuth=" + d, "--caps", "caps", "--cnn", "cnn", "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            md = f.read()
+        self.assertIn("| azimuth | — | caps | 2 | 100 | 1 | 0.250 | 1 of 2 |", md)
+        self.assertIn("| azimuth | — | cnn | 2 | 100 | 0.2 | 0.110 | 0 of 2 |", md)
+
     def test_verdict_table_yardsticks_are_read_gap_by_gap(self):
         """--yardsticks with a sweep of several gaps: a gap column, each gap's rows at the level
         the two networks matched at that gap, the yardsticks' frontier rows there."""

@@ -32,6 +32,7 @@ TOOL = "verdict_table.py"
 FRONTIER = "grid,gap,level,kind,model,metric,seeds,n,mean,ci_lo,ci_hi,wins,ties,losses,p_value".split(",")
 SUMMARY = "grid,gap,kind,model,metric,n,mean,ci_lo,ci_hi".split(",")
 CELLS = "seed,grid,model,status,steps,seconds".split(",")
+TRAJECTORY = "seed,grid,model,step,validation_error".split(",")
 # The paper's claim: about 30 % fewer novel-view errors at the same familiar error.
 CLAIM = -0.30
 
@@ -164,12 +165,36 @@ def budget(protocol, d, caps, cnn):
             t = trainings.setdefault((r["grid"], r["model"]), {}).setdefault(r["seed"], [0, 0.0])
             t[0] = max(t[0], int(number(path, r, "steps")))
             t[1] += number(path, r, "seconds")
+    lowest = lowest_checks(d, trainings)
     out = []
     for (grid, model), t in trainings.items():
         steps = sorted(s for s, _ in t.values())
         hours = sum(x for _, x in t.values()) / len(t) / 3600
         reach = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
-        out.append(f"| {protocol} | {recipe(grid)} | {model} | {len(t)} | {reach} | {hours:.3g} |")
+        low = {seed: lowest[(grid, model, seed)] for seed in t if (grid, model, seed) in lowest}
+        if low:
+            late = sum(step > 0.9 * t[seed][0] for seed, (_, step) in low.items())
+            low_text = f"{sum(e for e, _ in low.values()) / len(low):.3f} | {late} of {len(low)}"
+        else:
+            low_text = "— | —"
+        out.append(f"| {protocol} | {recipe(grid)} | {model} | {len(t)} | {reach} | {hours:.3g} | {low_text} |")
+    return out
+
+
+def lowest_checks(d, trainings):
+    """(grid, model, seed) -> (the lowest familiar validation error of the training's checks, the
+    step of the first check that reached it), from trajectory.csv; {} without one."""
+    path = os.path.join(d, "trajectory.csv")
+    if not os.path.lexists(path):
+        return {}
+    out = {}
+    for r in read_rows(TOOL, path, TRAJECTORY):
+        key = (r["grid"], r["model"], r["seed"])
+        if (r["grid"], r["model"]) not in trainings:
+            continue
+        e, step = number(path, r, "validation_error"), int(number(path, r, "step"))
+        if key not in out or (e, step) < out[key]:
+            out[key] = (e, step)
     return out
 
 
@@ -294,9 +319,13 @@ def main():
     lines += ["## The budget", "",
               "Each network's trainings under each recipe (one a seed; a network that reads no recipe's "
               "flag trains once a seed and is listed under each), the steps they reached and the core-hours "
-              "of one, mean over them (cells.csv: each training runs on one core).", "",
-              "| protocol | recipe | network | trainings | steps reached | core-hours a training |",
-              "|---|---|---|---|---|---|"] + budgets + [""]
+              "of one, mean over them (cells.csv: each training runs on one core); the lowest familiar "
+              "validation error a training's checks reached, mean over them, and how many reached it in the "
+              "last tenth of their steps, where a longer training would likely have gone lower "
+              "(trajectory.csv).", "",
+              "| protocol | recipe | network | trainings | steps reached | core-hours a training | "
+              "lowest familiar validation error | lowest in the last tenth |",
+              "|---|---|---|---|---|---|---|---|"] + budgets + [""]
     lines += ["## Beside the published numbers", "",
               "| source | protocol | familiar error | CNN novel | capsules novel | relative change |",
               "|---|---|---|---|---|---|"]
