@@ -351,17 +351,19 @@ verdict_fashion_steps() {
   # protocol), held out 1 to 10 px beyond; turns and affine changes (turn,
   # scale and shear at once) at affNIST's ranges, trained at none, each at its
   # default gaps.
-  # convcaps (the paper's recipe) and cnn-paper, 10 seeds, 3 epochs of the
+  # convcaps by both recipes (the paper's and the official code's, as on the
+  # toys: docs/data.md) and cnn-paper, 10 seeds, 3 epochs of the
   # 55,000 training images the validation twelfth leaves (about 5,160 steps:
   # convcaps's familiar error on the standard split is 0.24 after 3 epochs, 0.17
   # after 30, results/fashion_mnist), a familiar validation check at every
   # epoch's end and every 100 steps through the first (cnn-paper's familiar
   # error falls fast: see verdict-toys), each
   # check on 2,000 images a split. The frontier's levels are the ones both
-  # reach (no paper level for these protocols). The budget, about an hour of
-  # one core a convcaps cell (0.48 s a step at 40 x 40, its final evaluation
-  # and circle ~5 minutes) and 15 minutes a cnn-paper one, so ~36 core-hours
-  # for the three protocols. Checkpointed: rerunning the part resumes each
+  # reach (no paper level for these protocols). The budget, a convcaps
+  # training about 50 minutes of one core on the 40 x 40 canvas (0.48 s a
+  # step, its final evaluation and circle ~5 minutes) and 25 at 28 x 28 (0.2 s
+  # a step), a cnn-paper one 12 and 6: ~37 core-hours for the three protocols
+  # and both recipes. Checkpointed: rerunning the part resumes each
   # sweep. PROTOCOLS picks the protocols.
   local protocol
   for protocol in ${PROTOCOLS:-translation rotation affine}; do
@@ -389,8 +391,11 @@ fashion_plane_flags() {  # protocol: verdict-fashion's data, budget and checks; 
   fashion_flags "$1" "--seeds 0:29 --models caps,cnn,dr,nn1,linear --model-lr dr=1e-3 --reference cnn"
 }
 verdict_fashion_flags() {  # protocol: the verdict's Fashion-MNIST sweep's flags, less --out
-  fashion_flags "$1" "--seeds 0:9 --models convcaps,cnn-paper --reference convcaps"
+  fashion_flags "$1" "--seeds 0:9 --models convcaps,cnn-paper --reference convcaps $verdict_recipes"
 }
+# The verdict's two convcaps recipes, one joined grid axis (cnn-paper reads none
+# of its flags, so it trains once a seed for both), compared seed by seed.
+verdict_recipes="--grid em-logit+em-norm+em-mean+em-class-lambda=paper,official --pair-grid em-logit=official|em-logit=paper"
 fashion_flags() {  # protocol, the seeds and models: the Fashion-MNIST in-plane sweeps' shared flags, less --out
   local canvas=""
   [ "$1" = translation ] && canvas="--canvas 40 --train-shift 2 --gaps 1,3,6,10"
@@ -400,8 +405,7 @@ fashion_flags() {  # protocol, the seeds and models: the Fashion-MNIST in-plane 
 verdict_toys_flags() {  # protocol: the verdict's toys sweep's flags, less --out
   echo "--data toys --split paper-$1 --seeds 0:9 --n-epochs 40 --check-sample 2000 --eval-every 16 --eval-until 508" \
     "--models convcaps,cnn-paper" \
-    "--model-lr cnn-paper=5e-4 --reference convcaps" \
-    "--grid em-logit+em-norm+em-mean+em-class-lambda=paper,official --pair-grid em-logit=official|em-logit=paper" \
+    "--model-lr cnn-paper=5e-4 --reference convcaps $verdict_recipes" \
     "--validation on --standardize on --brightness 0.25 --contrast 0.8 --jobs ${JOBS:-2} --reproducible --quiet"
 }
 compute_step() {  # dir: a sweep's compute, the sum of its cells.csv seconds (each row one core's), into the provenance
