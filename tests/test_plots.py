@@ -599,6 +599,16 @@ class PlotTest(unittest.TestCase):
                 w.writerow(r)
         self.assertEqual(table(d)[0].replace(d, "DIR"), table(flipped)[0].replace(flipped, "DIR"))
 
+    def test_grid_points_in_titles_join_the_flags_of_one_value(self):
+        """A joined grid axis's point names its value once; a grid point without a shared value, or
+        that is not flag=value pairs, reads as the sweep wrote it."""
+        g = plots().tables.grid_text
+        self.assertEqual(g("em-logit=official;em-norm=official;em-mean=official"), "em-logit, em-norm, em-mean=official")
+        self.assertEqual(g("a=1;b=2;c=1"), "a, c=1; b=2")
+        self.assertEqual(g("em-grad=full;loss=xent"), "em-grad=full;loss=xent")
+        self.assertEqual(g(""), "")
+        self.assertEqual(g("odd"), "odd")
+
     def test_verdict_table_budget_says_where_each_training_was_lowest(self):
         """The budget rows: trainings, steps, core-hours from cells.csv; from trajectory.csv the mean
         of each training's lowest familiar validation error, and how many reached it in the last

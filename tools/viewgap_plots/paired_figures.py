@@ -7,7 +7,7 @@ from .few_seeds import few_pairs_caption
 from .files import save
 from .series import band, gap_ticks, offsets, span_of
 from .style import color, plt, unit_text
-from .tables import axis_of
+from .tables import axis_of, grid_text
 
 METRIC_WORDS = {"heldout": "held-out", "drop": "drop"}
 
@@ -101,7 +101,7 @@ def fig_sweep_paired_by_grid(summary, grids, title, out, written):
                 rows = sorted((r for r in summary if r["kind"] == "paired" and r["model"] == p
                                and r["metric"] == metric and r["grid"] == g), key=lambda r: r["gap"])
                 if rows:
-                    band(ax, rows, g or "(no grid)", colors[g], "grid:" + g, dxs[g])
+                    band(ax, rows, grid_text(g) or "(no grid)", colors[g], "grid:" + g, dxs[g])
             difference_axes(ax, summary, xlabel, ylabel if j == 0 else None,
                             f"{p.replace('-', ' − ', 1)}, {METRIC_WORDS[metric]}")
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -136,7 +136,7 @@ def fig_sweep_paired_grid(summary, title, out, written):
                     band(ax, rows, m, color(m), m, dx)
                     series.append((m, color(m), {r["gap"]: r for r in rows}))
             difference_axes(ax, rows_pg, xlabel, ylabel,
-                            f"A = {a}\nB = {b or '?'}: {METRIC_WORDS[metric]} (mean, 95 % CI)")
+                            f"{METRIC_WORDS[metric]} (mean, 95 % CI)\nA = {grid_text(a)}\nB = {grid_text(b) or '?'}")
             ax.title.set_fontsize(9)
             ax.legend(fontsize=8)
             if series:

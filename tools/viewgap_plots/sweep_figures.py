@@ -10,7 +10,7 @@ from .frontier_figures import NO_VALIDATION, fig_sweep_frontier, read_frontier
 from .paired_figures import fig_sweep_paired, fig_sweep_paired_by_grid, fig_sweep_paired_grid
 from .series import band, ci_series, gap_ticks, offsets, span_of
 from .style import chance_line, color, plt, plural, source_text, unit_mark, unit_text
-from .tables import axis_of, find_key, read_sweep
+from .tables import axis_of, find_key, grid_text, read_sweep
 
 
 def fig_sweep_gap(summary, title, out, suffix, written):
@@ -126,7 +126,7 @@ def cmd_sweep(args):
                 + f" × {name} gaps {', '.join(f'{g:g}' for g in gaps)}{unit_mark(unit)}"
                 + (f", {plural(epochs, 'epoch')}" if epochs else "")
                 + (f", train az {train}" if isinstance(train, str) else "")
-                + (f"; {grid}" if grid else "") + (f"; {failed} failed cells excluded" if failed else "") + caption)
+                + (f"; {grid_text(grid)}" if grid else "") + (f"; {failed} failed cells excluded" if failed else "") + caption)
 
     def suffix_of(grid):
         return "" if len(grids) == 1 else "_" + "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in grid)

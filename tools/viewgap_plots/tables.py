@@ -50,3 +50,17 @@ def axis_of(rows):
     """(name, unit) of the held-out axis the rows lie on, e.g. ("azimuth", "deg")."""
     axes = list(dict.fromkeys((r["axis"], r["unit"]) for r in rows))
     return axes[0] if len(axes) == 1 else ("held-out axis", "/".join(sorted({u for _, u in axes})))
+
+
+def grid_text(grid):
+    """A grid point as a title shows it: the flags of one value joined, so that a joined axis
+    ("em-logit=official;em-norm=official") reads "em-logit, em-norm=official"."""
+    pairs = [p.partition("=") for p in grid.split(";") if p]
+    if not pairs or any(not sep for _, sep, _ in pairs):
+        return grid
+    by_value = {}
+    for k, _, v in pairs:
+        by_value.setdefault(v, []).append(k)
+    if len(by_value) == len(pairs):  # no value shared: as the sweep wrote it
+        return grid
+    return "; ".join(f"{', '.join(ks)}={v}" for v, ks in by_value.items())
