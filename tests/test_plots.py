@@ -609,6 +609,26 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(g(""), "")
         self.assertEqual(g("odd"), "odd")
 
+    def test_verdict_table_reads_every_level_by_the_one_rule(self):
+        """The sentence under each level table: a direction where the printed CI excludes 0 and the
+        printed p is below 0.05, adjacent levels (0.005 apart) as one run, and how many of each
+        direction were tight matches."""
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("verdict_table", os.path.join(ROOT, "tools", "verdict_table.py"))
+        v = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(v)
+        d = lambda lo, hi, p: (0.0, lo, hi, 0, 0, 0, p, 10)  # noqa: E731
+        self.assertEqual(v.side_of(d(-0.04, -0.01, 0.01)), "ahead")
+        self.assertEqual(v.side_of(d(0.01, 0.04, 0.049)), "behind")
+        self.assertIsNone(v.side_of(d(-0.04, -0.01, 0.064)))   # p decides
+        self.assertIsNone(v.side_of(d(-0.04, -0.0004, 0.01)))  # printed −0.000 holds 0
+        self.assertEqual(v.spans([0.27, 0.28, 0.395, 0.4, 0.405]), "0.270, 0.280, 0.395–0.405")
+        text = v.across_levels([(0.3, "ahead", True), (0.305, "ahead", False), (0.4, None, True),
+                                (0.6, "behind", False)])
+        self.assertIn("At the 4 levels both reach on every seed", text)
+        self.assertIn("capsules ahead at 2 (0.300–0.305; 1 of them where", text)
+        self.assertIn("capsules behind at 1 (0.600; 0 of them where", text)
+
     def test_verdict_table_budget_says_where_each_training_was_lowest(self):
         """The budget rows: trainings, steps, core-hours from cells.csv; from trajectory.csv the mean
         of each training's lowest familiar validation error, and how many reached it in the last

@@ -122,16 +122,50 @@ def signed(m, lo, hi, scale=1.0, pct=False):
     return f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
-def reading(d, cnn_mean):
+def side_of(d):
     """The project's one rule (docs/results.md, "ahead", "behind" and "not resolved"): a direction
-    where the 95 % CI as printed excludes 0 and the Wilcoxon p as printed is below 0.05, else not
-    resolved with its p; then where the relative change's CI lies against the paper's claim."""
-    m, lo, hi, _, _, _, p, _ = d
+    where the 95 % CI as printed excludes 0 and the Wilcoxon p as printed is below 0.05."""
+    _, lo, hi, _, _, _, p, _ = d
     excludes = float(f"{lo:.3f}") > 0 or float(f"{hi:.3f}") < 0  # an end printed ±0.000 holds 0
     if excludes and float(f"{p:.2g}") < 0.05:
-        side = "capsules ahead" if hi < 0 else "capsules behind"
-    else:
-        side = f"not resolved (p = {p:.2g})"
+        return "ahead" if hi < 0 else "behind"
+    return None
+
+
+def spans(levels):
+    """[0.27, 0.28, 0.395, 0.4, 0.405] -> "0.270, 0.280, 0.395–0.405": runs of adjacent frontier levels."""
+    runs = []
+    for lv in levels:
+        if runs and lv - runs[-1][-1] <= 0.0051:
+            runs[-1].append(lv)
+        else:
+            runs.append([lv])
+    return ", ".join(f"{r[0]:.3f}" if len(r) == 1 else f"{r[0]:.3f}–{r[-1]:.3f}" for r in runs)
+
+
+def across_levels(sides):
+    """The reading at every level both reach, in one sentence: (level, side, tight match) each."""
+    out = f"At the {len(sides)} levels both reach on every seed, by the same rule: "
+    parts = []
+    for side in ("ahead", "behind"):
+        at = [lv for lv, s, _ in sides if s == side]
+        tight = sum(1 for _, s, t in sides if s == side and t)
+        if at:
+            parts.append(f"capsules {side} at {len(at)} ({spans(at)}; {tight} of them where the two familiar "
+                         f"test errors' CIs overlap)")
+        else:
+            parts.append(f"capsules {side} at none")
+    return (out + ", ".join(parts) + ", not resolved at the rest. Adjacent levels share most of their "
+            "checks, so a run of levels is one finding, not several; and were they independent, about "
+            f"{0.05 * len(sides):.0f} of {len(sides)} tests at p < 0.05 would show a direction by chance.")
+
+
+def reading(d, cnn_mean):
+    """side_of's reading, else not resolved with its p; then where the relative change's CI lies
+    against the paper's claim."""
+    p = d[6]
+    _, lo, hi = d[0], d[1], d[2]
+    side = {"ahead": "capsules ahead", "behind": "capsules behind"}.get(side_of(d), f"not resolved (p = {p:.2g})")
     if cnn_mean <= 0:
         return side
     rlo, rhi = lo / cnn_mean, hi / cnn_mean
@@ -286,6 +320,7 @@ def main():
             rows = [f"### {protocol}, {name} (`{d}`)", "",
                     f"| familiar level L | {caps} familiar | {cnn} familiar | {caps} novel | {cnn} novel | "
                     f"Δ novel ({caps} − {cnn}) | w/t/l | p | relative change |", "|---|---|---|---|---|---|---|---|---|"]
+            sides = []
             for lv in f.levels(group):
                 a_, b_ = f.reached(group, caps, lv), f.reached(group, cnn, lv)
                 dd = f.difference(group, caps, cnn, lv) if a_ and b_ else None
@@ -293,11 +328,13 @@ def main():
                     continue
                 mark = " ←" if lv == level else ""
                 fa, fb = (f.model.get((group, m, "familiar_error", lv)) for m in (caps, cnn))
+                tight = bool(fa and fb) and not (fa["ci_lo"] > fb["ci_hi"] or fb["ci_lo"] > fa["ci_hi"])
+                sides.append((lv, side_of(dd), tight))
                 rows.append(f"| {lv:.3f}{mark} | {err(fa) if fa else '—'} | {err(fb) if fb else '—'} | "
                             f"{err(a_)} | {err(b_)} | {signed(dd[0], dd[1], dd[2])} | "
                             f"{dd[3]:.0f}/{dd[4]:.0f}/{dd[5]:.0f} | {dd[6]:.2g} | "
                             f"{signed(dd[0], dd[1], dd[2], b_['mean'], pct=True)} |")
-            level_sections += rows + [""]
+            level_sections += rows + ["", across_levels(sides), ""]
 
     made_by = a.made_by or "the sweeps in " + ", ".join(f"`{d}`" for d in list(sweeps.values()) + list(yardsticks.values()))
     lines = [f"# The verdict: {caps} against {cnn} at matched familiar errors" + (f", on {a.data}" if a.data else ""), "",
