@@ -163,8 +163,7 @@ def across_levels(sides):
 def reading(d, cnn_mean):
     """side_of's reading, else not resolved with its p; then where the relative change's CI lies
     against the paper's claim."""
-    p = d[6]
-    _, lo, hi = d[0], d[1], d[2]
+    _, lo, hi, _, _, _, p, _ = d
     side = {"ahead": "capsules ahead", "behind": "capsules behind"}.get(side_of(d), f"not resolved (p = {p:.2g})")
     if cnn_mean <= 0:
         return side
