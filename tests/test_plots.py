@@ -622,6 +622,8 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(v.side_of(d(0.01, 0.04, 0.049)), "behind")
         self.assertIsNone(v.side_of(d(-0.04, -0.01, 0.064)))   # p decides
         self.assertIsNone(v.side_of(d(-0.04, -0.0004, 0.01)))  # printed −0.000 holds 0
+        self.assertIsNone(v.side_of(d(0.0004, 0.04, 0.01)))    # printed +0.000 holds 0
+        self.assertIsNone(v.side_of(d(-0.04, -0.01, 0.0496)))  # printed 0.05 is not below 0.05
         self.assertEqual(v.spans([0.27, 0.28, 0.395, 0.4, 0.405]), "0.270, 0.280, 0.395–0.405")
         text = v.across_levels([(0.3, "ahead", True), (0.305, "ahead", False), (0.4, None, True),
                                 (0.6, "behind", False)])

@@ -131,8 +131,11 @@ step() {  # name, command...
   shift
   local t0=$(date +%s.%N)
   "$@"
-  local t1=$(date +%s.%N)
-  printf '| %s | `%s` | %.1f s |\n' "$name" "$*" "$(echo "$t1 - $t0" | bc)" >> "$prov"
+  local t1=$(date +%s.%N) cmd="$*"
+  # A '|' in an argument (--pair-grid 'A|B') as '\|': one table cell in Markdown,
+  # and a literal '|', not a pipe, when the line is pasted into a shell.
+  cmd=${cmd//|/\\|}
+  printf '| %s | `%s` | %.1f s |\n' "$name" "$cmd" "$(echo "$t1 - $t0" | bc)" >> "$prov"
 }
 
 plane_steps() {

@@ -4,9 +4,10 @@
   python3 tools/results_summary.py [--results results] [--out results/SUMMARY.md] [--check]
 
 Reads RESULTS/*/summary.csv (every sweep; those one level down that SWEEPS
-names) and, where a sweep has one, its frontier.csv's paired rows that every
-seed reached (at the lowest such level and each multiple of 0.05), RESULTS/seed_table.csv and the
-class-activation table of RESULTS/ablation.md, and writes SUMMARY.md (default
+names); where a sweep has one, its frontier.csv (the paired rows every seed
+reached, at the lowest such level and the multiples of 0.05 that change the
+row); RESULTS/seed_table.csv; and the class-activation table of
+RESULTS/ablation.md, and writes SUMMARY.md (default
 RESULTS/SUMMARY.md) through a temporary file and a rename. The output is a pure
 function of those files: the same tables give the same bytes. README.md,
 docs/results.md and results/README.md quote numbers from it only
@@ -215,8 +216,10 @@ def table2(results, sweeps):
 
 def frontier_tables(results, d):
     """The paired rows of a sweep's frontier.csv (harness/frontier.h) that every seed reached,
-    at the lowest familiar-error level each pair reaches on every seed and at every multiple of
-    0.05 above it: the levels the verdict's table and the docs read. Empty when none is whole."""
+    at the lowest familiar-error level each pair reaches on every seed and at each multiple of
+    0.05 above it whose row differs from the last one listed (above the level every seed met at
+    its first check, rows repeat), with both models' mean errors at the level. Empty when none
+    is whole."""
     path = os.path.join(results, d, "frontier.csv")
     if not os.path.isfile(path):
         return []

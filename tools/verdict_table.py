@@ -33,6 +33,8 @@ FRONTIER = "grid,gap,level,kind,model,metric,seeds,n,mean,ci_lo,ci_hi,wins,ties,
 SUMMARY = "grid,gap,kind,model,metric,n,mean,ci_lo,ci_hi".split(",")
 CELLS = "seed,grid,model,status,steps,seconds".split(",")
 TRAJECTORY = "seed,grid,model,step,validation_error".split(",")
+# The frontier's levels are this far apart (kFrontierStep, harness/frontier.h).
+FRONTIER_STEP = 0.005
 # The paper's claim: about 30 % fewer novel-view errors at the same familiar error.
 CLAIM = -0.30
 
@@ -136,7 +138,7 @@ def spans(levels):
     """[0.27, 0.28, 0.395, 0.4, 0.405] -> "0.270, 0.280, 0.395–0.405": runs of adjacent frontier levels."""
     runs = []
     for lv in levels:
-        if runs and lv - runs[-1][-1] <= 0.0051:
+        if runs and lv - runs[-1][-1] <= FRONTIER_STEP * 1.02:
             runs[-1].append(lv)
         else:
             runs.append([lv])
@@ -225,7 +227,10 @@ def lowest_checks(d, trainings):
         key = (r["grid"], r["model"], r["seed"])
         if (r["grid"], r["model"]) not in trainings:
             continue
-        e, step = number(path, r, "validation_error"), int(number(path, r, "step"))
+        e, step = number(path, r, "validation_error"), number(path, r, "step")
+        if step != step:  # NaN: an empty cell
+            fail(f"{path}: a row without its step")
+        step = int(step)
         if key not in out or (e, step) < out[key]:
             out[key] = (e, step)
     return out
