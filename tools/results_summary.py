@@ -101,10 +101,14 @@ def read_summary(results, d):
     return rows
 
 
+def unit_mark(r):
+    """The axis's unit as a gap is written: 20°, 3 px."""
+    return {"deg": "°", "px": " px"}.get(r["unit"], f" {r['unit']}" if r["unit"] != "none" else "")
+
+
 def gap_text(r):
     """The nominal gap (--gaps) and the true one, in the axis's unit."""
-    unit = {"deg": "°", "px": " px"}.get(r["unit"], f" {r['unit']}" if r["unit"] != "none" else "")
-    return f"{r['gap']}{unit} | {r['true_gap']}{unit}"
+    return f"{r['gap']}{unit_mark(r)} | {r['true_gap']}{unit_mark(r)}"
 
 
 def pair_text(pair, names):
@@ -264,7 +268,7 @@ def frontier_tables(results, d):
     for r in keep:
         pair = pair_text(r["model"], names)
         out.append((f"| {r['grid']} " if has_grid else "") +
-                   f"| {r['gap']} | {float(r['level']):.3f} | {pair} | {r['metric']} | {r['n']} | {means(r, pair)} | "
+                   f"| {r['gap']}{unit_mark(r)} | {float(r['level']):.3f} | {pair} | {r['metric']} | {r['n']} | {means(r, pair)} | "
                    f"{diff_ci(r)} | {r['wins']} / {r['ties']} / {r['losses']} | {p_value(r['p_value'])} | {src} |")
     return with_note(out, keep, keep)
 
