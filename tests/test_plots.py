@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import stat
+import importlib.util
 import subprocess
 import sys
 import tempfile
@@ -630,6 +631,41 @@ class PlotTest(unittest.TestCase):
         self.assertIn("At the 4 levels both reach on every seed", text)
         self.assertIn("capsules ahead at 2 (0.300–0.305; 1 of them where", text)
         self.assertIn("capsules behind at 1 (0.600; 0 of them where", text)
+
+    def test_verdict_table_draws_every_model_on_one_frontier(self):
+        """--figures DIR: one figure a protocol, the capsule network once per recipe, the CNN once
+        and the yardsticks' models, each a line; an output directory that cannot be made is one
+        line, exit 2."""
+        d, y = self.path("nets"), self.path("yard")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d, "--gaps", "20",
+                        "--models", "caps,cnn"], check=True)
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", y, "--gaps", "20",
+                        "--models", "caps,dr"], check=True)
+        with open(os.path.join(y, "frontier.csv")) as f:  # the yardsticks' caps is another model than the sweep's
+            text = f.read().replace(",caps,", ",nn,").replace(",caps-dr,", ",nn-dr,")
+        with open(os.path.join(y, "frontier.csv"), "w") as f:
+            f.write(text)
+        out = self.path("figs")
+        r = self.verdict("--sweep", "azimuth=" + d, "--caps", "caps", "--cnn", "cnn",
+                         "--out", self.path("v.md"), "--figures", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_plotted(r, out, ["sweep_frontier_azimuth.png"])
+        # In process, with the yardsticks (their frontier.csv alone): a line a model, the paper's
+        # four points beside them.
+        spec = importlib.util.spec_from_file_location("verdict_table", os.path.join(ROOT, "tools", "verdict_table.py"))
+        v = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(v)
+        figs = self.captured_figures(plots().frontier_figures)
+        v.frontier_figures({"azimuth": d}, {"azimuth": y}, "caps", "cnn", None, self.path("figs2"))
+        labels = [t.get_text() for t in figs["sweep_frontier_azimuth.png"].axes[0].get_legend().get_texts()]
+        self.assertEqual(labels[:4], ["caps", "cnn", "nn", "dr"])
+        self.assertEqual(len(labels), 8)
+        with open(self.path("blocker"), "w") as f:
+            f.write("a file where the directory belongs")
+        r = self.verdict("--sweep", "azimuth=" + d, "--caps", "caps", "--cnn", "cnn", "--out", self.path("v.md"),
+                         "--figures", os.path.join(self.path("blocker"), "sub"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
     def test_verdict_table_budget_says_where_each_training_was_lowest(self):
         """The budget rows: trainings, steps, core-hours from cells.csv; from trajectory.csv the mean

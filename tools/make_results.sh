@@ -335,7 +335,8 @@ verdict_toys_steps() {
 }
 verdict_table_step() {  # label, the sweeps' prefix, the yardsticks' prefix, --data, --made-by, protocols...
   # The table of every protocol whose sweep is complete (whichever PROTOCOLS
-  # this run chose), with its yardsticks where they are; results/PREFIX.md.
+  # this run chose), with its yardsticks where they are; results/PREFIX.md, and
+  # each protocol's frontier of every model in results/figures/PREFIX/.
   local label=$1 sweeps=$2 yard=$3 data=$4 made_by=$5 sections=() protocol
   shift 5
   for protocol in "$@"; do
@@ -344,7 +345,7 @@ verdict_table_step() {  # label, the sweeps' prefix, the yardsticks' prefix, --d
     [ -f "$out/${yard}_$protocol/summary.csv" ] && sections+=(--yardsticks "$protocol=$out/${yard}_$protocol")
   done
   [ ${#sections[@]} -gt 0 ] && step "verdict, $label, table" $py tools/verdict_table.py "${sections[@]}" \
-    --data "$data" --made-by "$made_by" --out "$out/$sweeps.md"
+    --data "$data" --made-by "$made_by" --out "$out/$sweeps.md" --figures "$out/figures/$sweeps"
   return 0
 }
 verdict_fashion_steps() {

@@ -248,6 +248,31 @@ def parse_pairs(specs, flag):
     return out
 
 
+def frontier_figures(sweeps, yardsticks, caps, cnn, data, out):
+    """Per protocol, one figure of the frontier (viewgap_plots' sweep_frontier, the paper's points
+    marked): the capsule network once per recipe, the CNN once (it reads no recipe's flag), and
+    the yardsticks' models at the sweep's gaps, so every model is read against the same levels."""
+    from viewgap_plots.files import InputError, make_out  # matplotlib only when figures are asked for
+    from viewgap_plots.frontier_figures import fig_sweep_frontier, read_frontier
+    try:
+        make_out(out)
+        for protocol, d in sweeps.items():
+            own = [r for r in read_frontier(d) or [] if r["kind"] == "model"]
+            first = own[0]["grid"] if own else ""
+            rows = [{**r, "model": f"{caps}, {recipe(r['grid'])} recipe"} if r["model"] == caps and r["grid"] else r
+                    for r in own if r["model"] == caps or r["grid"] == first]
+            gaps = {r["gap"] for r in rows}
+            if protocol in yardsticks:
+                rows += [r for r in read_frontier(yardsticks[protocol]) or []
+                         if r["kind"] == "model" and r["gap"] in gaps]
+            if not rows:
+                fail(f"{d}: no frontier rows to draw")
+            fig_sweep_frontier(rows, f"The verdict's frontier, {protocol}" + (f", on {data}" if data else "") +
+                               f": {caps} by each recipe, {cnn} and the yardsticks", out, f"_{protocol}", [])
+    except InputError as e:
+        fail(str(e))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sweep", action="append", required=True, help="PROTOCOL=DIR: the two networks' sweep")
@@ -258,6 +283,8 @@ def main():
     ap.add_argument("--data", help="what the sweeps trained on, for the title")
     ap.add_argument("--made-by", help="what made the sweeps, for the first line (default: their directories)")
     ap.add_argument("--out", required=True, help="the Markdown file to write")
+    ap.add_argument("--figures", help="a directory: draw each protocol's frontier there, both networks by "
+                    "every recipe and the yardsticks on one panel (sweep_frontier_PROTOCOL.png)")
     a = ap.parse_args()
     sweeps = parse_pairs(a.sweep, "--sweep")
     yardsticks = parse_pairs(a.yardsticks, "--yardsticks")
@@ -436,6 +463,8 @@ def main():
     if note:
         lines += [note, ""]
     write_table(TOOL, a.out, "\n".join(lines))
+    if a.figures:
+        frontier_figures(sweeps, yardsticks, caps, cnn, a.data, a.figures)
     print(a.out)
 
 
