@@ -240,8 +240,8 @@ def frontier_tables(results, d):
     for r in rows:
         key = (r["grid"], r["gap"], r["model"], r["metric"])
         lowest[key] = min(lowest.get(key, float("inf")), float(r["level"]))
-    order = {key: i for i, key in enumerate(reversed(list(lowest)))}  # each pair's rows together, in file order
-    rows.sort(key=lambda r: (-order[(r["grid"], r["gap"], r["model"], r["metric"])], float(r["level"])))
+    order = {key: i for i, key in enumerate(lowest)}  # each pair's rows together, pairs in file order
+    rows.sort(key=lambda r: (order[(r["grid"], r["gap"], r["model"], r["metric"])], float(r["level"])))
     keep, last = [], {}
     for r in rows:
         key = (r["grid"], r["gap"], r["model"], r["metric"])

@@ -124,6 +124,11 @@ def signed(m, lo, hi, scale=1.0, pct=False):
     return f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
+def overlap(a, b):
+    """Whether two rows' 95 % CIs overlap: two familiar errors that do are a close match."""
+    return not (a["ci_lo"] > b["ci_hi"] or b["ci_lo"] > a["ci_hi"])
+
+
 def side_of(d):
     """The project's one rule (docs/results.md, "ahead", "behind" and "not resolved"): a direction
     where the 95 % CI as printed excludes 0 and the Wilcoxon p as printed is below 0.05."""
@@ -340,7 +345,7 @@ def main():
                 f"| {protocol} | {name} | {level:.3f} ({aim}) | {err(fam[0])} | {err(fam[1])} | {err(nov[0])} | "
                 f"{err(nov[1])} | {signed(m, lo, hi)} | {w:.0f}/{t:.0f}/{l_:.0f} | {p:.2g} | "
                 f"{signed(m, lo, hi, nov[1]['mean'], pct=True)} | {reading(d_, nov[1]['mean'])} |")
-            if fam[0]["ci_lo"] > fam[1]["ci_hi"] or fam[1]["ci_lo"] > fam[0]["ci_hi"]:
+            if not overlap(fam[0], fam[1]):
                 # The frontier reads a network at its first check at or below L: one whose checks
                 # are sparse where its error falls can be read well below L (--eval-every/--eval-until).
                 notes.append(f"{protocol}, {name}: at {level:.3f} the two familiar test errors' CIs do not overlap "
@@ -359,7 +364,7 @@ def main():
                     continue
                 mark = " ←" if lv == level else ""
                 fa, fb = (f.model.get((group, m, "familiar_error", lv)) for m in (caps, cnn))
-                tight = bool(fa and fb) and not (fa["ci_lo"] > fb["ci_hi"] or fb["ci_lo"] > fa["ci_hi"])
+                tight = bool(fa and fb) and overlap(fa, fb)
                 sides.append((lv, side_of(dd), tight))
                 rows.append(f"| {lv:.3f}{mark} | {err(fa) if fa else '—'} | {err(fb) if fb else '—'} | "
                             f"{err(a_)} | {err(b_)} | {signed(dd[0], dd[1], dd[2])} | "
