@@ -669,8 +669,9 @@ class PlotTest(unittest.TestCase):
 
     def test_verdict_table_budget_says_where_each_training_was_lowest(self):
         """The budget rows: trainings, steps, core-hours from cells.csv; from trajectory.csv the mean
-        of each training's lowest familiar validation error, and how many reached it in the last
-        tenth of their steps (a tie counts at its first step)."""
+        of each training's lowest familiar validation error in the first half of its steps and in
+        all of them, and how many reached it in the last tenth of their steps (a tie counts at its
+        first step)."""
         d = self.path("az")
         subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d, "--gaps", "20",
                         "--models", "caps,cnn"], check=True)
@@ -680,8 +681,10 @@ class PlotTest(unittest.TestCase):
                 f.write(f"{seed},,caps,ok,100,3600\n{seed},,cnn,ok,100,720\n")
         # caps: seed 0 lowest (0.2) at step 95, seed 1 at step 50 (its 0.3 again at 99 is a tie);
         # cnn: seed 0 lowest at step 90, exactly nine tenths (not in the last tenth), seed 1 at 20.
+        # In the first half of the 100 steps (step <= 50): caps 0.3 and 0.3, cnn 0.18 and 0.12.
         traj = [(0, "caps", 50, 0.3), (0, "caps", 95, 0.2), (1, "caps", 50, 0.3), (1, "caps", 99, 0.3),
-                (0, "cnn", 90, 0.1), (0, "cnn", 95, 0.15), (1, "cnn", 20, 0.12), (1, "cnn", 100, 0.2)]
+                (0, "cnn", 40, 0.18), (0, "cnn", 90, 0.1), (0, "cnn", 95, 0.15), (1, "cnn", 20, 0.12),
+                (1, "cnn", 100, 0.2)]
         with open(os.path.join(d, "trajectory.csv"), "w") as f:
             f.write("cell,seed,gap,grid,model,epoch,step,validation_error,familiar_error,heldout_error\n")
             f.writelines(f"0,{s},20,,{m},1,{step},{e},0.5,0.5\n" for s, m, step, e in traj)
@@ -690,8 +693,8 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(out) as f:
             md = f.read()
-        self.assertIn("| azimuth | — | caps | 2 | 100 | 1 | 0.250 | 1 of 2 |", md)
-        self.assertIn("| azimuth | — | cnn | 2 | 100 | 0.2 | 0.110 | 0 of 2 |", md)
+        self.assertIn("| azimuth | — | caps | 2 | 100 | 1 | 0.300 | 0.250 | 1 of 2 |", md)
+        self.assertIn("| azimuth | — | cnn | 2 | 100 | 0.2 | 0.150 | 0.110 | 0 of 2 |", md)
 
     def test_verdict_table_yardsticks_are_read_gap_by_gap(self):
         """--yardsticks with a sweep of several gaps: a gap column, each gap's rows at the level
