@@ -676,9 +676,9 @@ class PlotTest(unittest.TestCase):
         subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d, "--gaps", "20",
                         "--models", "caps,cnn"], check=True)
         with open(os.path.join(d, "cells.csv"), "w") as f:
-            f.write("seed,grid,model,status,steps,seconds\n")
+            f.write("seed,grid,model,status,steps,seconds,n_params\n")
             for seed in (0, 1):
-                f.write(f"{seed},,caps,ok,100,3600\n{seed},,cnn,ok,100,720\n")
+                f.write(f"{seed},,caps,ok,100,3600,68754\n{seed},,cnn,ok,100,720,4253349\n")
         # caps: seed 0 lowest (0.2) at step 95, seed 1 at step 50 (its 0.3 again at 99 is a tie);
         # cnn: seed 0 lowest at step 90, exactly nine tenths (not in the last tenth), seed 1 at 20.
         # In the first half of the 100 steps (step <= 50): caps 0.3 and 0.3, cnn 0.18 and 0.12.
@@ -693,8 +693,28 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(out) as f:
             md = f.read()
-        self.assertIn("| azimuth | — | caps | 2 | 100 | 1 | 0.300 | 0.250 | 1 of 2 |", md)
-        self.assertIn("| azimuth | — | cnn | 2 | 100 | 0.2 | 0.150 | 0.110 | 0 of 2 |", md)
+        self.assertIn("| azimuth | — | caps | 68,754 | 2 | 100 | 1 | 0.300 | 0.250 | 1 of 2 |", md)
+        self.assertIn("| azimuth | — | cnn | 4,253,349 | 2 | 100 | 0.2 | 0.150 | 0.110 | 0 of 2 |", md)
+        # The viewpoint protocols are set beside smallNORB's figures alone, not affNIST's.
+        self.assertIn("Hinton, Sabour & Frosst 2018, Table 2 (smallNORB) | azimuth |", md)
+        self.assertNotIn("affNIST", md)
+
+    def test_verdict_table_sets_in_plane_protocols_beside_affnist(self):
+        """A verdict of an in-plane protocol adds Sabour et al.'s affNIST figures (79 % against 66 %:
+        novel errors 0.21 and 0.34, -38.2 %) and both networks' sizes to the published table, and,
+        with no published level of its own, compares at the lowest level both reach."""
+        d = self.path("tr")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d, "--gaps", "20",
+                        "--models", "caps,cnn"], check=True)
+        out = self.path("v.md")
+        r = self.verdict("--sweep", "translation=" + d, "--caps", "caps", "--cnn", "cnn", "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            md = f.read()
+        self.assertIn("| Sabour, Frosst & Hinton 2017, section 5.2 | MNIST at random positions on a 40 × 40 canvas → "
+                      "affNIST | 0.0078 and 0.0077, matched | 0.34 | 0.21 | -38.2 % |", md)
+        self.assertIn("Sabour et al.'s CapsNet 8.2M at 28 × 28", md)
+        self.assertIn("| 0.060 (lowest both reach) |", md)
 
     def test_verdict_table_yardsticks_are_read_gap_by_gap(self):
         """--yardsticks with a sweep of several gaps: a gap column, each gap's rows at the level
@@ -730,7 +750,7 @@ class PlotTest(unittest.TestCase):
         for x in cells:
             seconds[x["seed"]] = seconds.get(x["seed"], 0.0) + float(x["seconds"])
         self.assertEqual(len(seconds), 5)
-        self.assertIn(f"| azimuth | — | cnn | 5 | {int(cells[0]['steps']):,} | "
+        self.assertIn(f"| azimuth | — | cnn | {int(cells[0]['n_params']):,} | 5 | {int(cells[0]['steps']):,} | "
                       f"{sum(seconds.values()) / 5 / 3600:.3g} |", md)
         self.assertNotIn("| cnn136 | ", md.split("## The budget")[1].split("##")[0])
 

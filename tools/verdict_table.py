@@ -25,8 +25,9 @@ _HERE = os.path.dirname(os.path.realpath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
-from viewgap_plots.published import (PAPER_CITATION, SR_CAPSNET, SR_CAPSNET_CITATION,  # noqa: E402
-                                     paper_point)
+from viewgap_plots.published import (PAPER_CITATION, PAPER_SIZES, SABOUR_AFFNIST,  # noqa: E402
+                                     SABOUR_AFFNIST_CITATION, SABOUR_AFFNIST_PROTOCOL, SABOUR_AFFNIST_SIZES,
+                                     SR_CAPSNET, SR_CAPSNET_CITATION, paper_point)
 from viewgap_plots.table_io import fail as fail_as, read_rows, write_table  # noqa: E402
 
 TOOL = "verdict_table.py"
@@ -201,11 +202,13 @@ def budget(protocol, d, caps, cnn):
     if not os.path.lexists(path):
         return []
     trainings = {}  # (grid, model): {seed: [steps, seconds]}
+    params = {}  # (grid, model): the n_params its rows give (a column older files lack)
     for r in read_rows(TOOL, path, CELLS):
         if r["model"] in (caps, cnn) and r["status"] == "ok":
             t = trainings.setdefault((r["grid"], r["model"]), {}).setdefault(r["seed"], [0, 0.0])
             t[0] = max(t[0], int(number(path, r, "steps")))
             t[1] += number(path, r, "seconds")
+            params.setdefault((r["grid"], r["model"]), set()).add(r.get("n_params") or "")
     lowest = lowest_checks(d, trainings)
     out = []
     for (grid, model), t in trainings.items():
@@ -220,7 +223,10 @@ def budget(protocol, d, caps, cnn):
             low_text = f"{half_text} | {sum(e for e, _, _ in low.values()) / len(low):.3f} | {late} of {len(low)}"
         else:
             low_text = "— | — | —"
-        out.append(f"| {protocol} | {recipe(grid)} | {model} | {len(t)} | {reach} | {hours:.3g} | {low_text} |")
+        n = params[(grid, model)]
+        size = f"{int(next(iter(n))):,}" if len(n) == 1 and next(iter(n)).isdigit() else "—"
+        out.append(f"| {protocol} | {recipe(grid)} | {model} | {size} | {len(t)} | {reach} | {hours:.3g} | "
+                   f"{low_text} |")
     return out
 
 
@@ -396,17 +402,17 @@ def main():
              "|---|---|---|---|---|---|---|---|---|---|---|---|"] + main_rows + [""]
     lines += notes + ([""] if notes else [])
     lines += ["## The budget", "",
-              "Each network's trainings under each recipe (one a seed; a network that reads no recipe's "
-              "flag trains once a seed and is listed under each), the steps they reached and the core-hours "
+              "Each network's size and trainings under each recipe (one a seed; a network that reads no "
+              "recipe's flag trains once a seed and is listed under each), the steps they reached and the core-hours "
               "of one, mean over them (cells.csv: each training runs on one core); the lowest familiar "
               "validation error a training's checks reached in the first half of its steps and in all of "
               "them, mean over them (what doubling the budget gave), and how many reached their lowest in "
               "the last tenth of their steps, where a longer training would likely have gone lower "
               "(trajectory.csv).", "",
-              "| protocol | recipe | network | trainings | steps reached | core-hours a training | "
+              "| protocol | recipe | network | parameters | trainings | steps reached | core-hours a training | "
               "lowest familiar validation error in half the steps | lowest familiar validation error | "
               "lowest in the last tenth |",
-              "|---|---|---|---|---|---|---|---|---|"] + budgets + [""]
+              "|---|---|---|---|---|---|---|---|---|---|"] + budgets + [""]
     lines += ["## Beside the published numbers", "",
               "| source | protocol | familiar error | CNN novel | capsules novel | relative change |",
               "|---|---|---|---|---|---|"]
@@ -416,7 +422,14 @@ def main():
                      f"{100 * (k - c) / c:+.1f} % |")
     sr = {n: e for p, n, e in SR_CAPSNET if p == "azimuth"}
     lines += [f"| {SR_CAPSNET_CITATION} | azimuth | not matched | {sr['CNN']:.4f} | {sr['EM routing']:.4f} | "
-              f"{100 * (sr['EM routing'] - sr['CNN']) / sr['CNN']:+.1f} % |", ""]
+              f"{100 * (sr['EM routing'] - sr['CNN']) / sr['CNN']:+.1f} % |"]
+    sizes = [PAPER_SIZES]
+    if any(p not in ("azimuth", "elevation") for p in sweeps):  # in-plane changes: affNIST's question
+        (cf, cn), (kf, kn) = (SABOUR_AFFNIST[n] for n in ("CNN", "CapsNet"))
+        lines.append(f"| {SABOUR_AFFNIST_CITATION} | {SABOUR_AFFNIST_PROTOCOL} | {cf:.4f} and {kf:.4f}, "
+                     f"matched | {cn:.2f} | {kn:.2f} | {100 * (kn - cn) / cn:+.1f} % |")
+        sizes.append(SABOUR_AFFNIST_SIZES)
+    lines += ["", "Sizes: " + "; ".join(sizes) + ". Here: the budget's parameters column.", ""]
 
     for protocol, d in yardsticks.items():
         path = os.path.join(d, "summary.csv")
