@@ -699,6 +699,40 @@ class PlotTest(unittest.TestCase):
         self.assertIn("Hinton, Sabour & Frosst 2018, Table 2 (smallNORB) | azimuth |", md)
         self.assertNotIn("affNIST", md)
 
+    def test_verdict_table_says_how_each_sweep_trained(self):
+        """The training section reads each sweep's meta.json; the convcaps defaults it names are
+        the binary's own (run --help marks them), so a change of default fails here first."""
+        d = self.path("az")
+        subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d, "--gaps", "20",
+                        "--models", "caps,cnn"], check=True)
+        flags = {"n-epochs": "40", "batch-size": "32", "lr": "2e-3", "model-lr": "cnn=5e-4", "check-sample": "2000",
+                 "eval-every": "16", "eval-until": "508", "standardize": "on", "brightness": "0.25",
+                 "contrast": "0.8"}
+        with open(os.path.join(d, "meta.json"), "w") as f:
+            json.dump({"config": {"run_flags": flags}}, f)
+        out = self.path("v.md")
+        r = self.verdict("--sweep", "azimuth=" + d, "--caps", "caps", "--cnn", "cnn", "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            md = f.read()
+        self.assertIn("- azimuth: 40 epochs at batch 32, Adam at 2e-3 (cnn at 5e-4), constant rate; checks of 2000 "
+                      "images a split every 16 steps up to step 508 and at each epoch's end; per-image "
+                      "standardisation, brightness jitter ±0.25, contrast jitter ×(1 ± 0.8).", md)
+        with open(os.path.join(d, "meta.json"), "w") as f:
+            f.write("{")
+        r = self.verdict("--sweep", "azimuth=" + d, "--caps", "caps", "--cnn", "cnn", "--out", out + "2")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("meta.json: no config.run_flags", r.stderr)
+        if not os.path.exists(EXE):
+            self.skipTest("no viewgap binary")
+        help_text = subprocess.run([EXE, "run", "--help"], capture_output=True, text=True, check=True).stdout
+        line = {l.split()[0]: l for l in help_text.splitlines() if l.strip().startswith("--")}
+        for flag, shown in (("--loss", "[convcaps's own default: spread]"), ("--spread-margin", "TEXT=0.2:0.9"),
+                            ("--spread-margin-schedule", "TEXT=linear"), ("--em-iters", "TEXT=3"),
+                            ("--em-lambda-schedule", "[convcaps's own default: official]"),
+                            ("--em-grad", "[convcaps's own default: full]")):
+            self.assertIn(shown, help_text[help_text.index(line[flag].strip()):][:400], flag)
+
     def test_verdict_table_sets_in_plane_protocols_beside_affnist(self):
         """A verdict of an in-plane protocol adds Sabour et al.'s affNIST figures (79 % against 66 %:
         novel errors 0.21 and 0.34, -38.2 %) and both networks' sizes to the published table, and,

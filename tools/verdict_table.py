@@ -16,6 +16,7 @@ adds a sweep of other models on the same protocol: their final errors (summary.c
 frontier at the section's matched level (its first recipe's, gap by gap). Errors are one line, exit 2.
 """
 import argparse
+import json
 import math
 import os
 import sys
@@ -230,6 +231,30 @@ def budget(protocol, d, caps, cnn):
     return out
 
 
+def training_text(protocol, d):
+    """One line saying how the sweep in `d` trained, from its meta.json (the flags it hashed: the
+    registry-wide values, which a model's own defaults override where docs/models.md says so);
+    None without one."""
+    path = os.path.join(d, "meta.json")
+    if not os.path.lexists(path):
+        return None
+    try:
+        with open(path) as f:
+            flags = json.load(f)["config"]["run_flags"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        fail(f"{path}: no config.run_flags ({e})")
+    get = lambda k: flags.get(k) or None  # noqa: E731
+    lr = f"Adam at {get('lr')}" + (f" ({get('model-lr').replace('=', ' at ')})" if get("model-lr") else "")
+    checks = (f"checks of {get('check-sample') or 'every'} images a split every {get('eval-every')} steps up to "
+              f"step {get('eval-until')} and at each epoch's end" if get("eval-every") else "checks at each epoch's end")
+    prep = ", ".join(x for x in (
+        "per-image standardisation" if get("standardize") == "on" else None,
+        f"brightness jitter ±{get('brightness')}" if get("brightness") not in (None, "0") else None,
+        f"contrast jitter ×(1 ± {get('contrast')})" if get("contrast") not in (None, "0") else None) if x)
+    return (f"- {protocol}: {get('n-epochs')} epochs at batch {get('batch-size')}, {lr}, "
+            f"{get('lr-schedule') or 'constant'} rate; {checks}" + (f"; {prep}" if prep else "") + ".")
+
+
 def lowest_checks(d, trainings):
     """(grid, model, seed) -> (the lowest familiar validation error of the training's checks, the
     step of the first check that reached it, the lowest of its checks in the first half of the
@@ -323,7 +348,7 @@ def main():
             fail(f"--yardsticks '{k}': no --sweep for protocol '{k}'")
     caps, cnn = a.caps, a.cnn
 
-    main_rows, level_sections, counts, paired_counts, notes, budgets = [], [], [], [], [], []
+    main_rows, level_sections, counts, paired_counts, notes, budgets, trained = [], [], [], [], [], [], []
     chosen = {}  # protocol: {gap: the matched level of its first grid point}
     for protocol, d in sweeps.items():
         f = Frontier(d)
@@ -331,6 +356,7 @@ def main():
             if m not in f.models():
                 fail(f"{f.path}: no rows of model '{m}' (models: {', '.join(f.models())})")
         budgets += budget(protocol, d, caps, cnn)
+        trained.append(training_text(protocol, d))
         paper = paper_point(protocol, "CNN")
         target = targets[protocol] if protocol in targets else (paper[0] if paper else None)
         for group in f.groups:
@@ -413,6 +439,12 @@ def main():
               "lowest familiar validation error in half the steps | lowest familiar validation error | "
               "lowest in the last tenth |",
               "|---|---|---|---|---|---|---|---|---|---|"] + budgets + [""]
+    if any(trained):
+        lines += ["How each sweep trained (its meta.json; every other option at each model's own default: "
+                  "`convcaps` the spread loss with its margin raised linearly from 0.2 to 0.9 over the training, "
+                  "capsule_em's λ schedule, three EM iterations and the gradient through all of them, "
+                  "[docs/models.md](../docs/models.md#convcaps--the-papers-capsule-network)):", ""]
+        lines += [t for t in trained if t] + [""]
     lines += ["## Beside the published numbers", "",
               "| source | protocol | familiar error | CNN novel | capsules novel | relative change |",
               "|---|---|---|---|---|---|"]
