@@ -243,16 +243,24 @@ def training_text(protocol, d):
             flags = json.load(f)["config"]["run_flags"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         fail(f"{path}: no config.run_flags ({e})")
-    get = lambda k: flags.get(k) or None  # noqa: E731
-    lr = f"Adam at {get('lr')}" + (f" ({get('model-lr').replace('=', ' at ')})" if get("model-lr") else "")
-    checks = (f"checks of {get('check-sample') or 'every'} images a split every {get('eval-every')} steps up to "
-              f"step {get('eval-until')} and at each epoch's end" if get("eval-every") else "checks at each epoch's end")
-    prep = ", ".join(x for x in (
-        "per-image standardisation" if get("standardize") == "on" else None,
-        f"brightness jitter ±{get('brightness')}" if get("brightness") not in (None, "0") else None,
-        f"contrast jitter ×(1 ± {get('contrast')})" if get("contrast") not in (None, "0") else None) if x)
+
+    def get(key):
+        return flags.get(key) or None
+
+    lr = f"Adam at {get('lr')}"
+    if get("model-lr"):
+        lr += " (" + ", ".join(x.replace("=", " at ") for x in get("model-lr").split(",")) + ")"
+    checks = "checks at each epoch's end"
+    if get("eval-every"):
+        until = f" up to step {get('eval-until')}" if get("eval-until") else ""
+        checks = (f"checks of {get('check-sample') or 'every'} images a split every {get('eval-every')} steps"
+                  f"{until} and at each epoch's end")
+    prep = [x for x in ("per-image standardisation" if get("standardize") == "on" else None,
+                        f"brightness jitter ±{get('brightness')}" if get("brightness") not in (None, "0") else None,
+                        f"contrast jitter ×(1 ± {get('contrast')})" if get("contrast") not in (None, "0") else None)
+            if x]
     return (f"- {protocol}: {get('n-epochs')} epochs at batch {get('batch-size')}, {lr}, "
-            f"{get('lr-schedule') or 'constant'} rate; {checks}" + (f"; {prep}" if prep else "") + ".")
+            f"{get('lr-schedule') or 'constant'} rate; {checks}" + (f"; {', '.join(prep)}" if prep else "") + ".")
 
 
 def lowest_checks(d, trainings):
