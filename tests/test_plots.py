@@ -164,8 +164,9 @@ class PlotTest(unittest.TestCase):
 
     def test_fixture_sweep_frontier(self):
         """frontier.csv (tools/fixtures/make_fixtures.py frontier): sweep_frontier.png, a line per model
-        over the levels seeds reached, and the paper's four Table 2 points on every panel. A frontier
-        without rows (a sweep without --validation on) is skipped with a note."""
+        over the levels seeds reached, and the paper's Table 2 points of its protocol (azimuth) on
+        every panel; an in-plane axis gets Sabour et al.'s affNIST points instead. A frontier without
+        rows (a sweep without --validation on) is skipped with a note."""
         d = self.path("sweep")
         shutil.copytree(os.path.join(FIXTURES, "sweep"), d)
         subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d], check=True)
@@ -182,9 +183,13 @@ class PlotTest(unittest.TestCase):
         for ax in axes:
             points = {(round(float(l.get_xdata()[0]), 3), round(float(l.get_ydata()[0]), 3))
                       for l in ax.lines if len(l.get_xdata()) == 1}
-            self.assertTrue({(f, n) for _, _, f, n in m.PAPER_TABLE2} <= points, points)
+            self.assertEqual({(f, n) for p, _, f, n in m.PAPER_TABLE2 if p == "azimuth"}, points)
             self.assertLessEqual(ax.get_ylim()[0], 0)
             self.assertGreaterEqual(ax.get_ylim()[1], max(r["ci_hi"] for r in rows if r["kind"] == "model"))
+        m.fig_sweep_frontier([{**r, "axis": "shift"} for r in rows], "t", out, "", [])
+        points = {(round(float(l.get_xdata()[0]), 4), round(float(l.get_ydata()[0]), 4))
+                  for l in figs["sweep_frontier.png"].axes[0].lines if len(l.get_xdata()) == 1}
+        self.assertEqual({(0.0078, 0.34), (0.0077, 0.21)}, points)
         # caps reaches the lowest level on every seed, cnn on one: their lines start there with those n.
         first = {r["model"]: r for r in rows if r["level"] == 0.02 and r["gap"] == 0 and r["metric"] == "heldout_error"}
         self.assertEqual((first["caps"]["n"], first["cnn"]["n"]), (5, 1))
@@ -651,15 +656,14 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assert_plotted(r, out, ["sweep_frontier_azimuth.png"])
         # In process, with the yardsticks (their frontier.csv alone): a line a model, the paper's
-        # four points beside them.
+        # two azimuth points beside them.
         spec = importlib.util.spec_from_file_location("verdict_table", os.path.join(ROOT, "tools", "verdict_table.py"))
         v = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(v)
         figs = self.captured_figures(plots().frontier_figures)
         v.frontier_figures({"azimuth": d}, {"azimuth": y}, "caps", "cnn", None, self.path("figs2"))
         labels = [t.get_text() for t in figs["sweep_frontier_azimuth.png"].axes[0].get_legend().get_texts()]
-        self.assertEqual(labels[:4], ["caps", "cnn", "nn", "dr"])
-        self.assertEqual(len(labels), 8)
+        self.assertEqual(labels, ["caps", "cnn", "nn", "dr", "paper: CNN, azimuth", "paper: capsules, azimuth"])
         with open(self.path("blocker"), "w") as f:
             f.write("a file where the directory belongs")
         r = self.verdict("--sweep", "azimuth=" + d, "--caps", "caps", "--cnn", "cnn", "--out", self.path("v.md"),

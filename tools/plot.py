@@ -21,7 +21,8 @@ along the sweep's held-out axis (its name and unit label the x axes). A sweep wi
 sweep_paired.png with every grid point's paired differences (a column per pair, a series
 per grid point). A sweep run with --validation on has frontier.csv: sweep_frontier.png (per grid
 point) draws each model's novel error against the familiar validation error it reached, with the
-paper's Table 2 points marked; without validation errors it is skipped with a note. Rows of kind paired-grid (`sweep --pair-grid 'A|B'`) get
+published points of its kind of change marked (the paper's Table 2 points of its
+viewpoint protocol, or Sabour et al.'s affNIST result for an in-plane change); without validation errors it is skipped with a note. Rows of kind paired-grid (`sweep --pair-grid 'A|B'`) get
 sweep_paired_grid.png: a row of panels per pairing, a line per model, A - B against gap.
 CIs are error bars at a few x (a one-gap sweep too) and bands between many; every model
 has its own colour, marker and line style, and series sharing an x are set slightly

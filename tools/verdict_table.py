@@ -299,8 +299,8 @@ def parse_pairs(specs, flag):
 
 
 def frontier_figures(sweeps, yardsticks, caps, cnn, data, out):
-    """Per protocol, one figure of the frontier (viewgap_plots' sweep_frontier, the paper's points
-    marked): the capsule network once per recipe, the CNN once (it reads no recipe's flag), and
+    """Per protocol, one figure of the frontier (viewgap_plots' sweep_frontier, the published
+    points of its kind of change marked): the capsule network once per recipe, the CNN once (it reads no recipe's flag), and
     the yardsticks' models at the sweep's gaps, so every model is read against the same levels."""
     from viewgap_plots.files import InputError, make_out  # matplotlib only when figures are asked for
     from viewgap_plots.frontier_figures import fig_sweep_frontier, read_frontier

@@ -8,7 +8,7 @@
   dump_figures.py    a run dump's figures (dataset samples, poses, reconstructions)
   sweep_figures.py   a sweep's figures against gap and distance, and the `sweep` command
   paired_figures.py  a sweep's paired differences
-  frontier_figures.py a sweep's novel-versus-familiar frontier (frontier.csv), the paper's Table 2 marked
+  frontier_figures.py a sweep's novel-versus-familiar frontier (frontier.csv), the published points marked
   norb_figures.py    a smallNORB-format directory's toys, viewpoints and lightings, and the `norb` command
   few_seeds.py       the note under statistics over fewer than 5 seeds, for the figures and tools/*.py's tables
 

@@ -1,10 +1,10 @@
 """A sweep's novel-versus-familiar frontier (frontier.csv, harness/frontier.h): each model's novel
-error at the first check where its familiar validation error reached each level, with the paper's
-Table 2 points marked."""
+error at the first check where its familiar validation error reached each level, with the
+published points of its kind of change marked (published_points)."""
 import os
 
 from .files import InputError, read_csv, regular_input, save
-from .published import PAPER_CITATION, PAPER_TABLE2
+from .published import PAPER_CITATION, PAPER_TABLE2, SABOUR_AFFNIST, SABOUR_AFFNIST_CITATION
 from .series import ci_series, offsets
 from .style import color, plt, unit_mark
 
@@ -39,10 +39,23 @@ def read_frontier(d):
     return rows
 
 
+def published_points(axis):
+    """The published (label, familiar error, novel error, capsules?) points a frontier along `axis`
+    is set beside, and their citation: the paper's Table 2 points of that protocol for a viewpoint
+    axis, Sabour et al.'s affNIST result (MNIST digits moved, then affine-transformed) for an
+    in-plane one."""
+    if axis in ("azimuth", "elevation"):
+        return ([(f"paper: {net}, {p}", fam, novel, net == "capsules") for p, net, fam, novel in PAPER_TABLE2
+                 if p == axis], PAPER_CITATION)
+    return ([(f"{net}, MNIST → affNIST", fam, novel, net == "CapsNet") for net, (fam, novel) in SABOUR_AFFNIST.items()],
+            SABOUR_AFFNIST_CITATION)
+
+
 def fig_sweep_frontier(rows, title, out, suffix, written):
     """A panel per gap: novel error against the familiar validation error level, a line per model
-    (mean over the seeds that reached the level, 95 % CI band), the paper's Table 2 points marked."""
+    (mean over the seeds that reached the level, 95 % CI band), the published points marked."""
     rows = [r for r in rows if r["kind"] == "model" and r["metric"] == "heldout_error" and r["n"] > 0]
+    points, citation = published_points(rows[0]["axis"] if rows else "")
     gaps = sorted({r["gap"] for r in rows})
     fig, axes = plt.subplots(1, len(gaps), figsize=(max(7.5, 4.6 * len(gaps) + 1), 4.6), squeeze=False,
                              sharey=True)
@@ -54,19 +67,18 @@ def fig_sweep_frontier(rows, title, out, suffix, written):
             rs = sorted((r for r in rows if r["gap"] == g and r["model"] == m), key=lambda r: r["level"])
             if rs:
                 ci_series(ax, [r["level"] for r in rs], rs, m, color(m), m, dx, ms=3)
-        for k, (protocol, net, fam, novel) in enumerate(PAPER_TABLE2):
-            ax.plot([fam], [novel], ls="none", marker="*" if net == "capsules" else "X", ms=10,
-                    color="black" if protocol == "azimuth" else "dimgray",
-                    label=f"paper: {net}, {protocol}" if ax is axes[0][0] else None, zorder=5)
+        for label, fam, novel, capsules in points:
+            ax.plot([fam], [novel], ls="none", marker="*" if capsules else "X", ms=10, color="black",
+                    label=label if ax is axes[0][0] else None, zorder=5)
         unit = rows[0]["unit"] if rows else ""
         ax.set(xlabel="familiar validation error reached (level L)", title=f"gap {g:g}{unit_mark(unit)}")
         ax.set_xlim(left=0)
     # Set once all panels are drawn: the panels share y, and an earlier limit would stop it growing.
     top = max([r["ci_hi"] for r in rows if r["ci_hi"] == r["ci_hi"]] + [r["mean"] for r in rows] +
-              [p[3] for p in PAPER_TABLE2])
+              [p[2] for p in points])
     axes[0][0].set_ylim(0, 1.05 * top)
     axes[0][0].set_ylabel("novel (held-out) error at the first check reaching L\n(mean, 95 % bootstrap CI)")
-    axes[0][0].legend(fontsize=7, title=PAPER_CITATION + " marked", title_fontsize=7)
+    axes[0][0].legend(fontsize=7, title=citation + " marked", title_fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     save(fig, os.path.join(out, f"sweep_frontier{suffix}.png"), written)
