@@ -791,6 +791,16 @@ class PlotTest(unittest.TestCase):
         self.assertIn(f"| azimuth | — | cnn | {int(cells[0]['n_params']):,} | 5 | {int(cells[0]['steps']):,} | "
                       f"{sum(seconds.values()) / 5 / 3600:.3g} |", md)
         self.assertNotIn("| cnn136 | ", md.split("## The budget")[1].split("##")[0])
+        # Where a gap has several matched levels (one a recipe), each row names its recipe.
+        spec = importlib.util.spec_from_file_location("verdict_table", os.path.join(ROOT, "tools", "verdict_table.py"))
+        v = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(v)
+        counts = []
+        self.assertEqual(v.yardstick_at(None, 0, "nn1", "official", 0.265, counts),
+                         "0.265 (official) | — | — (no trajectory: fit in one pass, or no validation) |")
+        self.assertEqual(v.yardstick_at(None, 0, "nn1", None, None, counts), "— | — | — (no trajectory: fit in "
+                                                                                "one pass, or no validation) |")
+        self.assertEqual(counts, [])
 
     def test_verdict_table_errors_are_one_line(self):
         """Bad flags, a missing or headless frontier, an absent network and an output that is a

@@ -286,6 +286,26 @@ def lowest_checks(d, trainings):
     return out
 
 
+def yardstick_at(yf, gap, model, name, level, counts):
+    """A yardstick's cells at a matched level: the level (with its recipe's name where a gap has
+    several), and its familiar and novel error at its first check reaching it, from its sweep's
+    frontier `yf` (None: it has none); adds the seeds read to `counts`."""
+    cells = ["—", "— (no trajectory: fit in one pass, or no validation)"]
+    group = next((grp for grp in (yf.groups if yf else []) if grp[1] == gap), None)
+    if group is not None and level is not None:
+        fr, nr = (yf.model.get((group, model, mt, round(level, 6))) for mt in ("familiar_error", "heldout_error"))
+        if fr and nr and nr["n"] > 0:
+            counts += [nr["n"]]
+            cells = [err(fr), f"{err(nr)} ({nr['n']:.0f}/{nr['seeds']:.0f})"]
+        else:  # no row at L: none reached it, if the model has a frontier here at all
+            any_row = next((r for (g, m, mt, _), r in yf.model.items()
+                            if g == group and m == model and mt == "heldout_error"), None)
+            if any_row:
+                cells = ["—", f"— (0/{any_row['seeds']:.0f} seeds reached it)"]
+    lv = "—" if level is None else f"{level:.3f}" + (f" ({name})" if name else "")
+    return f"{lv} | {cells[0]} | {cells[1]} |"
+
+
 def parse_pairs(specs, flag):
     out = {}
     for spec in specs or []:
@@ -357,7 +377,7 @@ def main():
     caps, cnn = a.caps, a.cnn
 
     main_rows, level_sections, counts, paired_counts, notes, budgets, trained = [], [], [], [], [], [], []
-    chosen = {}  # protocol: {gap: the matched level of its first grid point}
+    chosen = {}  # protocol: {gap: [(grid point's name, its matched level), ...], each level once}
     for protocol, d in sweeps.items():
         f = Frontier(d)
         for m in (caps, cnn):
@@ -370,8 +390,9 @@ def main():
         for group in f.groups:
             level = choose(f, group, caps, cnn, target)
             name = f.name(group)
-            if group[0] == f.groups[0][0]:
-                chosen.setdefault(protocol, {})[group[1]] = level
+            at_gap = chosen.setdefault(protocol, {}).setdefault(group[1], [])
+            if level is not None and level not in [lv for _, lv in at_gap]:
+                at_gap.append((name, level))
             if level is None:
                 main_rows.append(f"| {protocol} | {name} | none | — | — | — | — | — | — | — | — | "
                                  "no familiar level that every seed of both reached |")
@@ -490,34 +511,22 @@ def main():
         several = len(gaps) > 1
         lines += [f"## The yardsticks, {protocol} (`{d}`)", "",
                   "Each model's errors where its training ended (by the sweep's stopping rule, if it "
-                  "had one: its meta.json), and at the level L of the table above (its first recipe's, at "
+                  "had one: its meta.json), and at each matched level L of the table above (each recipe's, at "
                   "the same gap) where its familiar validation error first reached it.", "",
                   ("| gap " if several else "") + "| model | familiar error, final | novel error, final | "
                   "L | familiar error at L | novel error at L (seeds that reached it) |",
                   ("|---" if several else "") + "|---|---|---|---|---|---|"]
         for gap in gaps:
-            level = levels.get(gap)
             for model in dict.fromkeys(m for g, m, _ in acc if g == gap):
                 fam, nov = acc.get((gap, model, "familiar")), acc.get((gap, model, "heldout"))
                 if not fam or not nov:
                     continue
                 counts += [fam["n"], nov["n"]]
                 final = [f"{1 - r['mean']:.3f} [{1 - r['ci_hi']:.3f}, {1 - r['ci_lo']:.3f}]" for r in (fam, nov)]
-                cells = ["—", "— (no trajectory: fit in one pass, or no validation)"]
-                group = next((grp for grp in (yf.groups if yf else []) if grp[1] == gap), None)
-                if group is not None and level is not None:
-                    fr, nr = (yf.model.get((group, model, mt, round(level, 6))) for mt in ("familiar_error", "heldout_error"))
-                    if fr and nr and nr["n"] > 0:
-                        counts += [nr["n"]]
-                        cells = [err(fr), f"{err(nr)} ({nr['n']:.0f}/{nr['seeds']:.0f})"]
-                    else:  # no row at L: none reached it, if the model has a frontier here at all
-                        any_row = next((r for (g, m, mt, _), r in yf.model.items()
-                                        if g == group and m == model and mt == "heldout_error"), None)
-                        if any_row:
-                            cells = ["—", f"— (0/{any_row['seeds']:.0f} seeds reached it)"]
-                lv = "—" if level is None else f"{level:.3f}"
-                lines.append((f"| {gap:g} " if several else "") + f"| {model} | {final[0]} | {final[1]} | {lv} | "
-                             f"{cells[0]} | {cells[1]} |")
+                at_gap = levels.get(gap) or [(None, None)]
+                for name, level in at_gap:
+                    lines.append((f"| {gap:g} " if several else "") + f"| {model} | {final[0]} | {final[1]} | " +
+                                 yardstick_at(yf, gap, model, name if len(at_gap) > 1 else None, level, counts))
         lines.append("")
 
     lines += ["## Paired differences at every familiar level both networks reach", "",
