@@ -713,7 +713,7 @@ class PlotTest(unittest.TestCase):
                  "eval-every": "16", "eval-until": "508", "standardize": "on", "brightness": "0.25",
                  "contrast": "0.8"}
         with open(os.path.join(d, "meta.json"), "w") as f:
-            json.dump({"config": {"run_flags": flags}}, f)
+            json.dump({"config": {"run_flags": flags, "grid": [["em-logit+em-norm", ["paper", "official"]]]}}, f)
         out = self.path("v.md")
         r = self.verdict("--sweep", "azimuth=" + d, "--caps", "caps", "--cnn", "cnn", "--out", out)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -721,7 +721,8 @@ class PlotTest(unittest.TestCase):
             md = f.read()
         self.assertIn("- azimuth: 40 epochs at batch 32, Adam at 2e-3 (cnn at 5e-4), constant rate; checks of 2000 "
                       "images a split every 16 steps up to step 508 and at each epoch's end; per-image "
-                      "standardisation, brightness jitter ±0.25, contrast jitter ×(1 ± 0.8).", md)
+                      "standardisation, brightness jitter ±0.25, contrast jitter ×(1 ± 0.8); the grid sets "
+                      "--em-logit, --em-norm to paper or official.", md)
         with open(os.path.join(d, "meta.json"), "w") as f:
             f.write("{")
         r = self.verdict("--sweep", "azimuth=" + d, "--caps", "caps", "--cnn", "cnn", "--out", out + "2")

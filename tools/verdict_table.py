@@ -240,9 +240,13 @@ def training_text(protocol, d):
         return None
     try:
         with open(path) as f:
-            flags = json.load(f)["config"]["run_flags"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        fail(f"{path}: no config.run_flags ({e})")
+            config = json.load(f)["config"]
+        flags = config["run_flags"]
+        # The sweep's grid axes (the recipes): "a+b" joins options that take one value together.
+        axes = "; ".join(f"the grid sets {', '.join('--' + o for o in str(axis).split('+'))} to "
+                         f"{' or '.join(map(str, values))}" for axis, values in config.get("grid") or [] if values)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        fail(f"{path}: no config.run_flags or a grid that is not [axis, values] pairs ({e})")
 
     def get(key):
         return flags.get(key) or None
@@ -260,7 +264,8 @@ def training_text(protocol, d):
                         f"contrast jitter ×(1 ± {get('contrast')})" if get("contrast") not in (None, "0") else None)
             if x]
     return (f"- {protocol}: {get('n-epochs')} epochs at batch {get('batch-size')}, {lr}, "
-            f"{get('lr-schedule') or 'constant'} rate; {checks}" + (f"; {', '.join(prep)}" if prep else "") + ".")
+            f"{get('lr-schedule') or 'constant'} rate; {checks}" + (f"; {', '.join(prep)}" if prep else "") +
+            (f"; {axes}" if axes else "") + ".")
 
 
 def lowest_checks(d, trainings):
