@@ -85,6 +85,14 @@ def plots():
     return sys.modules["viewgap_plots"]
 
 
+def verdict_module():
+    """tools/verdict_table.py loaded as a module, to call its functions."""
+    spec = importlib.util.spec_from_file_location("verdict_table", os.path.join(ROOT, "tools", "verdict_table.py"))
+    v = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(v)
+    return v
+
+
 class PlotTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="test_plots.")
@@ -183,13 +191,15 @@ class PlotTest(unittest.TestCase):
         for ax in axes:
             points = {(round(float(l.get_xdata()[0]), 3), round(float(l.get_ydata()[0]), 3))
                       for l in ax.lines if len(l.get_xdata()) == 1}
-            self.assertEqual({(f, n) for p, _, f, n in m.PAPER_TABLE2 if p == "azimuth"}, points)
+            self.assertEqual({(f, n) for p, _, f, n in plots().published.PAPER_TABLE2 if p == "azimuth"}, points)
             self.assertLessEqual(ax.get_ylim()[0], 0)
             self.assertGreaterEqual(ax.get_ylim()[1], max(r["ci_hi"] for r in rows if r["kind"] == "model"))
         m.fig_sweep_frontier([{**r, "axis": "shift"} for r in rows], "t", out, "", [])
         points = {(round(float(l.get_xdata()[0]), 4), round(float(l.get_ydata()[0]), 4))
                   for l in figs["sweep_frontier.png"].axes[0].lines if len(l.get_xdata()) == 1}
         self.assertEqual({(0.0078, 0.34), (0.0077, 0.21)}, points)
+        m.fig_sweep_frontier([{**r, "axis": "none"} for r in rows], "t", out, "", [])  # a standard split: none
+        self.assertFalse([l for l in figs["sweep_frontier.png"].axes[0].lines if len(l.get_xdata()) == 1])
         # caps reaches the lowest level on every seed, cnn on one: their lines start there with those n.
         first = {r["model"]: r for r in rows if r["level"] == 0.02 and r["gap"] == 0 and r["metric"] == "heldout_error"}
         self.assertEqual((first["caps"]["n"], first["cnn"]["n"]), (5, 1))
@@ -619,10 +629,7 @@ class PlotTest(unittest.TestCase):
         """The sentence under each level table: a direction where the printed CI excludes 0 and the
         printed p is below 0.05, adjacent levels (0.005 apart) as one run, and how many of each
         direction were tight matches."""
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("verdict_table", os.path.join(ROOT, "tools", "verdict_table.py"))
-        v = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(v)
+        v = verdict_module()
         d = lambda lo, hi, p: (0.0, lo, hi, 0, 0, 0, p, 10)  # noqa: E731
         self.assertEqual(v.side_of(d(-0.04, -0.01, 0.01)), "ahead")
         self.assertEqual(v.side_of(d(0.01, 0.04, 0.049)), "behind")
@@ -657,13 +664,11 @@ class PlotTest(unittest.TestCase):
         self.assert_plotted(r, out, ["sweep_frontier_azimuth.png"])
         # In process, with the yardsticks (their frontier.csv alone): a line a model, the paper's
         # two azimuth points beside them.
-        spec = importlib.util.spec_from_file_location("verdict_table", os.path.join(ROOT, "tools", "verdict_table.py"))
-        v = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(v)
+        v = verdict_module()
         figs = self.captured_figures(plots().frontier_figures)
         v.frontier_figures({"azimuth": d}, {"azimuth": y}, "caps", "cnn", None, self.path("figs2"))
         labels = [t.get_text() for t in figs["sweep_frontier_azimuth.png"].axes[0].get_legend().get_texts()]
-        self.assertEqual(labels, ["caps", "cnn", "nn", "dr", "paper: CNN, azimuth", "paper: capsules, azimuth"])
+        self.assertEqual(labels, ["caps", "cnn", "nn", "dr", "CNN, azimuth", "capsules, azimuth"])
         with open(self.path("blocker"), "w") as f:
             f.write("a file where the directory belongs")
         r = self.verdict("--sweep", "azimuth=" + d, "--caps", "caps", "--cnn", "cnn", "--out", self.path("v.md"),
@@ -714,13 +719,29 @@ class PlotTest(unittest.TestCase):
                  "contrast": "0.8"}
         with open(os.path.join(d, "meta.json"), "w") as f:
             json.dump({"config": {"run_flags": flags, "grid": [["em-logit+em-norm", ["paper", "official"]]]}}, f)
+        v = verdict_module()
+        # convcaps's own defaults hold unless typed: --loss xent typed at the registry value, --em-grad
+        # typed away from it, --em-lambda-schedule at convcaps's own.
+        conv = {**flags, "loss": "xent", "em-grad": "full", "em-lambda-schedule": "fixed", "em-iters": "2",
+                "spread-margin": "0.2:0.9", "model-lr": "cnn=5e-4,dr=1e-3", "check-sample": "",
+                "brightness": "0.0", "max-steps": "900"}
+        c = self.path("conv")
+        os.makedirs(c)
+        with open(os.path.join(c, "meta.json"), "w") as f:
+            json.dump({"config": {"run_flags": conv, "typed_at_default": ["loss"]}}, f)
+        self.assertEqual(v.training_text("azimuth", c, "convcaps"),
+                         "- azimuth: 40 epochs or 900 steps, whichever ends first at batch 32; Adam at 2e-3 (cnn at "
+                         "5e-4, dr at 1e-3), constant rate; checks of every image of each split every 16 steps up to "
+                         "step 508 and at each epoch's end; per-image standardisation, contrast jitter ×(1 ± 0.8); "
+                         "convcaps --loss xent, --em-iters 2, --em-lambda-schedule official, --em-grad full.")
+        self.assertIsNone(v.training_text("azimuth", self.path("nowhere"), "convcaps"))
         out = self.path("v.md")
         r = self.verdict("--sweep", "azimuth=" + d, "--caps", "caps", "--cnn", "cnn", "--out", out)
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(out) as f:
             md = f.read()
-        self.assertIn("- azimuth: 40 epochs at batch 32, Adam at 2e-3 (cnn at 5e-4), constant rate; checks of 2000 "
-                      "images a split every 16 steps up to step 508 and at each epoch's end; per-image "
+        self.assertIn("- azimuth: 40 epochs at batch 32; Adam at 2e-3 (cnn at 5e-4), constant rate; checks of 2000 "
+                      "images of each split every 16 steps up to step 508 and at each epoch's end; per-image "
                       "standardisation, brightness jitter ±0.25, contrast jitter ×(1 ± 0.8); the grid sets "
                       "--em-logit, --em-norm to paper or official.", md)
         with open(os.path.join(d, "meta.json"), "w") as f:
@@ -732,11 +753,10 @@ class PlotTest(unittest.TestCase):
             self.skipTest("no viewgap binary")
         help_text = subprocess.run([EXE, "run", "--help"], capture_output=True, text=True, check=True).stdout
         line = {l.split()[0]: l for l in help_text.splitlines() if l.strip().startswith("--")}
-        for flag, shown in (("--loss", "[convcaps's own default: spread]"), ("--spread-margin", "TEXT=0.2:0.9"),
-                            ("--spread-margin-schedule", "TEXT=linear"), ("--em-iters", "TEXT=3"),
-                            ("--em-lambda-schedule", "[convcaps's own default: official]"),
-                            ("--em-grad", "[convcaps's own default: full]")):
-            self.assertIn(shown, help_text[help_text.index(line[flag].strip()):][:400], flag)
+        for option, (registry, own) in v.CONVCAPS_OWN.items():
+            text = help_text[help_text.index(line["--" + option].strip()):][:400]
+            self.assertRegex(text, rf"TEXT={registry}\s", option)
+            self.assertIn(f"[convcaps's own default: {own}]", text, option)
 
     def test_verdict_table_sets_in_plane_protocols_beside_affnist(self):
         """A verdict of an in-plane protocol adds Sabour et al.'s affNIST figures (79 % against 66 %:
@@ -746,13 +766,22 @@ class PlotTest(unittest.TestCase):
         subprocess.run([sys.executable, os.path.join(FIXTURES, "make_fixtures.py"), "frontier", d, "--gaps", "20",
                         "--models", "caps,cnn"], check=True)
         out = self.path("v.md")
+        # The fixture is an azimuth sweep: whatever its label, it is set beside smallNORB alone.
+        r = self.verdict("--sweep", "translation=" + d, "--caps", "caps", "--cnn", "cnn", "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            self.assertNotIn("affNIST", f.read())
+        with open(os.path.join(d, "frontier.csv")) as f:
+            text = f.read().replace(",azimuth,deg,", ",shift,px,")
+        with open(os.path.join(d, "frontier.csv"), "w") as f:
+            f.write(text)
         r = self.verdict("--sweep", "translation=" + d, "--caps", "caps", "--cnn", "cnn", "--out", out)
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(out) as f:
             md = f.read()
-        self.assertIn("| Sabour, Frosst & Hinton 2017, section 5.2 | MNIST at random positions on a 40 × 40 canvas → "
-                      "affNIST | 0.0078 and 0.0077, matched | 0.34 | 0.21 | -38.2 % |", md)
-        self.assertIn("Sabour et al.'s CapsNet 8.2M at 28 × 28", md)
+        self.assertIn("| Sabour, Frosst & Hinton 2017, section 5.2 | trained on MNIST moved about a 40 × 40 canvas, "
+                      "tested on affNIST | 0.0078 (CNN) and 0.0077 (CapsNet), matched | 0.34 | 0.21 | -38.2 % |", md)
+        self.assertIn("Sabour, Frosst & Hinton 2017: CapsNet 8.2M parameters at 28 × 28", md)
         self.assertIn("| 0.060 (lowest both reach) |", md)
 
     def test_verdict_table_yardsticks_are_read_gap_by_gap(self):
@@ -793,14 +822,14 @@ class PlotTest(unittest.TestCase):
                       f"{sum(seconds.values()) / 5 / 3600:.3g} |", md)
         self.assertNotIn("| cnn136 | ", md.split("## The budget")[1].split("##")[0])
         # Where a gap has several matched levels (one a recipe), each row names its recipe.
-        spec = importlib.util.spec_from_file_location("verdict_table", os.path.join(ROOT, "tools", "verdict_table.py"))
-        v = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(v)
+        v = verdict_module()
         counts = []
-        self.assertEqual(v.yardstick_at(None, 0, "nn1", "official", 0.265, counts),
-                         "0.265 (official) | — | — (no trajectory: fit in one pass, or no validation) |")
-        self.assertEqual(v.yardstick_at(None, 0, "nn1", None, None, counts), "— | — | — (no trajectory: fit in "
-                                                                                "one pass, or no validation) |")
+        self.assertEqual(v.yardstick_at(None, 0, "nn1", ["official", "other"], 0.265, counts),
+                         "0.265 (official, other) | — | — (no trajectory: fit in one pass, or no validation) |")
+        yf = v.Frontier(y)
+        self.assertEqual(v.yardstick_at(yf, 0, "cnn136", [], None, counts),
+                         "— | — | — (no level both networks reached at this gap) |")
+        self.assertEqual(v.yardstick_at(yf, 0, "cnn136", [], 0.001, counts), "0.001 | — | — (0/5 seeds reached it) |")
         self.assertEqual(counts, [])
 
     def test_verdict_table_errors_are_one_line(self):

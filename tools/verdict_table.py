@@ -13,7 +13,8 @@ that every seed of both networks reached, nearest the target: the paper's 3.7 % 
 4.3 % on elevation, `--target PROTOCOL=L` for another, `--target PROTOCOL=lowest` for the lowest
 level both reach (the default for a protocol the paper did not run). `--yardsticks PROTOCOL=DIR`
 adds a sweep of other models on the same protocol: their final errors (summary.csv) and their
-frontier at the section's matched level (its first recipe's, gap by gap). Errors are one line, exit 2.
+frontier at each of the section's matched levels (one a recipe), gap by gap. Errors are one line,
+exit 2.
 """
 import argparse
 import json
@@ -28,7 +29,7 @@ if _HERE not in sys.path:
 from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
 from viewgap_plots.published import (PAPER_CITATION, PAPER_SIZES, SABOUR_AFFNIST,  # noqa: E402
                                      SABOUR_AFFNIST_CITATION, SABOUR_AFFNIST_PROTOCOL, SABOUR_AFFNIST_SIZES,
-                                     SR_CAPSNET, SR_CAPSNET_CITATION, paper_point)
+                                     SR_CAPSNET, SR_CAPSNET_CITATION, in_plane, paper_point)
 from viewgap_plots.table_io import fail as fail_as, read_rows, write_table  # noqa: E402
 
 TOOL = "verdict_table.py"
@@ -65,8 +66,9 @@ class Frontier:
         rows = read_rows(TOOL, self.path, FRONTIER)
         if not rows and required:
             fail(f"{self.path}: no rows (a sweep without --validation on has no frontier)")
-        self.groups, self.model, self.paired = [], {}, {}
+        self.groups, self.model, self.paired, self.axes = [], {}, {}, set()
         for r in rows:
+            self.axes.add(r.get("axis", ""))
             for c in ("gap", "level", "seeds", "n", "mean", "ci_lo", "ci_hi", "wins", "ties", "losses", "p_value"):
                 r[c] = number(self.path, r, c)
             group = (r["grid"], r["gap"])
@@ -106,6 +108,11 @@ class Frontier:
         if r:  # d = cnn − caps: the sign turns, and cnn's wins are caps's losses
             return -r["mean"], -r["ci_hi"], -r["ci_lo"], r["losses"], r["ties"], r["wins"], r["p_value"], r["n"]
         return None
+
+
+def relative(cnn, caps):
+    """The capsules' novel error against the CNN's as the paper quotes it: a signed percentage."""
+    return f"{100 * (caps - cnn) / cnn:+.1f} %"
 
 
 def recipe(grid):
@@ -231,41 +238,70 @@ def budget(protocol, d, caps, cnn):
     return out
 
 
-def training_text(protocol, d):
-    """One line saying how the sweep in `d` trained, from its meta.json (the flags it hashed: the
-    registry-wide values, which a model's own defaults override where docs/models.md says so);
-    None without one."""
+# convcaps's own defaults over the registry-wide values that meta.json's run_flags record
+# (ModelEntry::defaults in models/convcaps.cpp): option -> (registry value, convcaps's). An option
+# typed at the registry value is listed in config.typed_at_default and then holds for convcaps too.
+# tests/test_plots.py holds this table to `viewgap run --help`.
+CONVCAPS_OWN = {"loss": ("xent", "spread"), "em-lambda-schedule": ("fixed", "official"),
+                "em-grad": ("stopgrad", "full")}
+
+
+def training_text(protocol, d, caps):
+    """One line saying how the sweep in `d` trained, from its meta.json: its budget, rates, checks,
+    preprocessing, the options its grid sets and, where `caps` is convcaps, the options that shape
+    its routing and loss as they ran; None without a meta.json."""
     path = os.path.join(d, "meta.json")
     if not os.path.lexists(path):
         return None
     try:
         with open(path) as f:
             config = json.load(f)["config"]
-        flags = config["run_flags"]
-        # The sweep's grid axes (the recipes): "a+b" joins options that take one value together.
+        flags, typed, grid = config["run_flags"], config.get("typed_at_default") or [], config.get("grid") or []
+        if not isinstance(flags, dict) or not all(isinstance(v, str) for v in flags.values()):
+            raise TypeError("run_flags is not a map of strings")
+        # The grid's axes (the recipes): "a+b" joins options that take one value together.
         axes = "; ".join(f"the grid sets {', '.join('--' + o for o in str(axis).split('+'))} to "
-                         f"{' or '.join(map(str, values))}" for axis, values in config.get("grid") or [] if values)
+                         f"{' or '.join(map(str, values))}" for axis, values in grid if values)
+        missing = [k for k in ("n-epochs", "batch-size", "lr") if not flags.get(k)]
+        if missing:
+            raise KeyError(", ".join(missing))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        fail(f"{path}: no config.run_flags or a grid that is not [axis, values] pairs ({e})")
+        fail(f"{path}: no config.run_flags with the budget and rates, or a grid that is not [axis, values] "
+             f"pairs ({e})")
 
     def get(key):
         return flags.get(key) or None
 
+    def nonzero(key):
+        try:
+            return get(key) is not None and float(get(key)) != 0
+        except ValueError:
+            return True
+
+    budget = f"{get('n-epochs')} epochs" + (f" or {get('max-steps')} steps, whichever ends first"
+                                             if get("max-steps") else "")
+    stop = [f"stopped {k}" for k in ("stop-at-familiar", "match-familiar") if get(k)]
     lr = f"Adam at {get('lr')}"
     if get("model-lr"):
         lr += " (" + ", ".join(x.replace("=", " at ") for x in get("model-lr").split(",")) + ")"
+    sample = f"{get('check-sample')} images" if get("check-sample") else "every image"
     checks = "checks at each epoch's end"
     if get("eval-every"):
         until = f" up to step {get('eval-until')}" if get("eval-until") else ""
-        checks = (f"checks of {get('check-sample') or 'every'} images a split every {get('eval-every')} steps"
-                  f"{until} and at each epoch's end")
+        checks = f"checks of {sample} of each split every {get('eval-every')} steps{until} and at each epoch's end"
     prep = [x for x in ("per-image standardisation" if get("standardize") == "on" else None,
-                        f"brightness jitter ±{get('brightness')}" if get("brightness") not in (None, "0") else None,
-                        f"contrast jitter ×(1 ± {get('contrast')})" if get("contrast") not in (None, "0") else None)
-            if x]
-    return (f"- {protocol}: {get('n-epochs')} epochs at batch {get('batch-size')}, {lr}, "
-            f"{get('lr-schedule') or 'constant'} rate; {checks}" + (f"; {', '.join(prep)}" if prep else "") +
-            (f"; {axes}" if axes else "") + ".")
+                        f"brightness jitter ±{get('brightness')}" if nonzero("brightness") else None,
+                        f"contrast jitter ×(1 ± {get('contrast')})" if nonzero("contrast") else None) if x]
+    parts = [f"{budget} at batch {get('batch-size')}", f"{lr}, {get('lr-schedule') or 'constant'} rate"] + stop
+    parts += [checks] + ([", ".join(prep)] if prep else []) + ([axes] if axes else [])
+    if caps == "convcaps":
+        own = {o: get(o) if (o in typed or get(o) not in (None, registry)) else mine
+               for o, (registry, mine) in CONVCAPS_OWN.items()}
+        loss = f"--loss {own['loss']}" + (f" (margin {get('spread-margin')}, "
+                                          f"{get('spread-margin-schedule') or 'linear'})" if own["loss"] == "spread" else "")
+        parts.append(f"convcaps {loss}, --em-iters {get('em-iters')}, --em-lambda-schedule "
+                     f"{own['em-lambda-schedule']}, --em-grad {own['em-grad']}")
+    return f"- {protocol}: " + "; ".join(parts) + "."
 
 
 def lowest_checks(d, trainings):
@@ -282,7 +318,8 @@ def lowest_checks(d, trainings):
         e, step = number(path, r, "validation_error"), number(path, r, "step")
         if step != step:  # NaN: an empty cell
             fail(f"{path}: a row without its step")
-        checks.setdefault((r["grid"], r["model"], r["seed"]), []).append((e, int(step)))
+        if e == e:  # an empty validation error (NaN) is no check
+            checks.setdefault((r["grid"], r["model"], r["seed"]), []).append((e, int(step)))
     out = {}
     for (grid, model, seed), c in checks.items():
         reached = trainings[(grid, model)].get(seed, [0])[0]
@@ -291,23 +328,25 @@ def lowest_checks(d, trainings):
     return out
 
 
-def yardstick_at(yf, gap, model, name, level, counts):
-    """A yardstick's cells at a matched level: the level (with its recipe's name where a gap has
-    several), and its familiar and novel error at its first check reaching it, from its sweep's
-    frontier `yf` (None: it has none); adds the seeds read to `counts`."""
+def yardstick_at(yf, gap, model, names, level, counts):
+    """A yardstick's cells at a matched level: the level (with the recipes matched there, where a
+    gap has several levels), and its familiar and novel error at its first check reaching it,
+    from its sweep's frontier `yf` (None: it has none); adds the seeds read to `counts`."""
     cells = ["—", "— (no trajectory: fit in one pass, or no validation)"]
     group = next((grp for grp in (yf.groups if yf else []) if grp[1] == gap), None)
-    if group is not None and level is not None:
+    any_row = None if group is None else next((r for (g, m, mt, _), r in yf.model.items()
+                                               if g == group and m == model and mt == "heldout_error"), None)
+    if level is None:
+        if any_row:
+            cells = ["—", "— (no level both networks reached at this gap)"]
+    elif any_row:
         fr, nr = (yf.model.get((group, model, mt, round(level, 6))) for mt in ("familiar_error", "heldout_error"))
         if fr and nr and nr["n"] > 0:
             counts += [nr["n"]]
             cells = [err(fr), f"{err(nr)} ({nr['n']:.0f}/{nr['seeds']:.0f})"]
-        else:  # no row at L: none reached it, if the model has a frontier here at all
-            any_row = next((r for (g, m, mt, _), r in yf.model.items()
-                            if g == group and m == model and mt == "heldout_error"), None)
-            if any_row:
-                cells = ["—", f"— (0/{any_row['seeds']:.0f} seeds reached it)"]
-    lv = "—" if level is None else f"{level:.3f}" + (f" ({name})" if name else "")
+        else:  # no row at L: none of its seeds reached it
+            cells = ["—", f"— (0/{any_row['seeds']:.0f} seeds reached it)"]
+    lv = "—" if level is None else f"{level:.3f}" + (f" ({', '.join(names)})" if names else "")
     return f"{lv} | {cells[0]} | {cells[1]} |"
 
 
@@ -382,22 +421,23 @@ def main():
     caps, cnn = a.caps, a.cnn
 
     main_rows, level_sections, counts, paired_counts, notes, budgets, trained = [], [], [], [], [], [], []
-    chosen = {}  # protocol: {gap: [(grid point's name, its matched level), ...], each level once}
+    axes = set()  # the sweeps' held-out axes: which published results they sit beside
+    chosen = {}  # protocol: {gap: {matched level: [the recipes matched there]}}
     for protocol, d in sweeps.items():
         f = Frontier(d)
         for m in (caps, cnn):
             if m not in f.models():
                 fail(f"{f.path}: no rows of model '{m}' (models: {', '.join(f.models())})")
         budgets += budget(protocol, d, caps, cnn)
-        trained.append(training_text(protocol, d))
+        trained.append(training_text(protocol, d, caps))
+        axes |= f.axes
         paper = paper_point(protocol, "CNN")
         target = targets[protocol] if protocol in targets else (paper[0] if paper else None)
         for group in f.groups:
             level = choose(f, group, caps, cnn, target)
             name = f.name(group)
-            at_gap = chosen.setdefault(protocol, {}).setdefault(group[1], [])
-            if level is not None and level not in [lv for _, lv in at_gap]:
-                at_gap.append((name, level))
+            if level is not None:
+                chosen.setdefault(protocol, {}).setdefault(group[1], {}).setdefault(level, []).append(recipe(group[0]))
             if level is None:
                 main_rows.append(f"| {protocol} | {name} | none | — | — | — | — | — | — | — | — | "
                                  "no familiar level that every seed of both reached |")
@@ -466,17 +506,17 @@ def main():
               "recipe's flag trains once a seed and is listed under each), the steps they reached and the core-hours "
               "of one, mean over them (cells.csv: each training runs on one core); the lowest familiar "
               "validation error a training's checks reached in the first half of its steps and in all of "
-              "them, mean over them (what doubling the budget gave), and how many reached their lowest in "
+              "them, mean over them (the first half is not a training half as long: the spread margin and "
+              "any rate schedule run over the whole training), and how many reached their lowest in "
               "the last tenth of their steps, where a longer training would likely have gone lower "
               "(trajectory.csv).", "",
               "| protocol | recipe | network | parameters | trainings | steps reached | core-hours a training | "
-              "lowest familiar validation error in half the steps | lowest familiar validation error | "
+              "lowest familiar validation error in the first half of its steps | lowest familiar validation error | "
               "lowest in the last tenth |",
               "|---|---|---|---|---|---|---|---|---|---|"] + budgets + [""]
     if any(trained):
-        lines += ["How each sweep trained (its meta.json; every other option at each model's own default: "
-                  "`convcaps` the spread loss with its margin raised linearly from 0.2 to 0.9 over the training, "
-                  "capsule_em's λ schedule, three EM iterations and the gradient through all of them, "
+        lines += ["How each sweep trained, from its meta.json (every option not named here at each model's "
+                  "default: `viewgap run --help`, "
                   "[docs/models.md](../docs/models.md#convcaps--the-papers-capsule-network)):", ""]
         lines += [t for t in trained if t] + [""]
     lines += ["## Beside the published numbers", "",
@@ -485,17 +525,18 @@ def main():
     for protocol in ("azimuth", "elevation"):
         (fam, c), (_, k) = paper_point(protocol, "CNN"), paper_point(protocol, "capsules")
         lines.append(f"| {PAPER_CITATION} (smallNORB) | {protocol} | {fam:.3f}, matched | {c:.3f} | {k:.3f} | "
-                     f"{100 * (k - c) / c:+.1f} % |")
+                     f"{relative(c, k)} |")
     sr = {n: e for p, n, e in SR_CAPSNET if p == "azimuth"}
     lines += [f"| {SR_CAPSNET_CITATION} | azimuth | not matched | {sr['CNN']:.4f} | {sr['EM routing']:.4f} | "
-              f"{100 * (sr['EM routing'] - sr['CNN']) / sr['CNN']:+.1f} % |"]
+              f"{relative(sr['CNN'], sr['EM routing'])} |"]
     sizes = [PAPER_SIZES]
-    if any(p not in ("azimuth", "elevation") for p in sweeps):  # in-plane changes: affNIST's question
+    if any(in_plane(a) for a in axes):  # a change in the plane: affNIST's question
         (cf, cn), (kf, kn) = (SABOUR_AFFNIST[n] for n in ("CNN", "CapsNet"))
-        lines.append(f"| {SABOUR_AFFNIST_CITATION} | {SABOUR_AFFNIST_PROTOCOL} | {cf:.4f} and {kf:.4f}, "
-                     f"matched | {cn:.2f} | {kn:.2f} | {100 * (kn - cn) / cn:+.1f} % |")
+        lines.append(f"| {SABOUR_AFFNIST_CITATION} | {SABOUR_AFFNIST_PROTOCOL} | {cf:.4f} (CNN) and {kf:.4f} "
+                     f"(CapsNet), matched | {cn:.2f} | {kn:.2f} | {relative(cn, kn)} |")
         sizes.append(SABOUR_AFFNIST_SIZES)
-    lines += ["", "Sizes: " + "; ".join(sizes) + ". Here: the budget's parameters column.", ""]
+    lines += ["", "Sizes: " + "; ".join(sizes) + ". This table's networks: the parameters column of the budget.",
+              ""]
 
     for protocol, d in yardsticks.items():
         path = os.path.join(d, "summary.csv")
@@ -528,10 +569,10 @@ def main():
                     continue
                 counts += [fam["n"], nov["n"]]
                 final = [f"{1 - r['mean']:.3f} [{1 - r['ci_hi']:.3f}, {1 - r['ci_lo']:.3f}]" for r in (fam, nov)]
-                at_gap = levels.get(gap) or [(None, None)]
-                for name, level in at_gap:
+                at_gap = levels.get(gap) or {None: []}
+                for level, names in at_gap.items():
                     lines.append((f"| {gap:g} " if several else "") + f"| {model} | {final[0]} | {final[1]} | " +
-                                 yardstick_at(yf, gap, model, name if len(at_gap) > 1 else None, level, counts))
+                                 yardstick_at(yf, gap, model, names if len(at_gap) > 1 else [], level, counts))
         lines.append("")
 
     lines += ["## Paired differences at every familiar level both networks reach", "",

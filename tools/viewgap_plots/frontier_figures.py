@@ -4,7 +4,7 @@ published points of its kind of change marked (published_points)."""
 import os
 
 from .files import InputError, read_csv, regular_input, save
-from .published import PAPER_CITATION, PAPER_TABLE2, SABOUR_AFFNIST, SABOUR_AFFNIST_CITATION
+from .published import published_points
 from .series import ci_series, offsets
 from .style import color, plt, unit_mark
 
@@ -39,18 +39,6 @@ def read_frontier(d):
     return rows
 
 
-def published_points(axis):
-    """The published (label, familiar error, novel error, capsules?) points a frontier along `axis`
-    is set beside, and their citation: the paper's Table 2 points of that protocol for a viewpoint
-    axis, Sabour et al.'s affNIST result (MNIST digits moved, then affine-transformed) for an
-    in-plane one."""
-    if axis in ("azimuth", "elevation"):
-        return ([(f"paper: {net}, {p}", fam, novel, net == "capsules") for p, net, fam, novel in PAPER_TABLE2
-                 if p == axis], PAPER_CITATION)
-    return ([(f"{net}, MNIST → affNIST", fam, novel, net == "CapsNet") for net, (fam, novel) in SABOUR_AFFNIST.items()],
-            SABOUR_AFFNIST_CITATION)
-
-
 def fig_sweep_frontier(rows, title, out, suffix, written):
     """A panel per gap: novel error against the familiar validation error level, a line per model
     (mean over the seeds that reached the level, 95 % CI band), the published points marked."""
@@ -78,7 +66,7 @@ def fig_sweep_frontier(rows, title, out, suffix, written):
               [p[2] for p in points])
     axes[0][0].set_ylim(0, 1.05 * top)
     axes[0][0].set_ylabel("novel (held-out) error at the first check reaching L\n(mean, 95 % bootstrap CI)")
-    axes[0][0].legend(fontsize=7, title=citation + " marked", title_fontsize=7)
+    axes[0][0].legend(fontsize=7, title=f"{citation} marked" if citation else None, title_fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
     save(fig, os.path.join(out, f"sweep_frontier{suffix}.png"), written)
