@@ -235,6 +235,13 @@ AppendFile::AppendFile(const std::string& path) : path_(path) {
     ::close(fd_);
     throw cannot_write(path, "not a regular file");
   }
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+}
+
+bool AppendFile::still_at_path() const {
+  struct stat st;
+  return ::stat(resolve_output_path(path_).c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_;
 }
 
 AppendFile::~AppendFile() {

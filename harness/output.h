@@ -10,6 +10,8 @@
 // - SIGINT, SIGTERM and SIGHUP wait for a write in progress to finish, so an
 //   interrupt never leaves a torn file or a temporary one behind.
 #pragma once
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <span>
@@ -53,10 +55,16 @@ class AppendFile {
   AppendFile(const AppendFile&) = delete;
   AppendFile& operator=(const AppendFile&) = delete;
   void append(const std::string& text);
+  // Whether `path` still leads to the file this appends to. Another program
+  // that writes the path anew (git checkout or stash, an editor) leaves this
+  // appending to a file no one can read any more.
+  bool still_at_path() const;
 
  private:
   std::string path_;
   int fd_ = -1;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
 };
 
 // Creates directory `path` (and parents, through symlinks) if absent; throws

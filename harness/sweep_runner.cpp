@@ -151,30 +151,40 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
     remove_output(dir + "/frontier.csv");
     remove_output(dir + "/azimuth.csv");
   }
-  // Rewrite the kept rows (dropping anything of unfinished cells) before
-  // appending. A sweep begun before provenance.csv starts one here, its kept
-  // cells' provenance unknown.
+  // The tables of the cells landed so far, written whole (each file atomically),
+  // then opened to append each cell as it lands. Here before any cell runs,
+  // with the kept rows (anything of unfinished cells dropped; a sweep begun
+  // before provenance.csv starts one here, its kept cells' provenance
+  // unknown); and again from land_cell if another program wrote a table anew
+  // meanwhile (`git stash` in a results directory does), which would leave
+  // the appends in a file no one can read.
+  std::optional<AppendFile> cells_f, circle_f, provenance_f, trajectory_f;
+  auto write_tables_landed = [&]() {
+    std::vector<CellRow> sorted = rows;
+    sort_rows(sorted, plan.models);
+    std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader,
+                provenance_text = kProvenanceHeader;
+    for (size_t k = 0; k < sorted.size(); ++k) {
+      const CellRow& r = sorted[k];
+      if (k == 0 || sorted[k - 1].cell != r.cell) provenance_text += provenance_line(r);
+      cells_text += cell_line(r);
+      circle_text += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
+      trajectory_text += trajectory_lines(r);
+    }
+    // trajectory.csv and provenance.csv before cells.csv: a kill between them
+    // leaves a directory that still reads as one that keeps the tables
+    // (has_trajectory, has_provenance).
+    if (trajectory) write_file_atomic(dir + "/trajectory.csv", trajectory_text);
+    write_file_atomic(dir + "/provenance.csv", provenance_text);
+    write_file_atomic(dir + "/cells.csv", cells_text);
+    write_file_atomic(dir + "/circle.csv", circle_text);
+    cells_f.emplace(dir + "/cells.csv");
+    circle_f.emplace(dir + "/circle.csv");
+    provenance_f.emplace(dir + "/provenance.csv");
+    if (trajectory) trajectory_f.emplace(dir + "/trajectory.csv");
+  };
   sort_rows(rows, plan.models);
-  std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader,
-              provenance_text = kProvenanceHeader;
-  for (size_t k = 0; k < rows.size(); ++k) {
-    const CellRow& r = rows[k];
-    if (k == 0 || rows[k - 1].cell != r.cell) provenance_text += provenance_line(r);
-    cells_text += cell_line(r);
-    circle_text += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
-    trajectory_text += trajectory_lines(r);
-  }
-  // trajectory.csv and provenance.csv before cells.csv: a kill between them
-  // leaves a directory that still reads as one that keeps the tables
-  // (has_trajectory, has_provenance).
-  if (trajectory) write_file_atomic(dir + "/trajectory.csv", trajectory_text);
-  write_file_atomic(dir + "/provenance.csv", provenance_text);
-  write_file_atomic(dir + "/cells.csv", cells_text);
-  write_file_atomic(dir + "/circle.csv", circle_text);
-
-  AppendFile cells_f(dir + "/cells.csv"), circle_f(dir + "/circle.csv"), provenance_f(dir + "/provenance.csv");
-  std::optional<AppendFile> trajectory_f;
-  if (trajectory) trajectory_f.emplace(dir + "/trajectory.csv");
+  write_tables_landed();
   std::mutex mu;
   std::atomic<int> done{out.resumed};
   const InterruptProgress interrupt_note(&done, total);
@@ -219,10 +229,18 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
       // The count moves inside the guard: an interrupt that lands between the
       // appends and the count would report one cell fewer than cells.csv holds.
       WriteGuard guard;
-      circle_f.append(circle_add);
+      if (!cells_f->still_at_path() || !circle_f->still_at_path() || !provenance_f->still_at_path() ||
+          (trajectory_f && !trajectory_f->still_at_path())) {
+        std::fprintf(stderr,
+                     "viewgap sweep: a table in '%s' was written anew by another program while the sweep ran; "
+                     "writing the tables of the %d cells landed again\n",
+                     dir.c_str(), done.load());
+        write_tables_landed();
+      }
+      circle_f->append(circle_add);
       if (trajectory_f) trajectory_f->append(trajectory_add);
-      provenance_f.append(provenance_add);
-      cells_f.append(cells_add);
+      provenance_f->append(provenance_add);
+      cells_f->append(cells_add);
       ++done;
       // meta.json counts what cells.csv holds, so that an interrupted sweep's
       // says how far it got, as its last line does.

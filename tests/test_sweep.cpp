@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -611,7 +612,66 @@ TEST(Sweep, MergeTimesTheSweepByItsShardsAndRefusesAFifo) {
   std::filesystem::remove_all(base);
 }
 
+// A table written anew by another program while the sweep runs (git stash and
+// stash pop in a results directory put the files back as they were, each a new
+// file, while the sweep's appends would go on into the old ones): at its next
+// cell the sweep writes the tables of the cells landed so far again and says
+// so, so that a sweep killed after it leaves every landed cell in its tables
+// (those cells' checkpoints are gone), and --resume ends with the tables of a
+// sweep left alone.
+TEST(Sweep, ATableWrittenAnewUnderTheSweepIsWrittenAgainWhole) {
+  const std::string base = fresh_dir("anew"), alone = base + "/alone", dir = base + "/dir";
+  const std::string args = " --seeds 0:7 --gaps 0 --n-epochs 3 --n-per-combo 1 --quiet --jobs 1";
+  ASSERT_EQ(run("sweep --out " + alone + args).code, 0);
+  const pid_t job = fork();
+  ASSERT_GE(job, 0);
+  if (job == 0) {
+    const std::string cmd = "exec " + std::string(vg::test::paths::exe) + " sweep --out " + dir + args + " 2>" + base + "/err";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto cells_done = [&] {
+    const std::string meta = slurp(dir + "/meta.json");
+    const auto j = nlohmann::json::parse(meta, nullptr, false);
+    return j.is_object() && j.contains("cells_done") ? j["cells_done"].get<int>() : 0;
+  };
+  // Once two of the eight cells have landed, stop the sweep, put each table back
+  // as its header alone, let it go on, and kill it once one more cell has landed.
+  int before = -1, after = -1;
+  for (int i = 0; i < 12000 && after < 0; ++i) {
+    usleep(1000);
+    if (before < 0 && cells_done() >= 2) {
+      ASSERT_EQ(kill(job, SIGSTOP), 0);
+      before = cells_done();
+      for (const char* f : {"cells.csv", "circle.csv", "provenance.csv", "trajectory.csv"}) {
+        const std::string text = slurp(dir + "/" + f);
+        std::ofstream(dir + "/" + f + ".new") << text.substr(0, text.find('\n') + 1);
+        std::filesystem::rename(dir + "/" + f + ".new", dir + "/" + f);
+      }
+      ASSERT_EQ(kill(job, SIGCONT), 0);
+    } else if (before >= 0 && cells_done() > before) {
+      kill(job, SIGKILL);
+      after = 0;
+    }
+  }
+  int status = 0;
+  waitpid(job, &status, 0);
+  ASSERT_GE(before, 2) << "no cell landed in time\n" << slurp(base + "/err");
+  ASSERT_FALSE(std::filesystem::exists(dir + "/summary.csv")) << "the sweep ended before it was killed";
+  EXPECT_NE(slurp(base + "/err").find("was written anew by another program"), std::string::npos) << slurp(base + "/err");
+  // Every cell meta.json counts is in cells.csv (two rows each: caps, cnn).
+  EXPECT_EQ(lines(slurp(dir + "/cells.csv")), 1 + 2 * cells_done());
+  EXPECT_GT(cells_done(), before);
+  const Outcome resumed = run("sweep --out " + dir + args + " --resume");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  for (const char* f : {"summary.csv", "circle.csv", "trajectory.csv", "frontier.csv", "provenance.csv"})
+    EXPECT_EQ(slurp(dir + "/" + f), slurp(alone + "/" + f)) << f;
+  EXPECT_EQ(without_seconds(slurp(dir + "/cells.csv")), without_seconds(slurp(alone + "/cells.csv")));
+  std::filesystem::remove_all(base);
+}
+
 #ifdef VIEWGAP_HAVE_MPIRUN
+// mpirun as root#ifdef VIEWGAP_HAVE_MPIRUN
 // mpirun as root (CI runs as root), more ranks than cores.
 const std::string kMpirun = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") +
                             vg::test::paths::mpirun + " --oversubscribe -np 3 " + vg::test::paths::exe;
