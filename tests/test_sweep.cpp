@@ -621,7 +621,7 @@ TEST(Sweep, MergeTimesTheSweepByItsShardsAndRefusesAFifo) {
 // sweep left alone.
 TEST(Sweep, ATableWrittenAnewUnderTheSweepIsWrittenAgainWhole) {
   const std::string base = fresh_dir("anew"), alone = base + "/alone", dir = base + "/dir";
-  const std::string args = " --seeds 0:7 --gaps 0 --n-epochs 3 --n-per-combo 1 --quiet --jobs 1";
+  const std::string args = " --seeds 0:15 --gaps 0 --n-epochs 3 --n-per-combo 1 --quiet --jobs 1";
   ASSERT_EQ(run("sweep --out " + alone + args).code, 0);
   const pid_t job = fork();
   ASSERT_GE(job, 0);
@@ -635,7 +635,7 @@ TEST(Sweep, ATableWrittenAnewUnderTheSweepIsWrittenAgainWhole) {
     const auto j = nlohmann::json::parse(meta, nullptr, false);
     return j.is_object() && j.contains("cells_done") ? j["cells_done"].get<int>() : 0;
   };
-  // Once two of the eight cells have landed, stop the sweep, put each table back
+  // Once two of the sixteen cells have landed, stop the sweep, put each table back
   // as its header alone, let it go on, and kill it once one more cell has landed.
   int before = -1, after = -1;
   for (int i = 0; i < 12000 && after < 0; ++i) {
