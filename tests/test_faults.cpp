@@ -83,16 +83,7 @@ Result viewgap(const std::string& args, const std::string& env = "", const std::
   return {code, stdout_to.empty() ? slurp(out) : "", slurp(tag + ".err")};
 }
 
-// viewgap started in the background (its own pid, for signals).
-pid_t spawn(const std::string& args, const std::string& err_file) {
-  const std::string cmd = std::string("exec ") + vg::test::paths::exe + " " + args + " >/dev/null 2>" + err_file;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
+using vg::test::spawn;
 
 int wait_exit(pid_t pid) {
   int status = 0;

@@ -197,16 +197,7 @@ TEST(Resume, ASweepKilledMidTrainingResumesToIdenticalTables) {
   }
 }
 
-// The viewgap binary started in the background (for a signal), its output to files.
-pid_t start(const std::string& args, const std::string& err) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const std::string cmd = std::string("exec ") + vg::test::paths::exe + " " + args + " >/dev/null 2>" + err;
-    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
+using vg::test::spawn;
 
 // Ctrl-C (SIGINT) or SIGTERM once the first checkpoint is there: the run
 // stops between two steps, writes its checkpoint and the JSON of what
@@ -220,7 +211,7 @@ TEST(Resume, AnInterruptKeepsACheckpointAndTheJsonOfWhatFinished) {
     const std::string dir = scratch("signal" + std::to_string(sig));
     ASSERT_EQ(test::run("run" + flags + " --out-json " + dir + "ref.json").code, 0);
     const std::string ck = " --checkpoint " + dir + "cnn.ckpt --checkpoint-every 1 --out-json " + dir + "got.json";
-    const pid_t pid = start("run" + flags + ck, dir + "err");
+    const pid_t pid = spawn("run" + flags + ck, dir + "err");
     const auto t0 = std::chrono::steady_clock::now();
     while (!fs::exists(dir + "cnn.ckpt") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -267,7 +258,7 @@ TEST(Resume, AnInterruptedSweepCheckpointsItsTrainingsInFlight) {
   for (const int sig : {SIGINT, SIGTERM}) {
     SCOPED_TRACE(sig);
     const std::string out = dir + std::to_string(sig), file = out + "/checkpoints/cell-0-cnn.vgck";
-    const pid_t pid = start("sweep --out " + out + args, out + ".err");
+    const pid_t pid = spawn("sweep --out " + out + args, out + ".err");
     const auto t0 = std::chrono::steady_clock::now();
     while (!fs::exists(file) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -623,13 +623,8 @@ TEST(Sweep, ATableWrittenAnewUnderTheSweepIsWrittenAgainWhole) {
   const std::string base = fresh_dir("anew"), alone = base + "/alone", dir = base + "/dir";
   const std::string args = " --seeds 0:15 --gaps 0 --n-epochs 3 --n-per-combo 1 --quiet --jobs 1";
   ASSERT_EQ(run("sweep --out " + alone + args).code, 0);
-  const pid_t job = fork();
+  const pid_t job = test::spawn("sweep --out " + dir + args, base + "/err");
   ASSERT_GE(job, 0);
-  if (job == 0) {
-    const std::string cmd = "exec " + std::string(vg::test::paths::exe) + " sweep --out " + dir + args + " 2>" + base + "/err";
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
   auto cells_done = [&] {
     const std::string meta = slurp(dir + "/meta.json");
     const auto j = nlohmann::json::parse(meta, nullptr, false);

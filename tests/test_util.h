@@ -313,6 +313,18 @@ inline Outcome run(const std::string& args, const std::string& env = "") {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
 
+// The viewgap binary started in the background, its own pid (for signals), its
+// stdout discarded and its stderr to `err_file`.
+inline pid_t spawn(const std::string& args, const std::string& err_file) {
+  const std::string cmd = std::string("exec ") + paths::exe + " " + args + " >/dev/null 2>" + err_file;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
 // The fault shim (tools/fault_shim.c, LD_PRELOAD: ENOSPC or SIGKILL at the Nth
 // file write), absent in a cross build; the environment that loads it, telling
 // ASan it may come ahead of its runtime.
