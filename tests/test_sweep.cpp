@@ -666,7 +666,6 @@ TEST(Sweep, ATableWrittenAnewUnderTheSweepIsWrittenAgainWhole) {
 }
 
 #ifdef VIEWGAP_HAVE_MPIRUN
-// mpirun as root#ifdef VIEWGAP_HAVE_MPIRUN
 // mpirun as root (CI runs as root), more ranks than cores.
 const std::string kMpirun = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") +
                             vg::test::paths::mpirun + " --oversubscribe -np 3 " + vg::test::paths::exe;
