@@ -5,6 +5,7 @@
 // A pose vector is two ymm registers; exp and log run eight floats at a time
 // through the Cephes polynomials below, the leftovers of a run through std::.
 #pragma once
+#include "kernels/em_routing_ymm.h"
 #include "kernels/vec_avx2.h"
 
 #include <cfloat>
@@ -78,13 +79,6 @@ inline __m256 log8(__m256 x) {
   return _mm256_blendv_ps(r, x, keep);
 }
 
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 inline F16 sub16(F16 a, F16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
 inline F16 div16(F16 a, F16 b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
 // maxps returns its second operand when either is NaN: a NaN x stays.
@@ -98,23 +92,6 @@ inline float dot16(F16 a, F16 b) { return hsum8(_mm256_fmadd_ps(a.lo, b.lo, _mm2
 // t_h + t_{h+8}, then + 4 lanes on, then (u0 + u2) + (u1 + u3): the pairwise
 // order of the scalar full backward's sum16, so its bits.
 inline float pair_sum16(F16 t) { return hsum8(_mm256_add_ps(t.lo, t.hi)); }
-// hsum8(t[k]) for 8 registers in one, in order, bit for bit: summed
-// transposed, each lane taking hsum8's additions (halves, then lanes 0+2 and
-// 1+3, then 0+1), so ~1 shuffle and add a sum where hsum8 costs 6.
-inline __m256 hsums8x8(const __m256* t) {
-  __m256 u[4];  // [u_2k | u_2k+1], u_k[i] = t_k[i] + t_k[i + 4]
-  for (int k = 0; k < 4; ++k)
-    u[k] = _mm256_add_ps(_mm256_permute2f128_ps(t[2 * k], t[2 * k + 1], 0x20),
-                         _mm256_permute2f128_ps(t[2 * k], t[2 * k + 1], 0x31));
-  __m256 w[2];  // per 128-bit half: [v0, v1] of two dots, v0 = u[0] + u[2], v1 = u[1] + u[3]
-  for (int k = 0; k < 2; ++k)
-    w[k] = _mm256_add_ps(_mm256_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm256_shuffle_ps(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  // v0 + v1: dots 0, 2, 4, 6 in the low half, 1, 3, 5, 7 in the high one.
-  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
 // dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, in one register, bit
 // for bit: hsums8x8 of the fused products.
 template <class Pair>
@@ -156,14 +133,11 @@ inline float sum_log16(F16 x) {
   const __m256 p8 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(b0, mant), one)),
                                   _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(b1, mant), one)));
   const __m256i e8 = _mm256_add_epi32(_mm256_srli_epi32(b0, 23), _mm256_srli_epi32(b1, 23));  // biased
-  __m128 p = _mm_mul_ps(_mm256_castps256_ps128(p8), _mm256_extractf128_ps(p8, 1));
-  p = _mm_mul_ps(p, _mm_movehl_ps(p, p));
-  p = _mm_mul_ss(p, _mm_movehdup_ps(p));
   __m128i e = _mm_add_epi32(_mm256_castsi256_si128(e8), _mm256_extracti128_si256(e8, 1));
   e = _mm_add_epi32(e, _mm_shuffle_epi32(e, 0x4E));
   e = _mm_add_epi32(e, _mm_shuffle_epi32(e, 0xB1));
   const int e_sum = _mm_cvtsi128_si32(e) - 16 * 127;
-  return float(double(std::log(_mm_cvtss_f32(p))) + e_sum * std::numbers::ln2);
+  return float(double(std::log(hprod8(p8))) + e_sum * std::numbers::ln2);
 }
 
 using Vec = __m256;

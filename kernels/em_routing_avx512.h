@@ -2,10 +2,13 @@
 // over, with vec_avx512.h's, for files built with the ISA's flags (-mavx512f
 // -mavx512vl -mavx512dq -mfma); each such file includes this header and keeps
 // its own internally linked copy.
-// A pose vector is one zmm register, and so is a register of exp and log runs,
-// whose leftovers go through the same polynomials under a mask.
+// A pose vector is one zmm register, and so is a register of exp and log runs.
+// Every operation rounds as the AVX2 variant's does (its sums in its order, its
+// dots' fused half, its split of runs between vector and scalar code), so the
+// two give the same bits and --reproducible runs this one where it can.
 #pragma once
 #include "kernels/vec_avx512.h"
+#include "kernels/em_routing_ymm.h"
 
 #include <cfloat>
 #include <cmath>
@@ -82,10 +85,13 @@ inline float pair_sum16(F16 t) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-// The products summed in pair_sum16's order, which is also GCC's
-// _mm512_reduce_add_ps's, written out so that no compiler's reduction order
-// decides the bits dots16x8 must match.
-inline float dot16(F16 a, F16 b) { return pair_sum16(_mm512_mul_ps(a, b)); }
+// The AVX2 variant's dot, so its bits: the high half's products summed into
+// the low half's fused, then hsum8 (em_routing_ymm.h).
+inline __m256 fused_halves(F16 a, F16 b) {
+  return _mm256_fmadd_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(b),
+                         _mm256_mul_ps(_mm512_extractf32x8_ps(a, 1), _mm512_extractf32x8_ps(b, 1)));
+}
+inline float dot16(F16 a, F16 b) { return hsum8(fused_halves(a, b)); }
 // pair_sum16(t[k]) for 8 registers, in order in one register, bit for bit:
 // summed transposed, each lane taking pair_sum16's additions (halves of 8, of
 // 4, then lanes 0+2 and 1+3, then 0+1), ~1 shuffle and add a sum where one
@@ -109,17 +115,17 @@ inline __m256 pair_sums16x8v(const F16* t) {
   return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, r));
 }
 inline void pair_sums16x8(const F16* t, float* out) { _mm256_storeu_ps(out, pair_sums16x8v(t)); }
-// dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, in one register:
-// their products' pair_sums16x8v, so dot16's bits.
+// dot16(a_k, b_k) for the 8 pairs ab(k, a_k, b_k) gives, in one register, bit
+// for bit: hsums8x8 of the fused halves, as the AVX2 variant sums them.
 template <class Pair>
 inline __m256 dots16x8v(Pair ab) {
-  __m512 t[8];
+  __m256 t[8];
   for (int k = 0; k < 8; ++k) {
     F16 a, b;
     ab(k, a, b);
-    t[k] = _mm512_mul_ps(a, b);
+    t[k] = fused_halves(a, b);
   }
-  return pair_sums16x8v(t);
+  return hsums8x8(t);
 }
 // out[k] = c dot16(a_k, b_k) + add[k], multiplied and added in registers.
 template <class Pair>
@@ -131,13 +137,16 @@ inline void scaled_dots16x8(Pair ab, float c, const float* add, float* out) {
 // (vgetmantps/vgetexpps), so sum log x = log(prod m) + e_sum ln2, and prod m
 // < 2^16 cannot overflow (15 products: ~8 ulp, ~1e-6 absolute, the size of
 // the rounding of 16 summed logs). If any lane is not normal, positive and
-// finite (0, inf, NaN, denormals), the lane-wise log16 is summed instead.
+// finite (0, inf, NaN, denormals), the lane-wise log16 is summed instead. The
+// AVX2 variant's order throughout (hprod8 of the halves' products,
+// pair_sum16), so its bits.
 inline float sum_log16(__m512 x) {
   const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(FLT_MIN), _CMP_GE_OQ) &
                        _mm512_cmp_ps_mask(x, _mm512_set1_ps(FLT_MAX), _CMP_LE_OQ);
-  if (ok != 0xffff) return _mm512_reduce_add_ps(log16(x));
-  const float p = _mm512_reduce_mul_ps(_mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero));
-  const float e_sum = _mm512_reduce_add_ps(_mm512_getexp_ps(x));  // small integers: exact
+  if (ok != 0xffff) return pair_sum16(log16(x));
+  const __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero);
+  const float p = hprod8(_mm256_mul_ps(_mm512_castps512_ps256(m), _mm512_extractf32x8_ps(m, 1)));
+  const float e_sum = _mm512_reduce_add_ps(_mm512_getexp_ps(x));  // small integers: exact in any order
   return float(double(std::log(p)) + double(e_sum) * std::numbers::ln2);
 }
 
@@ -174,11 +183,15 @@ struct Masked {  // masked-off lanes are neither read nor written
   Vec load(const float* p) const { return _mm512_maskz_loadu_ps(m, p); }
   void store(float* p, Vec x) const { _mm512_mask_storeu_ps(p, m, x); }
 };
+// Whole registers, then eight floats under a mask where eight are left, then
+// the scalar code: the AVX2 variant's split of a run between vector and
+// scalar code (its registers are eight floats), so the same bits.
 template <class VecFn, class ScalarFn>
-inline void for_runs(size_t n, VecFn vec, ScalarFn) {
+inline void for_runs(size_t n, VecFn vec, ScalarFn scalar) {
   size_t k = 0;
   for (; k + 16 <= n; k += 16) vec(k, Whole{});
-  if (k < n) vec(k, Masked{__mmask16((1u << (n - k)) - 1)});
+  if (k + 8 <= n) vec(k, Masked{__mmask16(0xff)}), k += 8;
+  for (; k < n; ++k) scalar(k);
 }
 
 // cols[j] lane k = x[k stride + j] for j, k < 16: a 16 x 16 block transposed

@@ -18,7 +18,8 @@
 //         zero_if_lessv(x, lo, y) = x < lo ? 0 : y, pow2v(n) = 2^n (n integral, -126..127);
 //   for_runs(n, vec, scalar): vec(k, lanes) for each whole register of a run
 //         of n floats (lanes.load / lanes.store), then the ISA's leftovers:
-//         scalar(k) per float, or vec once more under a mask;
+//         scalar(k) per float (AVX-512: after eight under a mask, as AVX2 splits
+//         the run);
 //   cols_of_rows(cols, x, stride): a lanes x lanes block transposed, cols[j]
 //         lane k = x[k stride + j];
 //   kMomentJ, the upper capsules whose means share one pass over the votes.
@@ -26,7 +27,9 @@
 // steps in that same anonymous namespace: every ISA file keeps its own
 // internally linked copy built with its flags (tools/check_isa_objects.sh).
 // What rounds differently between ISAs (horizontal sums, sum_log16, a run's
-// leftovers) is a primitive.
+// leftovers) is a primitive. The AVX2 and AVX-512 primitives round alike, so
+// the two x86-64 variants give the same bits (--reproducible runs either);
+// NEON's round their own way.
 #pragma once
 #include <algorithm>
 #include <cmath>

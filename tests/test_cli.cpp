@@ -458,14 +458,23 @@ TEST(Cli, ThreadsChangeNoResult) {
 // changes it, and then it is updated here on purpose, with results/ regenerated.
 constexpr const char* kReproducibleFingerprint = "0d019bfecf982578";
 
-[[maybe_unused]] std::string reproducible_fingerprint(const std::string& prefix, const std::string& json) {
-  // VIEWGAP_ISA would conflict with --reproducible: the suite also runs with it set.
-  const Outcome o = run("run --reproducible --n-epochs 2 --quiet --out-json " + json, "env -u VIEWGAP_ISA " + prefix);
-  EXPECT_EQ(o.code, 0) << prefix << ": " << o.err;
+// The kernels --reproducible runs on this CPU: AVX-512's where it has them
+// (they give AVX2's bits: Cli.Avx512KernelsGiveTheAvx2KernelsBits).
+[[maybe_unused]] std::string reproducible_isa() {
+  return vg::isa_supported(vg::Isa::avx512) ? "avx512" : "avx2";
+}
+
+// `isa`: the kernels pinned by VIEWGAP_ISA, or "" for the mode's own choice.
+[[maybe_unused]] std::string reproducible_fingerprint(const std::string& prefix, const std::string& json,
+                                                      const std::string& isa = "") {
+  // The suite also runs with VIEWGAP_ISA set (scalar), which --reproducible refuses.
+  const std::string env = "env -u VIEWGAP_ISA " + (isa.empty() ? "" : "VIEWGAP_ISA=" + isa + " ") + prefix;
+  const Outcome o = run("run --reproducible --n-epochs 2 --quiet --out-json " + json, env);
+  EXPECT_EQ(o.code, 0) << env << ": " << o.err;
   if (o.code != 0) return "";
   const auto j = nlohmann::json::parse(vg::test::slurp(json));
   EXPECT_EQ(j["config"]["reproducible"], true);
-  EXPECT_EQ(j["meta"]["isa"], "avx2");
+  EXPECT_EQ(j["meta"]["isa"], isa.empty() ? reproducible_isa() : isa);
   EXPECT_EQ(j["meta"]["onednn_isa"], "avx2");
   EXPECT_EQ(j["models"][0]["step_loss"].size(), 30u);
   EXPECT_NE(o.out.find(j["fingerprint"].get<std::string>()), std::string::npos) << o.out;
@@ -479,9 +488,13 @@ TEST(Cli, ReproducibleRunMatchesTheCommittedFingerprint) {
   const std::string dir = vg::test::temp_dir() + "viewgap_repro." + std::to_string(getpid()) + "/";
   std::filesystem::create_directories(dir);
   if (!vg::isa_missing_features(vg::Isa::avx2).empty()) GTEST_SKIP() << "this CPU lacks AVX2/FMA";
-  // Natively (AVX-512 or not), and with oneDNN capped from outside as well.
+  // Natively (AVX-512 or not), with oneDNN capped from outside as well, and
+  // on the AVX2 kernels where the mode would run AVX-512's.
   EXPECT_EQ(reproducible_fingerprint("", dir + "a.json"), kReproducibleFingerprint);
   EXPECT_EQ(reproducible_fingerprint("DNNL_MAX_CPU_ISA=AVX2", dir + "b.json"), kReproducibleFingerprint);
+  if (reproducible_isa() != "avx2") {
+    EXPECT_EQ(reproducible_fingerprint("", dir + "c.json", "avx2"), kReproducibleFingerprint);
+  }
   std::filesystem::remove_all(dir);
 #endif
 }
@@ -499,13 +512,52 @@ TEST(Cli, ReproducibleConvcapsRunMatchesTheCommittedFingerprint) {
 #else
   if (!vg::isa_missing_features(vg::Isa::avx2).empty()) GTEST_SKIP() << "this CPU lacks AVX2/FMA";
   const std::string json = vg::test::temp_dir() + "viewgap_repro_convcaps." + std::to_string(getpid()) + ".json";
-  const Outcome o = run("run --models convcaps --reproducible --n-epochs 1 --caps-a 16 --caps-b 4 --caps-c 8 "
-                        "--caps-d 12 --quiet --out-json " + json,
-                        "env -u VIEWGAP_ISA");
-  ASSERT_EQ(o.code, 0) << o.err;
-  const auto j = nlohmann::json::parse(vg::test::slurp(json));
-  EXPECT_EQ(j["meta"]["isa"], "avx2");
-  EXPECT_EQ(j["fingerprint"], kReproducibleConvcapsFingerprint);
+  for (const std::string& isa : {reproducible_isa(), std::string("avx2")}) {
+    const Outcome o = run("run --models convcaps --reproducible --n-epochs 1 --caps-a 16 --caps-b 4 --caps-c 8 "
+                          "--caps-d 12 --quiet --out-json " + json,
+                          "env -u VIEWGAP_ISA VIEWGAP_ISA=" + isa);
+    ASSERT_EQ(o.code, 0) << o.err;
+    const auto j = nlohmann::json::parse(vg::test::slurp(json));
+    EXPECT_EQ(j["meta"]["isa"], isa);
+    EXPECT_EQ(j["fingerprint"], kReproducibleConvcapsFingerprint) << isa;
+  }
+  std::filesystem::remove(json);
+#endif
+}
+
+// The AVX-512 kernels give the AVX2 kernels' bits, which lets --reproducible
+// run the faster of the two: whole trainings of every model with kernel
+// variants (a chaotic model turns one differing bit into another fingerprint),
+// the kernels pinned by VIEWGAP_ISA and oneDNN the same in both. Both EM
+// gradients, both convcaps recipes, odd capsule counts (C = 8, D = 12: the
+// E-step's eight dots at a time and a remainder), and 5 and 10 classes (runs
+// of exps and logs shorter than a register, and a register and a remainder).
+TEST(Cli, Avx512KernelsGiveTheAvx2KernelsBits) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "x86-64 kernels";
+#else
+  if (!vg::isa_supported(vg::Isa::avx512)) GTEST_SKIP() << "this CPU lacks AVX-512";
+  const std::string small = " --caps-a 16 --caps-b 4 --caps-c 8 --caps-d 12";
+  const std::string official = " --em-iters 2 --em-logit official --em-norm official --em-mean official --em-class-lambda official";
+  const std::string idx = " --data " + vg::test::fixture_data("idx:");
+  const std::string json = vg::test::temp_dir() + "viewgap_isa_bits." + std::to_string(getpid()) + ".json";
+  const std::vector<std::string> cases = {" --models caps,dr --n-epochs 2",
+                                          " --models caps --em-grad full --em-eps 1e-9 --em-cost-norm on --n-epochs 2",
+                                          " --models convcaps --n-epochs 1" + small,
+                                          " --models convcaps --n-epochs 1" + small + official,
+                                          idx + " --models caps,dr,convcaps --n-epochs 2" + small,
+                                          idx + " --models convcaps --n-epochs 2" + small + official};
+  for (const std::string& args : cases) {
+    std::string fingerprint[2];
+    for (int k = 0; k < 2; ++k) {
+      const Outcome o = run("run --quiet --out-json " + json + args, std::string("env VIEWGAP_ISA=") + (k ? "avx512" : "avx2"));
+      ASSERT_EQ(o.code, 0) << args << "\n" << o.err;
+      const auto j = nlohmann::json::parse(vg::test::slurp(json));
+      EXPECT_EQ(j["meta"]["isa"], k ? "avx512" : "avx2");
+      fingerprint[k] = j["fingerprint"];
+    }
+    EXPECT_EQ(fingerprint[1], fingerprint[0]) << args;
+  }
   std::filesystem::remove(json);
 #endif
 }
@@ -530,7 +582,7 @@ TEST(Cli, ReproducibleFingerprintIsTheSameOnAnEmulatedAvx2OnlyCpu) {
     EXPECT_EQ(o.code, 0) << prefix << ": " << o.err;
     if (o.code != 0) return "";
     const auto j = nlohmann::json::parse(vg::test::slurp(json));
-    EXPECT_EQ(j["meta"]["isa"], "avx2");
+    EXPECT_EQ(j["meta"]["isa"], prefix.empty() ? reproducible_isa() : "avx2");
     return j["fingerprint"];
   };
   const std::string native = fingerprint("", dir + "n.json");
@@ -540,6 +592,10 @@ TEST(Cli, ReproducibleFingerprintIsTheSameOnAnEmulatedAvx2OnlyCpu) {
   const Outcome o = run("run --reproducible", "env -u VIEWGAP_ISA qemu-x86_64 -cpu Nehalem");
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.err.find("--reproducible: this CPU lacks AVX2, FMA"), std::string::npos) << o.err;
+  // So are AVX-512 kernels asked of a CPU without them.
+  const Outcome wide = run("run --reproducible", "env VIEWGAP_ISA=avx512 qemu-x86_64 -cpu Haswell");
+  EXPECT_EQ(wide.code, 2);
+  EXPECT_NE(wide.err.find("--reproducible: VIEWGAP_ISA='avx512': this CPU lacks AVX512F"), std::string::npos) << wide.err;
   std::filesystem::remove_all(dir);
 #endif
 }

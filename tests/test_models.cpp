@@ -437,7 +437,13 @@ TEST(GradientCheck, LinearBackwardMatchesFiniteDifferences) {
 // its AVX2 matmul sums in an order that depends on the batch (hundreds of
 // scores differ in their last bits), and so do its aarch64 kernels (under qemu,
 // up to a thousand values of dr's), so there the evaluation batch is part of
-// the configuration, and the test is skipped.
+// the configuration, and the test is skipped. So it is for convcaps on our
+// x86 kernels (measured: 67 values differ): runs of its routing's exps and
+// logs span several images, and a run's last floats past its last whole eight
+// go through scalar code (std::exp, not the polynomial), so where a run ends
+// depends on the batch; the AVX-512 kernels split runs as the AVX2 ones do so
+// as to give their bits (--reproducible runs either). Its scalar kernels are
+// checked.
 TEST(Models, ASamplesScoresDoNotDependOnTheBatchItIsIn) {
   if (onednn_isa().rfind("avx512", 0) != 0)
     GTEST_SKIP() << "oneDNN at " << onednn_isa() << ": scores depend on the batch there";
@@ -455,6 +461,7 @@ TEST(Models, ASamplesScoresDoNotDependOnTheBatchItIsIn) {
     std::vector<std::string> names = test::registered_models(/*trained=*/false);
     names.push_back("cnn136");
     for (const std::string& name : names) {
+      if (name == "convcaps" && (selected_isa() == Isa::avx2 || selected_isa() == Isa::avx512)) continue;
       SCOPED_TRACE(name + ", " + std::to_string(channels) + " channel(s)");
       std::unique_ptr<Model> m = make_model(name, {}, N, channels);
       m->init(21);
