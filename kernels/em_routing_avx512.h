@@ -21,7 +21,8 @@ namespace {
 // n = round(x / ln2), |r| <= ln2/2, ln2 split in two (Cody-Waite); e^r = 1 + r
 // + r^2 P(r), P of degree 5; vscalefps applies 2^n with one rounding, so
 // denormal results, underflow to 0 (x < -104 is clamped there) and overflow to
-// inf come out right. NaN passes through the clamps.
+// inf come out right. NaN passes through the clamps. exp8's two exact scalings
+// round once as well, so the two give the same bits for every x.
 inline __m512 exp16(__m512 x) {
   x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.f), x));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
@@ -42,6 +43,8 @@ inline __m512 exp16(__m512 x) {
 // [sqrt(1/2), sqrt(2)) from vgetmantps/vgetexpps (exact, denormals included),
 // f = m - 1 exact; log(1+f) = f - f^2/2 + f^3 P(f), P of degree 8; e ln2 added
 // with ln2 split in two. log(0) = -inf, log(<0) = NaN, log(inf) = inf, NaN stays.
+// The m and e of log8's bit arithmetic (denormals scaled by 2^23 there), so the
+// same operations and bits.
 inline __m512 log16(__m512 x) {
   __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_p5_1, _MM_MANT_SIGN_zero);  // [0.5, 1)
   __m512 e = _mm512_add_ps(_mm512_getexp_ps(x), _mm512_set1_ps(1.f));    // x = m 2^e
