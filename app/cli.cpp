@@ -40,7 +40,7 @@ void enable_reproducible() {
   if (!missing.empty())
     throw UsageError("--reproducible", "this CPU lacks " + missing +
                                            " (reproducible mode needs x86-64 with AVX2 and FMA)");
-  // The AVX-512 kernels give the AVX2 kernels' bits (tests/test_training.cpp):
+  // The AVX-512 kernels give the AVX2 kernels' bits (Cli.Avx512KernelsGiveTheAvx2KernelsBits):
   // the faster of the two where the CPU has it, or the one VIEWGAP_ISA names.
   const char* env = std::getenv("VIEWGAP_ISA");
   Isa isa = isa_supported(Isa::avx512) ? Isa::avx512 : Isa::avx2;
