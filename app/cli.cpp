@@ -232,7 +232,7 @@ int cli_main(int argc, char** argv) {
                 "Continue each model's training from its checkpoint (same flags; bit-identical to a run never stopped)");
   run->add_option("--dump", rf.dump, "Also write figure inputs to DIR (dataset samples, poses, snapshots)");
   run->add_flag("--quiet,-q", rf.quiet, "No progress on stderr");
-  const char* repro_help = "Bit-identical results on every x86-64 CPU with AVX2+FMA (oneDNN capped at AVX2; our kernels AVX2 or AVX-512, which give the same bits; one thread)";
+  const char* repro_help = "Bit-identical results on every x86-64 CPU with AVX2+FMA (oneDNN capped at AVX2; our kernels AVX2 or AVX-512, which give the same bits; each model trains on one thread)";
   run->add_flag("--reproducible", rf.reproducible, repro_help);
 
   EvalFlags vf;
