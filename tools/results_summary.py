@@ -58,6 +58,8 @@ SWEEPS = [
     ("verdict_toys_azimuth", "The verdict: the paper's networks on the calibrated toys, the paper's azimuth split"),
     ("verdict_toys_elevation", "The verdict: the paper's networks on the calibrated toys, the paper's elevation split"),
     ("fashion_mnist/linear", "Fashion-MNIST, the standard split: softmax regression"),
+    ("fashion_mnist/seed_models", "Fashion-MNIST, the standard split: the seed's capsules and CNN, 30 epochs"),
+    ("fashion_mnist/dr", "Fashion-MNIST, the standard split: dynamic routing, 30 epochs"),
 ]
 TABLE2 = [("azimuth", "seed"), ("azimuth", "paper"), ("elevation", "seed"), ("elevation", "paper")]
 
