@@ -1,5 +1,6 @@
 // `viewgap sweep` and `viewgap merge`: the sweeps' tables, run (in one process,
 // a Slurm array's shard or an MPI job's ranks) or merged from their parts.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +8,7 @@
 
 #include "app/commands.h"
 #include "harness/cluster.h"
+#include "harness/memory_budget.h"
 #include "harness/output.h"
 #include "harness/sweep_merge.h"
 #include "harness/sweep_resume.h"
@@ -29,7 +31,68 @@ std::unique_ptr<DirLock> lock_out(const SweepPlan& plan) {
   }
 }
 
+// `--split A,B,...`: a sweep a split, each into --out with "{split}" its name,
+// run together so that the trainings they share run once (run_sweeps). Every
+// sweep's flags are judged, and every directory locked, before any runs.
+int sweeps_on(const SweepFlags& given, Cluster* cluster) {
+  const std::vector<std::string> splits = split(given.run.split, ',');
+  if (cluster != nullptr)
+    throw UsageError("--split", given.run.split, "several splits run together in one process (not under mpirun/srun: run a sweep a split)");
+  if (!given.shard.empty())
+    throw UsageError("--split", given.run.split, "several splits run together in one process (give --shard to a sweep of one split)");
+  if (given.out.find("{split}") == std::string::npos)
+    throw UsageError("--out", given.out, "several --split values write a sweep each: put {split} in the path (e.g. out/{split})");
+  std::vector<SweepFlags> flags;
+  std::vector<SweepPlan> plans;
+  bool reproducible = given.run.reproducible;  // enabled once, before any plan needs it
+  for (size_t i = 0; i < splits.size(); ++i) {
+    if (splits[i].empty()) throw UsageError("--split", given.run.split, "an empty split");
+    for (size_t j = 0; j < i; ++j)
+      if (splits[j] == splits[i]) throw UsageError("--split", given.run.split, "split '" + splits[i] + "' listed twice");
+    SweepFlags g = given;
+    g.run.split = splits[i];
+    g.out.replace(g.out.find("{split}"), 7, splits[i]);
+    flags.push_back(resumed_sweep_flags(g));
+    if (flags.back().run.reproducible && !reproducible) {
+      enable_reproducible();
+      reproducible = true;
+    }
+    plans.push_back(plan_sweep(flags.back()));
+  }
+  // Run together, a group holds every split's datasets (one a gap): the jobs
+  // that fit, or the ones asked for, judged against them all.
+  int datasets = 0;
+  for (const SweepPlan& p : plans)
+    datasets += int(std::count_if(p.cells.begin(), p.cells.end(), [](const SweepCell& c) { return c.group == 0; }));
+  int jobs = plans.front().jobs;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const RunOptions& opt = plans[i].cells.front().opt;
+    if (given.jobs.empty()) jobs = std::min(jobs, jobs_that_fit(opt, datasets));
+    check_memory(flags[i].run, opt, jobs, given.jobs.empty() ? std::to_string(jobs) : given.jobs, datasets);
+  }
+  for (SweepPlan& p : plans) p.jobs = jobs;
+  std::vector<std::unique_ptr<DirLock>> locks;
+  for (const SweepPlan& p : plans) locks.push_back(lock_out(p));
+  std::vector<const SweepPlan*> ptrs;
+  for (const SweepPlan& p : plans) ptrs.push_back(&p);
+  const std::vector<SweepOutcome> out = run_sweeps(ptrs);
+  for (const std::unique_ptr<DirLock>& l : locks) l->remove();
+  for (size_t i = 0; i < plans.size(); ++i)
+    std::printf("%d cells (%d run now, %d resumed, %d failed) in %.1f s; results in %s\n", int(plans[i].cells.size()),
+                out[i].ran, out[i].resumed, out[i].failed, out[i].wall_s, plans[i].dir.c_str());
+  flush_stdout();
+  return 0;
+}
+
 int sweep_on(const SweepFlags& given, Cluster* cluster) {
+  if (given.run.split.find(',') != std::string::npos) return sweeps_on(given, cluster);
+  if (given.out.find("{split}") != std::string::npos) {
+    if (given.run.split.empty())
+      throw UsageError("--out", given.out, "{split} names the --split values: give --split");
+    SweepFlags g = given;
+    g.out.replace(g.out.find("{split}"), 7, g.run.split);
+    return sweep_on(g, cluster);
+  }
   // --resume: the configuration is meta.json's; the flags given must agree with it.
   const SweepFlags f = resumed_sweep_flags(given);
   if (f.run.reproducible && !given.run.reproducible) enable_reproducible();

@@ -27,25 +27,33 @@ std::vector<size_t> trained_here(const SweepPlan& plan, const SweepCell& lead) {
 namespace {
 
 // The cells of one training group (one seed and grid point, the gaps still to
-// run): each model it trains (trained_here) trained once and evaluated at
-// every cell's held-out set (run_experiments), with the bits `viewgap run`
-// gives each cell alone. A failing model, or a cell whose data cannot be made,
-// is recorded in its rows and the rest still run. `trainings`: how many the
-// group took (1, unless a cell's training differs from the others');
-// `interrupted`: whether an interrupt stopped any of them (its rows are then
-// not whole); rows: its cells' of the models it trains.
-std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const SweepCell*>& cells, int* trainings,
-                               bool* interrupted) {
+// run), and with run_sweeps the same training's cells of other sweeps: each
+// model it trains (trained_here) trained once and evaluated at every cell's
+// held-out set (run_experiments), with the bits `viewgap run` gives each cell
+// alone. A failing model, or a cell whose data cannot be made, is recorded in
+// its rows and the rest still run. `trainings`: how many the group took (1,
+// unless a cell's training differs from the others'); `interrupted`: whether
+// an interrupt stopped any of them (its rows are then not whole); rows: its
+// cells' of the models it trains.
+std::vector<CellRow> run_group(const std::vector<PlannedCell>& cells, int* trainings, bool* interrupted) {
   omp_set_num_threads(1);  // one thread per group: groups are the parallelism
-  const std::vector<size_t> ks = trained_here(plan, *cells.front());
+  const SweepPlan& lead_plan = *cells.front().plan;
+  const SweepCell& lead = *cells.front().cell;
+  const std::vector<size_t> ks = trained_here(lead_plan, lead);
+  std::vector<const SweepCell*> with;  // other sweeps' cells
+  for (const PlannedCell& c : cells)
+    if (c.plan != &lead_plan) with.push_back(c.cell);
   std::vector<RunOptions> opts;
-  for (const SweepCell* c : cells) {
-    opts.push_back(c->opt);
+  for (const PlannedCell& c : cells) {
+    opts.push_back(c.cell->opt);
     opts.back().models.clear();
-    for (size_t k : ks) opts.back().models.push_back(plan.models[k]);
+    for (size_t k : ks) opts.back().models.push_back(lead_plan.models[k]);
     opts.back().keep_going = true;
-    opts.back().train.checkpoint = cell_checkpoints(plan, *c);
+    opts.back().train.checkpoint = cell_checkpoints(*c.plan, *c.cell);
   }
+  // A training's checkpoints are its first configuration's (run_experiments):
+  // the lead's, joint when other sweeps' cells may train with it.
+  if (!with.empty()) opts.front().train.checkpoint = joint_checkpoints(lead_plan, lead, with);
   std::vector<RunResult> results;
   std::string group_error;
   try {
@@ -60,10 +68,10 @@ std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const Sw
   });
   std::vector<CellRow> mine;
   for (size_t i = 0; i < cells.size(); ++i) {
-    const SweepCell& c = *cells[i];
+    const SweepCell& c = *cells[i].cell;
     const RunResult& res = results[i];
     for (size_t j = 0; j < ks.size(); ++j) {
-      CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, plan.models[ks[j]], "ok", "", 0, 0, 0, 0, 0, {}, {}};
+      CellRow r{c.id, c.seed, c.gap, c.true_gap, c.grid, lead_plan.models[ks[j]], "ok", "", 0, 0, 0, 0, 0, {}, {}};
       r.axis = c.axis;
       r.unit = c.unit;
       r.provenance = this_provenance();  // a worker rank's own, sent to rank 0 with the row
@@ -104,20 +112,35 @@ std::vector<CellRow> run_group(const SweepPlan& plan, const std::vector<const Sw
 }  // namespace
 
 GroupResult run_group_result(const SweepPlan& plan, const Group& g) {
+  std::vector<PlannedCell> cells;
+  for (const SweepCell* c : g) cells.push_back({&plan, c});
+  return run_cells(cells);
+}
+
+GroupResult run_cells(const std::vector<PlannedCell>& cells) {
   GroupResult r;
-  r.rows = run_group(plan, g, &r.trainings, &r.interrupted);
-  r.models = r.trainings * int(trained_here(plan, *g.front()).size());
+  r.rows = run_group(cells, &r.trainings, &r.interrupted);
+  r.models = r.trainings * int(trained_here(*cells.front().plan, *cells.front().cell).size());
   return r;
 }
 
 void run_slots(int jobs, const std::function<const Group*()>& take, const std::function<void(GroupResult)>& land,
                const std::function<GroupResult(const Group&)>& run) {
+  run_slots_on(jobs, [&] {
+    const Group* g = take();
+    if (g != nullptr) land(run(*g));
+    return g != nullptr;
+  });
+}
+
+void run_slots_on(int jobs, const std::function<bool()>& next) {
   // Without this, TBB caps its workers at the core count and warns on stderr.
   tbb::global_control workers(tbb::global_control::max_allowed_parallelism, size_t(std::max(jobs, 1)));
   tbb::task_arena arena(jobs);
   arena.execute([&] {
     tbb::parallel_for(0, jobs, [&](int) {
-      while (const Group* g = take()) land(run(*g));
+      while (next()) {
+      }
     }, tbb::simple_partitioner());
   });
 }

@@ -12,7 +12,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -56,10 +58,11 @@ struct InterruptProgress {
 
 // Hands out the groups still to run, one at a time, to local slots and worker
 // ranks alike: groups vary in duration, so a slot takes the next as it frees.
+template <class G>
 class Dispenser {
  public:
-  explicit Dispenser(std::vector<Group> todo) : todo_(std::move(todo)) {}
-  const Group* take() {
+  explicit Dispenser(std::vector<G> todo) : todo_(std::move(todo)) {}
+  const G* take() {
     std::lock_guard<std::mutex> lock(mu_);
     return stopped_ || next_ == todo_.size() ? nullptr : &todo_[next_++];
   }
@@ -67,37 +70,90 @@ class Dispenser {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = true;
   }
+  const std::vector<G>& all() const { return todo_; }  // fixed once made: its groups' addresses hold
 
  private:
   std::mutex mu_;
-  std::vector<Group> todo_;
+  std::vector<G> todo_;
   size_t next_ = 0;
   bool stopped_ = false;
 };
 
-}  // namespace
+// One sweep's directory while its cells run: the cells it resumed, those still
+// to run by training group, and each cell landed in the tables as its rows
+// arrive. Constructed, it has judged what it resumes (and written nothing);
+// open() makes the directory this sweep's; land() takes a group's rows;
+// finish() writes the final tables.
+class SweepRun {
+ public:
+  SweepRun(const SweepPlan& plan, std::chrono::steady_clock::time_point t0);
+  void open();
+  // After an interrupt no group starts (interrupt_pending is false unless deferred).
+  const Group* take() { return interrupt_pending() ? nullptr : cells_->take(); }
+  // The groups still to run (run_sweeps hands them out itself).
+  const std::vector<Group>& todo() const { return cells_->all(); }
+  // A group's rows go to every cell they belong to (its own, and those of
+  // the grid points that share its trainings), then the cells made whole land.
+  // Local slots and (on rank 0 of an MPI job) the workers' groups land here alike.
+  //
+  // A group an interrupt stopped lands nothing: its cells are not finished,
+  // and its checkpoints stay for --resume. One that finished whole while the
+  // interrupt was pending lands as any other. Under the caller's lock.
+  bool land(GroupResult g);  // true: it landed
+  // The final tables; throws the first failed write's error.
+  SweepOutcome finish();
+  // Each cell landed also counts here (run_sweeps: the cells of every sweep it runs).
+  void count_also(std::atomic<int>* n) { also_done_ = n; }
+  const std::atomic<int>& done() const { return done_; }
+  int total() const { return total_; }
+  int ran() const { return out_.ran; }
+  double cell_seconds() const { return cell_seconds_; }
+  int groups_landed() const { return groups_ran_; }
+  bool failed_write() const { return !write_error_.empty(); }
+  const std::string& write_error() const { return write_error_; }
+  nlohmann::json& meta() { return meta_; }
+  const SweepPlan& plan() const { return plan_; }
 
-SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string dir = plan.dir;
-  SweepOutcome out;
+ private:
+  bool land_cell(int id);
+  void write_tables_landed();
 
+  const SweepPlan& plan_;
+  const std::chrono::steady_clock::time_point t0_;
+  SweepOutcome out_;
+  bool trajectory_ = true;
+  std::vector<CellRow> rows_;
+  std::set<int> finished_;
+  int total_ = 0;
+  bool any_to_run_ = false;
+  std::unique_ptr<Dispenser<Group>> cells_;
+  std::map<int, std::vector<std::optional<CellRow>>> pending_;     // cell -> its rows so far, by model
+  std::map<int, std::vector<std::pair<int, size_t>>> dependents_;  // training cell -> (cell, model) it gives
+  nlohmann::json meta_;
+  std::optional<AppendFile> cells_f_, circle_f_, provenance_f_, trajectory_f_;
+  std::atomic<int> done_{0};
+  std::atomic<int>* also_done_ = nullptr;
+  std::string write_error_;
+  double cell_seconds_ = 0;  // of the groups landed (the pace of MPI polling)
+  int trainings_ = 0, groups_ran_ = 0, models_trained_ = 0;
+};
+
+SweepRun::SweepRun(const SweepPlan& plan, std::chrono::steady_clock::time_point t0) : plan_(plan), t0_(t0) {
   // Judged before any table is written: a sweep begun before trajectory.csv goes on without it.
-  const bool trajectory = has_trajectory(dir);
-  std::vector<CellRow> rows = plan.resume ? read_finished(dir, plan) : std::vector<CellRow>{};
-  std::erase_if(rows, [&](const CellRow& r) { return !plan.in_shard(plan.cells[size_t(r.cell)]); });
-  std::set<int> finished;
-  for (const CellRow& r : rows) finished.insert(r.cell);
-  out.resumed = int(finished.size());
+  trajectory_ = has_trajectory(plan.dir);
+  rows_ = plan.resume ? read_finished(plan.dir, plan) : std::vector<CellRow>{};
+  std::erase_if(rows_, [&](const CellRow& r) { return !plan.in_shard(plan.cells[size_t(r.cell)]); });
+  for (const CellRow& r : rows_) finished_.insert(r.cell);
+  out_.resumed = int(finished_.size());
+  done_ = out_.resumed;
   // The cells still to run, by training group (in the plan's order of groups,
   // each group's cells in gap order).
   std::vector<Group> todo;
   std::vector<int> slot_of_group;  // group id -> index in todo, or -1
-  int total = 0;
   for (const SweepCell& c : plan.cells) {
     if (!plan.in_shard(c)) continue;
-    ++total;
-    if (finished.count(c.id)) continue;
+    ++total_;
+    if (finished_.count(c.id)) continue;
     if (size_t(c.group) >= slot_of_group.size()) slot_of_group.resize(size_t(c.group) + 1, -1);
     int& slot = slot_of_group[size_t(c.group)];
     if (slot < 0) {
@@ -112,19 +168,17 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   // the group that trains it, as that group lands. A group whose every model
   // is trained at another grid point runs nothing of its own.
   const size_t n_models = plan.models.size();
-  std::map<int, std::vector<std::optional<CellRow>>> pending;     // cell -> its rows so far, by model
-  std::map<int, std::vector<std::pair<int, size_t>>> dependents;  // training cell -> (cell, model) it gives
   {
     std::map<std::pair<int, std::string>, const CellRow*> done_row;
-    for (const CellRow& r : rows) done_row[{r.cell, r.model}] = &r;
+    for (const CellRow& r : rows_) done_row[{r.cell, r.model}] = &r;
     for (const Group& g : todo)
       for (const SweepCell* c : g) {
-        std::vector<std::optional<CellRow>>& got = pending[c->id];
+        std::vector<std::optional<CellRow>>& got = pending_[c->id];
         got.resize(n_models);
         for (size_t k = 0; k < n_models; ++k) {
           const int from = plan.trained_in(*c, k);
-          if (!finished.count(from)) {
-            dependents[from].emplace_back(c->id, k);
+          if (!finished_.count(from)) {
+            dependents_[from].emplace_back(c->id, k);
             continue;
           }
           got[k] = *done_row.at({from, plan.models[k]});
@@ -139,174 +193,194 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
   std::vector<const SweepCell*> leads;
   for (const Group& g : todo) leads.push_back(g.front());
   check_checkpoints(plan, leads);
+  any_to_run_ = !todo.empty();
+  cells_ = std::make_unique<Dispenser<Group>>(std::move(todo));
+}
 
+void SweepRun::open() {
   // meta.json first: from its first table on, the directory is this sweep's.
-  nlohmann::json meta = sweep_meta(plan, total);
-  meta["cells_done"] = out.resumed;
-  write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
-  prepare_checkpoints(plan, std::vector<int>(finished.begin(), finished.end()));
+  meta_ = sweep_meta(plan_, total_);
+  meta_["cells_done"] = out_.resumed;
+  write_file_atomic(plan_.dir + "/meta.json", meta_.dump(2) + "\n");
+  prepare_checkpoints(plan_, std::vector<int>(finished_.begin(), finished_.end()));
   // The statistics exist only for a complete sweep.
-  if (!todo.empty()) {
-    remove_output(dir + "/summary.csv");
-    remove_output(dir + "/frontier.csv");
-    remove_output(dir + "/azimuth.csv");
+  if (any_to_run_) {
+    remove_output(plan_.dir + "/summary.csv");
+    remove_output(plan_.dir + "/frontier.csv");
+    remove_output(plan_.dir + "/azimuth.csv");
   }
-  // The tables of the cells landed so far, written whole (each file atomically),
-  // then opened to append each cell as it lands. Here before any cell runs,
-  // with the kept rows (anything of unfinished cells dropped; a sweep begun
-  // before provenance.csv starts one here, its kept cells' provenance
-  // unknown); and again from land_cell if another program wrote a table anew
-  // meanwhile (`git stash` in a results directory does), which would leave
-  // the appends in a file no one can read.
-  std::optional<AppendFile> cells_f, circle_f, provenance_f, trajectory_f;
-  auto write_tables_landed = [&]() {
-    std::vector<CellRow> sorted = rows;
-    sort_rows(sorted, plan.models);
-    std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader,
-                provenance_text = kProvenanceHeader;
-    for (size_t k = 0; k < sorted.size(); ++k) {
-      const CellRow& r = sorted[k];
-      if (k == 0 || sorted[k - 1].cell != r.cell) provenance_text += provenance_line(r);
-      cells_text += cell_line(r);
-      circle_text += circle_lines(r, plan.cells[size_t(r.cell)].axis_values);
-      trajectory_text += trajectory_lines(r);
-    }
-    // trajectory.csv and provenance.csv before cells.csv: a kill between them
-    // leaves a directory that still reads as one that keeps the tables
-    // (has_trajectory, has_provenance).
-    if (trajectory) write_file_atomic(dir + "/trajectory.csv", trajectory_text);
-    write_file_atomic(dir + "/provenance.csv", provenance_text);
-    write_file_atomic(dir + "/cells.csv", cells_text);
-    write_file_atomic(dir + "/circle.csv", circle_text);
-    cells_f.emplace(dir + "/cells.csv");
-    circle_f.emplace(dir + "/circle.csv");
-    provenance_f.emplace(dir + "/provenance.csv");
-    if (trajectory) trajectory_f.emplace(dir + "/trajectory.csv");
-  };
-  sort_rows(rows, plan.models);
+  sort_rows(rows_, plan_.models);
   write_tables_landed();
-  std::mutex mu;
-  std::atomic<int> done{out.resumed};
-  const InterruptProgress interrupt_note(&done, total);
-  std::string write_error;
-  double cell_seconds = 0;  // of the groups landed (the pace of MPI polling)
-  int cells_landed = 0;      // groups, in fact
-  int trainings = 0, groups_ran = 0, models_trained = 0;
-  progress(plan.quiet, done, total, 0, 0);
-  Dispenser cells(todo);
+  // Cells whose every row a finished cell gave (after an interrupt) land at once.
+  std::vector<int> ready;
+  for (const auto& [id, got] : pending_) ready.push_back(id);
+  for (int id : ready)
+    if (!land_cell(id)) break;
+}
 
-  // A cell lands once it holds every model's rows, whole: its circle,
-  // trajectory and provenance rows, then its cell rows (a cell counts only
-  // with all of them), with interrupts held off until all are written. Under
-  // mu; false after a failed write (which stops the sweep).
-  //
-  // Its one provenance.csv row, when its rows come from trainings run in
-  // different processes (an MPI worker's training copied to a grid point
-  // another rank trains, or a finished cell's rows copied on --resume): that
-  // of the first model (plan.models' order) the cell trains itself
-  // (SweepCell::trained_in), else, a cell every model of which another grid
-  // point trains, that of its first model's row. Every row of the cell then
-  // carries it, so the tables rewritten at the end (write_tables) name the
-  // same. A shared model's own build and machine are those of the cell it
-  // trained in, whose provenance row names the process that trained it.
-  auto land_cell = [&](int id) {
-    const auto it = pending.find(id);
-    if (it == pending.end() || !std::all_of(it->second.begin(), it->second.end(), [](const auto& r) { return r.has_value(); }))
-      return true;
-    const SweepCell& cell = plan.cells[size_t(id)];
-    size_t own = 0;
-    while (own < it->second.size() && plan.trained_in(cell, own) != id) ++own;
-    const Provenance provenance = it->second[own < it->second.size() ? own : 0]->provenance;
-    std::string circle_add, trajectory_add, cells_add;
-    for (std::optional<CellRow>& r : it->second) {
-      r->provenance = provenance;
-      circle_add += circle_lines(*r, plan.cells[size_t(id)].axis_values);
-      trajectory_add += trajectory_lines(*r);
-      cells_add += cell_line(*r);
-    }
-    const std::string provenance_add = provenance_line(*it->second.front());
-    try {
-      // The count moves inside the guard: an interrupt that lands between the
-      // appends and the count would report one cell fewer than cells.csv holds.
-      WriteGuard guard;
-      if (!cells_f->still_at_path() || !circle_f->still_at_path() || !provenance_f->still_at_path() ||
-          (trajectory_f && !trajectory_f->still_at_path())) {
-        std::fprintf(stderr,
-                     "viewgap sweep: a table in '%s' was written anew by another program while the sweep ran; "
-                     "writing the tables of the %d cells landed again\n",
-                     dir.c_str(), done.load());
-        write_tables_landed();
-      }
-      circle_f->append(circle_add);
-      if (trajectory_f) trajectory_f->append(trajectory_add);
-      provenance_f->append(provenance_add);
-      cells_f->append(cells_add);
-      ++done;
-      // meta.json counts what cells.csv holds, so that an interrupted sweep's
-      // says how far it got, as its last line does.
-      meta["cells_done"] = done.load();
-      write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
-      remove_checkpoints(plan, plan.cells[size_t(id)]);  // its training is in the tables now
-    } catch (const std::exception& e) {
-      write_error = e.what();  // the first failed write stops the sweep
-      cells.stop();
-      return false;
-    }
-    for (std::optional<CellRow>& r : it->second) {
-      out.failed += r->status != "ok";
-      rows.push_back(std::move(*r));
-    }
-    pending.erase(it);
-    ++out.ran;
+// The tables of the cells landed so far, written whole (each file atomically),
+// then opened to append each cell as it lands. Here before any cell runs,
+// with the kept rows (anything of unfinished cells dropped; a sweep begun
+// before provenance.csv starts one here, its kept cells' provenance
+// unknown); and again from land_cell if another program wrote a table anew
+// meanwhile (`git stash` in a results directory does), which would leave
+// the appends in a file no one can read.
+void SweepRun::write_tables_landed() {
+  const std::string& dir = plan_.dir;
+  std::vector<CellRow> sorted = rows_;
+  sort_rows(sorted, plan_.models);
+  std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader,
+              provenance_text = kProvenanceHeader;
+  for (size_t k = 0; k < sorted.size(); ++k) {
+    const CellRow& r = sorted[k];
+    if (k == 0 || sorted[k - 1].cell != r.cell) provenance_text += provenance_line(r);
+    cells_text += cell_line(r);
+    circle_text += circle_lines(r, plan_.cells[size_t(r.cell)].axis_values);
+    trajectory_text += trajectory_lines(r);
+  }
+  // trajectory.csv and provenance.csv before cells.csv: a kill between them
+  // leaves a directory that still reads as one that keeps the tables
+  // (has_trajectory, has_provenance).
+  if (trajectory_) write_file_atomic(dir + "/trajectory.csv", trajectory_text);
+  write_file_atomic(dir + "/provenance.csv", provenance_text);
+  write_file_atomic(dir + "/cells.csv", cells_text);
+  write_file_atomic(dir + "/circle.csv", circle_text);
+  cells_f_.emplace(dir + "/cells.csv");
+  circle_f_.emplace(dir + "/circle.csv");
+  provenance_f_.emplace(dir + "/provenance.csv");
+  if (trajectory_) trajectory_f_.emplace(dir + "/trajectory.csv");
+}
+
+// A cell lands once it holds every model's rows, whole: its circle,
+// trajectory and provenance rows, then its cell rows (a cell counts only
+// with all of them), with interrupts held off until all are written. Under
+// the caller's lock; false after a failed write (which stops the sweep).
+//
+// Its one provenance.csv row, when its rows come from trainings run in
+// different processes (an MPI worker's training copied to a grid point
+// another rank trains, or a finished cell's rows copied on --resume): that
+// of the first model (plan.models' order) the cell trains itself
+// (SweepCell::trained_in), else, a cell every model of which another grid
+// point trains, that of its first model's row. Every row of the cell then
+// carries it, so the tables rewritten at the end (write_tables) name the
+// same. A shared model's own build and machine are those of the cell it
+// trained in, whose provenance row names the process that trained it.
+bool SweepRun::land_cell(int id) {
+  const auto it = pending_.find(id);
+  if (it == pending_.end() || !std::all_of(it->second.begin(), it->second.end(), [](const auto& r) { return r.has_value(); }))
     return true;
-  };
-  // A group's rows go to every cell they belong to (its own, and those of
-  // the grid points that share its trainings), then the cells made whole land.
-  // Local slots and (on rank 0 of an MPI job) the workers' groups land here alike.
-  //
-  // A group an interrupt stopped lands nothing: its cells are not finished,
-  // and its checkpoints stay for --resume. One that finished whole while the
-  // interrupt was pending lands as any other.
+  const SweepCell& cell = plan_.cells[size_t(id)];
+  size_t own = 0;
+  while (own < it->second.size() && plan_.trained_in(cell, own) != id) ++own;
+  const Provenance provenance = it->second[own < it->second.size() ? own : 0]->provenance;
+  std::string circle_add, trajectory_add, cells_add;
+  for (std::optional<CellRow>& r : it->second) {
+    r->provenance = provenance;
+    circle_add += circle_lines(*r, cell.axis_values);
+    trajectory_add += trajectory_lines(*r);
+    cells_add += cell_line(*r);
+  }
+  const std::string provenance_add = provenance_line(*it->second.front());
+  try {
+    // The count moves inside the guard: an interrupt that lands between the
+    // appends and the count would report one cell fewer than cells.csv holds.
+    WriteGuard guard;
+    if (!cells_f_->still_at_path() || !circle_f_->still_at_path() || !provenance_f_->still_at_path() ||
+        (trajectory_f_ && !trajectory_f_->still_at_path())) {
+      std::fprintf(stderr,
+                   "viewgap sweep: a table in '%s' was written anew by another program while the sweep ran; "
+                   "writing the tables of the %d cells landed again\n",
+                   plan_.dir.c_str(), done_.load());
+      write_tables_landed();
+    }
+    circle_f_->append(circle_add);
+    if (trajectory_f_) trajectory_f_->append(trajectory_add);
+    provenance_f_->append(provenance_add);
+    cells_f_->append(cells_add);
+    ++done_;
+    if (also_done_ != nullptr) ++*also_done_;
+    // meta.json counts what cells.csv holds, so that an interrupted sweep's
+    // says how far it got, as its last line does.
+    meta_["cells_done"] = done_.load();
+    write_file_atomic(plan_.dir + "/meta.json", meta_.dump(2) + "\n");
+    remove_checkpoints(plan_, cell);  // its training is in the tables now
+  } catch (const std::exception& e) {
+    write_error_ = e.what();  // the first failed write stops the sweep
+    cells_->stop();
+    return false;
+  }
+  for (std::optional<CellRow>& r : it->second) {
+    out_.failed += r->status != "ok";
+    rows_.push_back(std::move(*r));
+  }
+  pending_.erase(it);
+  ++out_.ran;
+  return true;
+}
+
+bool SweepRun::land(GroupResult g) {
+  if (!write_error_.empty() || g.interrupted) return false;
+  double seconds = 0;
+  std::set<int> touched;
+  for (const CellRow& r : g.rows) {
+    seconds += r.seconds;
+    const size_t k = size_t(std::find(plan_.models.begin(), plan_.models.end(), r.model) - plan_.models.begin());
+    const auto to = dependents_.find(r.cell);
+    if (to == dependents_.end()) continue;
+    for (const auto& [id, model] : to->second) {
+      if (model != k) continue;
+      const SweepCell& c = plan_.cells[size_t(id)];
+      CellRow copy = r;
+      copy.cell = c.id;
+      copy.grid = c.grid;
+      pending_[id][k] = std::move(copy);
+      touched.insert(id);
+    }
+  }
+  for (int id : touched)
+    if (!land_cell(id)) return false;
+  cell_seconds_ += seconds;
+  ++groups_ran_;
+  trainings_ += g.trainings;
+  models_trained_ += g.models;
+  return true;
+}
+
+SweepOutcome SweepRun::finish() {
+  if (!write_error_.empty()) throw std::runtime_error(write_error_);
+  // One training per group, unless a cell's training data differed from its
+  // group's (a protocol whose held-out set moves its training set): said here.
+  // "models": the models trained, each training of each model once (a model
+  // shared by grid points counts once: SweepCell::trained_in). A training that
+  // served several sweeps (run_sweeps) counts in the one whose group led it.
+  meta_["trainings"] = {{"groups", groups_ran_}, {"trainings", trainings_}, {"models", models_trained_}};
+  if (trainings_ > groups_ran_ && !plan_.quiet)
+    std::fprintf(stderr, "sweep: %d of %d trainings were of cells apart from their group: their training data depends on the held-out set\n",
+                 trainings_ - groups_ran_, trainings_);
+  out_.failed = write_final_tables(plan_, rows_, total_, plan_.shards == 1, trajectory_, meta_, t0_);
+  remove_checkpoint_dir(plan_);
+  out_.wall_s = meta_["wall_time_s"].get<double>();
+  return out_;
+}
+
+double elapsed_s(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SweepRun sweep(plan, t0);
+  sweep.open();
+  std::mutex mu;
+  const InterruptProgress interrupt_note(&sweep.done(), sweep.total());
+  progress(plan.quiet, sweep.done(), sweep.total(), 0, 0);
   auto land = [&](GroupResult g) {
     std::lock_guard<std::mutex> lock(mu);
-    if (!write_error.empty() || g.interrupted) return;
-    double seconds = 0;
-    std::set<int> touched;
-    for (const CellRow& r : g.rows) {
-      seconds += r.seconds;
-      const size_t k = size_t(std::find(plan.models.begin(), plan.models.end(), r.model) - plan.models.begin());
-      const auto to = dependents.find(r.cell);
-      if (to == dependents.end()) continue;
-      for (const auto& [id, model] : to->second) {
-        if (model != k) continue;
-        const SweepCell& c = plan.cells[size_t(id)];
-        CellRow copy = r;
-        copy.cell = c.id;
-        copy.grid = c.grid;
-        pending[id][k] = std::move(copy);
-        touched.insert(id);
-      }
-    }
-    for (int id : touched)
-      if (!land_cell(id)) return;
-    cell_seconds += seconds;
-    ++cells_landed;
-    ++groups_ran;
-    trainings += g.trainings;
-    models_trained += g.models;
-    progress(plan.quiet, done, total,
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), out.ran);
+    if (sweep.land(std::move(g))) progress(plan.quiet, sweep.done(), sweep.total(), elapsed_s(t0), sweep.ran());
   };
-  // Cells whose every row a finished cell gave (after an interrupt) land at once.
-  {
-    std::vector<int> ready;
-    for (const auto& [id, got] : pending) ready.push_back(id);
-    std::lock_guard<std::mutex> lock(mu);
-    for (int id : ready)
-      if (!land_cell(id)) break;
-  }
-  // After an interrupt no group starts (interrupt_pending is false unless deferred).
-  auto take = [&]() -> const Group* { return interrupt_pending() ? nullptr : cells.take(); };
+  auto take = [&]() -> const Group* { return sweep.take(); };
   auto run = [&](const Group& g) { return run_group_result(plan, g); };
 
   if (cluster == nullptr || cluster->size() == 1) {
@@ -337,7 +411,8 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
     std::string msg;
     auto poll_period = [&] {
       std::lock_guard<std::mutex> lock(mu);
-      const std::chrono::duration<double> d(cells_landed ? cell_seconds / cells_landed / kPollsPerCell : 0.001);
+      const int landed = sweep.groups_landed();
+      const std::chrono::duration<double> d(landed ? sweep.cell_seconds() / landed / kPollsPerCell : 0.001);
       return std::clamp(std::chrono::duration_cast<std::chrono::microseconds>(d),
                         std::chrono::microseconds(kPollFloor), std::chrono::microseconds(kPollCeiling));
     };
@@ -378,30 +453,137 @@ SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster) {
       cluster->abort(1);
     }
     local.join();
-    meta["mpi"] = {{"ranks", cluster->size()},
+    sweep.meta()["mpi"] = {{"ranks", cluster->size()},
                    {"worker_groups", remote_cells},
                    {"worker_wait_s_per_group", remote_cells ? wait_s / remote_cells : 0.0}};
   }
-  if (!write_error.empty()) {
+  if (sweep.failed_write()) {
     if (!plan.quiet && isatty(2)) std::fputc('\n', stderr);  // end the progress line
     if (cluster != nullptr && cluster->size() > 1) {
-      std::fprintf(stderr, "viewgap sweep: error: %s\n", write_error.c_str());
+      std::fprintf(stderr, "viewgap sweep: error: %s\n", sweep.write_error().c_str());
       cluster->abort(1);
     }
-    throw std::runtime_error(write_error);
+  }
+  return sweep.finish();
+}
+
+std::vector<SweepOutcome> run_sweeps(const std::vector<const SweepPlan*>& plans) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<SweepRun>> runs;
+  for (const SweepPlan* p : plans) runs.push_back(std::make_unique<SweepRun>(*p, t0));  // each judged: nothing written yet
+  // The groups run together: each sweep's groups in order, a later sweep's
+  // group of the same grid point and seed joining the first that trains the
+  // same models. A group whose own training left checkpoints resumes alone.
+  struct Part {
+    size_t run;
+    const Group* group;
+  };
+  auto models_of = [&](size_t i, const Group& g) {
+    std::vector<std::string> names;
+    for (size_t k : trained_here(*plans[i], *g.front())) names.push_back(plans[i]->models[k]);
+    return names;
+  };
+  std::vector<std::vector<Part>> joint;
+  std::vector<std::set<const Group*>> joined(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (const Group& g : runs[i]->todo()) {
+      if (joined[i].count(&g)) continue;
+      std::vector<Part> parts{{i, &g}};
+      if (!has_checkpoints(*plans[i], *g.front()))
+        for (size_t j = i + 1; j < runs.size(); ++j)
+          for (const Group& h : runs[j]->todo())
+            if (!joined[j].count(&h) && h.front()->grid == g.front()->grid && h.front()->seed == g.front()->seed &&
+                models_of(j, h) == models_of(i, g) && !has_checkpoints(*plans[j], *h.front())) {
+              parts.push_back({j, &h});
+              joined[j].insert(&h);
+              break;
+            }
+      joint.push_back(parts);
+    }
+  // A group's cells as run_cells takes them, and the joint checkpoints judged before anything is written.
+  auto cells_of = [&](const std::vector<Part>& parts) {
+    std::vector<PlannedCell> cells;
+    for (const Part& p : parts)
+      for (const SweepCell* c : *p.group) cells.push_back({plans[p.run], c});
+    return cells;
+  };
+  for (const std::vector<Part>& parts : joint) {
+    if (parts.size() < 2) continue;
+    std::vector<const SweepCell*> with;
+    for (const PlannedCell& c : cells_of(parts))
+      if (c.plan != plans[parts.front().run]) with.push_back(c.cell);
+    check_joint_checkpoints(*plans[parts.front().run], *parts.front().group->front(), with);
   }
 
-  // One training per group, unless a cell's training data differed from its
-  // group's (a protocol whose held-out set moves its training set): said here.
-  // "models": the models trained, each training of each model once (a model
-  // shared by grid points counts once: SweepCell::trained_in).
-  meta["trainings"] = {{"groups", groups_ran}, {"trainings", trainings}, {"models", models_trained}};
-  if (trainings > groups_ran && !plan.quiet)
-    std::fprintf(stderr, "sweep: %d of %d trainings were of cells apart from their group: their training data depends on the held-out set\n",
-                 trainings - groups_ran, trainings);
-  out.failed = write_final_tables(plan, rows, total, plan.shards == 1, trajectory, meta, t0);
-  remove_checkpoint_dir(plan);
-  out.wall_s = meta["wall_time_s"].get<double>();
+  std::atomic<int> done{0};
+  int total = 0;
+  bool quiet = true;
+  for (const auto& r : runs) {
+    done += r->done().load();
+    total += r->total();
+    quiet = quiet && r->plan().quiet;
+    r->count_also(&done);
+  }
+  for (const auto& r : runs) r->open();
+  const InterruptProgress interrupt_note(&done, total);
+  auto ran = [&] {
+    int n = 0;
+    for (const auto& r : runs) n += r->ran();
+    return n;
+  };
+  progress(quiet, done, total, 0, 0);
+  std::mutex mu;
+  auto failed = [&] {
+    return std::any_of(runs.begin(), runs.end(), [](const auto& r) { return r->failed_write(); });
+  };
+  Dispenser<std::vector<Part>> groups(std::move(joint));
+  // With checkpoints a first interrupt stops the trainings in flight at their
+  // next step, their checkpoints written (as run_sweep's slots do).
+  std::optional<DeferInterrupts> defer;
+  if (std::any_of(plans.begin(), plans.end(), [](const SweepPlan* p) { return p->checkpoint_steps > 0 || p->checkpoint_seconds > 0; }))
+    defer.emplace();
+  int jobs = plans.front()->jobs;  // the caller's for them all (a group holds every sweep's datasets)
+  for (const SweepPlan* p : plans) jobs = std::min(jobs, p->jobs);
+  run_slots_on(jobs, [&] {
+    const std::vector<Part>* parts = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!interrupt_pending() && !failed()) parts = groups.take();
+    }
+    if (parts == nullptr) return false;
+    const std::vector<PlannedCell> cells = cells_of(*parts);
+    GroupResult all = run_cells(cells);
+    // Each sweep lands its own cells' rows (as many a cell as models trained);
+    // the training counts in the lead's.
+    std::lock_guard<std::mutex> lock(mu);
+    size_t at = 0;
+    const size_t per_cell = all.rows.size() / cells.size();
+    bool landed = false;
+    for (size_t p = 0; p < parts->size(); ++p) {
+      const Part& part = (*parts)[p];
+      GroupResult mine;
+      mine.interrupted = all.interrupted;
+      if (p == 0) {
+        mine.trainings = all.trainings;
+        mine.models = all.models;
+      }
+      const size_t n = part.group->size() * per_cell;
+      mine.rows.assign(all.rows.begin() + long(at), all.rows.begin() + long(at + n));
+      at += n;
+      landed = runs[part.run]->land(std::move(mine)) || landed;
+    }
+    if (landed) progress(quiet, done, total, elapsed_s(t0), ran());
+    return true;
+  });
+  defer.reset();  // an interrupt recorded meanwhile ends the process here
+  if (failed() && !quiet && isatty(2)) std::fputc('\n', stderr);  // end the progress line
+  std::vector<SweepOutcome> out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i]->meta()["trained_with"] = nlohmann::json::array();
+    for (size_t j = 0; j < runs.size(); ++j)
+      if (j != i) runs[i]->meta()["trained_with"].push_back(plans[j]->dir);
+  }
+  for (const auto& r : runs) out.push_back(r->finish());
   return out;
 }
 

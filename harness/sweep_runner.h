@@ -37,6 +37,17 @@ namespace vg {
 // that dies ends the job (the launcher's doing); --resume then finishes.
 SweepOutcome run_sweep(const SweepPlan& plan, Cluster* cluster = nullptr);
 
+// Several sweeps run together in one process (`sweep --split A,B`): each
+// writes its own directory, tables and meta.json as run alone (timing aside;
+// meta.json names the others under "trained_with"), while their groups of one
+// grid point and seed run as one group, so that run_experiments trains once
+// where their training sets are the same (an IDX set's in-plane protocols at
+// their default training ranges) and apart where they are not. A group whose
+// own training left checkpoints resumes alone; a joint training checkpoints
+// in the first sweep's directory ("cell-17-joint-caps.vgck", resumed only by
+// the same sweeps together). Interrupts and failed writes as run_sweep's.
+std::vector<SweepOutcome> run_sweeps(const std::vector<const SweepPlan*>& plans);
+
 // Every other rank of an MPI sweep: waits for rank 0's word, then runs the
 // cells it hands out until there are none, or rank 0 dismisses it (rank 0
 // then reports the failure and carries the exit code). Returns 0.

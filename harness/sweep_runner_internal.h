@@ -30,10 +30,25 @@ struct GroupResult {
 // A group run: its rows and what it trained.
 GroupResult run_group_result(const SweepPlan& plan, const Group& g);
 
+// A cell of one of the sweeps run_sweeps runs together.
+struct PlannedCell {
+  const SweepPlan* plan;
+  const SweepCell* cell;
+};
+// Cells of one or more sweeps run as one group: trained once where their
+// training is the same (run_experiments tells), the first cell's plan's models
+// (every cell's plan trains the same ones here), its checkpoints the training's
+// (joint_checkpoints when other sweeps' cells are among them). Rows in the
+// cells' order, each with its own sweep's cell id.
+GroupResult run_cells(const std::vector<PlannedCell>& cells);
+
 // `jobs` slots on TBB, each running the groups `take` gives until it gives none,
 // handing each group's rows to `land`.
 void run_slots(int jobs, const std::function<const Group*()>& take, const std::function<void(GroupResult)>& land,
                const std::function<GroupResult(const Group&)>& run);
+// The same for any work: `jobs` slots, each calling `next` (take a piece of
+// work, run it, land it) until it returns false.
+void run_slots_on(int jobs, const std::function<bool()>& next);
 
 // What the ranks of an MPI sweep say (payloads are text). A worker says HELLO
 // with its number of slots (--jobs) and sends each finished group as RESULT;

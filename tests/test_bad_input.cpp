@@ -232,6 +232,21 @@ TEST(BadInput, MatchFamiliarWithNothingThatTrainsBesideItIsRefused) {
       }
 }
 
+// Several --split values run a sweep each: --out must name them, each split
+// once, one process (no shards), and each split's own flags judged before any runs.
+TEST(BadInput, SeveralSplitsAreRefusedWithoutAPlaceForEach) {
+  const std::string dir = fresh_dir("splits");
+  const std::string data = " --quiet --seeds 0 --models linear --data " + test::fixture_data("idx:");
+  expect_refused(run("sweep" + data + " --split rotation,affine --out " + dir), "--out '" + dir + "': several --split values");
+  expect_refused(run("sweep" + data + " --split rotation,rotation --out " + dir + "/{split}"), "split 'rotation' listed twice");
+  expect_refused(run("sweep" + data + " --split rotation, --out " + dir + "/{split}"), "--split 'rotation,': an empty split");
+  expect_refused(run("sweep" + data + " --split rotation,affine --shard 0/2 --out " + dir + "/{split}"), "--split 'rotation,affine'");
+  expect_refused(run("sweep" + data + " --split rotation,nosuch --out " + dir + "/{split}"), "nosuch");
+  expect_refused(run("sweep --quiet --seeds 0 --out " + dir + "/{split}"), "--out '" + dir + "/{split}': {split} names");
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_FALSE(fs::exists(dir + "/rotation"));
+}
+
 // Duplicates are judged by what they mean: a grid value spelled two ways
 // (a number in any flag's form: A:B, MODEL=LR), a pairing given twice.
 TEST(BadInput, DuplicateGridValuesAndPairingsAreRefusedHoweverSpelled) {

@@ -197,6 +197,35 @@ TEST(Resume, ASweepKilledMidTrainingResumesToIdenticalTables) {
   }
 }
 
+// Splits run together (sweep --split A,B): killed at seeded random file calls
+// mid-training, their joint training checkpointed every step in the first
+// split's directory, `--resume` of the splits together gives both sweeps'
+// tables as never stopped, and leaves no checkpoint.
+TEST(Resume, SplitsRunTogetherKilledMidTrainingResumeToIdenticalTables) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  const std::string args = " --data " + test::fixture_data("idx:") +
+                           " --split rotation,affine --seeds 0:1 --n-epochs 2 --batch-size 10 --models cnn,linear"
+                           " --validation on --jobs 1 --quiet";
+  const std::string dir = scratch("splits");
+  ASSERT_EQ(test::run("sweep --out " + dir + "ref_{split}" + args).code, 0);
+  const std::vector<std::string> want[2] = {sweep_tables(dir + "ref_rotation"), sweep_tables(dir + "ref_affine")};
+  const std::vector<std::string> calls = counted_calls("sweep --out " + dir + "count_{split} --checkpoint-every 1" + args, dir);
+  ASSERT_GT(calls.size(), 40u);
+  EXPECT_EQ(sweep_tables(dir + "count_rotation"), want[0]) << "checkpointing changed the tables";
+  Stream pick(11, Purpose::Test, 53);
+  for (int k = 0; k < 3; ++k) {
+    const size_t at = 1 + pick.below(uint32_t(calls.size()));
+    const std::string out = dir + "k" + std::to_string(k) + "_", where = "SIGKILL at call " + std::to_string(at) + " (" + calls[at - 1] + ")";
+    test::run("sweep --out " + out + "{split} --checkpoint-every 1" + args, test::shim_env() + " VIEWGAP_FAULT_KILL_AT=" + std::to_string(at));
+    const test::Outcome again = test::run("sweep --resume --out " + out + "{split} --checkpoint-every 1" + args);
+    ASSERT_EQ(again.code, 0) << where << "\n" << again.err;
+    EXPECT_EQ(sweep_tables(out + "rotation"), want[0]) << where;
+    EXPECT_EQ(sweep_tables(out + "affine"), want[1]) << where;
+    EXPECT_FALSE(fs::exists(out + "rotation/checkpoints")) << where;
+    EXPECT_FALSE(fs::exists(out + "affine/checkpoints")) << where;
+  }
+}
+
 using vg::test::spawn;
 
 // Ctrl-C (SIGINT) or SIGTERM once the first checkpoint is there: the run

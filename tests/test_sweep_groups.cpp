@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "data/protocol.h"
+#include "harness/evaluate.h"
 #include "harness/run_flags.h"
 #include "harness/train.h"
 #include "tests/test_util.h"
@@ -147,6 +149,122 @@ TEST(SweepGroups, RunExperimentsGivesEachConfigurationItsOwnRunsBits) {
           EXPECT_EQ(m.train_s > 0, first) << m.name;
         }
     }
+  }
+}
+
+// Protocols of one source that train alike share a training too: on an IDX
+// set the in-plane protocols at their default training ranges (no turn, scale
+// or shear: the images at the canvas's centre) train on the same images and
+// validate on the same, so run_experiments trains once for a turn's held-out
+// set and an affine one's, each with its own run's bits. (A sweep of one
+// protocol never groups them; this is the fact a sweep over several would use.)
+TEST(SweepGroups, InPlaneProtocolsThatTrainUnchangedShareATraining) {
+  auto run_of = [](const char* split) {
+    RunFlags f;
+    f.data = test::fixture_data("idx:");
+    f.split = split;
+    f.models = "linear,cnn";
+    f.n_epochs = "2";
+    *run_flag(f, "validation") = "on";
+    int threads = 1;
+    RunOptions o = validate_run(f, &threads);
+    o.train.seed = 4;
+    return o;
+  };
+  const RunOptions rotation = run_of("rotation");
+  DataConfig seeded = rotation.data;
+  seeded.seed = rotation.train.seed;
+  const Dataset first = make_dataset(seeded);
+  for (const char* split : {"scale", "shear", "affine"}) {
+    SCOPED_TRACE(split);
+    DataConfig d = run_of(split).data;
+    d.seed = rotation.train.seed;
+    const Dataset other = make_dataset(d);
+    EXPECT_TRUE(same_training(first, other));
+    EXPECT_FALSE(same_samples(first.heldout, other.heldout));
+  }
+  // A training range that changes the images is another training.
+  RunFlags turned;
+  turned.data = test::fixture_data("idx:");
+  turned.split = "rotation";
+  *run_flag(turned, "train-rotation") = "10";
+  *run_flag(turned, "validation") = "on";
+  int threads = 1;
+  DataConfig t = validate_run(turned, &threads).data;
+  t.seed = rotation.train.seed;
+  EXPECT_FALSE(same_training(first, make_dataset(t)));
+
+  const std::vector<RunOptions> opts{rotation, run_of("affine")};
+  int trainings = 0;
+  const std::vector<RunResult> together = run_experiments(opts, &trainings);
+  EXPECT_EQ(trainings, 1);
+  for (size_t k = 0; k < opts.size(); ++k) {
+    SCOPED_TRACE(k);
+    const RunResult alone = run_experiment(opts[k]);
+    EXPECT_TRUE(together[k].error.empty()) << together[k].error;
+    ASSERT_EQ(together[k].models.size(), alone.models.size());
+    for (size_t m = 0; m < alone.models.size(); ++m) expect_same(together[k].models[m], alone.models[m]);
+  }
+  EXPECT_NE(together[0].models[1].heldout, together[1].models[1].heldout);
+}
+
+// Through the binary: `--split rotation,affine` writes each split's sweep, its
+// tables (timing aside) and configuration hash those of the split's sweep run
+// alone, with one training a seed for the two (they train alike on an IDX set);
+// --resume of the pair finds every cell done. A pair that does not train alike
+// (translation on its own canvas) trains apart, and its tables are still the
+// sweeps run alone.
+TEST(SweepGroups, SeveralSplitsRunTogetherWriteTheSweepsRunAlone) {
+  const std::string base = vg::test::temp_dir() + "viewgap_splits." + std::to_string(getpid());
+  std::filesystem::remove_all(base);
+  const std::string args = " --data " + test::fixture_data("idx:") +
+                           " --seeds 0:1 --n-epochs 1 --models linear,cnn --validation on --quiet";
+  // A table's rows, less its timing column.
+  auto rows = [](const std::string& path) {
+    const std::string text = test::slurp(path);
+    std::vector<std::string> lines = split(text.substr(0, text.size() - 1), '\n');
+    const std::vector<std::string> header = split(lines.front(), ',');
+    std::vector<std::string> out;
+    for (const std::string& line : lines) {
+      const std::vector<std::string> f = split(line, ',');
+      std::string kept;
+      for (size_t c = 0; c < f.size() && c < header.size(); ++c)
+        if (header[c] != "seconds") kept += f[c] + ",";
+      out.push_back(kept);
+    }
+    return out;
+  };
+  auto trainings = [](const std::string& dir) {
+    return nlohmann::json::parse(test::slurp(dir + "/meta.json")).at("trainings").at("trainings").get<int>();
+  };
+  for (const std::string pair : {"rotation,affine", "translation,affine"}) {
+    SCOPED_TRACE(pair);
+    const std::string together = base + "/" + pair;
+    const test::Outcome o = test::run("sweep --split " + pair + " --out " + together + "/{split} --jobs 2" + args);
+    ASSERT_EQ(o.code, 0) << o.err;
+    const std::vector<std::string> splits = split(pair, ',');
+    for (const std::string& s : splits) {
+      SCOPED_TRACE(s);
+      const std::string alone = base + "/alone_" + s;
+      if (!std::filesystem::exists(alone)) {
+        ASSERT_EQ(test::run("sweep --split " + s + " --out " + alone + args).code, 0);
+      }
+      for (const char* table : {"cells.csv", "circle.csv", "trajectory.csv", "provenance.csv", "summary.csv", "frontier.csv", "azimuth.csv"}) {
+        SCOPED_TRACE(table);
+        EXPECT_EQ(rows(together + "/" + s + "/" + table), rows(alone + "/" + table));
+      }
+      const nlohmann::json a = nlohmann::json::parse(test::slurp(together + "/" + s + "/meta.json"));
+      const nlohmann::json b = nlohmann::json::parse(test::slurp(alone + "/meta.json"));
+      EXPECT_EQ(a.at("config_hash"), b.at("config_hash"));
+      EXPECT_EQ(a.at("trained_with").size(), 1u);
+    }
+    // Two seeds, each one training for both (its own training, where the sets differ).
+    const int first = trainings(together + "/" + splits[0]), second = trainings(together + "/" + splits[1]);
+    EXPECT_EQ(first, 2 * (splits[0] == "translation" ? 2 : 1)) << "each training of the pair counts in the first split's";
+    EXPECT_EQ(second, 0);
+    const test::Outcome again = test::run("sweep --split " + pair + " --out " + together + "/{split} --resume" + args);
+    ASSERT_EQ(again.code, 0) << again.err;
+    EXPECT_NE(again.out.find("(0 run now"), std::string::npos) << again.out;
   }
 }
 
