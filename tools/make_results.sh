@@ -299,6 +299,29 @@ resumable_sweep_step() {  # label, name, sweep flags: results/NAME, checkpointed
   compute_step "$dir"
   step "$label, figures" bash -c "mkdir -p $out/figures/$name && $py tools/plot.py sweep $dir --out $out/figures/$name"
 }
+resumable_sweeps_step() {  # label, prefix, splits, sweep flags (--split A,B): results/PREFIX_SPLIT each, as resumable_sweep_step, trained together
+  local label=$1 prefix=$2 splits=$3 resume=() s
+  shift 3
+  for s in $splits; do [ -f "$out/${prefix}_$s/meta.json" ] && resume=(--resume); done
+  step "$label" "$exe" sweep "$@" --checkpoint-every 10m --out "$out/${prefix}_{split}" "${resume[@]}"
+  for s in $splits; do
+    compute_step "$out/${prefix}_$s"
+    step "$label, $s, figures" bash -c "mkdir -p $out/figures/${prefix}_$s && $py tools/plot.py sweep $out/${prefix}_$s --out $out/figures/${prefix}_$s"
+  done
+}
+in_plane_sweeps() {  # label, prefix, flags function: a sweep of each of PROTOCOLS; rotation and affine as one, as they train alike
+  local label=$1 prefix=$2 flags=$3 protocols=" ${PROTOCOLS:-translation rotation affine} " protocol joint=""
+  case "$protocols" in *" rotation "*" affine "* | *" affine "*" rotation "*) joint=1 ;; esac
+  for protocol in $protocols; do
+    if [ -n "$joint" ] && [ "$protocol" = rotation ]; then
+      # Trained without a turn or an affine change, the two train on the same
+      # images: one training a seed and grid point for both (sweep --split A,B).
+      resumable_sweeps_step "$label, rotation and affine" "$prefix" "rotation affine" $($flags rotation,affine)
+    elif [ -z "$joint" ] || [ "$protocol" != affine ]; then
+      resumable_sweep_step "$label, $protocol" "${prefix}_$protocol" $($flags "$protocol")
+    fi
+  done
+}
 verdict_toys_steps() {
   # Issue 57, section 1: the paper's networks on the calibrated toys (the default
   # world), each protocol's split, 10 seeds, each trained in full (no stopping
@@ -363,16 +386,14 @@ verdict_fashion_steps() {
   # epoch's end and every 100 steps through the first (cnn-paper's familiar
   # error falls fast: see verdict-toys), each
   # check on 2,000 images a split. The frontier's levels are the ones both
-  # reach (no paper level for these protocols). The budget, a convcaps
-  # training about 50 minutes of one core on the 40 x 40 canvas (0.48 s a
-  # step, its final evaluation and circle ~5 minutes) and 25 at 28 x 28 (0.2 s
-  # a step), a cnn-paper one 12 and 6: ~37 core-hours for the three protocols
-  # and both recipes. Checkpointed: rerunning the part resumes each
+  # reach (no paper level for these protocols). Every protocol's images sit
+  # on the 40 x 40 canvas. The budget, a convcaps training with its checks and
+  # final evaluations about 30 minutes of one core, a cnn-paper one 13: ~12
+  # core-hours a protocol's sweep of both recipes; rotation and affine train
+  # alike (no change in training) and run as one sweep (in_plane_sweeps), one
+  # training for both. Checkpointed: rerunning the part resumes each
   # sweep. PROTOCOLS picks the protocols.
-  local protocol
-  for protocol in ${PROTOCOLS:-translation rotation affine}; do
-    resumable_sweep_step "verdict, Fashion-MNIST, $protocol" "verdict_fashion_$protocol" $(verdict_fashion_flags "$protocol")
-  done
+  in_plane_sweeps "verdict, Fashion-MNIST" verdict_fashion verdict_fashion_flags
   verdict_table_step Fashion-MNIST verdict_fashion fashion_plane "Fashion-MNIST under in-plane changes" \
     "the sweeps \`tools/make_results.sh verdict-fashion\` runs and, for the yardsticks, \`fashion-plane\`'s (commands and machines in \`results/provenance_verdict-fashion*.md\` and \`results/provenance_fashion-plane*.md\`)" \
     translation rotation affine
@@ -386,10 +407,7 @@ fashion_plane_steps() {
   # of the rendered shapes' 40 x 40 canvas (plane_translation_canvas40: familiar
   # accuracy median 1.0, mean 0.88, sd 0.26). Checkpointed:
   # rerunning the part resumes each sweep. PROTOCOLS picks the protocols.
-  local protocol
-  for protocol in ${PROTOCOLS:-translation rotation affine}; do
-    resumable_sweep_step "Fashion-MNIST in-plane, $protocol" "fashion_plane_$protocol" $(fashion_plane_flags "$protocol")
-  done
+  in_plane_sweeps "Fashion-MNIST in-plane" fashion_plane fashion_plane_flags
 }
 fashion_plane_flags() {  # protocol: verdict-fashion's data, budget and checks; the seed's models and the baselines, 30 seeds
   fashion_flags "$1" "--seeds 0:29 --models caps,cnn,dr,nn1,linear --model-lr dr=1e-3 --reference cnn"
