@@ -304,6 +304,7 @@ resumable_sweeps_step() {  # label, prefix, splits, sweep flags (--split A,B): r
   shift 3
   for s in $splits; do [ -f "$out/${prefix}_$s/meta.json" ] && resume=(--resume); done
   step "$label" "$exe" sweep "$@" --checkpoint-every 10m --out "$out/${prefix}_{split}" "${resume[@]}"
+  echo "| ${prefix}_{$(echo $splits | tr ' ' ,)} | trained together | a training both splits share counts in the first's compute below; the others' hold their evaluations only |" >> "$prov"
   for s in $splits; do
     compute_step "$out/${prefix}_$s"
     step "$label, $s, figures" bash -c "mkdir -p $out/figures/${prefix}_$s && $py tools/plot.py sweep $out/${prefix}_$s --out $out/figures/${prefix}_$s"
