@@ -156,16 +156,17 @@ TEST(SweepGroups, RunExperimentsGivesEachConfigurationItsOwnRunsBits) {
 // set the in-plane protocols at their default training ranges (no turn, scale
 // or shear: the images at the canvas's centre) train on the same images and
 // validate on the same, so run_experiments trains once for a turn's held-out
-// set and an affine one's, each with its own run's bits. (A sweep of one
-// protocol never groups them; this is the fact a sweep over several would use.)
+// set and an affine one's, each with its own run's bits: what `sweep --split
+// rotation,affine` shares (a sweep of one protocol never groups them).
 TEST(SweepGroups, InPlaneProtocolsThatTrainUnchangedShareATraining) {
-  auto run_of = [](const char* split) {
+  auto run_of = [](const char* split, const char* train_rotation = nullptr) {
     RunFlags f;
     f.data = test::fixture_data("idx:");
     f.split = split;
     f.models = "linear,cnn";
     f.n_epochs = "2";
     *run_flag(f, "validation") = "on";
+    if (train_rotation != nullptr) *run_flag(f, "train-rotation") = train_rotation;
     int threads = 1;
     RunOptions o = validate_run(f, &threads);
     o.train.seed = 4;
@@ -184,13 +185,7 @@ TEST(SweepGroups, InPlaneProtocolsThatTrainUnchangedShareATraining) {
     EXPECT_FALSE(same_samples(first.heldout, other.heldout));
   }
   // A training range that changes the images is another training.
-  RunFlags turned;
-  turned.data = test::fixture_data("idx:");
-  turned.split = "rotation";
-  *run_flag(turned, "train-rotation") = "10";
-  *run_flag(turned, "validation") = "on";
-  int threads = 1;
-  DataConfig t = validate_run(turned, &threads).data;
+  DataConfig t = run_of("rotation", "10").data;
   t.seed = rotation.train.seed;
   EXPECT_FALSE(same_training(first, make_dataset(t)));
 
