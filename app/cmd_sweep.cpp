@@ -31,6 +31,13 @@ std::unique_ptr<DirLock> lock_out(const SweepPlan& plan) {
   }
 }
 
+// --out with every "{split}" in it replaced by `split`.
+std::string out_of(std::string out, const std::string& split) {
+  for (size_t at = out.find("{split}"); at != std::string::npos; at = out.find("{split}", at + split.size()))
+    out.replace(at, 7, split);
+  return out;
+}
+
 // `--split A,B,...`: a sweep a split, each into --out with "{split}" its name,
 // run together so that the trainings they share run once (run_sweeps). Every
 // sweep's flags are judged, and every directory locked, before any runs.
@@ -51,7 +58,7 @@ int sweeps_on(const SweepFlags& given, Cluster* cluster) {
       if (splits[j] == splits[i]) throw UsageError("--split", given.run.split, "split '" + splits[i] + "' listed twice");
     SweepFlags g = given;
     g.run.split = splits[i];
-    g.out.replace(g.out.find("{split}"), 7, splits[i]);
+    g.out = out_of(g.out, splits[i]);
     flags.push_back(resumed_sweep_flags(g));
     if (flags.back().run.reproducible && !reproducible) {
       enable_reproducible();
@@ -90,7 +97,7 @@ int sweep_on(const SweepFlags& given, Cluster* cluster) {
     if (given.run.split.empty())
       throw UsageError("--out", given.out, "{split} names the --split values: give --split");
     SweepFlags g = given;
-    g.out.replace(g.out.find("{split}"), 7, g.run.split);
+    g.out = out_of(g.out, g.run.split);
     return sweep_on(g, cluster);
   }
   // --resume: the configuration is meta.json's; the flags given must agree with it.
