@@ -708,7 +708,8 @@ TEST(SweepMpi, RanksWriteTheTablesOfTheSingleProcessSweep) {
 TEST(SweepMpi, BadInputIsOneLineFromRankZero) {
   const std::string dir = fresh_dir("mpi_bad");
   for (const auto& [args, mention] : std::vector<std::pair<std::string, std::string>>{
-           {"--shard 0/2", "--shard '0/2': conflicts with an MPI launch"}, {"--jobs 0", "--jobs '0'"}}) {
+           {"--shard 0/2", "--shard '0/2': conflicts with an MPI launch"}, {"--jobs 0", "--jobs '0'"},
+           {"--split translation,rotation", "--split 'translation,rotation': several splits run together in one process"}}) {
     const Outcome o = mpirun("sweep --out " + dir + kTiny + " " + args);
     EXPECT_EQ(o.code, 2) << args << "\n" << o.err;
     EXPECT_EQ(viewgap_lines(o.err), 1) << args << "\n" << o.err;  // not one per rank
