@@ -70,6 +70,18 @@ void expect_same(const ModelResult& a, const ModelResult& b) {
   }
 }
 
+// Each configuration's results run together (`together`) are those it gives run alone.
+void expect_each_its_own_runs_bits(const std::vector<RunOptions>& opts, const std::vector<RunResult>& together) {
+  ASSERT_EQ(together.size(), opts.size());
+  for (size_t k = 0; k < opts.size(); ++k) {
+    SCOPED_TRACE(k);
+    const RunResult alone = run_experiment(opts[k]);
+    EXPECT_TRUE(together[k].error.empty()) << together[k].error;
+    ASSERT_EQ(together[k].models.size(), alone.models.size());
+    for (size_t m = 0; m < alone.models.size(); ++m) expect_same(together[k].models[m], alone.models[m]);
+  }
+}
+
 }  // namespace
 
 // The contract a sweep's sharing rests on: at every distance, a protocol's
@@ -135,13 +147,8 @@ TEST(SweepGroups, RunExperimentsGivesEachConfigurationItsOwnRunsBits) {
     int trainings = 0;
     const std::vector<RunResult> together = run_experiments(opts, &trainings);
     EXPECT_EQ(trainings, 2);
-    ASSERT_EQ(together.size(), opts.size());
+    expect_each_its_own_runs_bits(opts, together);
     for (size_t k = 0; k < opts.size(); ++k) {
-      SCOPED_TRACE(k);
-      const RunResult alone = run_experiment(opts[k]);
-      EXPECT_TRUE(together[k].error.empty()) << together[k].error;
-      ASSERT_EQ(together[k].models.size(), alone.models.size());
-      for (size_t m = 0; m < alone.models.size(); ++m) expect_same(together[k].models[m], alone.models[m]);
       // The training is counted once: in the first configuration of its group.
       const bool first = k == 0 || k == 2;
       for (const ModelResult& m : together[k].models)
@@ -193,13 +200,7 @@ TEST(SweepGroups, InPlaneProtocolsThatTrainUnchangedShareATraining) {
   int trainings = 0;
   const std::vector<RunResult> together = run_experiments(opts, &trainings);
   EXPECT_EQ(trainings, 1);
-  for (size_t k = 0; k < opts.size(); ++k) {
-    SCOPED_TRACE(k);
-    const RunResult alone = run_experiment(opts[k]);
-    EXPECT_TRUE(together[k].error.empty()) << together[k].error;
-    ASSERT_EQ(together[k].models.size(), alone.models.size());
-    for (size_t m = 0; m < alone.models.size(); ++m) expect_same(together[k].models[m], alone.models[m]);
-  }
+  expect_each_its_own_runs_bits(opts, together);
   EXPECT_NE(together[0].models[1].heldout, together[1].models[1].heldout);
 }
 
