@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "core/fd.h"
-#include "core/file_kind.h"
+#include "core/read_file.h"
 
 namespace vg {
 
@@ -235,27 +235,16 @@ std::vector<uint8_t> idx_parse_labels(std::span<const uint8_t> file, const std::
   return parse(file, Kind::labels, name, &h);
 }
 
-std::vector<uint8_t> read_regular_file(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(path, "is " + non_regular_kind(st.st_mode) + ", not a regular file");
-  // O_NONBLOCK: should the path become a FIFO between the stat and the open,
-  // the open does not wait for a writer, and fstat refuses it.
-  Fd f{::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)};
-  if (f.fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  if (::fstat(f.fd, &st) != 0) fail(path, std::string("cannot stat: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(path, "is " + non_regular_kind(st.st_mode) + ", not a regular file");
-  std::vector<uint8_t> bytes(size_t(st.st_size));
-  size_t at = 0;
-  while (at < bytes.size()) {
-    const ssize_t r = ::pread(f.fd, bytes.data() + at, bytes.size() - at, off_t(at));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) fail(path, std::string("read failed: ") + std::strerror(errno));
-    if (r == 0) fail(path, "file shrank while reading (" + std::to_string(at) + " of " + std::to_string(bytes.size()) + " bytes)");
-    at += size_t(r);
+namespace {
+// A file of the set, its read errors as the reader's own.
+std::vector<uint8_t> read_idx_file(const std::string& path) {
+  try {
+    return read_regular_file(path);
+  } catch (const FileReadError& e) {
+    throw IdxError(e.what());  // already "PATH: what is wrong"
   }
-  return bytes;
 }
+}  // namespace
 
 IdxFiles idx_files(const std::string& dir) {
   const std::string base = (dir.empty() || dir.back() == '/') ? dir : dir + "/";
@@ -273,8 +262,8 @@ IdxData idx_load_dir(const std::string& dir, int classes) {
   IdxData d;
   auto part = [](const std::string& images, const std::string& labels) {
     IdxPart p;
-    p.images = idx_parse_images(read_regular_file(images), images);
-    p.labels = idx_parse_labels(read_regular_file(labels), labels);
+    p.images = idx_parse_images(read_idx_file(images), images);
+    p.labels = idx_parse_labels(read_idx_file(labels), labels);
     if (size_t(p.images.count) != p.labels.size())
       fail(labels, std::to_string(p.labels.size()) + " labels for the " + std::to_string(p.images.count) +
                        " images of " + images);

@@ -68,10 +68,6 @@ struct IdxData {
 // for an IDX set whose classes viewgap does not know).
 IdxData idx_load_dir(const std::string& dir, int classes);
 
-// A regular file's whole contents. Anything else (a FIFO, a directory, a
-// device) is refused before a byte is read: opening a FIFO to read would wait.
-std::vector<uint8_t> read_regular_file(const std::string& path);
-
 // ---- The writer: IDX bytes for tests, fixtures and the fuzz target's seeds.
 std::vector<uint8_t> idx_encode_images(const IdxImages& images);
 std::vector<uint8_t> idx_encode_labels(std::span<const uint8_t> labels);

@@ -21,7 +21,7 @@ struct Source {
   // What it is, for --data's help: "smallNORB's six NYU files in DIR".
   const char* help = nullptr;
   // Drawn by the renderer, whose flags (--shapes, --n-per-combo,
-  // --n-eval-per-combo, --noise-std) then shape its images; elsewhere they do nothing.
+  // --n-eval-per-combo, --noise) then shape its images; elsewhere they do nothing.
   bool rendered = false;
   // Its samples carry a viewpoint (an azimuth and an elevation); false: none
   // (the IDX sets), so only a protocol that holds out no viewpoint splits it.

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/idx.h"
+#include "core/read_file.h"
 #include "harness/output.h"
 
 namespace vg {
@@ -39,7 +39,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   std::vector<uint8_t> bytes;
   try {
     bytes = read_regular_file(path);  // refuses a FIFO, a directory, a device before reading
-  } catch (const IdxError& e) {
+  } catch (const FileReadError& e) {
     throw CheckpointError(e.what());  // already "PATH: what is wrong"
   }
   return decode_checkpoint(bytes, path);

@@ -1,6 +1,5 @@
-// One oneDNN CPU engine and stream for the process.
-// One oneDNN CPU engine and stream for the process, and what every layer
-// struct (conv.cpp, dense.cpp) builds its primitives with.
+// oneDNN's CPU engine, one for the process, and a stream for each thread: what
+// every layer struct (conv.cpp, dense.cpp) builds and runs its primitives with.
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>

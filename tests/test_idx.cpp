@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "core/read_file.h"
 #include "core/rng.h"
 #include "data/idx.h"
 #include "data/protocol.h"
