@@ -16,10 +16,11 @@ namespace vg {
 
 namespace {
 
-constexpr const char* kTrainingFlags[] = {"n-epochs",         "max-steps",      "lr",
-                                          "model-lr",         "lr-schedule",    "batch-size",
+constexpr const char* kTrainingFlags[] = {"n-epochs",         "max-steps",        "lr",
+                                          "model-lr",         "lr-schedule",      "batch-size",
                                           "models",           "stop-at-familiar", "match-familiar",
-                                          "stop-check-every", "validation"};
+                                          "stop-check-every", "validation",       "eval-every",
+                                          "eval-until",       "model-eval-every", "check-sample"};
 
 // What is wrong with the file, without the file's name a CheckpointError
 // starts with: the UsageError names it as --model-file's value.

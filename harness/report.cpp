@@ -191,6 +191,11 @@ nlohmann::json run_config_json(const RunOptions& opt, int threads) {
   if (t.lr_schedule.kind != LrScheduleKind::constant) j["lr_schedule"] = lr_schedule_text(t.lr_schedule);
   if (t.eval_every > 0) j["eval_every"] = t.eval_every;
   if (t.eval_until > 0) j["eval_until"] = t.eval_until;
+  if (!t.model_checks.empty()) {
+    nlohmann::json own = nlohmann::json::object();
+    for (const auto& [m, span] : t.model_checks) own[m] = {{"every", span.every}, {"until", span.until}};
+    j["model_eval_every"] = own;
+  }
   if (t.check_sample > 0) j["check_sample"] = t.check_sample;
   // The views that ran (smallNORB's files', not the rendering flags'), and
   // the protocol and data source that chose them.
@@ -301,7 +306,7 @@ nlohmann::json run_to_json(const RunOptions& opt, const RunResult& r, int thread
                                                                    : json(m.validation >= m.stop_target)},
                       {"timing_s", {{"train", m.train_s}, {"eval", m.eval_s}, {"circle", m.circle_s},
                                     {"steps", step_timing(m.step_s)}}}});
-    if (opt.train.eval_every > 0) models.back()["checks"] = checks;
+    if (opt.train.checks_of(m.name).any()) models.back()["checks"] = checks;
     if (m.interrupted) models.back()["interrupted"] = true;  // its history so far; no final evaluation
   }
   json out = {{"schema_version", kRunSchemaVersion},

@@ -88,6 +88,11 @@ const FlagSpec kRunFlags[] = {
      "--eval-every's checks up to this step only, the epoch ends after it: a dense start, where a fast model's "
      "familiar error falls through the frontier's levels, without dense checks all through (default: all through)",
      false},
+    {"model-eval-every", &RunFlags::model_eval_every,
+     "Checks of some models of their own beside --eval-every's, MODEL=STEPS[:UNTIL][,...]: at every multiple of "
+     "STEPS up to step UNTIL (default: all through); a fast model's dense start (cnn-paper=2:60) without dense "
+     "checks of the slow ones",
+     false},
     {"check-sample", &RunFlags::check_sample,
      "Images of each split a check scores (familiar validation, familiar test, held-out): a fixed subsample of at "
      "most N per split, drawn from the seed, the same at every check and for every model (the history, checks and "

@@ -41,6 +41,7 @@ struct RunFlags {
   std::string stop_at_familiar, match_familiar, stop_check_every;  // "": off / after each epoch
   std::string eval_every;  // "": the trajectory's checks at epoch ends only
   std::string eval_until;  // "": --eval-every's checks all through training
+  std::string model_eval_every;  // "": no model checks beyond --eval-every's
   std::string check_sample;  // "": every check scores every image
   std::string validation = "off";  // on: a familiar validation split scored after every epoch
   std::string model_lr;  // "": every model at --lr

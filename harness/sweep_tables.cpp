@@ -306,24 +306,23 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
       if (t[e].epoch != int(e) + 1 || (e > 0 && t[e].step < t[e - 1].step)) return false;
     return t.empty() ? steps == 0 : t.back().step == steps;
   };
-  // Under --eval-every E, an epoch's checks come before its end, under its
-  // number: every multiple of E below the training's steps (and up to
-  // --eval-until's U, where set) is a row (a check, or an epoch's end), every
+  // Under --eval-every (or the model's --model-eval-every), an epoch's checks
+  // come before its end, under its number: every step of the model's schedule
+  // below the training's steps is a row (a check, or an epoch's end), every
   // other row an epoch's end, the k-th at k times the first's (all but the
   // last, at the training's end).
-  auto whole_trajectory = [&](const std::vector<TrajectoryPoint>& t, long steps, long E, long U) {
-    if (E <= 0) return whole_epochs(t, steps);
+  auto whole_trajectory = [&](const std::vector<TrajectoryPoint>& t, long steps, const CheckSchedule& checks) {
+    if (!checks.any()) return whole_epochs(t, steps);
     if (t.empty() || t.back().step != steps) return steps == 0 && t.empty();
     long epoch_steps = 0, before = 0;
     for (size_t e = 0; e < t.size(); ++e) {
       const int epoch = e == 0 ? 0 : t[e - 1].epoch;
       const bool end = e + 1 == t.size() || t[e + 1].epoch != t[e].epoch;
       if ((t[e].epoch != epoch && t[e].epoch != epoch + 1) || t[e].step <= before) return false;
-      const long next = (before / E + 1) * E;
-      if (next < t[e].step && (U == 0 || next <= U)) return false;  // a multiple of E with no row
+      if (checks.next_after(before) < t[e].step) return false;  // a step of the schedule with no row
       if (end && epoch_steps == 0) epoch_steps = t[e].step;
-      const bool check = t[e].step % E == 0 && (U == 0 || t[e].step <= U);
-      if (end ? e + 1 < t.size() && t[e].step != long(t[e].epoch) * epoch_steps : !check) return false;
+      if (end ? e + 1 < t.size() && t[e].step != long(t[e].epoch) * epoch_steps : !checks.due(t[e].step))
+        return false;
       before = t[e].step;
     }
     return true;
@@ -349,7 +348,7 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
         if (std::any_of(r.axis_acc.begin(), r.axis_acc.end(), [](double x) { return std::isnan(x); })) break;
         if (trajectory) {
           r.trajectory = traj[{c.id, m}];
-          if (!whole_trajectory(r.trajectory, r.steps, c.opt.train.eval_every, c.opt.train.eval_until)) break;
+          if (!whole_trajectory(r.trajectory, r.steps, c.opt.train.checks_of(m))) break;
         }
       } else if (!circ.empty() || !traj[{c.id, m}].empty()) {
         break;

@@ -120,6 +120,7 @@ Training::Training(PreparedModel prepared, std::vector<const Dataset*> sets, con
       steps_per_epoch_((N_ + cfg.batch_size - 1) / cfg.batch_size),
       total_steps_(cfg.total_steps(steps_per_epoch_)),
       base_lr_(cfg.lr_of(name_)),
+      checks_(cfg.checks_of(name_)),
       order_(size_t(N_)),
       batch_x_(size_t(cfg.batch_size) * data_.train.pixels()),
       batch_y_(size_t(cfg.batch_size)),
@@ -236,12 +237,11 @@ void Training::take_step(int epoch, const int* idx, int B, EpochLoss& sums) {
   res_.step_loss.push_back(loss);
 }
 
-// --eval-every: a check at every multiple of eval_every steps (up to
-// --eval-until's step) that ends no epoch (an epoch's end is its history
-// record) and is not the cap's.
+// --eval-every (and the model's --model-eval-every): a check at every step its
+// schedule holds that ends no epoch (an epoch's end is its history record) and
+// is not the cap's.
 bool Training::check_due(int start, int B) const {
-  return cfg_.eval_every > 0 && step_ % cfg_.eval_every == 0 && (cfg_.eval_until == 0 || step_ <= cfg_.eval_until) &&
-         start + B < N_ && step_ < total_steps_;
+  return checks_.due(step_) && start + B < N_ && step_ < total_steps_;
 }
 
 // The stopping rule (StopRule) is asked every cfg.stop_every steps within an

@@ -1,5 +1,7 @@
 // Training loop and evaluation of one model on one dataset.
 #pragma once
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -48,11 +50,39 @@ struct CheckpointConfig {
   bool writes() const { return !file.empty() && (every_steps > 0 || every_seconds > 0); }
 };
 
+// Checks inside an epoch at every multiple of `every` steps up to `until`
+// (0: all through training); `every` 0: none.
+struct CheckSpan {
+  long every = 0;
+  long until = 0;
+  bool due(long step) const { return every > 0 && step % every == 0 && (until == 0 || step <= until); }
+  // The first step after `step` that is due; LONG_MAX if none is.
+  long next_after(long step) const {
+    if (every <= 0) return LONG_MAX;
+    const long next = (step / every + 1) * every;
+    return until == 0 || next <= until ? next : LONG_MAX;
+  }
+};
+
+// A model's checks inside an epoch: --eval-every's span for every model, and
+// (--model-eval-every) one of its own beside it.
+struct CheckSchedule {
+  CheckSpan all, own;
+  bool any() const { return all.every > 0 || own.every > 0; }
+  bool due(long step) const { return all.due(step) || own.due(step); }
+  long next_after(long step) const { return std::min(all.next_after(step), own.next_after(step)); }
+};
+
 struct TrainConfig {
   // The learning rate model `name` trains at.
   float lr_of(const std::string& name) const {
     const auto it = model_lr.find(name);
     return it == model_lr.end() ? lr : it->second;
+  }
+  // The checks inside an epoch of model `name`.
+  CheckSchedule checks_of(const std::string& name) const {
+    const auto it = model_checks.find(name);
+    return {CheckSpan{eval_every, eval_until}, it == model_checks.end() ? CheckSpan{} : it->second};
   }
   // The steps a training of `steps_per_epoch` an epoch takes: n_epochs of
   // them, or max_steps where that comes first (the last epoch then ends early).
@@ -75,6 +105,9 @@ struct TrainConfig {
   long eval_every = 0;
   // --eval-until: eval_every's checks at steps up to this one only; 0: all through.
   long eval_until = 0;
+  // --model-eval-every: these models' own checks, beside eval_every's (a fast
+  // model's dense start, without the cost of dense checks for the slow ones).
+  std::map<std::string, CheckSpan> model_checks;
   // --check-sample: at most this many images of each evaluated split at a
   // check (an epoch's end or inside one), a fixed subsample drawn from `seed`
   // (check_sample_split); the final results score every image. 0: every image.

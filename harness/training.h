@@ -114,6 +114,7 @@ class Training {
   const long steps_per_epoch_;
   const long total_steps_;  // the cap: the linear spread margin anneals, and a cosine schedule decays, over it
   const double base_lr_;
+  const CheckSchedule checks_;  // the checks inside an epoch (cfg_.checks_of(name_))
   std::vector<int> order_;  // the epoch's order of the training samples
   std::vector<float> batch_x_;
   std::vector<int> batch_y_;

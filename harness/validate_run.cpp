@@ -152,7 +152,8 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
   // Models fit in one pass (nn1) take no training step: the training flags would do nothing.
   if (std::all_of(o.models.begin(), o.models.end(), [](const std::string& m) { return find_model(m)->fit_in_one_pass; }))
     for (const char* name : {"n-epochs", "max-steps", "lr", "lr-schedule", "batch-size", "stop-at-familiar",
-                             "stop-check-every", "eval-every", "eval-until", "check-sample", "validation"})
+                             "stop-check-every", "eval-every", "eval-until", "model-eval-every", "check-sample",
+                             "validation"})
       if (flag_set(f, defaults, name))
         throw UsageError(std::string("--") + name, *run_flag(f, name),
                          "no model in --models '" + f.models + "' trains (each is fit in one pass)");
@@ -191,6 +192,37 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
     if (o.train.eval_until < o.train.eval_every)
       throw UsageError("--eval-until", f.eval_until, "is before --eval-every's first check (step " + f.eval_every + "): no check would run");
   }
+  if (!f.model_eval_every.empty())
+    for (const std::string& entry : split(f.model_eval_every, ',')) {
+      const char* flag = "--model-eval-every";
+      const size_t eq = entry.find('=');
+      const std::string m = entry.substr(0, eq);
+      if (eq == std::string::npos || m.empty())
+        throw UsageError(flag, f.model_eval_every, "expected MODEL=STEPS[:UNTIL][,...], got '" + entry + "'");
+      if (std::find(o.models.begin(), o.models.end(), m) == o.models.end())
+        throw UsageError(flag, f.model_eval_every, "model '" + m + "' is not among --models '" + f.models + "'");
+      if (find_model(m)->fit_in_one_pass)
+        throw UsageError(flag, f.model_eval_every, "model '" + m + "' takes no training step (it is fit in one pass)");
+      if (o.train.model_checks.count(m) > 0)
+        throw UsageError(flag, f.model_eval_every, "model '" + m + "' given twice");
+      const std::string v = entry.substr(eq + 1);
+      const size_t colon = v.find(':');
+      auto steps = [&](const std::string& what, const std::string& x) {
+        long long n = 0;
+        if (const std::string why = whole_in(x, 1, 100000000, &n); !why.empty())
+          throw UsageError(flag, f.model_eval_every, what + " '" + x + "' of '" + m + "': " + why);
+        return long(n);
+      };
+      CheckSpan span;
+      span.every = steps("STEPS", v.substr(0, colon));
+      if (colon != std::string::npos) {
+        span.until = steps("UNTIL", v.substr(colon + 1));
+        if (span.until < span.every)
+          throw UsageError(flag, f.model_eval_every, "'" + m + "' checks up to step " + std::to_string(span.until) +
+                                                         ", before its first check (step " + std::to_string(span.every) + ")");
+      }
+      o.train.model_checks[m] = span;
+    }
   if (!f.check_sample.empty()) {
     o.train.check_sample = int(parse_int("--check-sample", f.check_sample, 1, 100000000));
     // --dump's animation scores the circle after every epoch, on every image.

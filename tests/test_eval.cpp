@@ -211,7 +211,8 @@ TEST(Eval, TrainingFlagsAreNotTaken) {
   const std::string file = dir + "m.vgm";
   ASSERT_EQ(test::run("run --models linear" + kData + kTraining + " --save-model " + file).code, 0);
   for (const std::string flag : {"--n-epochs 2", "--lr 0.1", "--models cnn", "--batch-size 10", "--cnn-hidden 80",
-                                 "--stop-at-familiar 0.5"}) {
+                                 "--stop-at-familiar 0.5", "--eval-every 5", "--model-eval-every linear=2",
+                                 "--check-sample 10"}) {
     const test::Outcome o = test::run("eval --model-file " + file + kData + " " + flag);
     EXPECT_EQ(o.code, 2) << flag << "\n" << o.err;
     const std::string name = flag.substr(0, flag.find(' ')), value = flag.substr(flag.find(' ') + 1);

@@ -275,6 +275,36 @@ TEST(Frontier, ChecksUpToEvalUntilAreWholeToResume) {
   EXPECT_EQ(slurp(dir + "/frontier.csv"), frontier);
 }
 
+// --model-eval-every: one model's own checks are trajectory rows of that model
+// alone; a finished sweep's trajectory is whole to --resume, which trains nothing.
+TEST(Frontier, AModelsOwnChecksAreWholeToResume) {
+  const std::string dir = fresh("own"), plain = fresh("own_plain");
+  const std::string flags = " --seeds 0:1 --validation on --model-eval-every cnn=1:2" + kFlags;
+  ASSERT_EQ(run("sweep --out " + plain + " --seeds 0:1 --validation on" + kFlags).code, 0);
+  ASSERT_EQ(run("sweep --out " + dir + flags).code, 0);
+  const std::string trajectory = slurp(dir + "/trajectory.csv"), frontier = slurp(dir + "/frontier.csv");
+  std::map<std::string, std::vector<long>> steps, plain_steps;  // by cell/model
+  for (const auto& r : csv_rows(trajectory)) steps[r[0] + "/" + r[4]].push_back(std::stol(r[6]));
+  for (const auto& r : csv_rows(slurp(plain + "/trajectory.csv"))) plain_steps[r[0] + "/" + r[4]].push_back(std::stol(r[6]));
+  ASSERT_EQ(steps.size(), plain_steps.size());
+  int cnn = 0;
+  for (const auto& [key, t] : steps) {
+    SCOPED_TRACE(key);
+    std::vector<long> expected = plain_steps[key];
+    if (key.substr(key.find('/') + 1) == "cnn") {
+      expected.insert(expected.begin(), {1, 2});
+      ++cnn;
+    }
+    EXPECT_EQ(t, expected);
+  }
+  EXPECT_GT(cnn, 0);
+  const Outcome resumed = run("sweep --out " + dir + " --resume" + flags);
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/meta.json"))["trainings"]["groups"], 0);
+  EXPECT_EQ(slurp(dir + "/trajectory.csv"), trajectory);
+  EXPECT_EQ(slurp(dir + "/frontier.csv"), frontier);
+}
+
 // ---- agreement with --match-familiar ----
 
 struct Checks {

@@ -724,7 +724,7 @@ class PlotTest(unittest.TestCase):
         # typed away from it, --em-lambda-schedule at convcaps's own.
         conv = {**flags, "loss": "xent", "em-grad": "full", "em-lambda-schedule": "fixed", "em-iters": "2",
                 "spread-margin": "0.2:0.9", "model-lr": "cnn=5e-4,dr=1e-3", "check-sample": "",
-                "brightness": "0.0", "max-steps": "900"}
+                "brightness": "0.0", "max-steps": "900", "model-eval-every": "cnn=2:60,dr=5"}
         c = self.path("conv")
         os.makedirs(c)
         with open(os.path.join(c, "meta.json"), "w") as f:
@@ -732,7 +732,8 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(v.training_text("azimuth", c, "convcaps"),
                          "- azimuth: 40 epochs or 900 steps, whichever ends first at batch 32; Adam at 2e-3 (cnn at "
                          "5e-4, dr at 1e-3), constant rate; checks of every image of each split every 16 steps up to "
-                         "step 508 and at each epoch's end; per-image standardisation, contrast jitter ×(1 ± 0.8); "
+                         "step 508 and at each epoch's end (cnn's also every 2 steps up to step 60, dr's also every "
+                         "5 steps); per-image standardisation, contrast jitter ×(1 ± 0.8); "
                          "convcaps --loss xent, --em-iters 2, --em-lambda-schedule official, --em-grad full.")
         self.assertIsNone(v.training_text("azimuth", self.path("nowhere"), "convcaps"))
         out = self.path("v.md")

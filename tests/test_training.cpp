@@ -286,6 +286,47 @@ TEST(Training, ChecksStopAtEvalUntil) {
   EXPECT_EQ(u.checks.back().epoch, 2);
 }
 
+// --model-eval-every: a model's own checks, beside --eval-every's, at the
+// multiples of its interval up to its step; the other models check as before;
+// every training is the same bits.
+TEST(Training, AModelsOwnChecksAreItsAlone) {
+  RunOptions o = small_run();
+  o.train.n_epochs = 2;
+  o.data.n_val_per_combo = 1;
+  o.models = {"caps", "cnn"};
+  const long spe = run_experiment(o).models[0].steps / 2;
+  ASSERT_GT(spe - 1, 3) << "cnn's own checks (steps 1 to 3) must come before the shared ones";
+  o.train.eval_every = spe - 1;  // a check one step before the first epoch's end and two before the second's, for both
+  const RunResult shared = run_experiment(o);
+  o.train.model_checks["cnn"] = CheckSpan{1, 3};  // and cnn's own at steps 1, 2 and 3
+  const RunResult own = run_experiment(o);
+  for (size_t k = 0; k < own.models.size(); ++k) {
+    const ModelResult &s = shared.models[k], &m = own.models[k];
+    SCOPED_TRACE(m.name);
+    EXPECT_EQ(m.step_loss, s.step_loss);
+    EXPECT_EQ(m.heldout, s.heldout);
+    ASSERT_EQ(m.history.size(), s.history.size());
+    for (size_t e = 0; e < m.history.size(); ++e) EXPECT_EQ(m.history[e].validation, s.history[e].validation);
+    std::vector<long> steps, expected = {spe - 1, 2 * spe - 2};
+    for (const EpochStats& c : m.checks) steps.push_back(c.step);
+    if (m.name == "cnn") expected.insert(expected.begin(), {1, 2, 3});
+    EXPECT_EQ(steps, expected);
+    // A check at a step both schedules hold is one check, the same as the shared schedule's.
+    for (const EpochStats& c : m.checks)
+      for (const EpochStats& d : s.checks) {
+        if (c.step == d.step) {
+          EXPECT_EQ(c.validation, d.validation);
+        }
+      }
+  }
+  // Its own checks alone, without --eval-every.
+  o.train.eval_every = 0;
+  const RunResult alone = run_experiment(o);
+  EXPECT_TRUE(alone.models[0].checks.empty());
+  ASSERT_EQ(alone.models[1].checks.size(), 3u);
+  EXPECT_EQ(alone.models[1].checks.back().step, 3);
+}
+
 // With two threads or more, the first model is prepared (made, initialised,
 // its Trainer built) on its training thread while the data is synthesised.
 // What fails around that overlap fails as it does on one thread: a model that

@@ -289,6 +289,13 @@ def training_text(protocol, d, caps):
     if get("eval-every"):
         until = f" up to step {get('eval-until')}" if get("eval-until") else ""
         checks = f"checks of {sample} of each split every {get('eval-every')} steps{until} and at each epoch's end"
+    if get("model-eval-every"):
+        own_checks = []
+        for entry in get("model-eval-every").split(","):
+            model, _, span = entry.partition("=")
+            every, _, until = span.partition(":")
+            own_checks.append(f"{model}'s also every {every} steps" + (f" up to step {until}" if until else ""))
+        checks += " (" + ", ".join(own_checks) + ")"
     prep = [x for x in ("per-image standardisation" if get("standardize") == "on" else None,
                         f"brightness jitter ±{get('brightness')}" if nonzero("brightness") else None,
                         f"contrast jitter ×(1 ± {get('contrast')})" if nonzero("contrast") else None) if x]
