@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
 
 #include "harness/checkpoint.h"
 #include "harness/memory_budget.h"
@@ -98,6 +100,29 @@ void check_run_outputs(const RunFlags& f, RunOptions* run) {
   }
 }
 
+// A per-model flag's entries, MODEL=VALUE[,MODEL=VALUE...] (--model-lr,
+// --model-eval-every): each model among `models`, one that trains, named once;
+// `value` reads each VALUE (throwing a UsageError of `flag`).
+template <class T>
+std::map<std::string, T> per_model(const char* flag, const std::string& given, const std::string& form,
+                                   const std::string& models_flag, const std::vector<std::string>& models,
+                                   const std::function<T(const std::string& model, const std::string& value)>& value) {
+  std::map<std::string, T> out;
+  if (given.empty()) return out;
+  for (const std::string& entry : split(given, ',')) {
+    const size_t eq = entry.find('=');
+    const std::string m = entry.substr(0, eq);
+    if (eq == std::string::npos || m.empty()) throw UsageError(flag, given, "expected " + form + ", got '" + entry + "'");
+    if (std::find(models.begin(), models.end(), m) == models.end())
+      throw UsageError(flag, given, "model '" + m + "' is not among --models '" + models_flag + "'");
+    if (find_model(m)->fit_in_one_pass)
+      throw UsageError(flag, given, "model '" + m + "' takes no training step (it is fit in one pass)");
+    if (out.count(m) > 0) throw UsageError(flag, given, "model '" + m + "' given twice");
+    out[m] = value(m, entry.substr(eq + 1));
+  }
+  return out;
+}
+
 }  // namespace
 
 RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
@@ -124,24 +149,14 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
     o.models.push_back(m);
   }
   if (o.models.empty()) throw UsageError("--models", f.models, "no model given");
-  if (!f.model_lr.empty())
-    for (const std::string& entry : split(f.model_lr, ',')) {
-      const size_t eq = entry.find('=');
-      const std::string m = entry.substr(0, eq);
-      if (eq == std::string::npos || m.empty())
-        throw UsageError("--model-lr", f.model_lr, "expected MODEL=LR[,MODEL=LR...], got '" + entry + "'");
-      if (std::find(o.models.begin(), o.models.end(), m) == o.models.end())
-        throw UsageError("--model-lr", f.model_lr, "model '" + m + "' is not among --models '" + f.models + "'");
-      if (find_model(m)->fit_in_one_pass)
-        throw UsageError("--model-lr", f.model_lr, "model '" + m + "' takes no training step (it is fit in one pass)");
-      if (o.train.model_lr.count(m) > 0)
-        throw UsageError("--model-lr", f.model_lr, "model '" + m + "' given twice");
-      const std::string v = entry.substr(eq + 1);
-      double x = 0;
-      if (const std::string why = real_in(v, 0, 10, true, true, &x); !why.empty())
-        throw UsageError("--model-lr", f.model_lr, "learning rate '" + v + "' of '" + m + "': " + why);
-      o.train.model_lr[m] = float(x);
-    }
+  o.train.model_lr = per_model<float>("--model-lr", f.model_lr, "MODEL=LR[,MODEL=LR...]", f.models, o.models,
+                                      [&](const std::string& m, const std::string& v) {
+                                        double x = 0;
+                                        if (const std::string why = real_in(v, 0, 10, true, true, &x); !why.empty())
+                                          throw UsageError("--model-lr", f.model_lr,
+                                                           "learning rate '" + v + "' of '" + m + "': " + why);
+                                        return float(x);
+                                      });
   // --lr set while every model that trains has its own rate would do nothing.
   if (!o.train.model_lr.empty() && flag_set(f, defaults, "lr") &&
       std::all_of(o.models.begin(), o.models.end(),
@@ -192,37 +207,24 @@ RunOptions validate_run(const RunFlags& flags, int* threads, bool sweep) {
     if (o.train.eval_until < o.train.eval_every)
       throw UsageError("--eval-until", f.eval_until, "is before --eval-every's first check (step " + f.eval_every + "): no check would run");
   }
-  if (!f.model_eval_every.empty())
-    for (const std::string& entry : split(f.model_eval_every, ',')) {
-      const char* flag = "--model-eval-every";
-      const size_t eq = entry.find('=');
-      const std::string m = entry.substr(0, eq);
-      if (eq == std::string::npos || m.empty())
-        throw UsageError(flag, f.model_eval_every, "expected MODEL=STEPS[:UNTIL][,...], got '" + entry + "'");
-      if (std::find(o.models.begin(), o.models.end(), m) == o.models.end())
-        throw UsageError(flag, f.model_eval_every, "model '" + m + "' is not among --models '" + f.models + "'");
-      if (find_model(m)->fit_in_one_pass)
-        throw UsageError(flag, f.model_eval_every, "model '" + m + "' takes no training step (it is fit in one pass)");
-      if (o.train.model_checks.count(m) > 0)
-        throw UsageError(flag, f.model_eval_every, "model '" + m + "' given twice");
-      const std::string v = entry.substr(eq + 1);
-      const size_t colon = v.find(':');
-      auto steps = [&](const std::string& what, const std::string& x) {
-        long long n = 0;
-        if (const std::string why = whole_in(x, 1, 100000000, &n); !why.empty())
-          throw UsageError(flag, f.model_eval_every, what + " '" + x + "' of '" + m + "': " + why);
-        return long(n);
-      };
-      CheckSpan span;
-      span.every = steps("STEPS", v.substr(0, colon));
-      if (colon != std::string::npos) {
-        span.until = steps("UNTIL", v.substr(colon + 1));
-        if (span.until < span.every)
-          throw UsageError(flag, f.model_eval_every, "'" + m + "' checks up to step " + std::to_string(span.until) +
-                                                         ", before its first check (step " + std::to_string(span.every) + ")");
-      }
-      o.train.model_checks[m] = span;
-    }
+  o.train.model_checks = per_model<CheckSpan>(
+      "--model-eval-every", f.model_eval_every, "MODEL=STEPS[:UNTIL][,...]", f.models, o.models,
+      [&](const std::string& m, const std::string& v) {
+        auto steps = [&](const std::string& what, const std::string& x) {
+          long long n = 0;
+          if (const std::string why = whole_in(x, 1, 100000000, &n); !why.empty())
+            throw UsageError("--model-eval-every", f.model_eval_every, what + " '" + x + "' of '" + m + "': " + why);
+          return long(n);
+        };
+        const size_t colon = v.find(':');
+        CheckSpan span{steps("STEPS", v.substr(0, colon)), 0};
+        if (colon != std::string::npos) span.until = steps("UNTIL", v.substr(colon + 1));
+        if (span.until > 0 && span.until < span.every)
+          throw UsageError("--model-eval-every", f.model_eval_every,
+                           "'" + m + "' checks up to step " + std::to_string(span.until) + ", before its first check (step " +
+                               std::to_string(span.every) + ")");
+        return span;
+      });
   if (!f.check_sample.empty()) {
     o.train.check_sample = int(parse_int("--check-sample", f.check_sample, 1, 100000000));
     // --dump's animation scores the circle after every epoch, on every image.
