@@ -390,12 +390,13 @@ verdict_fashion_steps() {
   # and 0.25 by step 100 (seed 0, translation), through the whole range of
   # convcaps's levels (its lowest, by the paper's recipe, about 0.37), so that
   # the frontier reads it at each level and not at its first check far below
-  # it. Checks cost training nothing (the same bits), only time: about 30 of
-  # cnn-paper's, at ~14 s each. The frontier's levels are the ones both
+  # it. Checks cost training nothing (the same bits), only time: these 30 took
+  # a cnn-paper training from 820 s to 1,426 s (seed 0, cells.csv, beside a
+  # test run; about 20 s a check). The frontier's levels are the ones both
   # reach (no paper level for these protocols). Every protocol's images sit
   # on the 40 x 40 canvas. The budget, a convcaps training with its checks and
   # final evaluations about 45 minutes of one core, a cnn-paper one about 14
-  # and its dense start's checks ~7: ~18 core-hours a protocol's sweep of
+  # and its dense start's checks about 10: ~18 core-hours a protocol's sweep of
   # both recipes (cells.csv's seconds); rotation and affine train
   # alike (no change in training) and run as one sweep (in_plane_sweeps), one
   # training for both. Checkpointed: rerunning the part resumes each
