@@ -277,7 +277,7 @@ int cli_main(int argc, char** argv) {
   sweep->add_option("--reference", sf.reference, "Paired statistics: this model minus each other one (default " + default_models().front() + ")");
   sweep->add_option("--jobs", sf.jobs, "Trainings (each with its cells at every gap) run in parallel (default: the number of cores, or as many as fit in memory)");
   sweep->add_option("--out", sf.out, "Output directory; with several --split values (A,B,...), a sweep each where '{split}' in it names the split")->required();
-  sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells (its configuration from meta.json: flags given must agree)");
+  sweep->add_flag("--resume", sf.resume, "Continue the sweep in --out, skipping finished cells (its configuration from meta.json: flags given must agree, but --model-eval-every, whose change trains again only the models whose checks changed)");
   sweep->add_option("--checkpoint-every", sf.checkpoint_every,
                     "Checkpoint each training in progress into --out/checkpoints every N steps or a duration "
                     "(30s, 10m); --resume continues from them");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "app/commands.h"
 #include "harness/cluster.h"
@@ -29,6 +30,16 @@ std::unique_ptr<DirLock> lock_out(const SweepPlan& plan) {
   } catch (const std::runtime_error& e) {
     throw UsageError("--out", plan.dir, e.what());
   }
+}
+
+// On --resume, the rows of unfinished cells kept (harness/sweep_resume.h), and what trains again, said once.
+void keep_rows(SweepPlan& plan) {
+  const KeptRows r = keep_whole_rows(plan);
+  if (plan.quiet || r.rows == 0) return;
+  std::string names;
+  for (const std::string& m : r.trained_again) names += (names.empty() ? "" : ", ") + m;
+  std::fprintf(stderr, "sweep: %d rows of unfinished cells kept in '%s'%s; trained again: %s\n", r.rows,
+               plan.dir.c_str(), plan.recheck ? " (their checks unchanged)" : "", names.empty() ? "none" : names.c_str());
 }
 
 // --out with every "{split}" in it replaced by `split`.
@@ -80,6 +91,7 @@ int sweeps_on(const SweepFlags& given, Cluster* cluster) {
   for (SweepPlan& p : plans) p.jobs = jobs;
   std::vector<std::unique_ptr<DirLock>> locks;
   for (const SweepPlan& p : plans) locks.push_back(lock_out(p));
+  for (SweepPlan& p : plans) keep_rows(p);
   std::vector<const SweepPlan*> ptrs;
   for (const SweepPlan& p : plans) ptrs.push_back(&p);
   const std::vector<SweepOutcome> out = run_sweeps(ptrs);
@@ -103,10 +115,14 @@ int sweep_on(const SweepFlags& given, Cluster* cluster) {
   // --resume: the configuration is meta.json's; the flags given must agree with it.
   const SweepFlags f = resumed_sweep_flags(given);
   if (f.run.reproducible && !given.run.reproducible) enable_reproducible();
-  const SweepPlan plan = plan_sweep(f);
+  SweepPlan plan = plan_sweep(f);
   // Started by mpirun/srun: rank 0 runs the sweep and writes; the other ranks
   // run the cells it hands them (harness/cluster.h).
   if (cluster != nullptr) {
+    // The ranks plan their cells alone: the rows rank 0 keeps would be trained again.
+    if (f.recheck)
+      throw UsageError("--model-eval-every", f.run.model_eval_every,
+                       "changed beside --resume: resume that sweep in one process (not under mpirun/srun)");
     if (!f.shard.empty())
       throw UsageError("--shard", f.shard, "conflicts with an MPI launch (mpirun/srun hands out the cells; shards are for job arrays)");
     if (!f.checkpoint_every.empty())
@@ -115,6 +131,7 @@ int sweep_on(const SweepFlags& given, Cluster* cluster) {
     if (cluster->rank() != 0) return serve_sweep(plan, *cluster);
   }
   const std::unique_ptr<DirLock> lock = lock_out(plan);
+  keep_rows(plan);
   const SweepOutcome r = run_sweep(plan, cluster);
   lock->remove();  // a finished sweep's directory is its tables; a killed one keeps the lock
   int in_shard = 0;

@@ -350,6 +350,7 @@ SweepPlan plan_sweep(const SweepFlags& f) {
   std::vector<std::pair<RunFlags, RunOptions>> sized;  // per grid point, for the memory check
   plan.dir = f.out;
   plan.resume = f.resume;
+  plan.recheck = f.recheck;
   plan.quiet = f.quiet;
   if (!f.checkpoint_every.empty()) {
     const CheckpointInterval every = parse_checkpoint_every("--checkpoint-every", f.checkpoint_every);

@@ -32,8 +32,10 @@ struct SweepCell {
   // grid options in which the two grid points differ, the cell of the same
   // seed and gap at the first such grid point of the same shard: the training
   // there is this one's, bit for bit, so it runs once and its rows are
-  // written at both. Empty: every model trains here.
+  // written at both. Empty: every model trains here. kKeptRow: no training
+  // gives it, its row is kept from the sweep's directory (keep_whole_rows).
   std::vector<int> trained_in{};
+  static constexpr int kKeptRow = -1;
 };
 
 struct SweepPlan {
@@ -46,6 +48,9 @@ struct SweepPlan {
   int jobs = 1;
   std::string dir;
   bool resume = false, quiet = false;
+  // A --resume whose --model-eval-every differs from the sweep's: the tables'
+  // rows that are whole under the new checks are kept (harness/sweep_resume.h).
+  bool recheck = false;
   // --checkpoint-every: each training in progress checkpointed into
   // DIR/checkpoints (sweep_runner.h); not part of the configuration.
   long checkpoint_steps = 0;
@@ -77,6 +82,7 @@ struct SweepFlags {
   std::vector<std::string> pair_grid;  // "A|B": settings of two grid points, each "name=value,..."
   std::string checkpoint_every;        // "": no checkpoints
   bool resume = false, quiet = false;
+  bool recheck = false;  // set by resumed_sweep_flags: SweepPlan::recheck
 };
 
 // The plan of `f`: cells ordered by grid point, gap, seed (ids in that

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "harness/sweep_store.h"
@@ -102,6 +104,50 @@ std::vector<std::string> config_differences(const nlohmann::json& theirs, const 
   return out;
 }
 
+bool differ_only_in_model_checks(nlohmann::json a, nlohmann::json b) {
+  for (nlohmann::json* j : {&a, &b})
+    if (j->is_object() && j->contains("run_flags") && (*j)["run_flags"].is_object()) (*j)["run_flags"].erase("model-eval-every");
+  return a == b;
+}
+
+KeptRows keep_whole_rows(SweepPlan& plan) {
+  KeptRows out;
+  if (!plan.resume) return out;
+  std::vector<CellRow> alone;
+  std::set<int> finished;
+  for (const CellRow& r : read_finished(plan.dir, plan, &alone)) finished.insert(r.cell);
+  std::set<std::pair<int, std::string>> whole;
+  for (const CellRow& r : alone) whole.insert({r.cell, r.model});
+  // A group's cells share one training of each model, so a model's rows are
+  // kept in all of its cells still to run or in none.
+  std::map<std::pair<int, size_t>, bool> keep;  // (group, model) -> kept
+  for (const SweepCell& c : plan.cells) {
+    if (!plan.in_shard(c) || finished.count(c.id)) continue;
+    for (size_t k = 0; k < plan.models.size(); ++k) {
+      const bool w = whole.count({c.id, plan.models[k]}) > 0;
+      const auto [it, first] = keep.emplace(std::make_pair(c.group, k), w);
+      if (!first) it->second = it->second && w;
+    }
+  }
+  std::set<std::string> again;
+  for (SweepCell& c : plan.cells) {
+    if (!plan.in_shard(c) || finished.count(c.id)) continue;
+    for (size_t k = 0; k < plan.models.size(); ++k) {
+      if (!keep.at({c.group, k})) {
+        if (plan.trained_in(c, k) == c.id) again.insert(plan.models[k]);
+        continue;
+      }
+      if (c.trained_in.empty())
+        for (size_t j = 0; j < plan.models.size(); ++j) c.trained_in.push_back(c.id);
+      c.trained_in[k] = SweepCell::kKeptRow;
+      ++out.rows;
+    }
+  }
+  for (const std::string& m : plan.models)
+    if (again.count(m)) out.trained_again.push_back(m);
+  return out;
+}
+
 namespace {
 
 // The flags typed beside --resume that define a sweep (not where it goes,
@@ -181,6 +227,17 @@ SweepFlags resumed_sweep_flags(const SweepFlags& f) {
   for (const std::string& name : typed)
     if (std::string* field = run_flag(out.run, name)) *field = *run_flag(f.run, name);
   const nlohmann::json ours = plan_sweep(out).config, theirs = meta.at("config");
+  if (typed_flag("model-eval-every") && theirs != ours && differ_only_in_model_checks(theirs, ours)) {
+    // Other checks of some models: their trainings run again, the others' rows are kept.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_directory(f.out + "/checkpoints", ec) && !fs::is_empty(f.out + "/checkpoints", ec))
+      throw UsageError("--model-eval-every", f.run.model_eval_every,
+                       "the sweep in '" + f.out + "' has trainings in progress (checkpoints/): resume it with its own "
+                       "checks ('" + stored.run.model_eval_every + "') until they finish, then change them");
+    out.recheck = true;
+    return out;
+  }
   if (const std::vector<std::string> diff = config_differences(theirs, ours); !diff.empty()) {
     std::string all;
     for (const std::string& d : diff) {

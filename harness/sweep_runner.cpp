@@ -116,7 +116,7 @@ class SweepRun {
 
  private:
   bool land_cell(int id);
-  void write_tables_landed();
+  void write_tables_landed(int landing = -1);
 
   const SweepPlan& plan_;
   const std::chrono::steady_clock::time_point t0_;
@@ -129,6 +129,7 @@ class SweepRun {
   std::unique_ptr<Dispenser<Group>> cells_;
   std::map<int, std::vector<std::optional<CellRow>>> pending_;     // cell -> its rows so far, by model
   std::map<int, std::vector<std::pair<int, size_t>>> dependents_;  // training cell -> (cell, model) it gives
+  std::set<int> keeps_;  // cells still to land that keep rows of their own from the tables (kKeptRow)
   nlohmann::json meta_;
   std::optional<AppendFile> cells_f_, circle_f_, provenance_f_, trajectory_f_;
   std::atomic<int> done_{0};
@@ -141,7 +142,8 @@ class SweepRun {
 SweepRun::SweepRun(const SweepPlan& plan, std::chrono::steady_clock::time_point t0) : plan_(plan), t0_(t0) {
   // Judged before any table is written: a sweep begun before trajectory.csv goes on without it.
   trajectory_ = has_trajectory(plan.dir);
-  rows_ = plan.resume ? read_finished(plan.dir, plan) : std::vector<CellRow>{};
+  std::vector<CellRow> alone;  // rows of unfinished cells, whole on their own (kept: keep_whole_rows)
+  rows_ = plan.resume ? read_finished(plan.dir, plan, &alone) : std::vector<CellRow>{};
   std::erase_if(rows_, [&](const CellRow& r) { return !plan.in_shard(plan.cells[size_t(r.cell)]); });
   for (const CellRow& r : rows_) finished_.insert(r.cell);
   out_.resumed = int(finished_.size());
@@ -163,27 +165,39 @@ SweepRun::SweepRun(const SweepPlan& plan, std::chrono::steady_clock::time_point 
     todo[size_t(slot)].push_back(&c);
   }
   std::stable_sort(todo.begin(), todo.end(), [](const Group& a, const Group& b) { return a.front()->group < b.front()->group; });
-  // Each cell still to run gathers its rows model by model: from a finished
-  // cell whose training is its own (SweepCell::trained_in), copied now, or from
-  // the group that trains it, as that group lands. A group whose every model
-  // is trained at another grid point runs nothing of its own.
+  // Each cell still to run gathers its rows model by model: its own row kept
+  // from the tables (SweepCell::kKeptRow), or one of a cell whose training is
+  // its own (SweepCell::trained_in), copied now where that cell is finished
+  // or keeps that row, else as the group that trains it lands. A group whose
+  // every model is kept or trained at another grid point runs nothing of its own.
   const size_t n_models = plan.models.size();
   {
     std::map<std::pair<int, std::string>, const CellRow*> done_row;
     for (const CellRow& r : rows_) done_row[{r.cell, r.model}] = &r;
+    auto kept = [&](int id, size_t k) { return plan.trained_in(plan.cells[size_t(id)], k) == SweepCell::kKeptRow; };
+    for (const CellRow& r : alone) {
+      const size_t k = size_t(std::find(plan.models.begin(), plan.models.end(), r.model) - plan.models.begin());
+      if (kept(r.cell, k)) done_row[{r.cell, r.model}] = &r;
+    }
     for (const Group& g : todo)
       for (const SweepCell* c : g) {
         std::vector<std::optional<CellRow>>& got = pending_[c->id];
         got.resize(n_models);
         for (size_t k = 0; k < n_models; ++k) {
-          const int from = plan.trained_in(*c, k);
-          if (!finished_.count(from)) {
+          int from = plan.trained_in(*c, k);
+          if (from == SweepCell::kKeptRow) from = c->id;
+          if (!finished_.count(from) && !kept(from, k)) {
             dependents_[from].emplace_back(c->id, k);
             continue;
           }
-          got[k] = *done_row.at({from, plan.models[k]});
+          const auto row = done_row.find({from, plan.models[k]});
+          if (row == done_row.end())
+            throw std::runtime_error("'" + plan.dir + "': cell " + std::to_string(from) + "'s row of " + plan.models[k] +
+                                     " changed while the sweep was planned (another program wrote the tables?)");
+          got[k] = *row->second;
           got[k]->cell = c->id;
           got[k]->grid = c->grid;
+          if (from == c->id && !finished_.count(from)) keeps_.insert(c->id);
         }
       }
   }
@@ -220,14 +234,24 @@ void SweepRun::open() {
 
 // The tables of the cells landed so far, written whole (each file atomically),
 // then opened to append each cell as it lands. Here before any cell runs,
-// with the kept rows (anything of unfinished cells dropped; a sweep begun
-// before provenance.csv starts one here, its kept cells' provenance
-// unknown); and again from land_cell if another program wrote a table anew
-// meanwhile (`git stash` in a results directory does), which would leave
-// the appends in a file no one can read.
-void SweepRun::write_tables_landed() {
+// with the rows kept (of unfinished cells, only those keep_whole_rows
+// keeps; a sweep begun before provenance.csv starts one here, its kept
+// cells' provenance unknown); again from land_cell if another program
+// wrote a table anew meanwhile (`git stash` in a results directory does),
+// which would leave the appends in a file no one can read; and from
+// land_cell for a cell that keeps rows, which appends cannot make whole.
+void SweepRun::write_tables_landed(int landing) {
   const std::string& dir = plan_.dir;
   std::vector<CellRow> sorted = rows_;
+  // A cell still to land keeps the rows it keeps in the tables (and its
+  // provenance row, theirs), so that an interrupt loses none of them; the
+  // cell `landing` is written whole.
+  for (int id : keeps_) {
+    const std::vector<std::optional<CellRow>>& got = pending_.at(id);
+    for (size_t k = 0; k < got.size(); ++k)
+      if (id == landing || (got[k] && plan_.trained_in(plan_.cells[size_t(id)], k) == SweepCell::kKeptRow))
+        sorted.push_back(*got[k]);
+  }
   sort_rows(sorted, plan_.models);
   std::string cells_text = cells_header(), circle_text = kCircleHeader, trajectory_text = kTrajectoryHeader,
               provenance_text = kProvenanceHeader;
@@ -258,13 +282,15 @@ void SweepRun::write_tables_landed() {
 //
 // Its one provenance.csv row, when its rows come from trainings run in
 // different processes (an MPI worker's training copied to a grid point
-// another rank trains, or a finished cell's rows copied on --resume): that
-// of the first model (plan.models' order) the cell trains itself
+// another rank trains, a finished cell's rows copied on --resume, or rows
+// an unfinished cell kept): that of the first model (plan.models' order) the cell trains itself
 // (SweepCell::trained_in), else, a cell every model of which another grid
 // point trains, that of its first model's row. Every row of the cell then
 // carries it, so the tables rewritten at the end (write_tables) name the
 // same. A shared model's own build and machine are those of the cell it
-// trained in, whose provenance row names the process that trained it.
+// trained in, whose provenance row names the process that trained it; a
+// kept row's, in a cell that trains another model anew, are no longer in
+// the tables (harness/sweep_resume.h: keep_whole_rows).
 bool SweepRun::land_cell(int id) {
   const auto it = pending_.find(id);
   if (it == pending_.end() || !std::all_of(it->second.begin(), it->second.end(), [](const auto& r) { return r.has_value(); }))
@@ -293,10 +319,16 @@ bool SweepRun::land_cell(int id) {
                    plan_.dir.c_str(), done_.load());
       write_tables_landed();
     }
-    circle_f_->append(circle_add);
-    if (trajectory_f_) trajectory_f_->append(trajectory_add);
-    provenance_f_->append(provenance_add);
-    cells_f_->append(cells_add);
+    if (keeps_.count(id)) {
+      // Its kept rows are in the tables already: they are written anew, the
+      // cell whole among the landed ones.
+      write_tables_landed(id);
+    } else {
+      circle_f_->append(circle_add);
+      if (trajectory_f_) trajectory_f_->append(trajectory_add);
+      provenance_f_->append(provenance_add);
+      cells_f_->append(cells_add);
+    }
     ++done_;
     if (also_done_ != nullptr) ++*also_done_;
     // meta.json counts what cells.csv holds, so that an interrupted sweep's
@@ -314,6 +346,7 @@ bool SweepRun::land_cell(int id) {
     rows_.push_back(std::move(*r));
   }
   pending_.erase(it);
+  keeps_.erase(id);
   ++out_.ran;
   return true;
 }

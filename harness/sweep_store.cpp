@@ -119,7 +119,8 @@ std::unique_ptr<DirLock> prepare_sweep_dir(const SweepPlan& plan) {
     if (!is_sweep_file(e.path().filename().string()))
       throw std::runtime_error("holds '" + e.path().filename().string() + "', which is not a sweep's file");
   const std::string theirs = j.value("config_hash", ""), ours = config_hash(plan.config);
-  if (theirs != ours) {
+  // A recheck's configuration differs in --model-eval-every alone (resumed_sweep_flags).
+  if (theirs != ours && !(plan.recheck && j.contains("config") && differ_only_in_model_checks(j["config"], plan.config))) {
     const std::string diff = config_difference(j.contains("config") ? j["config"] : nlohmann::json(), plan.config);
     throw std::runtime_error("holds a different sweep: " + (diff.empty() ? std::string("another configuration") : diff) +
                              " (config hash " + theirs + ", this one " + ours + ")");

@@ -204,8 +204,10 @@ bool has_trajectory(const std::string& dir);
 std::string cells_header();
 std::string cell_line(const CellRow& r);
 // Rows already in DIR that make up whole cells of this plan (sweep_tables.cpp
-// says when a cell counts as finished).
-std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan);
+// says when a cell counts as finished); with `whole_alone`, the rows of the
+// other cells that are whole on their own go there.
+std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan,
+                                   std::vector<CellRow>* whole_alone = nullptr);
 // By cell, then in the order of `models`.
 void sort_rows(std::vector<CellRow>& rows, const std::vector<std::string>& models);
 // meta.json of a sweep of `total` cells, before any has run.

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -218,8 +219,11 @@ std::string cell_line(const CellRow& r) {
 // the model's steps (none for a failed model, nor one without steps), and
 // under --eval-every a row at every check inside an epoch. Anything
 // less (a torn or deleted line, a cut or missing file, a hand-edited row, a
-// duplicate) and the cell runs again.
-std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan) {
+// duplicate) and the cell runs again. With `whole_alone`, the rows of the
+// other cells that are whole on their own (a model's rows by the rule above,
+// the cell's provenance row there) go there, for --resume to keep
+// (keep_whole_rows): a model whose checks did not change beside one whose did.
+std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan, std::vector<CellRow>* whole_alone) {
   const std::vector<std::string>& models = plan.models;
   auto plan_cell = [&](const std::string& id_text) -> const SweepCell* {
     const ParsedNumber<long long> id = parse_whole(id_text);
@@ -327,36 +331,40 @@ std::vector<CellRow> read_finished(const std::string& dir, const SweepPlan& plan
     }
     return true;
   };
+  // One model's row of cell c, whole, or nothing.
+  auto whole_row = [&](const SweepCell& c, const std::string& m) -> std::optional<CellRow> {
+    const auto it = by.find({c.id, m});
+    if (it == by.end()) return std::nullopt;
+    CellRow r = it->second;
+    const auto& circ = circle[{c.id, m}];
+    if (r.status == "ok") {
+      const size_t n = c.axis_values.size();
+      if (circ.size() != n) return std::nullopt;
+      r.axis_acc.assign(n, NAN);
+      r.axis_dist.assign(n, NAN);
+      for (const auto& [a, v] : circ) {
+        r.axis_dist[size_t(a)] = v.first;
+        r.axis_acc[size_t(a)] = v.second;
+      }
+      if (std::any_of(r.axis_acc.begin(), r.axis_acc.end(), [](double x) { return std::isnan(x); })) return std::nullopt;
+      if (trajectory) {
+        r.trajectory = traj[{c.id, m}];
+        if (!whole_trajectory(r.trajectory, r.steps, c.opt.train.checks_of(m))) return std::nullopt;
+      }
+    } else if (!circ.empty() || !traj[{c.id, m}].empty()) {
+      return std::nullopt;
+    }
+    if (provenance) r.provenance = prov[c.id];
+    return r;
+  };
   std::vector<CellRow> rows;
   for (const SweepCell& c : plan.cells) {
     if (bad.count(c.id) || (provenance && !prov.count(c.id))) continue;
     std::vector<CellRow> cell_rows;
-    for (const std::string& m : models) {
-      const auto it = by.find({c.id, m});
-      if (it == by.end()) break;
-      CellRow r = it->second;
-      const auto& circ = circle[{c.id, m}];
-      if (r.status == "ok") {
-        const size_t n = c.axis_values.size();
-        if (circ.size() != n) break;
-        r.axis_acc.assign(n, NAN);
-        r.axis_dist.assign(n, NAN);
-        for (const auto& [a, v] : circ) {
-          r.axis_dist[size_t(a)] = v.first;
-          r.axis_acc[size_t(a)] = v.second;
-        }
-        if (std::any_of(r.axis_acc.begin(), r.axis_acc.end(), [](double x) { return std::isnan(x); })) break;
-        if (trajectory) {
-          r.trajectory = traj[{c.id, m}];
-          if (!whole_trajectory(r.trajectory, r.steps, c.opt.train.checks_of(m))) break;
-        }
-      } else if (!circ.empty() || !traj[{c.id, m}].empty()) {
-        break;
-      }
-      if (provenance) r.provenance = prov[c.id];
-      cell_rows.push_back(r);
-    }
+    for (const std::string& m : models)
+      if (std::optional<CellRow> r = whole_row(c, m)) cell_rows.push_back(std::move(*r));
     if (cell_rows.size() == models.size()) rows.insert(rows.end(), cell_rows.begin(), cell_rows.end());
+    else if (whole_alone != nullptr) whole_alone->insert(whole_alone->end(), cell_rows.begin(), cell_rows.end());
   }
   return rows;
 }

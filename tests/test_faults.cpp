@@ -211,6 +211,48 @@ TEST(SweepFaults, KillAtEachWriteOrRenameResumesToIdenticalTablesWithNoStrayFile
   }
 }
 
+// A recheck (--resume with another --model-eval-every: linear's checks
+// change, cnn's rows are kept) killed at any write or rename, then resumed
+// with the same flags: the tables of a sweep run with the new checks from the
+// start, and cnn's rows still those of its first training, to the byte (their
+// seconds too): no kill loses a kept row, so cnn never trains again.
+TEST(SweepFaults, KillAtEachWriteOfARecheckLosesNoKeptRow) {
+  if (!kHaveShim) GTEST_SKIP() << "no fault shim in this build (cross-compiled)";
+  std::string two = kSmall;
+  two.replace(two.find("--models cnn"), 12, "--models cnn,linear");
+  const std::string checks = " --model-eval-every linear=1";
+  const auto want = reference(two + checks);
+  const std::string base = tmp_dir("recheck_base");
+  ASSERT_EQ(viewgap("sweep --out " + base + two).code, 0);
+  auto cnn_rows = [](const std::string& dir) {
+    std::string rows;
+    std::stringstream ss(slurp(dir + "/cells.csv"));
+    for (std::string line; std::getline(ss, line);)
+      if (line.find(",cnn,") != std::string::npos) rows += line + "\n";
+    return rows;
+  };
+  const std::string kept = cnn_rows(base);
+  ASSERT_EQ(lines(kept), 4);
+  const std::string recheck = " --resume --quiet" + checks;
+  const std::string probe = tmp_dir("recheck_count");
+  fs::copy(base, probe);
+  const std::vector<std::string> calls = counted_calls("sweep --out " + probe + recheck);
+  ASSERT_GT(calls.size(), 10u);
+  for (size_t n = 1; n <= calls.size(); n += kStride) {
+    const std::string dir = tmp_dir("recheck" + std::to_string(n));
+    fs::copy(base, dir);
+    const std::string at = "SIGKILL at call " + std::to_string(n) + " (" + calls[n - 1] + ")";
+    const Result killed = viewgap("sweep --out " + dir + recheck, shim_env() + " VIEWGAP_FAULT_KILL_AT=" + std::to_string(n));
+    ASSERT_EQ(killed.code, 128 + SIGKILL) << at << "\n" << killed.err;
+    const Result again = viewgap("sweep --out " + dir + recheck);
+    ASSERT_EQ(again.code, 0) << at << "\n" << again.err;
+    expect_identical(want, dir, at);
+    EXPECT_EQ(cnn_rows(dir), kept) << at;
+    EXPECT_EQ(listing(dir), kFinishedSweepFiles) << at << ": " << names(listing(dir));
+    fs::remove_all(dir);
+  }
+}
+
 // Resumes a finished copy of the small sweep after `damage`: every cell that
 // lost any of its rows runs again, and the tables come out as before.
 TEST(SweepFaults, ResumeRerunsEveryCellMissingRowsInAnyFile) {

@@ -305,6 +305,79 @@ TEST(Frontier, AModelsOwnChecksAreWholeToResume) {
   EXPECT_EQ(slurp(dir + "/frontier.csv"), frontier);
 }
 
+// ---- --resume with other checks of one model ----
+
+// cells.csv's lines of `model`, whole (the seconds included: a kept row's
+// are its first training's).
+std::vector<std::string> lines_of(const std::string& cells_csv, const std::string& model) {
+  std::vector<std::string> out;
+  std::stringstream ss(cells_csv);
+  for (std::string line; std::getline(ss, line);)
+    if (line.find("," + model + ",") != std::string::npos) out.push_back(line);
+  return out;
+}
+
+// A sweep resumed with another --model-eval-every for one model (a recheck)
+// trains that model again and keeps every other model's rows: its tables are
+// those of a sweep run with the new checks from the start (timing aside), the
+// kept rows the old ones to the byte, and only the rechecked model trains.
+// With a grid, the model read by the grid trains at every grid point and the
+// one shared between grid points once a seed, whichever is rechecked.
+TEST(Frontier, ARecheckTrainsOnlyTheModelWhoseChecksChanged) {
+  for (const std::string grid : {"", " --grid cnn-hidden=16,32"})
+    for (const std::string model : {"linear", "cnn"}) {
+      SCOPED_TRACE(model + grid);
+      const std::string other = model == "cnn" ? "linear" : "cnn";
+      const std::string base = fresh("recheck_" + model), want = fresh("recheck_want_" + model);
+      const std::string flags = " --seeds 0:1 --validation on" + grid + kFlags, checks = " --model-eval-every " + model + "=1:2";
+      ASSERT_EQ(run("sweep --out " + base + flags).code, 0);
+      ASSERT_EQ(run("sweep --out " + want + flags + checks).code, 0);
+      const std::string before = slurp(base + "/cells.csv");
+      // Without --resume, or beside another change, it is another sweep.
+      EXPECT_EQ(run("sweep --out " + base + flags + checks).code, 2);
+      const Outcome changed = run("sweep --out " + base + " --resume --lr 1e-3" + checks);
+      EXPECT_EQ(changed.code, 2);
+      EXPECT_NE(changed.err.find("--lr is"), std::string::npos) << changed.err;
+      EXPECT_EQ(slurp(base + "/cells.csv"), before);
+
+      const Outcome r = run("sweep --out " + base + " --resume" + checks);
+      ASSERT_EQ(r.code, 0) << r.err;
+      EXPECT_NE(r.err.find("rows of unfinished cells kept"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("trained again: " + model + "\n"), std::string::npos) << r.err;
+      for (const char* f : {"trajectory.csv", "frontier.csv", "summary.csv", "circle.csv", "azimuth.csv", "provenance.csv"})
+        EXPECT_EQ(slurp(base + "/" + f), slurp(want + "/" + f)) << f;
+      EXPECT_EQ(test::without_seconds(slurp(base + "/cells.csv")), test::without_seconds(slurp(want + "/cells.csv")));
+      EXPECT_EQ(lines_of(slurp(base + "/cells.csv"), other), lines_of(before, other));
+      const nlohmann::json meta = nlohmann::json::parse(slurp(base + "/meta.json")),
+                           fresh_meta = nlohmann::json::parse(slurp(want + "/meta.json"));
+      EXPECT_EQ(meta["config_hash"], fresh_meta["config_hash"]);
+      // A model the grid does not read trains once a seed; the other at each grid point.
+      const int seeds = 2, points = grid.empty() ? 1 : 2;
+      EXPECT_EQ(meta["trainings"]["models"], model == "cnn" ? seeds * points : seeds);
+      // Resumed again, it is whole: nothing trains.
+      const Outcome again = run("sweep --out " + base + " --resume --quiet");
+      ASSERT_EQ(again.code, 0) << again.err;
+      EXPECT_EQ(nlohmann::json::parse(slurp(base + "/meta.json"))["trainings"]["groups"], 0);
+    }
+}
+
+// A recheck's trainings in progress hold the old checks: refused while a
+// checkpoint is there, the directory untouched.
+TEST(Frontier, ARecheckWaitsForTheTrainingsInProgress) {
+  const std::string dir = fresh("recheck_ck");
+  const std::string flags = " --seeds 0:1 --validation on" + kFlags;
+  ASSERT_EQ(run("sweep --out " + dir + flags).code, 0);
+  std::filesystem::create_directories(dir + "/checkpoints");
+  std::ofstream(dir + "/checkpoints/cell-0-cnn.vgck") << "x";
+  const std::string meta = slurp(dir + "/meta.json");
+  const Outcome r = run("sweep --out " + dir + " --resume --model-eval-every cnn=1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(test::lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("--model-eval-every"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("trainings in progress"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(dir + "/meta.json"), meta);
+}
+
 // ---- agreement with --match-familiar ----
 
 struct Checks {
