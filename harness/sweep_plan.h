@@ -65,6 +65,8 @@ struct SweepPlan {
   bool in_shard(const SweepCell& c) const { return c.group % shards == shard; }
   // The cell whose training gives cell c its rows of models[k] (SweepCell::trained_in).
   int trained_in(const SweepCell& c, size_t k) const { return c.trained_in.empty() ? c.id : c.trained_in[k]; }
+  // Whether cell c's row of models[k] is kept from the tables (SweepCell::kKeptRow).
+  bool kept(const SweepCell& c, size_t k) const { return trained_in(c, k) == SweepCell::kKeptRow; }
   // Per entry of grid_pairs, the models whose training differs between its two
   // grid points (a model shared by them would pair its rows with themselves).
   std::vector<std::vector<std::string>> grid_pair_models;

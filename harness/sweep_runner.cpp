@@ -174,7 +174,7 @@ SweepRun::SweepRun(const SweepPlan& plan, std::chrono::steady_clock::time_point 
   {
     std::map<std::pair<int, std::string>, const CellRow*> done_row;
     for (const CellRow& r : rows_) done_row[{r.cell, r.model}] = &r;
-    auto kept = [&](int id, size_t k) { return plan.trained_in(plan.cells[size_t(id)], k) == SweepCell::kKeptRow; };
+    auto kept = [&](int id, size_t k) { return plan.kept(plan.cells[size_t(id)], k); };
     for (const CellRow& r : alone) {
       const size_t k = size_t(std::find(plan.models.begin(), plan.models.end(), r.model) - plan.models.begin());
       if (kept(r.cell, k)) done_row[{r.cell, r.model}] = &r;
@@ -249,7 +249,7 @@ void SweepRun::write_tables_landed(int landing) {
   for (int id : keeps_) {
     const std::vector<std::optional<CellRow>>& got = pending_.at(id);
     for (size_t k = 0; k < got.size(); ++k)
-      if (id == landing || (got[k] && plan_.trained_in(plan_.cells[size_t(id)], k) == SweepCell::kKeptRow))
+      if (id == landing || (got[k] && plan_.kept(plan_.cells[size_t(id)], k)))
         sorted.push_back(*got[k]);
   }
   sort_rows(sorted, plan_.models);
