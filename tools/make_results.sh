@@ -349,9 +349,9 @@ verdict_toys_steps() {
   # 16 and 0.34-0.50 by step 64 (the 10 seeds of both protocols), so checks
   # 16 steps apart read it 0.08 (azimuth) and 0.09 (elevation) below the
   # paper-recipe rows' levels on average, up to 0.20 (levels 0.58 and 0.63;
-  # the rows flagged their matches loose). Checks change no training, so
-  # rerun on sweeps made with other checks the part resumes each with these,
-  # keeping convcaps's rows and training cnn-paper again (a recheck: docs/cli.md).
+  # the rows flagged their matches loose). Checks change no training, so a
+  # rerun over sweeps made with other checks resumes each with these, keeping
+  # convcaps's rows and training cnn-paper again (a recheck: docs/cli.md).
   # Checkpointed: rerunning the part resumes each sweep. PROTOCOLS picks the
   # protocols (default: azimuth elevation).
   local toys_world="" protocol
