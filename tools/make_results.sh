@@ -312,7 +312,9 @@ resumable_sweeps_step() {  # label, prefix, splits, sweep flags (--split A,B): r
 }
 in_plane_sweeps() {  # label, prefix, flags function: a sweep of each of PROTOCOLS; rotation and affine as one, as they train alike
   local label=$1 prefix=$2 flags=$3 protocols=" ${PROTOCOLS:-translation rotation affine} " protocol joint=""
-  case "$protocols" in *" rotation "*" affine "* | *" affine "*" rotation "*) joint=1 ;; esac
+  # Two tests, not one pattern: in " rotation affine " the space between them
+  # belongs to both words.
+  case "$protocols" in *" rotation "*) case "$protocols" in *" affine "*) joint=1 ;; esac ;; esac
   for protocol in $protocols; do
     if [ -n "$joint" ] && [ "$protocol" = rotation ]; then
       # Trained without a turn or an affine change, the two train on the same
