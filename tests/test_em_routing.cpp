@@ -272,11 +272,19 @@ TEST(EmRouting, BackwardAccumulatesAndInputActivationsGetNoGradient) {
   Routing r(2, 1100);
   r.forward();
   const auto G_mu = test::randn(r.mu.size(), 1101), G_a = test::randn(r.a.size(), 1102);
-  std::vector<float> dV1(r.V.size(), 0.f), dV2(r.V.size(), 0.5f), d1(J, 0.f), d2(J, 0.f), e1(J, 0.f), e2(J, 1.f);
+  ASSERT_EQ(r.cfg.grad, EmGrad::stopgrad);
+  std::vector<float> dV1(r.V.size(), 0.f), dV2(r.V.size(), 0.5f), d1(J, 0.f), d2(J, 0.25f), e1(J, 0.f), e2(J, 1.f);
+  // The stop-gradient scheme may be handed a da_in_logit buffer; it must leave it alone.
+  std::vector<float> da(size_t(r.B) * I, 7.f);
   em_routing_backward(dV1.data(), nullptr, d1.data(), e1.data(), G_mu.data(), G_a.data(), r.V.data(), r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg);
-  em_routing_backward(dV2.data(), nullptr, d2.data(), e2.data(), G_mu.data(), G_a.data(), r.V.data(), r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg);
+  em_routing_backward(dV2.data(), da.data(), d2.data(), e2.data(), G_mu.data(), G_a.data(), r.V.data(), r.mu.data(), r.a.data(), r.st, r.B, I, J, r.cfg);
   for (size_t k = 0; k < dV1.size(); ++k) EXPECT_NEAR(dV2[k], dV1[k] + 0.5f, 1e-5);
+  for (int j = 0; j < J; ++j) EXPECT_NEAR(d2[j], d1[j] + 0.25f, 1e-5);
   for (int j = 0; j < J; ++j) EXPECT_NEAR(e2[j], e1[j] + 1.f, 1e-5);
+  for (float x : da) EXPECT_EQ(x, 7.f);
+  // Accumulation would hide a backward that writes nothing: the gradients themselves are not zero.
+  const auto nonzero = [](const std::vector<float>& v) { return std::any_of(v.begin(), v.end(), [](float x) { return x != 0.f; }); };
+  EXPECT_TRUE(nonzero(dV1) && nonzero(d1) && nonzero(e1));
 }
 
 }  // namespace

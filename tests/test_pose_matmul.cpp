@@ -83,12 +83,24 @@ TEST_P(PoseMatmulVariant, MatchesScalarAtTileSizesAndMisalignedPointers) {
     std::vector<float> dMr(B * I * 16 + 1, 0.f), dWr(I * J * 16 + 1, 0.f), dMv(dMr), dWv(dWr);
     pose_matmul_backward_f32__scalar(dMr.data() + 1, dWr.data() + 1, G, M, W, B, I, J);
     k.backward(dMv.data() + 1, dWv.data() + 1, G, M, W, B, I, J);
-    // dM sums 4 J terms, dW sums 4 B terms: bound by terms * eps * (sum of |products|),
-    // estimated from the operands' RMS (all entries are N(0,1)).
-    const double tol_m = 4.0 * J * 4 * FLT_EPSILON * 4.0 * J * 3 * 3;
-    const double tol_w = 4.0 * B * 4 * FLT_EPSILON * 4.0 * B * 3 * 3;
-    for (size_t q = 1; q < dMr.size(); ++q) ASSERT_NEAR(dMv[q], dMr[q], tol_m) << isa_name(k.isa) << " B=" << B;
-    for (size_t q = 1; q < dWr.size(); ++q) ASSERT_NEAR(dWv[q], dWr[q], tol_w) << isa_name(k.isa) << " B=" << B;
+    // dM sums 4 J terms, dW sums 4 B terms, in any order: each side within
+    // terms * eps * (the sum of the products' magnitudes) of the exact sum.
+    std::vector<double> magM(size_t(B) * I * 16, 0.0), magW(size_t(I) * J * 16, 0.0);
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < I; ++i)
+        for (int j = 0; j < J; ++j)
+          for (int r = 0; r < 4; ++r)
+            for (int c = 0; c < 4; ++c) {
+              const double g = std::fabs(G[((b * I + i) * J + j) * 16 + r * 4 + c]);
+              for (int q = 0; q < 4; ++q) {
+                magM[(b * I + i) * 16 + r * 4 + q] += g * std::fabs(W[(i * J + j) * 16 + q * 4 + c]);
+                magW[(i * J + j) * 16 + q * 4 + c] += g * std::fabs(M[(b * I + i) * 16 + r * 4 + q]);
+              }
+            }
+    for (size_t q = 0; q < magM.size(); ++q)
+      ASSERT_NEAR(dMv[q + 1], dMr[q + 1], 2 * 4.0 * J * FLT_EPSILON * magM[q] + 1e-30) << isa_name(k.isa) << " B=" << B;
+    for (size_t q = 0; q < magW.size(); ++q)
+      ASSERT_NEAR(dWv[q + 1], dWr[q + 1], 2 * 4.0 * B * FLT_EPSILON * magW[q] + 1e-30) << isa_name(k.isa) << " B=" << B;
   }
 }
 

@@ -132,6 +132,7 @@ TEST(LrSchedule, DefaultsLeaveTheRunAsItWasAndASchedulesActs) {
   EXPECT_NE(cosine["fingerprint"], plain["fingerprint"]);
   // The first step is at the base rate: the first two losses are the plain run's, the third is not.
   EXPECT_EQ(cosine["models"][0]["step_loss"][0], plain["models"][0]["step_loss"][0]);
+  EXPECT_EQ(cosine["models"][0]["step_loss"][1], plain["models"][0]["step_loss"][1]);
   EXPECT_NE(cosine["models"][0]["step_loss"][2], plain["models"][0]["step_loss"][2]);
   // The spread margin's schedules: linear is today's, official acts.
   const nlohmann::json spread = run_json("--models caps --loss spread");
