@@ -15,6 +15,7 @@
 #include "data/plane_views.h"
 #include "harness/run_flags.h"
 #include "models/loss.h"
+#include "tests/gradcheck.h"
 #include "tests/test_util.h"
 
 namespace vg {
@@ -354,10 +355,10 @@ TEST(ImageShape, EveryRegisteredModelsGradientHoldsOnALargerCanvas) {
              m->model_loss();
     };
     std::vector<float> d(size_t(B) * shape.classes);
-    const double loss0 = loss(d.data());
+    loss(d.data());
     m->backward(d.data(), B);
     const std::vector<float> grad = m->params().grads();
-    test::check_tensor_gradients(m->params(), grad, loss0, [&] { return loss(nullptr); }, 1e-3, "");
+    test::check_tensor_gradients(m->params(), grad, [&] { return loss(nullptr); }, 1e-3, "");
     m->set_training_labels(nullptr);
   }
 }

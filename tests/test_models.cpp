@@ -17,6 +17,7 @@
 #include "models/capsnet.h"
 #include "models/cnn.h"
 #include "models/registry.h"
+#include "tests/gradcheck.h"
 #include "tests/test_util.h"
 
 namespace vg {
@@ -199,10 +200,10 @@ double loss_of(Model& m, const std::vector<float>& x, const std::vector<int>& y,
 
 // For each tensor: the directional derivative along the analytic gradient, and
 // per-coordinate derivatives of its largest-gradient entries, by central
-// differences. ReLU kinks and float rounding bound the agreement to ~1e-2.
-// The test point: seeded init, then conv1.bias = 0.1 so the (mostly black)
-// background's pre-activations sit away from the ReLU kink at 0, where a
-// difference quotient straddles two slopes.
+// differences on a ladder of steps (tests/gradcheck.h). The test point:
+// seeded init, then conv1.bias = 0.1 so the (mostly black) background's
+// pre-activations sit away from the ReLU kink at 0, where a difference
+// quotient straddles two slopes.
 void move_off_relu_kink(Model& m) {
   ParamSet& p = m.params();
   for (int t = 0; t < p.num_tensors(); ++t)
@@ -213,11 +214,11 @@ void check_model_gradients(Model& m, const std::vector<float>& x, const std::vec
                            const std::function<void(bool)>& freeze, double h = 1e-3) {
   move_off_relu_kink(m);
   std::vector<float> d(size_t(B) * kNumClasses);
-  const double loss0 = loss_of(m, x, y, B, d.data());
+  loss_of(m, x, y, B, d.data());
   m.backward(d.data(), B);
   const std::vector<float> grad = m.params().grads();
   freeze(true);
-  test::check_tensor_gradients(m.params(), grad, loss0, [&] { return loss_of(m, x, y, B); }, h, m.name() + " ");
+  test::check_tensor_gradients(m.params(), grad, [&] { return loss_of(m, x, y, B); }, h, m.name() + " ");
   freeze(false);
 }
 
@@ -245,6 +246,9 @@ TEST(GradientCheck, CapsNetOnActivationsWithSpreadAndMarginLossMatchesFiniteDiff
   for (LossKind kind : {LossKind::spread, LossKind::margin}) {
     CapsConfig c;
     c.loss.kind = kind;
+    // The official code's inverse temperature: at the seed's lambda = 1 every
+    // class activation at this point rounds to 1, and the loss is flat in float.
+    c.em.lambda = 0.01f;
     CapsNet caps(c, B);
     caps.init(11);
     SCOPED_TRACE(loss_name(kind));
@@ -267,15 +271,14 @@ TEST(GradientCheck, CapsNetFullBackpropThrough1To3IterationsMatchesFiniteDiffere
       c.em.grad = EmGrad::full;
       c.em.iters = iters;
       c.loss.kind = kind;
+      if (kind == LossKind::spread) c.em.lambda = 0.01f;  // as in the test above: unsaturated activations
       CapsNet caps(c, B);
       caps.init(11);
       SCOPED_TRACE(std::to_string(iters) + " iterations, " + loss_name(kind));
       // After 3 iterations some class's variance sits at its floor here, so the
       // E-step's likelihood is steep: the loss bends on a scale of ~1e-4 in
-      // weight space and the difference quotient needs a smaller step (its
-      // float noise term grows as 1/h; the kernel test checks 3 iterations in
-      // double precision).
-      check_model_gradients(caps, x, y, B, [](bool) {}, iters < 3 ? 1e-3 : 3e-5);
+      // weight space, inside the ladder's lower steps.
+      check_model_gradients(caps, x, y, B, [](bool) {});
       // The primary activation logits (the last 8 biases) now get a gradient.
       const float* gb = caps.params().grad(caps.prim_b);
       double act = 0;
@@ -321,10 +324,10 @@ void check_registered_model_gradients(const std::string& name, const std::vector
            m->model_loss();
   };
   std::vector<float> d(size_t(B) * C);
-  const double loss0 = loss(d.data());
+  loss(d.data());
   m->backward(d.data(), B);
   const std::vector<float> grad = m->params().grads();
-  test::check_tensor_gradients(m->params(), grad, loss0, [&] { return loss(nullptr); }, h, name + " ");
+  test::check_tensor_gradients(m->params(), grad, [&] { return loss(nullptr); }, h, name + " ");
   m->set_training_labels(nullptr);
 }
 
@@ -536,10 +539,10 @@ namespace {
 // The official code's options through the whole model (the kernels' own
 // checks, tests/test_em_routing.cpp and test_conv_em_routing_backward.cpp,
 // cover each option in double; here the model passes them on): convcaps with
-// the mean carry and the class layer's quarter lambda, full backward, against
-// central differences of the training loss. (The official logit's 5000 beta_a
-// bends the loss over ~2e-4 of beta_a, below this float check's step; its
-// model path is the same EmConfig.)
+// the official logit, the mean carry and the class layer's quarter lambda,
+// full backward, against central differences of the training loss. (The
+// official logit's 5000 beta_a bends the loss over ~2e-4 of beta_a: the
+// ladder's lower steps.)
 TEST(GradientCheck, OfficialRoutingOptionsThroughWholeModelsMatchFiniteDifferences) {
   const int B = 3;
   std::vector<int> y;
@@ -550,14 +553,15 @@ TEST(GradientCheck, OfficialRoutingOptionsThroughWholeModelsMatchFiniteDifferenc
     for (const auto& [k, v] : find_model(name)->exact_gradient_options) opts[k] = v;
     opts["em-mean"] = "official";
     opts["em-class-lambda"] = "official";
+    opts["em-logit"] = "official";
     std::unique_ptr<Model> m = make_model(name, opts, B, 1);
     m->init(13);
     move_off_relu_kink(*m);
     std::vector<float> d(size_t(B) * kNumClasses);
-    const double loss0 = loss_of(*m, x, y, B, d.data());
+    loss_of(*m, x, y, B, d.data());
     m->backward(d.data(), B);
     const std::vector<float> grad = m->params().grads();
-    test::check_tensor_gradients(m->params(), grad, loss0, [&] { return loss_of(*m, x, y, B); }, 1e-3, name + " ");
+    test::check_tensor_gradients(m->params(), grad, [&] { return loss_of(*m, x, y, B); }, 1e-3, name + " ");
   }
 }
 

@@ -115,53 +115,6 @@ inline std::vector<float> sample_images(int B, std::vector<int>* labels) {
   return x;
 }
 
-// The models' finite-difference check of an analytic gradient `grad` (all of
-// p's tensors, flat): per tensor, the derivative along grad / |grad| against
-// |grad|, and the three largest entries one by one, by central differences of
-// `loss` with step h. The forward pass is float, so a quotient cannot resolve
-// less than ~ eps * |loss0| / h; agreement within 2e-2 (direction) and 3e-2
-// (entries) of the gradient plus that noise. `who` prefixes each failure.
-inline void check_tensor_gradients(ParamSet& p, const std::vector<float>& grad, double loss0,
-                                   const std::function<double()>& loss, double h, const std::string& who) {
-  auto noise = [&](double step) { return 8.0 * FLT_EPSILON * std::fabs(loss0) / step; };
-  for (int t = 0; t < p.num_tensors(); ++t) {
-    const auto& T = p.tensor(t);
-    float* w = p.value(t);
-    const float* g = grad.data() + T.offset;
-    double gnorm = 0;
-    for (size_t k = 0; k < T.size; ++k) gnorm += double(g[k]) * g[k];
-    gnorm = std::sqrt(gnorm);
-    if (gnorm == 0) {
-      ADD_FAILURE() << who << T.name << ": zero gradient";
-      continue;
-    }
-    // Along u = g / |g| the derivative is |g|.
-    const std::vector<float> w0(w, w + T.size);
-    auto at = [&](double s) {
-      for (size_t k = 0; k < T.size; ++k) w[k] = float(w0[k] + s * g[k] / gnorm);
-      return loss();
-    };
-    const double fd = (at(h) - at(-h)) / (2 * h);
-    std::copy(w0.begin(), w0.end(), w);
-    EXPECT_NEAR(fd, gnorm, 2e-2 * gnorm + noise(h)) << who << T.name;
-    // The three largest entries one by one.
-    std::vector<size_t> idx(T.size);
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + std::min<size_t>(3, T.size), idx.end(),
-                      [&](size_t a, size_t b) { return std::fabs(g[a]) > std::fabs(g[b]); });
-    for (size_t q = 0; q < std::min<size_t>(3, T.size); ++q) {
-      const size_t k = idx[q];
-      const float hk = float(h);
-      w[k] = w0[k] + hk;
-      const double fp = loss();
-      w[k] = w0[k] - hk;
-      const double fm = loss();
-      w[k] = w0[k];
-      EXPECT_NEAR((fp - fm) / (2 * hk), g[k], 3e-2 * std::fabs(g[k]) + noise(hk)) << who << T.name << "[" << k << "]";
-    }
-  }
-}
-
 // A shell command's exit status (as pclose gives it; -1 if it could not
 // start) and its output: how the tests call their numpy references.
 struct Captured {
