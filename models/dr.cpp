@@ -282,15 +282,18 @@ std::vector<LayerInfo> DrNet::layers(int B) const {
 std::string DrNet::first_non_finite_layer(int B) const {
   const size_t b = size_t(B);
   const int I = cfg_.n_primary, J = cfg_.n_classes;
-  if (!all_finite(conv_out_.data(), b * conv_shape_.out_size())) return "conv1";
+  // A non-finite image shows in conv1 or only in the reconstruction loss, as
+  // the ISA's conv + ReLU passes a NaN on (oneDNN at SSE4.1) or maps it to 0
+  // (at AVX-512): either way the message names the input.
+  const bool bad_input = !all_finite(images_, b * pixels());
+  if (!all_finite(conv_out_.data(), b * conv_shape_.out_size()))
+    return bad_input ? "conv1 (non-finite input image)" : "conv1";
   if (!all_finite(u_.data(), b * I * kDrInDim)) return "primary";
   if (!all_finite(uhat_.data(), b * I * J * kDrOutDim)) return "predictions";
   if (!all_finite(v_.data(), b * J * kDrOutDim) || !all_finite(len_.data(), b * J)) return "class (dynamic routing)";
   if (has_decoder() && !all_finite(rec_.data(), b * pixels())) return "decoder";
-  // The reconstruction loss also reads the images: oneDNN's conv + ReLU maps a
-  // NaN pixel to 0, so a NaN image shows first (and only) here.
   if (!std::isfinite(recon_loss_))
-    return all_finite(images_, b * pixels()) ? "decoder (reconstruction loss)" : "reconstruction loss (non-finite input image)";
+    return bad_input ? "reconstruction loss (non-finite input image)" : "decoder (reconstruction loss)";
   return "";
 }
 
