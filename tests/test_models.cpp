@@ -211,14 +211,14 @@ void move_off_relu_kink(Model& m) {
 }
 
 void check_model_gradients(Model& m, const std::vector<float>& x, const std::vector<int>& y, int B,
-                           const std::function<void(bool)>& freeze, double h = 1e-3) {
+                           const std::function<void(bool)>& freeze) {
   move_off_relu_kink(m);
   std::vector<float> d(size_t(B) * kNumClasses);
   loss_of(m, x, y, B, d.data());
   m.backward(d.data(), B);
   const std::vector<float> grad = m.params().grads();
   freeze(true);
-  test::check_tensor_gradients(m.params(), grad, [&] { return loss_of(m, x, y, B); }, h, m.name() + " ");
+  test::check_tensor_gradients(m.params(), grad, [&] { return loss_of(m, x, y, B); }, 1e-3, m.name() + " ");
   freeze(false);
 }
 
