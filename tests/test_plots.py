@@ -708,6 +708,30 @@ class PlotTest(unittest.TestCase):
         self.assertIn("Hinton, Sabour & Frosst 2018, Table 2 (smallNORB) | azimuth |", md)
         self.assertNotIn("affNIST", md)
 
+    def test_verdict_table_counts_a_shared_training_where_it_ran(self):
+        """One training that served two protocols writes its time in one protocol's rows; the
+        other's rows of that seed each hold the group's evaluation time. Each protocol's budget
+        counts the training where it ran; a training run again on its own keeps its own time, and
+        one whose checks differ is another training."""
+        v = verdict_module()
+        rows = {"rot": [(0, "1000", "100", "100"), (1, "900", "90", "90"), (2, "800", "80", "80")],
+                "aff": [(0, "100", "100", "100"), (1, "950", "95", "95"), (2, "70", "70", "70")]}
+        checks = {"rot": {0: "0.3", 1: "0.4", 2: "0.2"}, "aff": {0: "0.3", 1: "0.4", 2: "0.25"}}
+        sweeps = {}
+        for p in rows:
+            d = sweeps[p] = self.path(p)
+            os.makedirs(d)
+            with open(os.path.join(d, "cells.csv"), "w") as f:
+                f.write("seed,grid,model,status,steps,seconds,n_params\n")
+                f.writelines(f"{seed},,caps,ok,100,{x},7\n" for seed, *xs in rows[p] for x in xs)
+            with open(os.path.join(d, "trajectory.csv"), "w") as f:
+                f.write("cell,seed,gap,grid,model,epoch,step,validation_error,familiar_error,heldout_error\n")
+                f.writelines(f"0,{seed},{gap},,caps,1,50,{e},0.5,0.5\n" for seed, e in checks[p].items()
+                             for gap in (1, 2, 3))
+        secs = {p: {k[2]: x for k, x in s_.items()} for p, (_, s_) in v.training_seconds(sweeps, "caps", "cnn").items()}
+        # Seed 0 ran in rot's group; seed 1 ran in each; seed 2's checks differ: aff's is its own.
+        self.assertEqual(secs, {"rot": {"0": 1200, "1": 1080, "2": 960}, "aff": {"0": 1200, "1": 1140, "2": 210}})
+
     def test_verdict_table_says_how_each_sweep_trained(self):
         """The training section reads each sweep's meta.json; the convcaps defaults it names are
         the binary's own (run --help marks them), so a change of default fails here first."""

@@ -201,27 +201,75 @@ def choose(frontier, group, caps, cnn, target):
     return both[0] if target is None else min(both, key=lambda lv: (round(abs(lv - target), 6), lv))
 
 
-def budget(protocol, d, caps, cnn):
-    """The budget rows of a sweep: per grid point and network, its trainings (one a seed), the
-    steps they reached and their mean core-hours: cells.csv's seconds of the seed's rows summed
-    over the gaps (a training's time is on its first gap's row, each other gap's row holds its
-    evaluation; each training runs on one core); none without cells.csv."""
+def trainings_of(d, caps, cnn):
+    """A sweep's trainings of the two networks: ({(grid, model): {seed: [steps reached, seconds,
+    the rows' seconds]}}, {(grid, model): the n_params its rows give}); seconds: cells.csv's of the
+    seed's rows summed over the gaps; ({}, {}) without cells.csv."""
     path = os.path.join(d, "cells.csv")
+    trainings, params = {}, {}  # params: a column older files lack
     if not os.path.lexists(path):
-        return []
-    trainings = {}  # (grid, model): {seed: [steps, seconds]}
-    params = {}  # (grid, model): the n_params its rows give (a column older files lack)
+        return trainings, params
     for r in read_rows(TOOL, path, CELLS):
         if r["model"] in (caps, cnn) and r["status"] == "ok":
-            t = trainings.setdefault((r["grid"], r["model"]), {}).setdefault(r["seed"], [0, 0.0])
+            t = trainings.setdefault((r["grid"], r["model"]), {}).setdefault(r["seed"], [0, 0.0, []])
             t[0] = max(t[0], int(number(path, r, "steps")))
             t[1] += number(path, r, "seconds")
+            t[2].append(r["seconds"])
             params.setdefault((r["grid"], r["model"]), set()).add(r.get("n_params") or "")
+    return trainings, params
+
+
+def checks_of(d, trainings):
+    """(grid, model, seed) -> its training's checks, the sorted (step, familiar validation error)
+    pairs as trajectory.csv writes them ({} without one; each gap's rows repeat them). One
+    training that served two sweeps (`sweep --split rotation,affine`) has the same checks in each."""
+    path = os.path.join(d, "trajectory.csv")
+    if not os.path.lexists(path):
+        return {}
+    checks = {}
+    for r in read_rows(TOOL, path, TRAJECTORY):
+        if (r["grid"], r["model"]) in trainings and r["validation_error"]:
+            checks.setdefault((r["grid"], r["model"], r["seed"]), set()).add((r["step"], r["validation_error"]))
+    return {k: tuple(sorted(v)) for k, v in checks.items()}
+
+
+def training_seconds(sweeps, caps, cnn):
+    """{protocol: ((trainings, params), {(grid, model, seed): seconds})} for sweeps {protocol: dir}:
+    the core-seconds of each training with its evaluations. A training's group writes its time on
+    its first row and the group's evaluation time on every row (harness/sweep_group.cpp), so a
+    protocol whose rows of a seed all hold the same seconds (two or more rows) evaluated a training
+    that ran in another protocol's group: it counts that protocol's sum, where the checks are the
+    same step for step."""
+    runs = {p: trainings_of(d, caps, cnn) for p, d in sweeps.items()}
+    checks = {p: checks_of(d, runs[p][0]) for p, d in sweeps.items()}
+
+    def elsewhere(p, key):
+        rows = runs[p][0][key[:2]][key[2]][2]
+        return len(rows) >= 2 and len(set(rows)) == 1
+
+    out = {}
+    for p in runs:
+        secs = {}
+        for (grid, model), t in runs[p][0].items():
+            for seed, (_, x, _) in t.items():
+                key = (grid, model, seed)
+                ran = [runs[q][0][(grid, model)][seed][1] for q in runs
+                       if q != p and key in checks[p] and checks[q].get(key) == checks[p][key]
+                       and seed in runs[q][0].get((grid, model), {}) and not elsewhere(q, key)]
+                secs[key] = ran[0] if elsewhere(p, key) and ran else x
+        out[p] = (runs[p], secs)
+    return out
+
+
+def budget(protocol, d, run, secs):
+    """The budget rows of a sweep: per grid point and network, its trainings (one a seed), the
+    steps they reached and their mean core-hours (`run` and `secs`: training_seconds's for it)."""
+    trainings, params = run
     lowest = lowest_checks(d, trainings)
     out = []
     for (grid, model), t in trainings.items():
-        steps = sorted(s for s, _ in t.values())
-        hours = sum(x for _, x in t.values()) / len(t) / 3600
+        steps = sorted(s for s, _, _ in t.values())
+        hours = sum(secs[(grid, model, seed)] for seed in t) / len(t) / 3600
         reach = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
         low = {seed: lowest[(grid, model, seed)] for seed in t if (grid, model, seed) in lowest}
         if low:
@@ -430,12 +478,13 @@ def main():
     main_rows, level_sections, counts, paired_counts, notes, budgets, trained = [], [], [], [], [], [], []
     axes = set()  # the sweeps' held-out axes: which published results they sit beside
     chosen = {}  # protocol: {gap: {matched level: [the recipes matched there]}}
+    seconds = training_seconds(sweeps, caps, cnn)
     for protocol, d in sweeps.items():
         f = Frontier(d)
         for m in (caps, cnn):
             if m not in f.models():
                 fail(f"{f.path}: no rows of model '{m}' (models: {', '.join(f.models())})")
-        budgets += budget(protocol, d, caps, cnn)
+        budgets += budget(protocol, d, *seconds[protocol])
         trained.append(training_text(protocol, d, caps))
         axes |= f.axes
         paper = paper_point(protocol, "CNN")
@@ -511,7 +560,8 @@ def main():
     lines += ["## The budget", "",
               "Each network's size and trainings under each recipe (one a seed; a network that reads no "
               "recipe's flag trains once a seed and is listed under each), the steps they reached and the core-hours "
-              "of one, mean over them (cells.csv: each training runs on one core); the lowest familiar "
+              "of one with its evaluations, mean over them (cells.csv: each training runs on one core; a "
+              "training that served several protocols is counted in each as where it ran); the lowest familiar "
               "validation error a training's checks reached in the first half of its steps and in all of "
               "them, mean over them (the first half is not a training half as long: the spread margin and "
               "any rate schedule run over the whole training), and how many reached their lowest in "
