@@ -139,4 +139,13 @@ inline void check_tensor_gradients(ParamSet& p, const std::vector<float>& grad, 
   }
 }
 
+// A whole model's test point: conv1.bias = 0.1, so that the (mostly black)
+// background's pre-activations sit away from the ReLU kink at 0, where a
+// difference quotient straddles two slopes.
+inline void move_off_relu_kink(Model& m) {
+  ParamSet& p = m.params();
+  for (int t = 0; t < p.num_tensors(); ++t)
+    if (p.tensor(t).name == "conv1.bias") std::fill_n(p.value(t), p.tensor(t).size, 0.1f);
+}
+
 }  // namespace vg::test

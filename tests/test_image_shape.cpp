@@ -344,9 +344,7 @@ TEST(ImageShape, EveryRegisteredModelsGradientHoldsOnALargerCanvas) {
     for (const auto& [k, v] : find_model(name)->exact_gradient_options) opts[k] = v;
     std::unique_ptr<Model> m = make_model(name, opts, B, shape);
     m->init(13);
-    ParamSet& p = m->params();  // conv1's pre-activations off the ReLU kink (test_models.cpp: move_off_relu_kink)
-    for (int t = 0; t < p.num_tensors(); ++t)
-      if (p.tensor(t).name == "conv1.bias") std::fill_n(p.value(t), p.tensor(t).size, 0.1f);
+    test::move_off_relu_kink(*m);
     m->set_training_labels(y.data());
     auto loss = [&](float* d) {
       std::vector<float> scratch(size_t(B) * shape.classes);

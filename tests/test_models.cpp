@@ -23,6 +23,7 @@
 namespace vg {
 namespace {
 
+using test::move_off_relu_kink;
 using test::sample_images;
 
 TEST(Models, ParameterCountsMatchTheSpec) {
@@ -200,16 +201,8 @@ double loss_of(Model& m, const std::vector<float>& x, const std::vector<int>& y,
 
 // For each tensor: the directional derivative along the analytic gradient, and
 // per-coordinate derivatives of its largest-gradient entries, by central
-// differences on a ladder of steps (tests/gradcheck.h). The test point:
-// seeded init, then conv1.bias = 0.1 so the (mostly black) background's
-// pre-activations sit away from the ReLU kink at 0, where a difference
-// quotient straddles two slopes.
-void move_off_relu_kink(Model& m) {
-  ParamSet& p = m.params();
-  for (int t = 0; t < p.num_tensors(); ++t)
-    if (p.tensor(t).name == "conv1.bias") std::fill_n(p.value(t), p.tensor(t).size, 0.1f);
-}
-
+// differences on a ladder of steps (tests/gradcheck.h), at the seeded init
+// moved off the ReLU kink (move_off_relu_kink).
 void check_model_gradients(Model& m, const std::vector<float>& x, const std::vector<int>& y, int B,
                            const std::function<void(bool)>& freeze) {
   move_off_relu_kink(m);
@@ -556,7 +549,7 @@ TEST(GradientCheck, OfficialRoutingOptionsThroughWholeModelsMatchFiniteDifferenc
     opts["em-logit"] = "official";
     std::unique_ptr<Model> m = make_model(name, opts, B, 1);
     m->init(13);
-    move_off_relu_kink(*m);
+    test::move_off_relu_kink(*m);
     std::vector<float> d(size_t(B) * kNumClasses);
     loss_of(*m, x, y, B, d.data());
     m->backward(d.data(), B);
