@@ -728,7 +728,7 @@ class PlotTest(unittest.TestCase):
                 f.write("cell,seed,gap,grid,model,epoch,step,validation_error,familiar_error,heldout_error\n")
                 f.writelines(f"0,{seed},{gap},,caps,1,50,{e},0.5,0.5\n" for seed, e in checks[p].items()
                              for gap in (1, 2, 3))
-        secs = {p: {k[2]: x for k, x in s_.items()} for p, (_, s_) in v.training_seconds(sweeps, "caps", "cnn").items()}
+        secs = {p: {k[2]: x for k, x in s_.items()} for p, (_, _, s_) in v.training_seconds(sweeps, "caps", "cnn").items()}
         # Seed 0 ran in rot's group; seed 1 ran in each; seed 2's checks differ: aff's is its own.
         self.assertEqual(secs, {"rot": {"0": 1200, "1": 1080, "2": 960}, "aff": {"0": 1200, "1": 1140, "2": 210}})
 

@@ -221,20 +221,27 @@ def trainings_of(d, caps, cnn):
 
 def checks_of(d, trainings):
     """(grid, model, seed) -> its training's checks, the sorted (step, familiar validation error)
-    pairs as trajectory.csv writes them ({} without one; each gap's rows repeat them). One
-    training that served two sweeps (`sweep --split rotation,affine`) has the same checks in each."""
+    pairs from trajectory.csv ({} without one; each gap's rows repeat them, an empty error is no
+    check). One training that served two sweeps (`sweep --split rotation,affine`) has the same
+    checks in each."""
     path = os.path.join(d, "trajectory.csv")
     if not os.path.lexists(path):
         return {}
     checks = {}
     for r in read_rows(TOOL, path, TRAJECTORY):
-        if (r["grid"], r["model"]) in trainings and r["validation_error"]:
-            checks.setdefault((r["grid"], r["model"], r["seed"]), set()).add((r["step"], r["validation_error"]))
+        if (r["grid"], r["model"]) not in trainings:
+            continue
+        e, step = number(path, r, "validation_error"), number(path, r, "step")
+        if step != step:  # NaN: an empty cell
+            fail(f"{path}: a row without its step")
+        if e == e:  # an empty validation error (NaN) is no check
+            checks.setdefault((r["grid"], r["model"], r["seed"]), set()).add((int(step), e))
     return {k: tuple(sorted(v)) for k, v in checks.items()}
 
 
 def training_seconds(sweeps, caps, cnn):
-    """{protocol: ((trainings, params), {(grid, model, seed): seconds})} for sweeps {protocol: dir}:
+    """{protocol: ((trainings, params), checks, {(grid, model, seed): seconds})} for sweeps
+    {protocol: dir} (trainings_of's, checks_of's):
     the core-seconds of each training with its evaluations. A training's group writes its time on
     its first row and the group's evaluation time on every row (harness/sweep_group.cpp), so a
     protocol whose rows of a seed all hold the same seconds (two or more rows) evaluated a training
@@ -257,15 +264,16 @@ def training_seconds(sweeps, caps, cnn):
                        if q != p and key in checks[p] and checks[q].get(key) == checks[p][key]
                        and seed in runs[q][0].get((grid, model), {}) and not elsewhere(q, key)]
                 secs[key] = ran[0] if elsewhere(p, key) and ran else x
-        out[p] = (runs[p], secs)
+        out[p] = (runs[p], checks[p], secs)
     return out
 
 
-def budget(protocol, d, run, secs):
+def budget(protocol, run, checks, secs):
     """The budget rows of a sweep: per grid point and network, its trainings (one a seed), the
-    steps they reached and their mean core-hours (`run` and `secs`: training_seconds's for it)."""
+    steps they reached and their mean core-hours (`run`, `checks`, `secs`: training_seconds's
+    for it)."""
     trainings, params = run
-    lowest = lowest_checks(d, trainings)
+    lowest = lowest_checks(checks, trainings)
     out = []
     for (grid, model), t in trainings.items():
         steps = sorted(s for s, _, _ in t.values())
@@ -359,27 +367,15 @@ def training_text(protocol, d, caps):
     return f"- {protocol}: " + "; ".join(parts) + "."
 
 
-def lowest_checks(d, trainings):
+def lowest_checks(checks, trainings):
     """(grid, model, seed) -> (the lowest familiar validation error of the training's checks, the
     step of the first check that reached it, the lowest of its checks in the first half of the
-    steps it reached: what half the budget would have given), from trajectory.csv; {} without one."""
-    path = os.path.join(d, "trajectory.csv")
-    if not os.path.lexists(path):
-        return {}
-    checks = {}
-    for r in read_rows(TOOL, path, TRAJECTORY):
-        if (r["grid"], r["model"]) not in trainings:
-            continue
-        e, step = number(path, r, "validation_error"), number(path, r, "step")
-        if step != step:  # NaN: an empty cell
-            fail(f"{path}: a row without its step")
-        if e == e:  # an empty validation error (NaN) is no check
-            checks.setdefault((r["grid"], r["model"], r["seed"]), []).append((e, int(step)))
+    steps it reached: what half the budget would have given), from checks_of's `checks`."""
     out = {}
     for (grid, model, seed), c in checks.items():
         reached = trainings[(grid, model)].get(seed, [0])[0]
-        half = [e for e, step in c if 2 * step <= reached]
-        out[(grid, model, seed)] = min(c) + (min(half) if half else math.nan,)
+        half = [e for step, e in c if 2 * step <= reached]
+        out[(grid, model, seed)] = min((e, step) for step, e in c) + (min(half) if half else math.nan,)
     return out
 
 
@@ -484,7 +480,7 @@ def main():
         for m in (caps, cnn):
             if m not in f.models():
                 fail(f"{f.path}: no rows of model '{m}' (models: {', '.join(f.models())})")
-        budgets += budget(protocol, d, *seconds[protocol])
+        budgets += budget(protocol, *seconds[protocol])
         trained.append(training_text(protocol, d, caps))
         axes |= f.axes
         paper = paper_point(protocol, "CNN")
