@@ -857,6 +857,43 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(v.yardstick_at(yf, 0, "cnn136", [], 0.001, counts), "0.001 | — | — (0/5 seeds reached it) |")
         self.assertEqual(counts, [])
 
+    def test_fashion_table_gives_parameters_and_learning_curves_of_whole_seeds(self):
+        """fashion_table.py: each model's parameter count from cells.csv, and its test accuracy by
+        epoch over the seeds whose curve is whole (a seed still training is left out), with the
+        seeds' range and their best epochs."""
+        d = self.path("fashion")
+        s = os.path.join(d, "trained")
+        os.makedirs(s)
+        for f in ("nn1.json", "nn1_numpy.json"):
+            shutil.copy(os.path.join(ROOT, "results", "fashion_mnist", f), d)
+        with open(os.path.join(s, "meta.json"), "w") as f:
+            json.dump({"config": {"run_flags": {"n-epochs": 3}}}, f)
+        head = ("grid,axis,unit,gap,true_gap,kind,model,metric,seeds,n,mean,sd,median,iqm,ci_lo,ci_hi,"
+                "wins,ties,losses,prob_improvement,p_value\n")
+        with open(os.path.join(s, "summary.csv"), "w") as f:
+            f.write(head + ",none,deg,0,0,model,convcaps,heldout,2,2,0.8,0.01,0.8,0.8,0.79,0.81,,,,,\n")
+        with open(os.path.join(s, "cells.csv"), "w") as f:
+            f.write("cell,seed,model,status,n_params\n0,0,convcaps,ok,68444\n1,1,convcaps,ok,68444\n"
+                    "2,2,convcaps,interrupted,0\n")
+        # Seeds 0 and 1 whole; seed 2 stopped after epoch 1 and is left out. Errors chosen so that
+        # seed 0 is best at epoch 2 and seed 1 at epoch 3.
+        errors = {0: (0.3, 0.1, 0.2), 1: (0.4, 0.3, 0.2), 2: (0.9,)}
+        with open(os.path.join(s, "trajectory.csv"), "w") as f:
+            f.write("cell,seed,gap,grid,model,epoch,step,validation_error,familiar_error,heldout_error\n")
+            for seed, errs in errors.items():
+                for e, err in enumerate(errs, 1):
+                    f.write(f"{seed},{seed},0,,convcaps,{e},{e * 10},nan,{err},{err}\n")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fashion_table.py"), "--dir", d],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(d, "table.md")) as f:
+            md = f.read().splitlines()
+        row = next(l for l in md if l.startswith("| `convcaps` | "))
+        self.assertEqual(row.split(" | ")[1:5], ["68,444", "2", "3", "0.8000 [0.7900, 0.8100] (`trained/`)"])
+        self.assertIn("| model | seeds | epoch 1 | epoch 2 | epoch 3 | best epoch |", md)
+        self.assertIn("| `convcaps` (trained/) | 2 | 0.6500 [0.6000, 0.7000] | 0.8000 [0.7000, 0.9000] | "
+                      "0.8000 [0.8000, 0.8000] | 0.8500 (epoch 2–3) |", md)
+
     def test_verdict_table_errors_are_one_line(self):
         """Bad flags, a missing or headless frontier, an absent network and an output that is a
         directory: one line naming it, exit 2, nothing written."""
