@@ -53,8 +53,8 @@ P_QUOTED = re.compile(r"p = (\d[\d.]*(?:e-?\d+)?)")
 P_CELL = re.compile(r"^\d[\d.]*(?:e-?\d+)?$")
 BARE = re.compile(r"(?<![\d.])\d\.\d{3}(?!\d)")
 
-# Quoted from the tables as they were before commit 52a3403 changed how the dataset is
-# made (regenerated in b9e602d), allowed only in docs/results.md and only in a
+# Quoted from the tables as they were before a change to how the dataset is made (each
+# entry names the commit whose tables hold it), allowed only in docs/results.md and only in a
 # paragraph or row that says "before": number -> (commit, file, grid, gap, kind,
 # model, metric, what is quoted: "ci" or "mean").
 HISTORICAL_DOC = "docs/results.md"
