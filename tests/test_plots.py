@@ -893,6 +893,19 @@ class PlotTest(unittest.TestCase):
         self.assertIn("| model | seeds | epoch 1 | epoch 2 | epoch 3 | best epoch |", md)
         self.assertIn("| `convcaps` (trained/) | 2 | 0.6500 [0.6000, 0.7000] | 0.8000 [0.7000, 0.9000] | "
                       "0.8000 [0.8000, 0.8000] | 0.8500 (epoch 2–3) |", md)
+        # The same sweep by the official code's routing: its rows name the recipe.
+        o = os.path.join(d, "official")
+        shutil.copytree(s, o)
+        with open(os.path.join(o, "meta.json"), "w") as f:
+            json.dump({"config": {"run_flags": {"n-epochs": 3, "em-logit": "official", "em-norm": "official",
+                                                "em-mean": "official", "em-class-lambda": "official"}}}, f)
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "fashion_table.py"), "--dir", d],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(d, "table.md")) as f:
+            md = f.read().splitlines()
+        self.assertEqual([l.split(" | ")[0] for l in md if "0.7900, 0.8100" in l],
+                         ["| `convcaps` (the official code's routing)", "| `convcaps`"])
 
     def test_verdict_table_errors_are_one_line(self):
         """Bad flags, a missing or headless frontier, an absent network and an output that is a

@@ -66,18 +66,31 @@ def read_json(path):
         fail(f"{path}: not JSON ({e})")
 
 
+# The EM routing's four options where the paper and its official code (capsule_em) differ
+# (docs/models.md): a sweep that sets them names its recipe beside the model.
+ROUTING_FLAGS = ("em-logit", "em-norm", "em-mean", "em-class-lambda")
+
+
+def recipe(flags):
+    """How a sweep's run flags route, for its rows' label: "" at the paper's routing."""
+    official = [f for f in ROUTING_FLAGS if flags.get(f) == "official"]
+    if len(official) == len(ROUTING_FLAGS):
+        return "the official code's routing"
+    return ", ".join(f"--{f} official" for f in official)
+
+
 def sweep_rows(d):
-    """[(model, n seeds, mean, ci_lo, ci_hi, epochs, sweep dir)] of every sweep under d."""
+    """[(model, n seeds, mean, ci_lo, ci_hi, epochs, sweep dir, recipe)] of every sweep under d."""
     out = []
     for path in sorted(glob.glob(os.path.join(d, "*", "summary.csv"))):
         sweep = os.path.dirname(path)
         meta = read_json(os.path.join(sweep, "meta.json"))
-        epochs = meta.get("config", {}).get("run_flags", {}).get("n-epochs")
+        flags = meta.get("config", {}).get("run_flags", {})
         with open(path, newline="") as f:
             for r in csv.DictReader(f):
                 if r["kind"] == "model" and r["metric"] == "heldout":
                     out.append((r["model"], int(r["n"]), float(r["mean"]), float(r["ci_lo"]), float(r["ci_hi"]),
-                                epochs, os.path.relpath(sweep, d)))
+                                flags.get("n-epochs"), os.path.relpath(sweep, d), recipe(flags)))
     return out
 
 
@@ -161,9 +174,10 @@ def main():
     ]
     rows = sweep_rows(d)
     params = {sweep: n_params(os.path.join(d, sweep)) for sweep in {r[6] for r in rows}}
-    for name, n, mean, lo, hi, epochs, sweep in rows:
+    for name, n, mean, lo, hi, epochs, sweep, how in rows:
         anchor, source = ANCHORS.get(name, ("—", "—"))
-        lines.append(f"| `{name}` | {params[sweep].get(name, '—')} | {n} | {epochs} | {mean:.4f} [{lo:.4f}, {hi:.4f}] "
+        label = f"`{name}`" + (f" ({how})" if how else "")
+        lines.append(f"| {label} | {params[sweep].get(name, '—')} | {n} | {epochs} | {mean:.4f} [{lo:.4f}, {hi:.4f}] "
                      f"(`{sweep}/`) | {anchor} | {source} |")
     note = few_seeds_note(r[1] for r in rows)
     if note:
