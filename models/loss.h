@@ -18,7 +18,7 @@ enum class LossKind { xent, spread, margin };
 // training's steps, or official, capsule_em's (google-research, layers.py:
 // optimizer) 0.2 + 0.79 sigmoid(min(10, step / 50000 - 4)) of the global
 // step, whatever the training's length (~0.21 at the start, 0.59 at 200k
-// steps, 0.89 at 400k).
+// steps, 0.9 from ~303k, 0.98 at 400k).
 enum class SpreadSchedule { linear, official };
 
 struct LossConfig {

@@ -54,7 +54,7 @@ inline constexpr ModelOption kSpreadMargin{.name = "spread-margin", .kind = Opti
 inline constexpr ModelOption kSpreadMarginSchedule{
     .name = "spread-margin-schedule", .kind = OptionKind::choice, .default_value = "linear",
     .help = "How the spread margin grows: linear (--spread-margin A to B over the training's steps) or official "
-            "(capsule_em: 0.2 + 0.79 sigmoid(min(10, step / 50000 - 4)) of the global step, 0.9 only after ~400k steps)",
+            "(capsule_em: 0.2 + 0.79 sigmoid(min(10, step / 50000 - 4)) of the global step, 0.9 only after ~300k steps)",
     .choices = {"linear", "official"}, .hashed_at_default = HashedAtDefault::never,
     .ignored = spread_schedule_ignored};
 
