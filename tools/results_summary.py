@@ -60,6 +60,9 @@ SWEEPS = [
     ("fashion_mnist/linear", "Fashion-MNIST, the standard split: softmax regression"),
     ("fashion_mnist/seed_models", "Fashion-MNIST, the standard split: the seed's capsules and CNN, 30 epochs"),
     ("fashion_mnist/dr", "Fashion-MNIST, the standard split: dynamic routing, 30 epochs"),
+    ("fashion_mnist/trained", "Fashion-MNIST, the standard split: the paper's networks, 30 epochs"),
+    ("fashion_mnist/trained_official", "Fashion-MNIST, the standard split: convcaps by the official code's routing, "
+                                       "30 epochs"),
 ]
 TABLE2 = [("azimuth", "seed"), ("azimuth", "paper"), ("elevation", "seed"), ("elevation", "paper")]
 
