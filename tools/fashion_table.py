@@ -21,7 +21,7 @@ _HERE = os.path.dirname(os.path.realpath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
-from viewgap_plots.table_io import fail as fail_as, read_rows, write_table  # noqa: E402
+from viewgap_plots.table_io import fail as fail_as, number, read_rows, write_table  # noqa: E402
 
 TOOL = "fashion_table.py"
 
@@ -94,6 +94,14 @@ def sweep_rows(d):
     return out
 
 
+def whole(path, r, column):
+    """Row r's `column` as an int; an empty or fractional value is one line, exit 2."""
+    v = number(TOOL, path, r, column)
+    if v != v or v != int(v):
+        fail(f"{path}: column '{column}' is not a whole number ({r[column]!r})")
+    return int(v)
+
+
 def n_params(sweep):
     """{model: its parameter count, or "a–b" where its cells differ} from sweep/cells.csv, or {}
     where the sweep has none."""
@@ -103,7 +111,7 @@ def n_params(sweep):
     counts = {}
     for r in read_rows(TOOL, path, ("model", "status", "n_params")):
         if r["status"] == "ok":
-            counts.setdefault(r["model"], set()).add(int(r["n_params"]))
+            counts.setdefault(r["model"], set()).add(whole(path, r, "n_params"))
     return {m: f"{min(c):,}" if len(c) == 1 else f"{min(c):,}–{max(c):,}" for m, c in counts.items()}
 
 
@@ -122,17 +130,16 @@ def learning_curves(sweep, label):
         return []
     acc = {}  # model -> seed -> epoch -> test accuracy
     for r in read_rows(TOOL, path, ("seed", "model", "epoch", "heldout_error")):
-        try:
-            a = 1 - float(r["heldout_error"])
-        except ValueError:
-            fail(f"{path}: heldout_error {r['heldout_error']!r} is not a number")
-        acc.setdefault(r["model"], {}).setdefault(int(r["seed"]), {})[int(r["epoch"])] = a
+        if not (r.get("heldout_error") or "").strip():
+            fail(f"{path}: a row without its test error (column 'heldout_error')")
+        a = 1 - number(TOOL, path, r, "heldout_error")
+        acc.setdefault(r["model"], {}).setdefault(whole(path, r, "seed"), {})[whole(path, r, "epoch")] = a
     lines = []
     for model in sorted(acc):
         seeds = acc[model]
         last = max(max(e) for e in seeds.values())
-        whole = {s: c for s, c in seeds.items() if all(e in c for e in range(1, last + 1))}
-        if not whole:
+        full = {s: c for s, c in seeds.items() if all(e in c for e in range(1, last + 1))}
+        if not full:
             continue
         epochs = curve_epochs(last)
         if not lines:
@@ -140,12 +147,12 @@ def learning_curves(sweep, label):
                      "|---|---|" + "---|" * len(epochs) + "---|"]
         cells = []
         for e in epochs:
-            v = [c[e] for c in whole.values()]
+            v = [c[e] for c in full.values()]
             cells.append(f"{sum(v) / len(v):.4f}" + (f" [{min(v):.4f}, {max(v):.4f}]" if len(v) > 1 else ""))
-        best = [max(c.values()) for c in whole.values()]
-        at = sorted(max(c, key=lambda e: (c[e], -e)) for c in whole.values())
+        best = [max(c.values()) for c in full.values()]
+        at = sorted(max(c, key=lambda e: (c[e], -e)) for c in full.values())
         cells.append(f"{sum(best) / len(best):.4f} (epoch {at[0]}" + (f"–{at[-1]})" if at[-1] != at[0] else ")"))
-        lines.append(f"| `{model}` ({label}/) | {len(whole)} | " + " | ".join(cells) + " |")
+        lines.append(f"| `{model}` ({label}/) | {len(full)} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -30,7 +30,7 @@ from viewgap_plots.few_seeds import few_seeds_note  # noqa: E402
 from viewgap_plots.published import (PAPER_CITATION, PAPER_SIZES, SABOUR_AFFNIST,  # noqa: E402
                                      SABOUR_AFFNIST_CITATION, SABOUR_AFFNIST_PROTOCOL, SABOUR_AFFNIST_SIZES,
                                      SR_CAPSNET, SR_CAPSNET_CITATION, in_plane, paper_point)
-from viewgap_plots.table_io import fail as fail_as, read_rows, write_table  # noqa: E402
+from viewgap_plots.table_io import fail as fail_as, number as number_as, read_rows, write_table  # noqa: E402
 
 TOOL = "verdict_table.py"
 FRONTIER = "grid,gap,level,kind,model,metric,seeds,n,mean,ci_lo,ci_hi,wins,ties,losses,p_value".split(",")
@@ -48,13 +48,7 @@ def fail(msg):
 
 
 def number(path, r, column):
-    if r.get(column) is None:  # a row cut short
-        fail(f"{path}: a row without its '{column}' column (a truncated file?)")
-    v = r[column].strip()
-    try:
-        return float(v) if v else float("nan")
-    except ValueError:
-        fail(f"{path}: column '{column}' is not a number ({v!r})")
+    return number_as(TOOL, path, r, column)
 
 
 class Frontier:

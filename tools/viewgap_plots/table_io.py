@@ -36,6 +36,18 @@ def read_rows(tool, path, columns):
     return rows
 
 
+def number(tool, path, r, column):
+    """Row r's `column` of the CSV at `path` as a float, NaN where empty; a row cut short or a
+    value that is no number is one line, exit 2."""
+    if r.get(column) is None:  # a row cut short
+        fail(tool, f"{path}: a row without its '{column}' column (a truncated file?)")
+    v = r[column].strip()
+    try:
+        return float(v) if v else float("nan")
+    except ValueError:
+        fail(tool, f"{path}: column '{column}' is not a number ({v!r})")
+
+
 def write_table(tool, path, text):
     """`text` to the file `path` names (a symlink followed to its file), in UTF-8 whatever the
     locale, through a temporary file beside it and a rename. Anything else already there (a
